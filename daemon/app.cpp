@@ -1,0 +1,333 @@
+#include "app.hpp"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include "asio.hpp"
+#include "http_server.hpp"
+#include "logging.hpp"
+#include "nodewatch/config.hpp"
+#include "nodewatch/version.hpp"
+#include "router.hpp"
+#include "scheduler.hpp"
+#include "self_metrics.hpp"
+#include "snapshot_store.hpp"
+#include "systemd.hpp"
+
+namespace nodewatch {
+namespace {
+
+using namespace std::chrono_literals;
+
+// How long shutdown waits for in-flight responses, then for collectors.
+constexpr auto kDrainGrace = 2500ms;
+constexpr auto kWorkerGrace = 1500ms;
+
+ConfigResult load(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
+  return load_config(cmd.config_path, cmd.config_explicit, catalog);
+}
+
+void print_errors(const std::vector<ConfigError>& errors) {
+  for (const auto& e : errors) std::cerr << e.str() << "\n";
+}
+
+// Builds the collectors a configuration enables. Throws on failure.
+std::vector<CollectorJob> make_jobs(const Config& cfg, const Roots& roots) {
+  std::vector<CollectorJob> jobs;
+  for (const CollectorConfig& cc : cfg.collectors) {
+    if (!cc.enabled) continue;
+    CollectorEnv env{roots, cc.options.get()};
+    CollectorJob job;
+    job.name = std::string(cc.name());
+    try {
+      job.collector = cc.spec->create(env);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("collector " + job.name + ": " + e.what());
+    }
+    job.interval = cc.interval;
+    job.timeout = cc.timeout;
+    job.own_thread = cc.spec->own_thread;
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
+HttpLimits limits_of(const ServerConfig& s) {
+  HttpLimits l;
+  l.max_connections = static_cast<std::size_t>(s.max_connections);
+  l.read_timeout = s.read_timeout;
+  l.idle_timeout = s.idle_timeout;
+  return l;
+}
+
+class Daemon {
+ public:
+  Daemon(const CommandLine& cmd, std::span<const CollectorSpec> catalog, Config cfg)
+      : cmd_(cmd),
+        catalog_(catalog),
+        config_(std::move(cfg)),
+        signals_(io_),
+        scheduler_(io_, store_),
+        router_(Router::Sources{&store_, [this] { return scheduler_.statuses(); }, &self_,
+                                [this] { return ready_; }}),
+        server_(
+            io_, [this](const HttpRequest& r) { return router_.handle(r); },
+            [this](std::string_view target, unsigned code) { self_.count_request(target, code); }),
+        watchdog_(io_),
+        drain_(io_) {}
+
+  int once() {
+    std::vector<CollectorJob> jobs;
+    try {
+      jobs = make_jobs(config_, cmd_.roots);
+    } catch (const std::exception& e) {
+      spdlog::error("{}", e.what());
+      return 1;
+    }
+    scheduler_.on_first_round([this] {
+      std::string text = router_.metrics_text({});
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+      scheduler_.stop();
+      io_.stop();
+    });
+    scheduler_.start(std::move(jobs));
+    io_.run();
+    return finish();
+  }
+
+  int serve() {
+    std::vector<CollectorJob> jobs;
+    try {
+      jobs = make_jobs(config_, cmd_.roots);
+    } catch (const std::exception& e) {
+      spdlog::error("{}", e.what());
+      return 1;
+    }
+    server_.set_limits(limits_of(config_.server));
+    std::vector<int> fds = systemd::listen_fds();
+    std::string err;
+    if (!fds.empty()) {
+      socket_activated_ = true;
+      err = server_.adopt(fds);
+    } else {
+      err = server_.listen(listen_addresses(config_));
+    }
+    if (!err.empty()) {
+      spdlog::error("{}", err);
+      return 1;
+    }
+    for (const auto& ep : server_.local_endpoints()) {
+      spdlog::info("listening on {}; scrape http://{}:{}/metrics{}", ep_string(ep), scrape_host(ep),
+                   ep.port(), socket_activated_ ? " (socket activation)" : "");
+    }
+    spdlog::info("nodewatch {} (revision {}) using {}; {} collector(s) enabled", kVersion,
+                 kRevision, config_.source, jobs.size());
+
+    scheduler_.on_first_round([this] {
+      if (!ready_) {
+        ready_ = true;
+        spdlog::info("first collection round complete; ready");
+        systemd::notify("READY=1\nSTATUS=" + status_line());
+      }
+    });
+    scheduler_.on_state_change([this] { systemd::notify("STATUS=" + status_line()); });
+    scheduler_.start(std::move(jobs));
+
+    signals_.add(SIGTERM);
+    signals_.add(SIGINT);
+    signals_.add(SIGHUP);
+    wait_signal();
+    if (auto period = systemd::watchdog_period()) {
+      spdlog::info("systemd watchdog enabled; pinging every {} ms",
+                   std::chrono::duration_cast<std::chrono::milliseconds>(*period).count());
+      watchdog_tick(*period);
+    }
+    io_.run();
+    return finish();
+  }
+
+ private:
+  static std::string ep_string(const asio::ip::tcp::endpoint& ep) {
+    std::string a = ep.address().to_string();
+    if (ep.address().is_v6()) a = "[" + a + "]";
+    return a + ":" + std::to_string(ep.port());
+  }
+  static std::string scrape_host(const asio::ip::tcp::endpoint& ep) {
+    if (ep.address().is_unspecified()) {
+      char host[256] = {};
+      if (gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') return host;
+      return "localhost";
+    }
+    std::string a = ep.address().to_string();
+    return ep.address().is_v6() ? "[" + a + "]" : a;
+  }
+
+  std::vector<std::string> listen_addresses(const Config& cfg) const {
+    return cmd_.listen.empty() ? cfg.server.listen : cmd_.listen;
+  }
+
+  std::string status_line() const {
+    auto st = scheduler_.statuses();
+    std::size_t up = 0;
+    for (const auto& s : st) up += s.up ? 1 : 0;
+    return "collectors up " + std::to_string(up) + "/" + std::to_string(st.size());
+  }
+
+  void wait_signal() {
+    signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
+      if (ec) return;
+      if (sig == SIGHUP) {
+        reload();
+        wait_signal();
+      } else {
+        spdlog::info("received {}; shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        shutdown();
+      }
+    });
+  }
+
+  void watchdog_tick(std::chrono::microseconds period) {
+    // Runs on the io thread: a stalled io loop stops the pings, and systemd
+    // restarts the daemon.
+    systemd::notify("WATCHDOG=1");
+    watchdog_.expires_after(period);
+    watchdog_.async_wait([this, period](const boost::system::error_code& ec) {
+      if (!ec && !stopping_) watchdog_tick(period);
+    });
+  }
+
+  void reload() {
+    spdlog::info("SIGHUP: reloading {}", cmd_.config_path);
+    systemd::notify_reloading();
+    auto finish_reload = [this](bool ok) {
+      self_.set_reload_result(ok);
+      systemd::notify("READY=1\nSTATUS=" + status_line() + (ok ? "" : "; last reload failed"));
+    };
+    ConfigResult r = load(cmd_, catalog_);
+    if (!r.config) {
+      for (const auto& e : r.errors) spdlog::error("reload rejected: {}", e.str());
+      finish_reload(false);
+      return;
+    }
+    std::vector<CollectorJob> jobs;
+    try {
+      jobs = make_jobs(*r.config, cmd_.roots);
+    } catch (const std::exception& e) {
+      spdlog::error("reload rejected: {}", e.what());
+      finish_reload(false);
+      return;
+    }
+    if (!socket_activated_ && listen_addresses(*r.config) != listen_addresses(config_)) {
+      // listen() replaces the acceptors only when every new address binds.
+      if (std::string err = server_.listen(listen_addresses(*r.config)); !err.empty()) {
+        spdlog::error("reload rejected: {}", err);
+        finish_reload(false);
+        return;
+      }
+      for (const auto& ep : server_.local_endpoints())
+        spdlog::info("now listening on {}", ep_string(ep));
+    }
+    std::string level = cmd_.log_level.empty() ? r.config->log.level : cmd_.log_level;
+    set_log_level(level);
+    server_.set_limits(limits_of(r.config->server));
+    config_ = std::move(*r.config);
+    scheduler_.start(std::move(jobs));
+    spdlog::info("configuration reloaded; {} collector(s) enabled", scheduler_.statuses().size());
+    finish_reload(true);
+  }
+
+  void shutdown() {
+    if (stopping_) return;
+    stopping_ = true;
+    systemd::notify("STOPPING=1");
+    server_.stop();
+    scheduler_.stop();
+    watchdog_.cancel();
+    signals_.cancel();
+    // Let in-flight responses finish, but never for long.
+    auto until = std::chrono::steady_clock::now() + kDrainGrace;
+    drain_wait(until);
+  }
+
+  void drain_wait(std::chrono::steady_clock::time_point until) {
+    if (server_.active_connections() == 0 || std::chrono::steady_clock::now() >= until) {
+      io_.stop();
+      return;
+    }
+    drain_.expires_after(20ms);
+    drain_.async_wait([this, until](const boost::system::error_code&) { drain_wait(until); });
+  }
+
+  int finish() {
+    if (!scheduler_.shutdown_workers(kWorkerGrace)) {
+      // A collector is stuck in the kernel and cannot be interrupted.
+      // Exiting without running destructors is safe: nothing is left to flush
+      // but the log.
+      spdlog::warn("exiting with a collector still running");
+      spdlog::shutdown();
+      std::fflush(stdout);
+      std::_Exit(0);
+    }
+    spdlog::info("stopped");
+    return 0;
+  }
+
+  const CommandLine& cmd_;
+  std::span<const CollectorSpec> catalog_;
+  Config config_;
+  asio::io_context io_;
+  asio::signal_set signals_;
+  SnapshotStore store_;
+  SelfMetrics self_;
+  Scheduler scheduler_;
+  Router router_;
+  HttpServer server_;
+  asio::steady_timer watchdog_;
+  asio::steady_timer drain_;
+  bool ready_ = false;
+  bool stopping_ = false;
+  bool socket_activated_ = false;
+};
+
+}  // namespace
+
+int run(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
+  setup_logging(cmd.log_level.empty() ? "info" : cmd.log_level);
+  if (!cmd.log_level.empty() && !set_log_level(cmd.log_level)) {
+    std::cerr << "--log-level: \"" << cmd.log_level
+              << "\" is not one of trace, debug, info, warn, error, critical, off\n";
+    return 1;
+  }
+  ConfigResult r = load(cmd, catalog);
+  if (cmd.check_config) {
+    if (!r.config) {
+      print_errors(r.errors);
+      std::cerr << r.errors.size() << " error(s) in " << cmd.config_path << "\n";
+      return 1;
+    }
+    std::cout << "configuration OK (" << r.config->source << ")\n";
+    return 0;
+  }
+  if (!r.config) {
+    print_errors(r.errors);
+    return 1;
+  }
+  if (r.config->source == "built-in defaults")
+    spdlog::info("{} not found; using built-in defaults", cmd.config_path);
+  if (cmd.log_level.empty()) set_log_level(r.config->log.level);
+  if (cmd.once) {
+    // Nothing on stdout but the exposition.
+    Daemon d(cmd, catalog, std::move(*r.config));
+    return d.once();
+  }
+  std::signal(SIGPIPE, SIG_IGN);
+  Daemon d(cmd, catalog, std::move(*r.config));
+  return d.serve();
+}
+
+}  // namespace nodewatch

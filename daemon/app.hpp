@@ -1,0 +1,31 @@
+#pragma once
+// The daemon's entry points, below main(): --check-config, --once and the
+// long-running service.
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "nodewatch/collector.hpp"
+
+namespace nodewatch {
+
+inline constexpr const char* kDefaultConfigPath = "/etc/nodewatch/nodewatch.toml";
+
+struct CommandLine {
+  std::string config_path = kDefaultConfigPath;
+  bool config_explicit = false;  // --config given: a missing file is an error
+  bool check_config = false;
+  bool once = false;
+  std::vector<std::string> listen;  // overrides server.listen when not empty
+  std::string log_level;            // overrides log.level when not empty
+  Roots roots;
+};
+
+// Returns the process exit code.
+int run(const CommandLine& cmd, std::span<const CollectorSpec> catalog);
+
+// The collectors built into nodewatchd, in the one place they are listed.
+std::span<const CollectorSpec> builtin_collectors();
+
+}  // namespace nodewatch

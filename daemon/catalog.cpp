@@ -1,0 +1,15 @@
+// The one place that lists the collectors built into nodewatchd. A name in
+// the configuration that is not here is a configuration error.
+
+#include <vector>
+
+#include "app.hpp"
+
+namespace nodewatch {
+
+std::span<const CollectorSpec> builtin_collectors() {
+  static const std::vector<CollectorSpec> kCatalog = {};
+  return kCatalog;
+}
+
+}  // namespace nodewatch

@@ -1,0 +1,404 @@
+#include "nodewatch/config.hpp"
+
+#include <toml++/toml.h>
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+namespace nodewatch {
+namespace {
+
+std::string join_key(const std::string& prefix, std::string_view key) {
+  if (prefix.empty()) return std::string(key);
+  return prefix + "." + std::string(key);
+}
+
+std::string_view type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::table: return "table";
+    case toml::node_type::array: return "array";
+    case toml::node_type::string: return "string";
+    case toml::node_type::integer: return "integer";
+    case toml::node_type::floating_point: return "float";
+    case toml::node_type::boolean: return "boolean";
+    case toml::node_type::date: return "date";
+    case toml::node_type::time: return "time";
+    case toml::node_type::date_time: return "date-time";
+    default: return "nothing";
+  }
+}
+
+constexpr std::array<std::string_view, 7> kLogLevels{"trace", "debug",    "info", "warn",
+                                                     "error", "critical", "off"};
+
+}  // namespace
+
+std::string ConfigError::str() const {
+  std::string out = file;
+  if (line > 0) out += ":" + std::to_string(line) + ":" + std::to_string(column);
+  out += ": ";
+  if (!key.empty()) out += key + ": ";
+  out += message;
+  return out;
+}
+
+std::optional<Millis> parse_duration(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  std::int64_t total_ms = 0;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    std::int64_t value = 0;
+    const char* begin = text.data() + i;
+    auto [ptr, ec] = std::from_chars(begin, text.data() + text.size(), value);
+    if (ec != std::errc() || ptr == begin || value < 0) return std::nullopt;
+    i = static_cast<std::size_t>(ptr - text.data());
+    std::size_t unit_start = i;
+    while (i < text.size() && text[i] >= 'a' && text[i] <= 'z') ++i;
+    std::string_view unit = text.substr(unit_start, i - unit_start);
+    std::int64_t scale = 0;
+    if (unit == "ms")
+      scale = 1;
+    else if (unit == "s")
+      scale = 1000;
+    else if (unit == "m")
+      scale = 60 * 1000;
+    else if (unit == "h")
+      scale = 3600 * 1000;
+    else
+      return std::nullopt;
+    // Bound each term so that the sum cannot overflow (30 days is far beyond any valid value).
+    constexpr std::int64_t kMaxMs = 30LL * 24 * 3600 * 1000;
+    if (value > kMaxMs / scale) return std::nullopt;
+    total_ms += value * scale;
+    if (total_ms > kMaxMs) return std::nullopt;
+  }
+  return Millis(total_ms);
+}
+
+std::string format_duration(Millis d) {
+  auto ms = d.count();
+  if (ms != 0 && ms % 1000 == 0) {
+    auto s = ms / 1000;
+    if (s % 3600 == 0) return std::to_string(s / 3600) + "h";
+    if (s % 60 == 0) return std::to_string(s / 60) + "m";
+    return std::to_string(s) + "s";
+  }
+  return std::to_string(ms) + "ms";
+}
+
+std::optional<ListenAddress> parse_listen_address(std::string_view text) {
+  ListenAddress out;
+  std::string_view port_text;
+  if (!text.empty() && text.front() == '[') {
+    auto close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      return std::nullopt;
+    out.host = std::string(text.substr(1, close - 1));
+    if (out.host.empty()) return std::nullopt;
+    port_text = text.substr(close + 2);
+  } else {
+    auto colon = text.rfind(':');
+    if (colon == std::string_view::npos) return std::nullopt;
+    out.host = std::string(text.substr(0, colon));
+    if (out.host.find(':') != std::string::npos) return std::nullopt;  // bare IPv6 needs brackets
+    port_text = text.substr(colon + 1);
+  }
+  if (out.host == "localhost") out.host = "127.0.0.1";
+  unsigned port = 0;
+  auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || ptr != port_text.data() + port_text.size() || port_text.empty() ||
+      port > 65535)
+    return std::nullopt;
+  out.port = static_cast<std::uint16_t>(port);
+  if (!out.host.empty()) {
+    // Only IP literals: a name would need a resolver at bind time.
+    bool ok_v4 = std::all_of(out.host.begin(), out.host.end(),
+                             [](char c) { return (c >= '0' && c <= '9') || c == '.'; });
+    bool ok_v6 = std::all_of(out.host.begin(), out.host.end(), [](char c) {
+      return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') ||
+             c == ':' || c == '.';
+    });
+    bool has_colon = out.host.find(':') != std::string::npos;
+    if (!(ok_v4 && !has_colon) && !(ok_v6 && has_colon)) return std::nullopt;
+  }
+  return out;
+}
+
+OptionReader::OptionReader(const toml::table& table, std::string key_prefix, std::string file,
+                           std::vector<ConfigError>* errors)
+    : table_(table), prefix_(std::move(key_prefix)), file_(std::move(file)), errors_(errors) {}
+
+const toml::node* OptionReader::lookup(std::string_view key) {
+  seen_.emplace_back(key);
+  return table_.get(key);
+}
+
+void OptionReader::error_at(const toml::node* node, std::string_view key, std::string message) {
+  const toml::source_region& src = node != nullptr ? node->source() : table_.source();
+  errors_->push_back(ConfigError{file_, static_cast<int>(src.begin.line),
+                                 static_cast<int>(src.begin.column), join_key(prefix_, key),
+                                 std::move(message)});
+}
+
+void OptionReader::error(std::string_view key, std::string message) {
+  error_at(table_.get(key), key, std::move(message));
+}
+
+bool OptionReader::get_bool(std::string_view key, bool def) {
+  const toml::node* n = lookup(key);
+  if (n == nullptr) return def;
+  if (auto v = n->value_exact<bool>()) return *v;
+  error_at(n, key, "expected a boolean, found " + std::string(type_name(*n)));
+  return def;
+}
+
+std::int64_t OptionReader::get_int(std::string_view key, std::int64_t def, std::int64_t min,
+                                   std::int64_t max) {
+  const toml::node* n = lookup(key);
+  if (n == nullptr) return def;
+  auto v = n->value_exact<std::int64_t>();
+  if (!v) {
+    error_at(n, key, "expected an integer, found " + std::string(type_name(*n)));
+    return def;
+  }
+  if (*v < min || *v > max) {
+    error_at(n, key,
+             "value " + std::to_string(*v) + " is out of range [" + std::to_string(min) + ", " +
+                 std::to_string(max) + "]");
+    return def;
+  }
+  return *v;
+}
+
+std::string OptionReader::get_string(std::string_view key, std::string def) {
+  const toml::node* n = lookup(key);
+  if (n == nullptr) return def;
+  if (auto v = n->value_exact<std::string>()) return *v;
+  error_at(n, key, "expected a string, found " + std::string(type_name(*n)));
+  return def;
+}
+
+std::string OptionReader::get_enum(std::string_view key, std::string def,
+                                   std::span<const std::string_view> allowed) {
+  const toml::node* n = table_.get(key);
+  std::string v = get_string(key, def);
+  if (n == nullptr || !n->is_string()) return v;
+  if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return v;
+  std::string list;
+  for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+  error_at(n, key, "\"" + v + "\" is not one of: " + list);
+  return def;
+}
+
+std::vector<std::string> OptionReader::get_string_array(std::string_view key,
+                                                        std::vector<std::string> def) {
+  const toml::node* n = lookup(key);
+  if (n == nullptr) return def;
+  const toml::array* arr = n->as_array();
+  if (arr == nullptr) {
+    error_at(n, key, "expected an array of strings, found " + std::string(type_name(*n)));
+    return def;
+  }
+  std::vector<std::string> out;
+  for (const toml::node& el : *arr) {
+    if (auto s = el.value_exact<std::string>()) {
+      out.push_back(*s);
+    } else {
+      error_at(
+          &el, key,
+          "expected an array of strings, found an element of type " + std::string(type_name(el)));
+      return def;
+    }
+  }
+  return out;
+}
+
+Millis OptionReader::get_duration(std::string_view key, Millis def, Millis min, Millis max) {
+  const toml::node* n = lookup(key);
+  if (n == nullptr) return def;
+  auto s = n->value_exact<std::string>();
+  if (!s) {
+    error_at(n, key,
+             "expected a duration string such as \"15s\" or \"500ms\", found " +
+                 std::string(type_name(*n)));
+    return def;
+  }
+  auto d = parse_duration(*s);
+  if (!d) {
+    error_at(n, key, "\"" + *s + "\" is not a duration (use ms, s, m, h, e.g. \"15s\", \"1m30s\")");
+    return def;
+  }
+  if (*d < min || *d > max) {
+    error_at(n, key,
+             "\"" + *s + "\" is out of range [" + format_duration(min) + ", " +
+                 format_duration(max) + "]");
+    return def;
+  }
+  return *d;
+}
+
+void OptionReader::mark_known(std::string_view key) {
+  seen_.emplace_back(key);
+}
+
+void OptionReader::finish() {
+  for (auto&& [k, v] : table_) {
+    std::string_view key = k.str();
+    if (std::find(seen_.begin(), seen_.end(), key) != seen_.end()) continue;
+    errors_->push_back(ConfigError{file_, static_cast<int>(k.source().begin.line),
+                                   static_cast<int>(k.source().begin.column),
+                                   join_key(prefix_, key), "unknown key"});
+  }
+}
+
+namespace {
+
+// Reads a sub-table; reports a wrong type. Returns nullptr if absent or wrong.
+const toml::table* sub_table(const toml::table& parent, std::string_view key,
+                             std::vector<ConfigError>* errors, const std::string& file,
+                             const std::string& prefix) {
+  const toml::node* n = parent.get(key);
+  if (n == nullptr) return nullptr;
+  if (const toml::table* t = n->as_table()) return t;
+  errors->push_back(ConfigError{file, static_cast<int>(n->source().begin.line),
+                                static_cast<int>(n->source().begin.column), join_key(prefix, key),
+                                "expected a table, found " + std::string(type_name(*n))});
+  return nullptr;
+}
+
+}  // namespace
+
+ConfigResult parse_config(std::string_view text, std::string_view file,
+                          std::span<const CollectorSpec> catalog) {
+  ConfigResult result;
+  std::string file_s(file);
+  if (text.size() > kMaxConfigBytes) {
+    result.errors.push_back(ConfigError{
+        file_s, 0, 0, "", "file is larger than " + std::to_string(kMaxConfigBytes) + " bytes"});
+    return result;
+  }
+  toml::table root;
+  try {
+    root = toml::parse(text, file);
+  } catch (const toml::parse_error& e) {
+    result.errors.push_back(ConfigError{file_s, static_cast<int>(e.source().begin.line),
+                                        static_cast<int>(e.source().begin.column), "",
+                                        std::string(e.description())});
+    return result;
+  }
+
+  std::vector<ConfigError>& errors = result.errors;
+  Config cfg;
+  cfg.source = file_s;
+  OptionReader top(root, "", file_s, &errors);
+  // Sections are known by name so that finish() flags unknown ones.
+  for (std::string_view section : {"server", "log", "collectors"}) top.mark_known(section);
+
+  if (const toml::table* t = sub_table(root, "server", &errors, file_s, "")) {
+    OptionReader r(*t, "server", file_s, &errors);
+    cfg.server.listen = r.get_string_array("listen", cfg.server.listen);
+    if (const toml::node* n = t->get("listen"); n != nullptr && n->is_array()) {
+      if (cfg.server.listen.empty()) r.error("listen", "needs at least one address");
+      for (std::size_t i = 0; i < cfg.server.listen.size(); ++i) {
+        if (!parse_listen_address(cfg.server.listen[i])) {
+          const toml::node* el = n->as_array()->get(i);
+          errors.push_back(ConfigError{
+              file_s, static_cast<int>(el->source().begin.line),
+              static_cast<int>(el->source().begin.column), "server.listen",
+              "\"" + cfg.server.listen[i] +
+                  "\" is not an address (use \":9842\", \"127.0.0.1:9842\" or \"[::1]:9842\")"});
+        }
+      }
+    }
+    cfg.server.max_connections =
+        static_cast<int>(r.get_int("max_connections", cfg.server.max_connections, 1, 100000));
+    cfg.server.read_timeout =
+        r.get_duration("read_timeout", cfg.server.read_timeout, Millis(100), Millis(300000));
+    cfg.server.idle_timeout =
+        r.get_duration("idle_timeout", cfg.server.idle_timeout, Millis(100), Millis(3600000));
+    r.finish();
+  }
+
+  if (const toml::table* t = sub_table(root, "log", &errors, file_s, "")) {
+    OptionReader r(*t, "log", file_s, &errors);
+    cfg.log.level = r.get_enum("level", cfg.log.level, kLogLevels);
+    r.finish();
+  }
+
+  const toml::table* collectors = sub_table(root, "collectors", &errors, file_s, "");
+  if (collectors != nullptr) {
+    for (auto&& [k, v] : *collectors) {
+      bool known = std::any_of(catalog.begin(), catalog.end(),
+                               [&](const CollectorSpec& s) { return s.name == k.str(); });
+      if (!known) {
+        std::string names;
+        for (const auto& s : catalog) names += (names.empty() ? "" : ", ") + std::string(s.name);
+        errors.push_back(ConfigError{
+            file_s, static_cast<int>(k.source().begin.line),
+            static_cast<int>(k.source().begin.column), "collectors." + std::string(k.str()),
+            "unknown collector (known: " + (names.empty() ? std::string("none") : names) + ")"});
+      }
+    }
+  }
+  for (const CollectorSpec& spec : catalog) {
+    CollectorConfig cc;
+    cc.spec = &spec;
+    cc.enabled = spec.enabled_by_default;
+    cc.interval = spec.default_interval;
+    cc.timeout = spec.default_timeout;
+    std::string prefix = "collectors." + std::string(spec.name);
+    const toml::table* t = collectors != nullptr
+                               ? sub_table(*collectors, spec.name, &errors, file_s, "collectors")
+                               : nullptr;
+    auto table = std::make_shared<toml::table>(t != nullptr ? *t : toml::table{});
+    OptionReader r(*table, prefix, file_s, &errors);
+    cc.enabled = r.get_bool("enabled", cc.enabled);
+    cc.interval = r.get_duration("interval", cc.interval, Millis(100), Millis(24LL * 3600 * 1000));
+    cc.timeout = r.get_duration("timeout", cc.timeout, Millis(10), Millis(24LL * 3600 * 1000));
+    if (cc.timeout > cc.interval) {
+      r.error(table->contains("timeout") ? "timeout" : "interval",
+              "timeout (" + format_duration(cc.timeout) + ") must not be longer than interval (" +
+                  format_duration(cc.interval) + ")");
+    }
+    if (spec.options) spec.options(r);
+    r.finish();
+    cc.options = std::move(table);
+    cfg.collectors.push_back(std::move(cc));
+  }
+  top.finish();
+
+  if (errors.empty()) result.config = std::move(cfg);
+  return result;
+}
+
+ConfigResult load_config(const std::string& path, bool must_exist,
+                         std::span<const CollectorSpec> catalog) {
+  std::error_code ec;
+  bool exists = std::filesystem::exists(path, ec);
+  if (!exists) {
+    if (must_exist) {
+      ConfigResult r;
+      r.errors.push_back(
+          ConfigError{path, 0, 0, "", "cannot read configuration file: no such file"});
+      return r;
+    }
+    ConfigResult r = parse_config("", "built-in defaults", catalog);
+    return r;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    ConfigResult r;
+    r.errors.push_back(ConfigError{path, 0, 0, "", "cannot read configuration file"});
+    return r;
+  }
+  std::string text;
+  text.resize(kMaxConfigBytes + 1);
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  return parse_config(text, path, catalog);
+}
+
+}  // namespace nodewatch

@@ -1,0 +1,83 @@
+#pragma once
+// The HTTP server (Boost.Beast on the io_context's thread).
+//
+// It knows nothing of metrics: a Handler turns a parsed request into a
+// response. The server enforces the limits that keep a hostile or broken
+// client from hurting the daemon: header size (431 past the limit), a read
+// deadline per request (a client that trickles bytes is dropped), an idle
+// timeout between keep-alive requests, and max_connections (past it, a new
+// connection gets an immediate 503 and is closed, never queued).
+//
+// Sessions are written over a Stream type so that a TLS stream slots in
+// beside the plain one; authentication belongs in the Handler.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <boost/beast/http.hpp>
+#include "asio.hpp"
+
+namespace nodewatch {
+
+namespace http = boost::beast::http;
+using HttpRequest = http::request<http::string_body>;
+using HttpResponse = http::response<http::string_body>;
+
+struct HttpLimits {
+  std::size_t max_connections = 64;
+  std::size_t header_limit = 8 * 1024;
+  std::size_t body_limit = 64 * 1024;
+  std::chrono::milliseconds read_timeout{10000};
+  std::chrono::milliseconds idle_timeout{60000};
+  std::chrono::milliseconds write_timeout{30000};
+};
+
+class HttpServer {
+ public:
+  using Handler = std::function<HttpResponse(const HttpRequest&)>;
+  // Told of every response sent: the request target (or "" when none was
+  // parsed) and the status code.
+  using Observer = std::function<void(std::string_view target, unsigned status)>;
+
+  HttpServer(asio::io_context& io, Handler handler, Observer observer = nullptr);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  void set_limits(const HttpLimits& limits) { limits_ = limits; }
+  const HttpLimits& limits() const { return limits_; }
+
+  // Binds every address ("host:port" forms of ListenAddress). All or
+  // nothing: on any failure nothing is left bound and the error is returned.
+  std::string listen(const std::vector<std::string>& addresses);
+  // Takes over already-listening sockets (systemd socket activation).
+  std::string adopt(const std::vector<int>& fds);
+  std::vector<asio::ip::tcp::endpoint> local_endpoints() const;
+
+  // Stops accepting; open connections finish the response in progress and
+  // close; idle ones close now.
+  void stop();
+  std::size_t active_connections() const { return *active_; }
+
+  struct SessionBase;
+
+ private:
+  void accept(const std::shared_ptr<asio::ip::tcp::acceptor>& acc);
+  void refuse(asio::ip::tcp::socket socket);
+
+  asio::io_context& io_;
+  Handler handler_;
+  Observer observer_;
+  HttpLimits limits_;
+  std::vector<std::shared_ptr<asio::ip::tcp::acceptor>> acceptors_;
+  std::shared_ptr<std::size_t> active_;
+  std::shared_ptr<std::set<SessionBase*>> sessions_;
+  bool stopped_ = false;
+};
+
+}  // namespace nodewatch

@@ -1,0 +1,38 @@
+// nodewatchd: command line parsing only; everything else is in the core library.
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "app.hpp"
+#include "nodewatch/version.hpp"
+
+int main(int argc, char** argv) {
+  nodewatch::CommandLine cmd;
+  CLI::App app{"nodewatchd: per-node monitoring daemon for AI training clusters"};
+  app.set_version_flag("--version", std::string("nodewatchd ") + nodewatch::kVersion +
+                                        " (revision " + nodewatch::kRevision + ")");
+  std::string sysfs = cmd.roots.sysfs.string();
+  std::string procfs = cmd.roots.procfs.string();
+  auto* config = app.add_option("--config", cmd.config_path, "Configuration file")
+                     ->default_str(nodewatch::kDefaultConfigPath);
+  app.add_flag("--check-config", cmd.check_config,
+               "Validate the configuration, print 'configuration OK' or every error, and exit");
+  app.add_flag(
+      "--once", cmd.once,
+      "Run every enabled collector once, print the exposition /metrics would serve, and exit");
+  app.add_option("--listen", cmd.listen,
+                 "Address to listen on (repeatable; overrides server.listen), e.g. 127.0.0.1:9842");
+  app.add_option("--log-level", cmd.log_level,
+                 "trace, debug, info, warn, error, critical or off (overrides log.level)");
+  app.add_option("--sysfs", sysfs, "Root of sysfs for every collector")->default_str("/sys");
+  app.add_option("--procfs", procfs, "Root of procfs for every collector")->default_str("/proc");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  cmd.config_explicit = config->count() > 0;
+  cmd.roots.sysfs = sysfs;
+  cmd.roots.procfs = procfs;
+  return nodewatch::run(cmd, nodewatch::builtin_collectors());
+}

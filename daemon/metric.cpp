@@ -1,0 +1,217 @@
+#include "nodewatch/metric.hpp"
+
+#include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
+
+#include <cmath>
+#include <sstream>
+
+namespace nodewatch {
+namespace {
+
+bool valid_name(std::string_view s, bool allow_colon) {
+  if (s.empty()) return false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    bool alpha =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (allow_colon && c == ':');
+    bool digit = c >= '0' && c <= '9';
+    if (!(alpha || (i > 0 && digit))) return false;
+  }
+  return true;
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+}  // namespace
+
+bool is_valid_utf8(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    std::size_t n = 0;
+    std::uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      n = 1;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    for (std::size_t k = 1; k <= n; ++k) {
+      if (i + k >= s.size()) return false;
+      auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    // Overlong encodings, surrogates, and values past U+10FFFF are invalid.
+    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+      return false;
+    i += n + 1;
+  }
+  return true;
+}
+
+MetricTable::MetricTable(std::vector<MetricDesc> descs) : descs_(std::move(descs)) {
+  for (std::size_t i = 0; i < descs_.size(); ++i)
+    index_.emplace(descs_[i].name, static_cast<int>(i));
+}
+
+int MetricTable::find(std::string_view name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? -1 : it->second;
+}
+
+std::vector<std::string> MetricTable::lint(std::string_view prefix) const {
+  std::vector<std::string> out;
+  std::unordered_set<std::string_view> names;
+  for (const MetricDesc& d : descs_) {
+    auto bad = [&](const std::string& what) { out.push_back(d.name + ": " + what); };
+    if (!names.insert(d.name).second) bad("declared twice");
+    if (!valid_name(d.name, false)) bad("not a valid metric name");
+    if (d.name.rfind(prefix, 0) != 0) bad("does not start with " + std::string(prefix));
+    bool is_total = ends_with(d.name, "_total");
+    if (d.type == MetricType::kCounter && !is_total) bad("a counter must end in _total");
+    if (d.type == MetricType::kGauge && is_total) bad("a gauge must not end in _total");
+    std::string_view base = d.name;
+    if (is_total) base.remove_suffix(6);
+    if (!d.unit.empty() && !ends_with(base, "_" + d.unit))
+      bad("name does not end in its unit _" + d.unit);
+    for (std::string_view forbidden : {"_percent", "_milliseconds", "_microseconds", "_kilobytes",
+                                       "_megabytes", "_bits", "_celcius"}) {
+      if (base.find(forbidden) != std::string_view::npos)
+        bad("uses a non-base unit " + std::string(forbidden));
+    }
+    if (ends_with(base, "_info") && d.type != MetricType::kGauge)
+      bad("an _info metric must be a gauge");
+    if (d.help.empty()) bad("has no help text");
+    if (d.help.find_first_of("\\\n") != std::string::npos)
+      bad("help text contains a backslash or newline");
+    std::unordered_set<std::string_view> labels;
+    for (const std::string& l : d.labels) {
+      if (!valid_name(l, false) || l.rfind("__", 0) == 0)
+        bad("label '" + l + "' is not a valid label name");
+      if (l == "le" || l == "quantile") bad("label '" + l + "' is reserved");
+      if (!labels.insert(l).second) bad("label '" + l + "' declared twice");
+    }
+  }
+  return out;
+}
+
+MetricSink::MetricSink(const MetricTable& table)
+    : table_(&table), samples_by_family_(table.descs().size()) {}
+
+bool MetricSink::add(std::string_view name, std::initializer_list<std::string_view> label_values,
+                     double value) {
+  return add_impl(name, label_values.begin(), label_values.size(), value);
+}
+
+bool MetricSink::add(std::string_view name, const std::vector<std::string>& label_values,
+                     double value) {
+  std::vector<std::string_view> views(label_values.begin(), label_values.end());
+  return add_impl(name, views.data(), views.size(), value);
+}
+
+bool MetricSink::add_impl(std::string_view name, const std::string_view* values, std::size_t count,
+                          double value) {
+  int idx = table_->find(name);
+  if (idx < 0) {
+    violations_.push_back("undeclared metric " + std::string(name));
+    return false;
+  }
+  const MetricDesc& d = table_->descs()[static_cast<std::size_t>(idx)];
+  if (count != d.labels.size()) {
+    violations_.push_back(d.name + ": " + std::to_string(count) + " label values for " +
+                          std::to_string(d.labels.size()) + " declared labels");
+    return false;
+  }
+  std::string key = d.name;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (!is_valid_utf8(values[i])) {
+      violations_.push_back(d.name + ": label " + d.labels[i] + " is not valid UTF-8");
+      return false;
+    }
+    key.push_back('\0');
+    key.append(values[i]);
+  }
+  if (d.type == MetricType::kCounter && !(value >= 0)) {
+    violations_.push_back(d.name + ": counter value " + std::to_string(value) +
+                          " is negative or NaN");
+    return false;
+  }
+  if (!series_.insert(std::move(key)).second) {
+    violations_.push_back(d.name + ": duplicate series");
+    return false;
+  }
+  Sample s;
+  s.label_values.assign(values, values + count);
+  s.value = value;
+  samples_by_family_[static_cast<std::size_t>(idx)].push_back(std::move(s));
+  ++samples_;
+  return true;
+}
+
+void MetricSink::error(std::string_view reason, std::uint64_t n) {
+  auto it = errors_.find(reason);
+  if (it == errors_.end()) it = errors_.emplace(std::string(reason), 0).first;
+  it->second += n;
+}
+
+bool MetricSink::get(std::string_view name, const std::vector<std::string>& label_values,
+                     double* value) const {
+  int idx = table_->find(name);
+  if (idx < 0) return false;
+  for (const Sample& s : samples_by_family_[static_cast<std::size_t>(idx)]) {
+    if (s.label_values == label_values) {
+      *value = s.value;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string MetricSink::render() const {
+  std::vector<prometheus::MetricFamily> families;
+  const auto& descs = table_->descs();
+  for (std::size_t i = 0; i < descs.size(); ++i) {
+    const auto& samples = samples_by_family_[i];
+    if (samples.empty()) continue;
+    const MetricDesc& d = descs[i];
+    prometheus::MetricFamily fam;
+    fam.name = d.name;
+    fam.help = d.help;
+    fam.type = d.type == MetricType::kCounter ? prometheus::MetricType::Counter
+                                              : prometheus::MetricType::Gauge;
+    fam.metric.reserve(samples.size());
+    for (const Sample& s : samples) {
+      prometheus::ClientMetric m;
+      m.label.reserve(d.labels.size());
+      for (std::size_t l = 0; l < d.labels.size(); ++l)
+        m.label.push_back({d.labels[l], s.label_values[l]});
+      if (d.type == MetricType::kCounter)
+        m.counter.value = s.value;
+      else
+        m.gauge.value = s.value;
+      fam.metric.push_back(std::move(m));
+    }
+    families.push_back(std::move(fam));
+  }
+  if (families.empty()) return {};
+  prometheus::TextSerializer serializer;
+  std::ostringstream out;
+  serializer.Serialize(out, families);
+  return std::move(out).str();
+}
+
+}  // namespace nodewatch

@@ -1,0 +1,272 @@
+#include "scheduler.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+
+#include "nodewatch/config.hpp"
+
+namespace nodewatch {
+
+using Clock = std::chrono::steady_clock;
+
+struct Scheduler::Entry {
+  Entry(asio::io_context& io, CollectorJob j) : job(std::move(j)), tick(io), deadline(io) {}
+
+  CollectorJob job;
+  asio::steady_timer tick;
+  asio::steady_timer deadline;
+  Clock::time_point next_due{};
+  bool stopped = false;
+  bool timed_out = false;
+  std::uint64_t run_id = 0;
+  Clock::time_point started{};
+  std::atomic<bool> cancel{false};
+  CollectorStatus status;
+};
+
+struct Scheduler::Result {
+  bool ok = false;
+  std::string reason;
+  std::string message;
+  double seconds = 0;
+  std::map<std::string, std::uint64_t, std::less<>> partial_errors;
+  std::vector<std::string> violations;
+  std::shared_ptr<const RenderedText> rendered;
+};
+
+namespace {
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+Scheduler::Scheduler(asio::io_context& io, SnapshotStore& store, std::size_t shared_workers)
+    : io_(io),
+      store_(store),
+      link_(std::make_shared<Link>()),
+      shared_pool_(std::make_unique<WorkerPool>(shared_workers, "nw-collect")) {
+  link_->io = &io_;
+}
+
+Scheduler::~Scheduler() {
+  stop();
+  shutdown_workers(std::chrono::milliseconds(0));
+}
+
+void Scheduler::start(std::vector<CollectorJob> jobs) {
+  std::map<std::string, CollectorStatus, std::less<>> previous;
+  for (auto& e : entries_) previous.emplace(e->job.name, e->status);
+  stop();
+  {
+    std::lock_guard lock(link_->mu);
+    link_->io = &io_;
+  }
+  entries_.clear();
+  first_round_done_ = false;
+  for (auto& j : jobs) {
+    auto e = std::make_shared<Entry>(io_, std::move(j));
+    e->status.name = e->job.name;
+    e->status.interval = e->job.interval;
+    // Counters survive a reload so that errors_total never goes backwards.
+    if (auto it = previous.find(e->job.name); it != previous.end()) {
+      e->status.errors = it->second.errors;
+      e->status.last_success_unix_seconds = it->second.last_success_unix_seconds;
+      e->status.runs = it->second.runs;
+    }
+    if (e->job.own_thread && own_pools_.count(e->job.name) == 0) {
+      own_pools_.emplace(e->job.name, std::make_unique<WorkerPool>(1, "nw-" + e->job.name));
+    }
+    entries_.push_back(std::move(e));
+  }
+  store_.retain([&](const std::string& name) {
+    for (auto& e : entries_)
+      if (e->job.name == name) return true;
+    return false;
+  });
+  if (entries_.empty()) {
+    first_round_done_ = true;
+    if (first_round_cb_) asio::post(io_, first_round_cb_);
+  }
+  auto now = Clock::now();
+  for (auto& e : entries_) {
+    e->next_due = now;
+    launch(e);
+    schedule(e);
+  }
+}
+
+void Scheduler::stop() {
+  for (auto& e : entries_) {
+    e->stopped = true;
+    e->cancel = true;
+    e->tick.cancel();
+    e->deadline.cancel();
+  }
+}
+
+bool Scheduler::shutdown_workers(std::chrono::milliseconds grace) {
+  {
+    std::lock_guard lock(link_->mu);
+    link_->io = nullptr;
+  }
+  auto until = Clock::now() + grace;
+  bool all = true;
+  auto remaining = [&] {
+    auto left = until - Clock::now();
+    return std::max(std::chrono::milliseconds(0),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(left));
+  };
+  if (shared_pool_) all = shared_pool_->shutdown(remaining()) && all;
+  for (auto& [name, pool] : own_pools_) {
+    bool done = pool->shutdown(remaining());
+    if (!done)
+      spdlog::warn("collector {} is still running (stuck in the kernel?); not waiting for it",
+                   name);
+    all = done && all;
+  }
+  return all;
+}
+
+WorkerPool& Scheduler::pool_for(const Entry& e) {
+  if (e.job.own_thread) return *own_pools_.at(e.job.name);
+  return *shared_pool_;
+}
+
+void Scheduler::schedule(const std::shared_ptr<Entry>& e) {
+  // Fixed rate: the next tick is one interval after the last due time; ticks
+  // missed while the process was stalled are skipped, not replayed.
+  auto now = Clock::now();
+  e->next_due += e->job.interval;
+  if (e->next_due <= now) e->next_due = now + e->job.interval;
+  e->tick.expires_at(e->next_due);
+  e->tick.async_wait([this, e](const boost::system::error_code& ec) {
+    if (ec || e->stopped) return;
+    if (e->status.in_flight) {
+      // The previous collect has not returned: never run two at once.
+      e->status.errors["skipped_overlap"]++;
+      failures_.failed(e->job.name + " (overlap)",
+                       "previous collect still running; skipping this interval");
+    } else {
+      failures_.succeeded(e->job.name + " (overlap)");
+      launch(e);
+    }
+    schedule(e);
+  });
+}
+
+void Scheduler::launch(const std::shared_ptr<Entry>& e) {
+  e->status.in_flight = true;
+  e->timed_out = false;
+  e->cancel = false;
+  std::uint64_t run_id = ++e->run_id;
+  e->started = Clock::now();
+  auto deadline = e->started + e->job.timeout;
+  e->deadline.expires_at(deadline);
+  e->deadline.async_wait([this, e, run_id](const boost::system::error_code& ec) {
+    if (!ec) on_deadline(e, run_id);
+  });
+  std::shared_ptr<Link> link = link_;
+  pool_for(*e).post([this, e, run_id, deadline, link] {
+    Result r;
+    auto t0 = Clock::now();
+    try {
+      MetricSink sink(e->job.collector->metrics());
+      CollectContext ctx{deadline, &e->cancel};
+      e->job.collector->collect(ctx, sink);
+      r.ok = true;
+      r.partial_errors = sink.errors();
+      r.violations = sink.violations();
+      r.rendered = make_rendered(sink.render());
+    } catch (const CollectError& ex) {
+      r.reason = ex.reason();
+      r.message = ex.what();
+    } catch (const std::exception& ex) {
+      r.reason = "exception";
+      r.message = ex.what();
+    } catch (...) {
+      r.reason = "exception";
+      r.message = "unknown exception";
+    }
+    r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::lock_guard lock(link->mu);
+    if (link->io == nullptr) return;  // the scheduler is gone
+    asio::post(*link->io, [this, e, run_id, r = std::move(r)]() mutable {
+      complete(e, run_id, std::move(r));
+    });
+  });
+}
+
+void Scheduler::on_deadline(const std::shared_ptr<Entry>& e, std::uint64_t run_id) {
+  if (e->stopped || run_id != e->run_id || !e->status.in_flight) return;
+  e->timed_out = true;
+  e->cancel = true;
+  bool was_up = e->status.up;
+  e->status.up = false;
+  e->status.errors["timeout"]++;
+  e->status.last_duration_seconds =
+      std::chrono::duration<double>(Clock::now() - e->started).count();
+  e->status.last_error = "collect did not finish within " + format_duration(e->job.timeout);
+  store_.withdraw(e->job.name);
+  failures_.failed(e->job.name, e->status.last_error);
+  mark_ran(*e);
+  if (was_up && state_cb_) state_cb_();
+}
+
+void Scheduler::complete(const std::shared_ptr<Entry>& e, std::uint64_t run_id, Result r) {
+  if (run_id != e->run_id) return;
+  e->status.in_flight = false;
+  e->deadline.cancel();
+  if (e->stopped) return;
+  e->status.runs++;
+  if (e->timed_out) {
+    spdlog::info("{}: late collect returned after {:.3f}s; its result was dropped", e->job.name,
+                 r.seconds);
+    return;
+  }
+  bool was_up = e->status.up;
+  e->status.last_duration_seconds = r.seconds;
+  for (const auto& [reason, n] : r.partial_errors) e->status.errors[reason] += n;
+  if (!r.violations.empty()) {
+    // A collector emitted something its table does not declare: a bug. The
+    // offending samples were dropped; say so once per change.
+    e->status.errors["invalid_metric"] += r.violations.size();
+    failures_.failed(e->job.name + " (metrics)", r.violations.front());
+  } else {
+    failures_.succeeded(e->job.name + " (metrics)");
+  }
+  if (r.ok) {
+    e->status.up = true;
+    e->status.last_error.clear();
+    e->status.last_success_unix_seconds = unix_now();
+    store_.publish(e->job.name, std::move(r.rendered));
+    failures_.succeeded(e->job.name);
+  } else {
+    e->status.up = false;
+    e->status.errors[r.reason]++;
+    e->status.last_error = r.message;
+    store_.withdraw(e->job.name);
+    failures_.failed(e->job.name, r.message);
+  }
+  mark_ran(*e);
+  if (was_up != e->status.up && state_cb_) state_cb_();
+}
+
+void Scheduler::mark_ran(Entry& e) {
+  if (e.status.ran) return;
+  e.status.ran = true;
+  if (first_round_done_) return;
+  for (auto& other : entries_)
+    if (!other->status.ran) return;
+  first_round_done_ = true;
+  if (first_round_cb_) first_round_cb_();
+}
+
+std::vector<CollectorStatus> Scheduler::statuses() const {
+  std::vector<CollectorStatus> out;
+  out.reserve(entries_.size());
+  for (auto& e : entries_) out.push_back(e->status);
+  return out;
+}
+
+}  // namespace nodewatch

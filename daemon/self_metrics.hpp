@@ -1,0 +1,53 @@
+#pragma once
+// The daemon's own metrics: collector health, HTTP requests, configuration
+// reloads, build information and the standard process_* metrics. Rendered
+// per scrape (a few KiB), on the io thread.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "nodewatch/metric.hpp"
+#include "scheduler.hpp"
+
+namespace nodewatch {
+
+class SelfMetrics {
+ public:
+  SelfMetrics();
+
+  // Counts one HTTP response. Paths other than the served ones are counted
+  // as "other" so that a client cannot grow the label set.
+  void count_request(std::string_view target, unsigned code);
+  void set_reload_result(bool ok);
+
+  // Renders nodewatch_* for the collectors `include` accepts, then process_*.
+  std::string render(const std::vector<CollectorStatus>& statuses,
+                     const std::function<bool(std::string_view)>& include) const;
+
+  static const MetricTable& table();
+  static const MetricTable& process_table();
+
+ private:
+  std::map<std::pair<std::string, unsigned>, std::uint64_t> requests_;
+  bool reload_ok_ = true;
+  double reload_success_ts_ = 0;
+  double start_time_ = 0;
+};
+
+// Reads /proc/self: CPU seconds, RSS and virtual size, open fds; exposed for tests.
+struct ProcessStats {
+  double cpu_seconds = 0;
+  double resident_bytes = 0;
+  double virtual_bytes = 0;
+  double open_fds = 0;
+  double max_fds = 0;
+  double start_time_seconds = 0;
+};
+ProcessStats read_process_stats();
+
+}  // namespace nodewatch

@@ -1,0 +1,98 @@
+#pragma once
+// The metric model every collector uses.
+//
+// A collector declares each metric it can emit exactly once, in a table of
+// MetricDesc (name, type, unit, help, label names). During collect() it adds
+// samples to a MetricSink built over that table. The sink refuses anything
+// the table does not allow (an undeclared name, a wrong number of label
+// values, a duplicate series, a label value that is not valid UTF-8) and
+// records each refusal as a violation: production counts them as errors,
+// tests fail on them (see tests/support/collector_test.hpp).
+//
+// A sink is filled by one thread; the rendered text is immutable afterwards.
+
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace nodewatch {
+
+enum class MetricType { kCounter, kGauge };
+
+struct MetricDesc {
+  std::string name;  // full name: nodewatch_<collector>_<what>_<unit>[_total]
+  MetricType type;
+  std::string unit;  // base unit in the name ("bytes", "seconds"), or "" for counts, ratios, info
+  std::string help;  // one line, no backslash
+  std::vector<std::string> labels;
+};
+
+// An immutable, indexed set of declarations. Build it once per collector.
+class MetricTable {
+ public:
+  explicit MetricTable(std::vector<MetricDesc> descs);
+
+  const std::vector<MetricDesc>& descs() const { return descs_; }
+  // Index of the declaration called `name`, or -1.
+  int find(std::string_view name) const;
+
+  // Problems with the declarations themselves (naming rules of DESIGN.md):
+  // empty when the table is well formed. `prefix` is e.g. "nodewatch_storage_".
+  std::vector<std::string> lint(std::string_view prefix) const;
+
+ private:
+  std::vector<MetricDesc> descs_;
+  std::unordered_map<std::string_view, int> index_;
+};
+
+class MetricSink {
+ public:
+  explicit MetricSink(const MetricTable& table);
+
+  // Adds one sample. Returns false, and records a violation, when the sample
+  // does not match the table; the sample is then dropped.
+  bool add(std::string_view name, std::initializer_list<std::string_view> label_values,
+           double value);
+  bool add(std::string_view name, const std::vector<std::string>& label_values, double value);
+
+  // Counts a partial failure (one device, file or counter skipped) under `reason`.
+  // Reasons are short snake_case words: they become label values.
+  void error(std::string_view reason, std::uint64_t n = 1);
+
+  const std::vector<std::string>& violations() const { return violations_; }
+  const std::map<std::string, std::uint64_t, std::less<>>& errors() const { return errors_; }
+  std::size_t sample_count() const { return samples_; }
+
+  // Looks up the value of one series, for tests. Returns false if absent.
+  bool get(std::string_view name, const std::vector<std::string>& label_values,
+           double* value) const;
+
+  // Renders every family that has samples, in declaration order, as
+  // Prometheus text format 0.0.4.
+  std::string render() const;
+
+ private:
+  struct Sample {
+    std::vector<std::string> label_values;
+    double value;
+  };
+  bool add_impl(std::string_view name, const std::string_view* values, std::size_t count,
+                double value);
+
+  const MetricTable* table_;
+  std::vector<std::vector<Sample>> samples_by_family_;
+  std::unordered_set<std::string> series_;  // name + '\0' + values joined, for duplicate detection
+  std::vector<std::string> violations_;
+  std::map<std::string, std::uint64_t, std::less<>> errors_;
+  std::size_t samples_ = 0;
+};
+
+// True when `s` is valid UTF-8 (what the text format requires of label values).
+bool is_valid_utf8(std::string_view s);
+
+}  // namespace nodewatch
