@@ -353,19 +353,22 @@ ConfigResult parse_config(std::string_view text, std::string_view file,
     const toml::table* t = collectors != nullptr
                                ? sub_table(*collectors, spec.name, &errors, file_s, "collectors")
                                : nullptr;
-    auto table = std::make_shared<toml::table>(t != nullptr ? *t : toml::table{});
-    OptionReader r(*table, prefix, file_s, &errors);
+    // Read the parsed table itself: copies of toml++ nodes lose their source
+    // positions, which every error message needs.
+    static const toml::table kEmpty;
+    const toml::table& src = t != nullptr ? *t : kEmpty;
+    OptionReader r(src, prefix, file_s, &errors);
     cc.enabled = r.get_bool("enabled", cc.enabled);
     cc.interval = r.get_duration("interval", cc.interval, Millis(100), Millis(24LL * 3600 * 1000));
     cc.timeout = r.get_duration("timeout", cc.timeout, Millis(10), Millis(24LL * 3600 * 1000));
     if (cc.timeout > cc.interval) {
-      r.error(table->contains("timeout") ? "timeout" : "interval",
+      r.error(src.contains("timeout") ? "timeout" : "interval",
               "timeout (" + format_duration(cc.timeout) + ") must not be longer than interval (" +
                   format_duration(cc.interval) + ")");
     }
     if (spec.options) spec.options(r);
     r.finish();
-    cc.options = std::move(table);
+    cc.options = std::make_shared<toml::table>(src);
     cfg.collectors.push_back(std::move(cc));
   }
   top.finish();

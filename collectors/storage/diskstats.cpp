@@ -1,0 +1,134 @@
+#include "storage/diskstats.hpp"
+
+#include <charconv>
+#include <system_error>
+
+#include "nodewatch/metric.hpp"
+
+namespace nodewatch::storage {
+namespace {
+
+constexpr std::uint64_t kTwoPow31 = std::uint64_t{1} << 31;
+constexpr std::uint64_t kTwoPow32 = std::uint64_t{1} << 32;
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' || c == '\0';
+}
+
+// Returns the next whitespace-separated token of `rest` and advances past it;
+// "" when none is left.
+std::string_view next_token(std::string_view& rest) {
+  std::size_t begin = 0;
+  while (begin < rest.size() && is_space(rest[begin])) ++begin;
+  std::size_t end = begin;
+  while (end < rest.size() && !is_space(rest[end])) ++end;
+  std::string_view token = rest.substr(begin, end - begin);
+  rest.remove_prefix(end);
+  return token;
+}
+
+template <typename T>
+bool parse_decimal(std::string_view token, T* out) {
+  if (token.empty()) return false;
+  const char* end = token.data() + token.size();
+  auto [ptr, ec] = std::from_chars(token.data(), end, *out);
+  return ec == std::errc() && ptr == end;
+}
+
+}  // namespace
+
+std::optional<DiskStatsLine> parse_diskstats_line(std::string_view line) {
+  DiskStatsLine out;
+  std::string_view rest = line;
+  if (!parse_decimal(next_token(rest), &out.major)) return std::nullopt;
+  if (!parse_decimal(next_token(rest), &out.minor)) return std::nullopt;
+  out.name = next_token(rest);
+  if (out.name.empty()) return std::nullopt;
+
+  std::size_t count = 0;
+  for (std::string_view token = next_token(rest); !token.empty(); token = next_token(rest)) {
+    std::uint64_t value = 0;
+    if (!parse_decimal(token, &value)) return std::nullopt;
+    if (count < kDiskStatCount) out.stats[count] = value;
+    ++count;
+  }
+  if (count == kBaseStatCount || count == kDiscardStatCount) {
+    out.stat_count = count;
+  } else if (count >= kFlushStatCount) {
+    out.stat_count = kFlushStatCount;
+  } else {
+    return std::nullopt;
+  }
+  return out;
+}
+
+bool is_blank(std::string_view line) {
+  for (char c : line) {
+    if (!is_space(c)) return false;
+  }
+  return true;
+}
+
+std::string_view next_line(std::string_view& text) {
+  std::size_t nl = text.find('\n');
+  std::string_view line = text.substr(0, nl);
+  text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+  return line;
+}
+
+bool looks_like_32bit_wrap(std::uint64_t previous, std::uint64_t raw) {
+  // previous > 2^31 keeps the subtraction below from underflowing; the
+  // modular difference 2^32 - previous + raw < 2^31 is the same as
+  // raw < previous - 2^31.
+  return previous < kTwoPow32 && previous > kTwoPow31 && raw < previous - kTwoPow31;
+}
+
+std::uint64_t CounterAccumulator::update(std::uint64_t raw) {
+  if (primed_ && raw < last_raw_) {
+    if (looks_like_32bit_wrap(last_raw_, raw)) {
+      offset_ += kTwoPow32;
+    } else {
+      offset_ = 0;
+    }
+  }
+  primed_ = true;
+  last_raw_ = raw;
+  return offset_ + raw;
+}
+
+std::string_view trim_attribute(std::string_view raw) {
+  while (!raw.empty() && is_space(raw.front())) raw.remove_prefix(1);
+  while (!raw.empty() && is_space(raw.back())) raw.remove_suffix(1);
+  return raw;
+}
+
+std::optional<std::uint64_t> parse_attribute_uint(std::string_view raw) {
+  std::uint64_t value = 0;
+  if (!parse_decimal(trim_attribute(raw), &value)) return std::nullopt;
+  return value;
+}
+
+std::string attribute_label(std::string_view raw) {
+  std::string out(trim_attribute(raw));
+  bool utf8 = is_valid_utf8(out);
+  for (char& c : out) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      c = ' ';
+    } else if (!utf8 && u >= 0x80) {
+      c = '?';
+    }
+  }
+  return out;
+}
+
+std::string sysfs_block_name(std::string_view diskstats_name) {
+  if (diskstats_name.empty() || diskstats_name == "." || diskstats_name == "..") return {};
+  std::string out(diskstats_name);
+  for (char& c : out) {
+    if (c == '/') c = '!';
+  }
+  return out;
+}
+
+}  // namespace nodewatch::storage

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs the Debian packages nodewatch needs to build and test, and nothing
+# when they are all present (a fast no-op). Usage:
+#   packaging/install-deps.sh          build and run dependencies
+#   packaging/install-deps.sh --test   plus what the test suite and benchmark use
+set -euo pipefail
+
+build_pkgs=(
+  build-essential cmake ninja-build pkg-config git
+  prometheus-cpp-dev libboost-dev libspdlog-dev libtomlplusplus-dev libcli11-dev
+  libsystemd-dev zlib1g-dev
+  libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libibverbs-dev libibumad-dev
+)
+test_pkgs=(
+  libgtest-dev libgmock-dev libbenchmark-dev
+  prometheus            # promtool, and a real server scraping the daemon
+  prometheus-node-exporter wrk curl  # the benchmark's baseline and load generator
+  systemd               # systemd-analyze verify on the unit
+  iproute2 clang-format
+)
+
+want=("${build_pkgs[@]}")
+if [[ "${1:-}" == "--test" ]]; then want+=("${test_pkgs[@]}"); fi
+
+missing=()
+for p in "${want[@]}"; do
+  if ! dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii'; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+echo "installing: ${missing[*]}" >&2
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then sudo=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+# Packages such as prometheus start their service when installed where a
+# service manager runs; nodewatch's tests start their own instances, so
+# installs are made with service starts refused.
+policy=/usr/sbin/policy-rc.d
+created_policy=0
+if [[ ! -e $policy ]]; then
+  printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null
+  "${sudo[@]}" chmod +x "$policy"
+  created_policy=1
+fi
+cleanup() { if ((created_policy)); then "${sudo[@]}" rm -f "$policy"; fi; }
+trap cleanup EXIT
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

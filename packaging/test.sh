@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# README command 2: installs what is missing, builds, and runs the whole test
+# suite: unit, integration and end-to-end tests (warnings are errors), the
+# scheduler tests under ThreadSanitizer, the unit tests under Address- and
+# UndefinedBehaviorSanitizer, and the packaging checks. Ends with one line
+# "N passed, N failed". Exit status 0 only when everything passed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+jobs=$(nproc 2>/dev/null || echo 2)
+packaging/install-deps.sh --test || { echo "dependency installation failed" >&2; exit 1; }
+
+passed=0
+failed=0
+failures=()
+
+# run_ctest NAME BUILD_DIR CTEST_ARGS...: runs ctest, adds its counts.
+run_ctest() {
+  local name=$1 dir=$2
+  shift 2
+  local log
+  log=$(mktemp)
+  echo "== $name"
+  ctest --test-dir "$dir" --output-on-failure --timeout 120 "$@" 2>&1 | tee "$log" |
+    grep -E '^(\s*[0-9]+/[0-9]+ Test|.*tests passed|The following|\s+[0-9]+ - )' || true
+  local total fail
+  total=$(sed -nE 's/.* tests failed out of ([0-9]+).*/\1/p' "$log" | tail -1)
+  fail=$(sed -nE 's/.* ([0-9]+) tests failed out of.*/\1/p' "$log" | tail -1)
+  if [[ -z "$total" ]]; then
+    echo "$name: ctest ran no test or did not finish" >&2
+    failed=$((failed + 1))
+    failures+=("$name")
+  else
+    passed=$((passed + total - fail))
+    failed=$((failed + fail))
+    ((fail > 0)) && failures+=("$name")
+  fi
+  rm -f "$log"
+}
+
+# check NAME COMMAND...: one pass/fail check.
+check() {
+  local name=$1
+  shift
+  echo "== $name"
+  if "$@"; then
+    passed=$((passed + 1))
+  else
+    echo "FAILED: $name" >&2
+    failed=$((failed + 1))
+    failures+=("$name")
+  fi
+}
+
+build() {
+  local dir=$1
+  shift
+  cmake -S . -B "$dir" -G Ninja -DNODEWATCH_WERROR=ON -DNODEWATCH_BUILD_TESTS=ON "$@" >/dev/null &&
+    ninja -C "$dir" -j "$jobs" "${targets[@]}"
+}
+
+echo "== build (RelWithDebInfo, -Werror)"
+targets=()
+if ! build build -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+run_ctest "unit, integration and end-to-end tests" build -LE benchmark
+
+echo "== build (ThreadSanitizer)"
+targets=(scheduler_test)
+if build build-tsan -DCMAKE_BUILD_TYPE=Debug -DNODEWATCH_SANITIZE=thread; then
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_ctest "scheduler under ThreadSanitizer" build-tsan -L tsan
+else
+  failed=$((failed + 1)); failures+=("ThreadSanitizer build")
+fi
+
+echo "== build (AddressSanitizer, UndefinedBehaviorSanitizer)"
+targets=(config_test metric_test scheduler_test http_test systemd_test)
+if build build-asan -DCMAKE_BUILD_TYPE=Debug "-DNODEWATCH_SANITIZE=address,undefined"; then
+  ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+    run_ctest "unit tests under ASan and UBSan" build-asan -L unit
+else
+  failed=$((failed + 1)); failures+=("sanitizer build")
+fi
+
+check "systemd-analyze verify packaging/nodewatch.service" packaging/verify-unit.sh build/daemon/nodewatchd
+
+if ((${#failures[@]} > 0)); then
+  echo "failed: ${failures[*]}" >&2
+fi
+echo "$passed passed, $failed failed"
+((failed == 0))

@@ -1,0 +1,59 @@
+#pragma once
+// A scripted collector for scheduler, HTTP and daemon tests.
+
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "nodewatch/collector.hpp"
+
+namespace nodewatch::testing {
+
+class FakeCollector : public Collector {
+ public:
+  explicit FakeCollector(std::string name = "fake") : name_(std::move(name)), table_(MakeTable()) {}
+
+  const MetricTable& metrics() const override { return table_; }
+
+  void collect(const CollectContext& ctx, MetricSink& out) override {
+    int now = ++active_;
+    int prev = max_active_.load();
+    while (now > prev && !max_active_.compare_exchange_weak(prev, now)) {
+    }
+    int call = ++calls_;
+    auto sleep = sleep_.load();
+    // Sleeps in slices and ignores cancellation when `ignore_cancel`, like a
+    // read blocked in the kernel.
+    auto until = std::chrono::steady_clock::now() + sleep;
+    while (std::chrono::steady_clock::now() < until) {
+      if (!ignore_cancel_ && ctx.should_stop()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    --active_;
+    if (fail_) throw CollectError("read_error", "scripted failure");
+    out.add("nodewatch_fake_calls_total", {name_}, call);
+    if (emit_undeclared_) out.add("nodewatch_fake_not_declared", {}, 1);
+    if (partial_error_) out.error("parse_error");
+  }
+
+  std::atomic<std::chrono::milliseconds> sleep_{std::chrono::milliseconds(0)};
+  std::atomic<bool> ignore_cancel_{false};
+  std::atomic<bool> fail_{false};
+  std::atomic<bool> emit_undeclared_{false};
+  std::atomic<bool> partial_error_{false};
+  std::atomic<int> calls_{0};
+  std::atomic<int> active_{0};
+  std::atomic<int> max_active_{0};
+
+ private:
+  static MetricTable MakeTable() {
+    return MetricTable({{"nodewatch_fake_calls_total", MetricType::kCounter, "",
+                         "How many times collect() ran.", {"collector"}}});
+  }
+  std::string name_;
+  MetricTable table_;
+};
+
+}  // namespace nodewatch::testing

@@ -1,0 +1,261 @@
+// The real nodewatchd binary under the conditions systemd and operators put
+// it in: sd_notify protocol, watchdog, reload, shutdown with a stuck
+// collector, socket activation, --check-config.
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "support/daemon_process.hpp"
+#include "support/http_client.hpp"
+
+namespace nodewatch {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::DaemonProcess;
+using testing::Request;
+using testing::SampleValue;
+using testing::TempDir;
+
+std::string FixtureArgsSys() { return (std::filesystem::path(NODEWATCH_FIXTURES_DIR) / "e2e" / "sys").string(); }
+std::string FixtureArgsProc() { return (std::filesystem::path(NODEWATCH_FIXTURES_DIR) / "e2e" / "proc").string(); }
+
+// A datagram socket standing in for systemd's notify socket.
+class NotifySocket {
+ public:
+  explicit NotifySocket(const std::filesystem::path& path) : path_(path) {
+    fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  }
+  ~NotifySocket() { ::close(fd_); }
+  std::string env() const { return "NOTIFY_SOCKET=" + path_.string(); }
+
+  // The next datagram, or nullopt after `limit`.
+  std::optional<std::string> next(std::chrono::milliseconds limit = 5s) {
+    timeval tv{};
+    tv.tv_sec = limit.count() / 1000;
+    tv.tv_usec = (limit.count() % 1000) * 1000;
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char buf[4096];
+    ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+    if (n < 0) return std::nullopt;
+    return std::string(buf, static_cast<std::size_t>(n));
+  }
+  // Skips datagrams until one contains `what`; returns it.
+  std::optional<std::string> until(std::string_view what, std::chrono::milliseconds limit = 5s,
+                                   std::vector<std::string>* skipped = nullptr) {
+    auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      auto m = next(std::max(left, 1ms));
+      if (!m) return std::nullopt;
+      if (m->find(what) != std::string::npos) return m;
+      if (skipped) skipped->push_back(*m);
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::filesystem::path path_;
+  int fd_;
+};
+
+std::vector<std::string> BaseArgs(const std::filesystem::path& config) {
+  return {"--config", config.string(), "--listen", "127.0.0.1:0", "--sysfs", FixtureArgsSys(),
+          "--procfs", FixtureArgsProc()};
+}
+
+TEST(DaemonTest, NotifyProtocolReadyWatchdogReloadStopping) {
+  TempDir dir;
+  auto config = dir.write("nodewatch.toml", "");
+  NotifySocket sock(dir.path() / "notify");
+  DaemonProcess::Options o;
+  o.args = BaseArgs(config);
+  o.env = {sock.env(), "WATCHDOG_USEC=400000"};
+  o.unset_env = {"WATCHDOG_PID"};
+  DaemonProcess d(o, dir.path() / "log");
+
+  auto ready = sock.until("READY=1");
+  ASSERT_TRUE(ready) << d.log();
+  EXPECT_NE(ready->find("STATUS=collectors up"), std::string::npos) << *ready;
+  // Readiness is announced only once listening and after the first round.
+  auto port = d.port();
+  ASSERT_TRUE(port);
+  EXPECT_EQ(Request(*port, "GET", "/-/ready")->status, 200);
+
+  // WATCHDOG=1 at half of WATCHDOG_USEC: about 5 pings in one second.
+  int pings = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < 1000ms) {
+    auto m = sock.next(300ms);
+    if (m && *m == "WATCHDOG=1") ++pings;
+  }
+  EXPECT_GE(pings, 4);
+  EXPECT_LE(pings, 7);
+
+  d.signal(SIGHUP);
+  auto reloading = sock.until("RELOADING=1");
+  ASSERT_TRUE(reloading);
+  EXPECT_NE(reloading->find("MONOTONIC_USEC="), std::string::npos);
+  EXPECT_TRUE(sock.until("READY=1"));
+
+  d.signal(SIGTERM);
+  EXPECT_TRUE(sock.until("STOPPING=1"));
+  EXPECT_EQ(d.wait(5s), 0);
+}
+
+TEST(DaemonTest, ReloadIsAllOrNothing) {
+  TempDir dir;
+  auto config = dir.write("nodewatch.toml", "[collectors.storage]\ninterval = \"20s\"\n");
+  DaemonProcess::Options o;
+  o.args = BaseArgs(config);
+  DaemonProcess d(o, dir.path() / "log");
+  auto port = d.port();
+  ASSERT_TRUE(port) << d.log();
+  auto interval = [&] {
+    auto r = Request(*port, "GET", "/metrics");
+    return SampleValue(r->body, "nodewatch_collector_interval_seconds{collector=\"storage\"}");
+  };
+  auto reload_ok = [&] {
+    auto r = Request(*port, "GET", "/metrics");
+    return SampleValue(r->body, "nodewatch_config_last_reload_successful");
+  };
+  EXPECT_EQ(interval(), 20);
+  EXPECT_EQ(reload_ok(), 1);
+
+  // A broken file (one good change, one bad key) changes nothing.
+  dir.write("nodewatch.toml", "[collectors.storage]\ninterval = \"30s\"\nbogus = 1\n");
+  d.signal(SIGHUP);
+  ASSERT_TRUE(d.wait_log("reload rejected: .*nodewatch.toml:3:1: collectors.storage.bogus: unknown key"))
+      << d.log();
+  EXPECT_EQ(reload_ok(), 0);
+  EXPECT_EQ(interval(), 20);
+
+  // A good file applies.
+  dir.write("nodewatch.toml", "[collectors.storage]\ninterval = \"30s\"\n");
+  d.signal(SIGHUP);
+  ASSERT_TRUE(d.wait_log("configuration reloaded"));
+  EXPECT_EQ(reload_ok(), 1);
+  EXPECT_EQ(interval(), 30);
+
+  // Disabling a collector withdraws its series.
+  dir.write("nodewatch.toml", "[collectors.storage]\nenabled = false\n");
+  d.signal(SIGHUP);
+  ASSERT_TRUE(d.wait_log("configuration reloaded; 0 collector"));
+  auto body = Request(*port, "GET", "/metrics")->body;
+  EXPECT_EQ(body.find("nodewatch_storage_"), std::string::npos);
+  EXPECT_EQ(body.find("collector=\"storage\""), std::string::npos);
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(5s), 0);
+}
+
+TEST(DaemonTest, ExitsWithinFiveSecondsWithACollectorStuckInTheKernel) {
+  TempDir dir;
+  auto config = dir.write("nodewatch.toml", "[collectors.storage]\ninterval = \"1s\"\ntimeout = \"500ms\"\n");
+  // A FIFO with no writer: open() blocks forever, like a read on a hung mount.
+  std::filesystem::create_directories(dir.path() / "proc");
+  ASSERT_EQ(::mkfifo((dir.path() / "proc" / "diskstats").c_str(), 0600), 0);
+  DaemonProcess::Options o;
+  o.args = {"--config", config.string(), "--listen", "127.0.0.1:0", "--sysfs", FixtureArgsSys(),
+            "--procfs", (dir.path() / "proc").string()};
+  DaemonProcess d(o, dir.path() / "log");
+  auto port = d.port();
+  ASSERT_TRUE(port) << d.log();
+  // The stuck collector is reported down at its deadline; scrapes still answer.
+  ASSERT_TRUE(d.wait_log("storage: collect did not finish within 500ms")) << d.log();
+  auto r = Request(*port, "GET", "/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(SampleValue(r->body, "nodewatch_collector_up{collector=\"storage\"}"), 0);
+  EXPECT_EQ(Request(*port, "GET", "/-/ready")->status, 200);
+  auto t0 = std::chrono::steady_clock::now();
+  d.signal(SIGTERM);
+  auto rc = d.wait(5s);
+  ASSERT_TRUE(rc) << "still running 5 s after SIGTERM\n" << d.log();
+  EXPECT_EQ(*rc, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+}
+
+TEST(DaemonTest, SocketActivation) {
+  TempDir dir;
+  auto config = dir.write("nodewatch.toml", "");
+  int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(lfd, 16), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);
+  auto port = ntohs(addr.sin_port);
+  DaemonProcess::Options o;
+  // The configured address would fail to bind if it were used.
+  o.args = {"--config", config.string(), "--listen", "203.0.113.1:1", "--sysfs", FixtureArgsSys(),
+            "--procfs", FixtureArgsProc()};
+  o.pass_fds = {lfd};
+  o.listen_fds = true;
+  DaemonProcess d(o, dir.path() / "log");
+  ::close(lfd);
+  ASSERT_TRUE(d.wait_log("socket activation")) << d.log();
+  auto r = Request(port, "GET", "/-/healthy");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(5s), 0);
+}
+
+TEST(DaemonTest, CheckConfig) {
+  TempDir dir;
+  auto good = dir.write("good.toml", "[server]\nmax_connections = 4\n");
+  auto bad = dir.write("bad.toml", "[server]\nmax_connections = 0\n[collectors.nosuch]\n");
+  {
+    DaemonProcess::Options o;
+    o.args = {"--check-config", "--config", good.string()};
+    o.stdout_file = dir.path() / "out";
+    DaemonProcess d(o, dir.path() / "log");
+    EXPECT_EQ(d.wait(5s), 0);
+    EXPECT_EQ(testing::ReadFile(dir.path() / "out"), "configuration OK (" + good.string() + ")\n");
+  }
+  {
+    DaemonProcess::Options o;
+    o.args = {"--check-config", "--config", bad.string()};
+    DaemonProcess d(o, dir.path() / "log");
+    EXPECT_EQ(d.wait(5s), 1);
+    std::string log = d.log();
+    EXPECT_NE(log.find(bad.string() + ":2:19: server.max_connections: value 0 is out of range"), std::string::npos)
+        << log;
+    EXPECT_NE(log.find(bad.string() + ":3:13: collectors.nosuch: unknown collector"), std::string::npos) << log;
+    EXPECT_NE(log.find("2 error(s)"), std::string::npos);
+  }
+  {
+    DaemonProcess::Options o;
+    o.args = {"--check-config", "--config", (dir.path() / "missing.toml").string()};
+    DaemonProcess d(o, dir.path() / "log");
+    EXPECT_EQ(d.wait(5s), 1);
+    EXPECT_NE(d.log().find("no such file"), std::string::npos);
+  }
+}
+
+TEST(DaemonTest, BadCommandLineAndBadListenFailClearly) {
+  TempDir dir;
+  {
+    DaemonProcess::Options o;
+    o.args = {"--no-such-flag"};
+    DaemonProcess d(o, dir.path() / "log");
+    EXPECT_NE(d.wait(5s), 0);
+  }
+  {
+    DaemonProcess::Options o;
+    o.args = {"--config", dir.write("c.toml", "").string(), "--listen", "203.0.113.1:1"};
+    DaemonProcess d(o, dir.path() / "log2");
+    EXPECT_EQ(d.wait(5s), 1);
+    EXPECT_NE(d.log().find("cannot listen on \"203.0.113.1:1\""), std::string::npos) << d.log();
+  }
+}
+
+}  // namespace
+}  // namespace nodewatch

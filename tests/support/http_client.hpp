@@ -1,0 +1,135 @@
+#pragma once
+// A deliberately simple blocking HTTP/1.1 client over POSIX sockets, so that
+// tests can also misbehave (trickle bytes, hold connections, send garbage).
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace nodewatch::testing {
+
+class TestConnection {
+ public:
+  explicit TestConnection(std::uint16_t port, std::chrono::milliseconds recv_timeout = std::chrono::seconds(5)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    timeval tv{};
+    tv.tv_sec = recv_timeout.count() / 1000;
+    tv.tv_usec = (recv_timeout.count() % 1000) * 1000;
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  ~TestConnection() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  TestConnection(const TestConnection&) = delete;
+  TestConnection& operator=(const TestConnection&) = delete;
+
+  bool connected() const { return connected_; }
+  bool send(std::string_view data) {
+    while (!data.empty()) {
+      ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      data.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+  // Reads whatever arrives until the peer closes or the timeout passes.
+  // Returns nullopt on timeout with nothing read.
+  std::string read_all() {
+    std::string out;
+    char buf[65536];
+    for (;;) {
+      ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      out.append(buf, static_cast<std::size_t>(n));
+    }
+    return out;
+  }
+  // True when the peer has closed (recv returns 0 or a reset).
+  bool peer_closed() {
+    char c;
+    ssize_t n = ::recv(fd_, &c, 1, 0);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+  }
+
+  struct Response {
+    int status = 0;
+    std::map<std::string, std::string> headers;  // lower-case names
+    std::string body;
+  };
+  // Reads exactly one response (Content-Length framed); nullopt on failure.
+  std::optional<Response> read_response(bool head = false) {
+    while (buffer_.find("\r\n\r\n") == std::string::npos) {
+      if (!fill()) return std::nullopt;
+    }
+    auto end = buffer_.find("\r\n\r\n");
+    std::string head_text = buffer_.substr(0, end);
+    buffer_.erase(0, end + 4);
+    Response r;
+    std::size_t pos = head_text.find("\r\n");
+    std::string status_line = head_text.substr(0, pos);
+    if (status_line.size() < 12) return std::nullopt;
+    r.status = std::stoi(status_line.substr(9, 3));
+    while (pos != std::string::npos) {
+      std::size_t next = head_text.find("\r\n", pos + 2);
+      std::string line = head_text.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2);
+      auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        std::string name = line.substr(0, colon);
+        for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        std::string value = line.substr(colon + 1);
+        while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+        r.headers[name] = value;
+      }
+      pos = next;
+    }
+    std::size_t length = r.headers.count("content-length") ? std::stoul(r.headers["content-length"]) : 0;
+    if (head) length = 0;
+    while (buffer_.size() < length) {
+      if (!fill()) return std::nullopt;
+    }
+    r.body = buffer_.substr(0, length);
+    buffer_.erase(0, length);
+    return r;
+  }
+
+ private:
+  bool fill() {
+    char buf[65536];
+    ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+    if (n <= 0) return false;
+    buffer_.append(buf, static_cast<std::size_t>(n));
+    return true;
+  }
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string buffer_;
+};
+
+// One GET (or other method) on a fresh connection.
+inline std::optional<TestConnection::Response> Request(std::uint16_t port, std::string_view method,
+                                                       std::string_view target,
+                                                       std::string_view extra_headers = "") {
+  TestConnection c(port);
+  if (!c.connected()) return std::nullopt;
+  std::string req = std::string(method) + " " + std::string(target) + " HTTP/1.1\r\nHost: localhost\r\n" +
+                    std::string(extra_headers) + "Connection: close\r\n\r\n";
+  if (!c.send(req)) return std::nullopt;
+  return c.read_response(method == "HEAD");
+}
+
+}  // namespace nodewatch::testing

@@ -1,0 +1,231 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <toml++/toml.h>
+#include <unistd.h>
+
+#include "nodewatch/config.hpp"
+
+namespace nodewatch {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A catalog of two collectors, one with an option of its own.
+std::vector<CollectorSpec> TestCatalog() {
+  CollectorSpec a;
+  a.name = "alpha";
+  a.default_interval = 15s;
+  a.default_timeout = 10s;
+  CollectorSpec b;
+  b.name = "beta";
+  b.enabled_by_default = false;
+  b.default_interval = 30s;
+  b.default_timeout = 5s;
+  b.options = [](OptionReader& r) {
+    r.get_string("library", "libfoo.so.1");
+    r.get_int("depth", 4, 1, 16);
+  };
+  return {a, b};
+}
+
+ConfigResult Parse(std::string_view text) {
+  static const auto catalog = TestCatalog();
+  return parse_config(text, "test.toml", catalog);
+}
+
+// The single error of a config that must fail.
+ConfigError OnlyError(std::string_view text) {
+  ConfigResult r = Parse(text);
+  EXPECT_FALSE(r.config.has_value());
+  EXPECT_EQ(r.errors.size(), 1u) << (r.errors.empty() ? "" : r.errors[0].str());
+  return r.errors.empty() ? ConfigError{} : r.errors[0];
+}
+
+TEST(ConfigTest, EmptyFileGivesDefaults) {
+  ConfigResult r = Parse("");
+  ASSERT_TRUE(r.config) << r.errors[0].str();
+  EXPECT_EQ(r.config->server.listen, std::vector<std::string>{":9842"});
+  EXPECT_EQ(r.config->server.max_connections, 64);
+  EXPECT_EQ(r.config->log.level, "info");
+  ASSERT_EQ(r.config->collectors.size(), 2u);
+  EXPECT_EQ(r.config->collectors[0].name(), "alpha");
+  EXPECT_TRUE(r.config->collectors[0].enabled);
+  EXPECT_EQ(r.config->collectors[0].interval, 15s);
+  EXPECT_EQ(r.config->collectors[0].timeout, 10s);
+  EXPECT_FALSE(r.config->collectors[1].enabled);
+  EXPECT_EQ(r.config->collectors[1].interval, 30s);
+}
+
+TEST(ConfigTest, FullFileIsRead) {
+  ConfigResult r = Parse(R"(
+[server]
+listen = ["127.0.0.1:9100", "[::1]:9100"]
+max_connections = 8
+read_timeout = "2s"
+idle_timeout = "1m"
+[log]
+level = "debug"
+[collectors.alpha]
+enabled = false
+interval = "1m30s"
+timeout = "500ms"
+[collectors.beta]
+enabled = true
+library = "/opt/lib/libfoo.so"
+depth = 8
+)");
+  ASSERT_TRUE(r.config) << r.errors[0].str();
+  const Config& c = *r.config;
+  EXPECT_EQ(c.server.listen.size(), 2u);
+  EXPECT_EQ(c.server.max_connections, 8);
+  EXPECT_EQ(c.server.read_timeout, 2s);
+  EXPECT_EQ(c.server.idle_timeout, 60s);
+  EXPECT_EQ(c.log.level, "debug");
+  EXPECT_FALSE(c.collectors[0].enabled);
+  EXPECT_EQ(c.collectors[0].interval, 90s);
+  EXPECT_EQ(c.collectors[0].timeout, 500ms);
+  EXPECT_TRUE(c.collectors[1].enabled);
+  ASSERT_TRUE(c.collectors[1].options);
+  EXPECT_EQ(c.collectors[1].options->get("library")->value<std::string>(), "/opt/lib/libfoo.so");
+}
+
+TEST(ConfigTest, SyntaxErrorHasLineAndColumn) {
+  ConfigError e = OnlyError("[server]\nlisten = [\":9842\"\nmax_connections = 3\n");
+  EXPECT_EQ(e.file, "test.toml");
+  EXPECT_GE(e.line, 2);
+  EXPECT_GT(e.column, 0);
+  EXPECT_NE(e.str().find("test.toml:"), std::string::npos);
+}
+
+TEST(ConfigTest, UnknownKeyIsNamedWithPosition) {
+  ConfigError e = OnlyError("[server]\nmax_connections = 3\nlisen = [\":1\"]\n");
+  EXPECT_EQ(e.key, "server.lisen");
+  EXPECT_EQ(e.line, 3);
+  EXPECT_EQ(e.column, 1);
+  EXPECT_EQ(e.message, "unknown key");
+  EXPECT_EQ(e.str(), "test.toml:3:1: server.lisen: unknown key");
+}
+
+TEST(ConfigTest, UnknownSectionAndCollector) {
+  EXPECT_EQ(OnlyError("[sever]\n").key, "sever");
+  ConfigError e = OnlyError("[collectors.gamma]\nenabled = true\n");
+  EXPECT_EQ(e.key, "collectors.gamma");
+  EXPECT_EQ(e.line, 1);
+  EXPECT_NE(e.message.find("unknown collector"), std::string::npos);
+  EXPECT_NE(e.message.find("alpha, beta"), std::string::npos);
+}
+
+TEST(ConfigTest, UnknownCollectorOption) {
+  ConfigError e = OnlyError("[collectors.alpha]\nlibrary = \"x\"\n");
+  EXPECT_EQ(e.key, "collectors.alpha.library");
+  EXPECT_EQ(e.line, 2);
+}
+
+TEST(ConfigTest, WrongTypes) {
+  ConfigError e = OnlyError("[server]\nmax_connections = \"64\"\n");
+  EXPECT_EQ(e.key, "server.max_connections");
+  EXPECT_EQ(e.line, 2);
+  EXPECT_EQ(e.column, 19);
+  EXPECT_NE(e.message.find("expected an integer, found string"), std::string::npos);
+  EXPECT_NE(OnlyError("[collectors.alpha]\nenabled = 1\n").message.find("expected a boolean"),
+            std::string::npos);
+  EXPECT_NE(OnlyError("[collectors.alpha]\ninterval = 15\n").message.find("duration"),
+            std::string::npos);
+  EXPECT_NE(OnlyError("server = 3\n").message.find("expected a table"), std::string::npos);
+  EXPECT_NE(OnlyError("[server]\nlisten = \":9842\"\n").message.find("array of strings"),
+            std::string::npos);
+  EXPECT_NE(OnlyError("[server]\nlisten = [9842]\n").message.find("array of strings"),
+            std::string::npos);
+}
+
+TEST(ConfigTest, OutOfRange) {
+  ConfigError e = OnlyError("[server]\nmax_connections = 0\n");
+  EXPECT_NE(e.message.find("out of range [1, 100000]"), std::string::npos);
+  EXPECT_EQ(OnlyError("[collectors.beta]\ndepth = 17\n").key, "collectors.beta.depth");
+  EXPECT_NE(OnlyError("[collectors.alpha]\ninterval = \"10ms\"\n").message.find("out of range"),
+            std::string::npos);
+  EXPECT_NE(OnlyError("[log]\nlevel = \"loud\"\n").message.find("not one of"), std::string::npos);
+  EXPECT_NE(OnlyError("[server]\nlisten = [\"nohost\"]\n").message.find("not an address"),
+            std::string::npos);
+  EXPECT_NE(OnlyError("[server]\nlisten = []\n").message.find("at least one"), std::string::npos);
+}
+
+TEST(ConfigTest, TimeoutMustNotExceedInterval) {
+  ConfigError e = OnlyError("[collectors.alpha]\ninterval = \"5s\"\ntimeout = \"6s\"\n");
+  EXPECT_EQ(e.key, "collectors.alpha.timeout");
+  EXPECT_EQ(e.line, 3);
+  // Shortening only the interval below the default timeout names the interval.
+  ConfigError e2 = OnlyError("[collectors.alpha]\ninterval = \"5s\"\n");
+  EXPECT_EQ(e2.key, "collectors.alpha.interval");
+}
+
+TEST(ConfigTest, EveryErrorIsReported) {
+  ConfigResult r = Parse("[server]\nmax_connections = -1\nbogus = 1\n[log]\nlevel = 3\n");
+  EXPECT_FALSE(r.config);
+  EXPECT_EQ(r.errors.size(), 3u);
+}
+
+TEST(ConfigTest, OversizedFileIsRejectedBeforeParsing) {
+  std::string big(kMaxConfigBytes + 1, '#');
+  ConfigResult r = Parse(big);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_NE(r.errors[0].message.find("larger than"), std::string::npos);
+}
+
+TEST(ConfigTest, Durations) {
+  EXPECT_EQ(parse_duration("15s"), 15s);
+  EXPECT_EQ(parse_duration("500ms"), 500ms);
+  EXPECT_EQ(parse_duration("1m30s"), 90s);
+  EXPECT_EQ(parse_duration("2h"), 7200s);
+  EXPECT_EQ(parse_duration("0s"), 0s);
+  for (const char* bad : {"", "15", "s", "1.5s", "-1s", "15 s", "1d", "99999999999999999999s", "1s2"})
+    EXPECT_FALSE(parse_duration(bad).has_value()) << bad;
+  EXPECT_EQ(format_duration(15s), "15s");
+  EXPECT_EQ(format_duration(90s), "90s");
+  EXPECT_EQ(format_duration(120s), "2m");
+  EXPECT_EQ(format_duration(1500ms), "1500ms");
+}
+
+TEST(ConfigTest, ListenAddresses) {
+  auto a = parse_listen_address(":9842");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->host, "");
+  EXPECT_EQ(a->port, 9842);
+  a = parse_listen_address("[::1]:80");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->host, "::1");
+  EXPECT_EQ(parse_listen_address("localhost:1")->host, "127.0.0.1");
+  EXPECT_EQ(parse_listen_address("10.1.2.3:0")->port, 0);
+  for (const char* bad : {"9842", ":", ":65536", "::1:80", "[::1]80", "host.example:80", "1.2.3.4:x"})
+    EXPECT_FALSE(parse_listen_address(bad).has_value()) << bad;
+}
+
+TEST(ConfigTest, MissingFile) {
+  static const auto catalog = TestCatalog();
+  ConfigResult must = load_config("/nonexistent/nodewatch.toml", true, catalog);
+  EXPECT_FALSE(must.config);
+  ASSERT_EQ(must.errors.size(), 1u);
+  EXPECT_NE(must.errors[0].str().find("/nonexistent/nodewatch.toml"), std::string::npos);
+  ConfigResult opt = load_config("/nonexistent/nodewatch.toml", false, catalog);
+  ASSERT_TRUE(opt.config);
+  EXPECT_EQ(opt.config->source, "built-in defaults");
+}
+
+TEST(ConfigTest, LoadsFromFile) {
+  static const auto catalog = TestCatalog();
+  auto path = std::filesystem::temp_directory_path() / ("nw-config-" + std::to_string(::getpid()) + ".toml");
+  {
+    std::ofstream(path) << "[collectors.alpha]\ninterval = \"20s\"\n";
+  }
+  ConfigResult r = load_config(path, true, catalog);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(r.config);
+  EXPECT_EQ(r.config->collectors[0].interval, 20s);
+  EXPECT_EQ(r.config->source, path.string());
+}
+
+}  // namespace
+}  // namespace nodewatch

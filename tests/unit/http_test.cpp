@@ -1,0 +1,301 @@
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "http_server.hpp"
+#include "router.hpp"
+#include "self_metrics.hpp"
+#include "snapshot_store.hpp"
+#include "support/http_client.hpp"
+
+namespace nodewatch {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Request;
+using testing::TestConnection;
+
+// A server on 127.0.0.1:0 over a store with two collectors' snapshots,
+// its io_context running on a thread of its own.
+class HttpTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Start(HttpLimits{}); }
+
+  void Start(HttpLimits limits) {
+    store_.publish("alpha", make_rendered("# TYPE nodewatch_alpha_x gauge\nnodewatch_alpha_x 1\n"));
+    store_.publish("beta", make_rendered("# TYPE nodewatch_beta_y gauge\nnodewatch_beta_y 2\n"));
+    for (const char* n : {"alpha", "beta"}) {
+      CollectorStatus s;
+      s.name = n;
+      s.up = true;
+      s.ran = true;
+      s.interval = 15s;
+      statuses_.push_back(s);
+    }
+    router_ = std::make_unique<Router>(Router::Sources{&store_, [this] { return statuses_; }, &self_,
+                                                       [this] { return ready_.load(); }});
+    server_ = std::make_unique<HttpServer>(
+        io_, [this](const HttpRequest& r) { return router_->handle(r); },
+        [this](std::string_view t, unsigned c) { self_.count_request(t, c); });
+    server_->set_limits(limits);
+    ASSERT_EQ(server_->listen({"127.0.0.1:0"}), "");
+    port_ = server_->local_endpoints().at(0).port();
+    work_.emplace(asio::make_work_guard(io_));
+    thread_ = std::thread([this] { io_.run(); });
+  }
+
+  void TearDown() override {
+    asio::post(io_, [this] { server_->stop(); });
+    work_.reset();
+    io_.stop();
+    thread_.join();
+    server_.reset();
+  }
+
+  std::size_t ActiveConnections() {
+    std::promise<std::size_t> p;
+    asio::post(io_, [&] { p.set_value(server_->active_connections()); });
+    return p.get_future().get();
+  }
+
+  asio::io_context io_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  SnapshotStore store_;
+  SelfMetrics self_;
+  std::vector<CollectorStatus> statuses_;
+  std::atomic<bool> ready_{true};
+  std::unique_ptr<Router> router_;
+  std::unique_ptr<HttpServer> server_;
+  std::thread thread_;
+  std::uint16_t port_ = 0;
+};
+
+// The part of a body that comes from collectors (the self-metrics that
+// follow change between scrapes).
+std::string CollectorPart(const std::string& body) { return body.substr(0, body.find("# HELP nodewatch_build_info")); }
+
+TEST_F(HttpTest, MetricsPlain) {
+  auto r = Request(port_, "GET", "/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->headers["content-type"], "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_EQ(r->headers.count("content-encoding"), 0u);
+  EXPECT_EQ(CollectorPart(r->body),
+            "# TYPE nodewatch_alpha_x gauge\nnodewatch_alpha_x 1\n"
+            "# TYPE nodewatch_beta_y gauge\nnodewatch_beta_y 2\n");
+  EXPECT_NE(r->body.find("nodewatch_collector_up{collector=\"alpha\"} 1"), std::string::npos);
+  EXPECT_NE(r->body.find("process_open_fds "), std::string::npos);
+  EXPECT_NE(r->body.find("nodewatch_build_info{version=\""), std::string::npos);
+}
+
+TEST_F(HttpTest, MetricsGzipRoundTrip) {
+  auto gz = Request(port_, "GET", "/metrics", "Accept-Encoding: deflate, gzip;q=0.8\r\n");
+  ASSERT_TRUE(gz);
+  EXPECT_EQ(gz->status, 200);
+  EXPECT_EQ(gz->headers["content-encoding"], "gzip");
+  EXPECT_EQ(gz->headers["vary"], "Accept-Encoding");
+  std::string body = gunzip(gz->body);
+  auto plain = Request(port_, "GET", "/metrics");
+  EXPECT_EQ(CollectorPart(body), CollectorPart(plain->body));
+  EXPECT_NE(body.find("process_cpu_seconds_total"), std::string::npos);
+  // q=0 refuses gzip.
+  auto refused = Request(port_, "GET", "/metrics", "Accept-Encoding: gzip;q=0\r\n");
+  EXPECT_EQ(refused->headers.count("content-encoding"), 0u);
+}
+
+TEST_F(HttpTest, CollectAndExcludeFilters) {
+  auto only = Request(port_, "GET", "/metrics?collect[]=alpha");
+  ASSERT_TRUE(only);
+  EXPECT_EQ(only->status, 200);
+  EXPECT_NE(only->body.find("nodewatch_alpha_x"), std::string::npos);
+  EXPECT_EQ(only->body.find("nodewatch_beta_y"), std::string::npos);
+  EXPECT_EQ(only->body.find("collector=\"beta\""), std::string::npos);
+  auto encoded = Request(port_, "GET", "/metrics?exclude%5B%5D=alpha", "Accept-Encoding: gzip\r\n");
+  std::string body = gunzip(encoded->body);
+  EXPECT_EQ(body.find("nodewatch_alpha_x"), std::string::npos);
+  EXPECT_NE(body.find("nodewatch_beta_y"), std::string::npos);
+  auto both = Request(port_, "GET", "/metrics?collect[]=alpha&exclude[]=beta");
+  EXPECT_EQ(both->status, 400);
+  auto unknown = Request(port_, "GET", "/metrics?collect[]=gamma");
+  EXPECT_EQ(unknown->status, 400);
+  EXPECT_NE(unknown->body.find("gamma"), std::string::npos);
+}
+
+TEST_F(HttpTest, HeaderTooLargeIs431) {
+  std::string big = "X-Filler: " + std::string(9000, 'a') + "\r\n";
+  auto r = Request(port_, "GET", "/metrics", big);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 431);
+  // Just under the limit is fine.
+  auto ok = Request(port_, "GET", "/metrics", "X-Filler: " + std::string(7000, 'a') + "\r\n");
+  EXPECT_EQ(ok->status, 200);
+}
+
+TEST_F(HttpTest, NotFoundAndMethodNotAllowed) {
+  EXPECT_EQ(Request(port_, "GET", "/nope")->status, 404);
+  EXPECT_EQ(Request(port_, "GET", "/metrics/")->status, 404);
+  auto post = Request(port_, "POST", "/metrics");
+  EXPECT_EQ(post->status, 405);
+  EXPECT_EQ(post->headers["allow"], "GET, HEAD");
+  EXPECT_EQ(Request(port_, "DELETE", "/")->status, 405);
+}
+
+TEST_F(HttpTest, HeadHasHeadersButNoBody) {
+  TestConnection c(port_);
+  ASSERT_TRUE(c.send("HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\nGET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n"));
+  auto head = c.read_response(/*head=*/true);
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->status, 200);
+  EXPECT_GT(std::stoul(head->headers["content-length"]), 100u);
+  // The next response follows at once: HEAD sent no body bytes.
+  auto next = c.read_response();
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->body, "OK\n");
+}
+
+TEST_F(HttpTest, HealthyReadyAndLanding) {
+  EXPECT_EQ(Request(port_, "GET", "/-/healthy")->status, 200);
+  ready_ = false;
+  EXPECT_EQ(Request(port_, "GET", "/-/ready")->status, 503);
+  ready_ = true;
+  EXPECT_EQ(Request(port_, "GET", "/-/ready")->status, 200);
+  auto landing = Request(port_, "GET", "/");
+  EXPECT_EQ(landing->status, 200);
+  EXPECT_EQ(landing->headers["content-type"], "text/html; charset=utf-8");
+  EXPECT_NE(landing->body.find("<td>alpha</td>"), std::string::npos);
+  EXPECT_NE(landing->body.find("href=\"metrics\""), std::string::npos);
+}
+
+TEST_F(HttpTest, KeepAliveServesSeveralRequestsOnOneConnection) {
+  TestConnection c(port_);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(c.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"));
+    auto r = c.read_response();
+    ASSERT_TRUE(r) << i;
+    EXPECT_EQ(r->status, 200);
+  }
+  ASSERT_TRUE(c.send("GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  EXPECT_EQ(c.read_response()->status, 200);
+  EXPECT_TRUE(c.peer_closed());
+}
+
+TEST_F(HttpTest, GarbageGets400) {
+  TestConnection c(port_);
+  ASSERT_TRUE(c.send("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\n\r\n"));
+  auto r = c.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+}
+
+TEST_F(HttpTest, RequestsAreCountedByPathAndCode) {
+  Request(port_, "GET", "/nope?x=1");
+  Request(port_, "GET", "/other");
+  Request(port_, "GET", "/-/healthy");
+  auto r = Request(port_, "GET", "/metrics");
+  EXPECT_NE(r->body.find("nodewatch_http_requests_total{path=\"other\",code=\"404\"} 2"), std::string::npos)
+      << r->body;
+  EXPECT_NE(r->body.find("nodewatch_http_requests_total{path=\"/-/healthy\",code=\"200\"} 1"),
+            std::string::npos);
+}
+
+class HttpLimitsTest : public HttpTest {
+ protected:
+  void SetUp() override {
+    HttpLimits l;
+    l.max_connections = 2;
+    l.read_timeout = 300ms;
+    l.idle_timeout = 400ms;
+    Start(l);
+  }
+};
+
+TEST_F(HttpLimitsTest, SlowClientIsDropped) {
+  TestConnection c(port_, 3s);
+  auto t0 = std::chrono::steady_clock::now();
+  std::string req = "GET /metrics HTTP/1.1\r\nHost: localhost\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+  bool dropped = false;
+  for (char ch : req) {
+    if (!c.send(std::string_view(&ch, 1))) {
+      dropped = true;
+      break;
+    }
+    std::this_thread::sleep_for(50ms);
+    if (std::chrono::steady_clock::now() - t0 > 1s) break;
+  }
+  // Whatever was sent, the server closed the connection at its deadline
+  // without answering the request.
+  std::string rest = c.read_all();
+  auto elapsed = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(rest.find("200 OK"), std::string::npos);
+  EXPECT_LT(elapsed, 2s);
+  (void)dropped;
+}
+
+TEST_F(HttpLimitsTest, IdleKeepAliveConnectionIsClosed) {
+  TestConnection c(port_, 3s);
+  ASSERT_TRUE(c.send("GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_EQ(c.read_response()->status, 200);
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(c.peer_closed());
+  auto elapsed = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(elapsed, 300ms);
+  EXPECT_LT(elapsed, 2s);
+}
+
+TEST_F(HttpLimitsTest, ConnectionsPastTheLimitAreRefusedAtOnce) {
+  TestConnection a(port_), b(port_);
+  ASSERT_TRUE(a.connected() && b.connected());
+  // Wait until the server has accepted both.
+  for (int i = 0; i < 100 && ActiveConnections() < 2; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(ActiveConnections(), 2u);
+  auto t0 = std::chrono::steady_clock::now();
+  TestConnection third(port_);
+  ASSERT_TRUE(third.connected());
+  std::string reply = third.read_all();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 250ms);
+  EXPECT_EQ(reply.rfind("HTTP/1.1 503", 0), 0u) << reply;
+  // Once one closes, new connections are served again.
+  a.send("GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  a.read_all();
+  for (int i = 0; i < 100 && ActiveConnections() > 1; ++i) std::this_thread::sleep_for(5ms);
+  auto ok = Request(port_, "GET", "/-/healthy");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+}
+
+TEST(HttpParsingTest, AcceptEncoding) {
+  EXPECT_TRUE(accepts_gzip("gzip"));
+  EXPECT_TRUE(accepts_gzip("deflate, GZIP"));
+  EXPECT_TRUE(accepts_gzip("gzip;q=0.5"));
+  EXPECT_TRUE(accepts_gzip("*"));
+  EXPECT_FALSE(accepts_gzip(""));
+  EXPECT_FALSE(accepts_gzip("gzip;q=0"));
+  EXPECT_FALSE(accepts_gzip("br, deflate"));
+  EXPECT_FALSE(accepts_gzip("xgzip"));
+}
+
+TEST(HttpParsingTest, MetricsQuery) {
+  MetricsFilter f;
+  EXPECT_EQ(parse_metrics_query("collect%5B%5D=a&collect[]=b&other=1&", &f), "");
+  EXPECT_EQ(f.collect, (std::vector<std::string>{"a", "b"}));
+  MetricsFilter g;
+  EXPECT_NE(parse_metrics_query("collect[]=a&exclude[]=b", &g), "");
+  EXPECT_EQ(url_decode("a%2Fb+c%zz%4"), "a/b c%zz%4");
+}
+
+TEST(HttpServerTest, ListenIsAllOrNothing) {
+  asio::io_context io;
+  HttpServer s(io, [](const HttpRequest&) { return HttpResponse{}; });
+  ASSERT_EQ(s.listen({"127.0.0.1:0"}), "");
+  auto port = s.local_endpoints().at(0).port();
+  // The second address is taken: nothing changes.
+  std::string err = s.listen({"127.0.0.1:0", "127.0.0.1:" + std::to_string(port)});
+  EXPECT_NE(err, "");
+  ASSERT_EQ(s.local_endpoints().size(), 1u);
+  EXPECT_EQ(s.local_endpoints()[0].port(), port);
+  EXPECT_NE(s.listen({"bogus"}), "");
+}
+
+}  // namespace
+}  // namespace nodewatch

@@ -1,0 +1,149 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "exposition.hpp"
+#include "nodewatch/metric.hpp"
+#include "support/collector_test.hpp"
+
+namespace nodewatch {
+namespace {
+
+const MetricTable& Table() {
+  static const MetricTable t({
+      {"nodewatch_test_read_bytes_total", MetricType::kCounter, "bytes", "Bytes read.", {"device"}},
+      {"nodewatch_test_temperature_celsius", MetricType::kGauge, "celsius", "Temperature.",
+       {"device", "sensor"}},
+      {"nodewatch_test_device_info", MetricType::kGauge, "", "Device facts; always 1.",
+       {"device", "model"}},
+  });
+  return t;
+}
+
+TEST(MetricTableTest, WellFormedTablePasses) { testing::ExpectWellFormedTable(Table(), "nodewatch_test_"); }
+
+TEST(MetricTableTest, LintFindsEveryRuleBroken) {
+  MetricTable bad({
+      {"nodewatch_test_reads", MetricType::kCounter, "", "Reads.", {}},                   // no _total
+      {"nodewatch_test_temp_total", MetricType::kGauge, "", "T.", {}},                    // gauge _total
+      {"nodewatch_test_latency_seconds", MetricType::kGauge, "bytes", "L.", {}},          // unit mismatch
+      {"nodewatch_test_util_percent", MetricType::kGauge, "", "U.", {}},                  // non-base unit
+      {"other_thing", MetricType::kGauge, "", "O.", {}},                                   // prefix
+      {"nodewatch_test_x", MetricType::kGauge, "", "", {}},                                // no help
+      {"nodewatch_test_y", MetricType::kGauge, "", "a\\b", {}},                            // backslash
+      {"nodewatch_test_z", MetricType::kGauge, "", "Z.", {"le", "1bad", "a", "a"}},        // labels
+      {"nodewatch_test_z", MetricType::kGauge, "", "Z.", {}},                              // twice
+      {"nodewatch_test-bad", MetricType::kGauge, "", "B.", {}},                            // name
+  });
+  auto problems = bad.lint("nodewatch_test_");
+  auto has = [&](std::string_view what) {
+    for (const auto& p : problems)
+      if (p.find(what) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(has("nodewatch_test_reads: a counter must end in _total"));
+  EXPECT_TRUE(has("nodewatch_test_temp_total: a gauge must not end in _total"));
+  EXPECT_TRUE(has("nodewatch_test_latency_seconds: name does not end in its unit _bytes"));
+  EXPECT_TRUE(has("non-base unit _percent"));
+  EXPECT_TRUE(has("other_thing: does not start with"));
+  EXPECT_TRUE(has("nodewatch_test_x: has no help text"));
+  EXPECT_TRUE(has("backslash"));
+  EXPECT_TRUE(has("label 'le' is reserved"));
+  EXPECT_TRUE(has("label '1bad' is not a valid label name"));
+  EXPECT_TRUE(has("label 'a' declared twice"));
+  EXPECT_TRUE(has("nodewatch_test_z: declared twice"));
+  EXPECT_TRUE(has("nodewatch_test-bad: not a valid metric name"));
+}
+
+TEST(MetricSinkTest, AcceptsDeclaredSamplesAndRenders) {
+  MetricSink sink(Table());
+  EXPECT_TRUE(sink.add("nodewatch_test_read_bytes_total", {"nvme0n1"}, 4096));
+  EXPECT_TRUE(sink.add("nodewatch_test_temperature_celsius", {"gpu0", "edge"}, 41.5));
+  EXPECT_TRUE(sink.add("nodewatch_test_device_info", {"gpu0", "say \"hi\"\\\n"}, 1));
+  testing::ExpectConformant(sink);
+  EXPECT_EQ(sink.sample_count(), 3u);
+  EXPECT_EQ(sink.render(),
+            "# HELP nodewatch_test_read_bytes_total Bytes read.\n"
+            "# TYPE nodewatch_test_read_bytes_total counter\n"
+            "nodewatch_test_read_bytes_total{device=\"nvme0n1\"} 4096\n"
+            "# HELP nodewatch_test_temperature_celsius Temperature.\n"
+            "# TYPE nodewatch_test_temperature_celsius gauge\n"
+            "nodewatch_test_temperature_celsius{device=\"gpu0\",sensor=\"edge\"} 41.5\n"
+            "# HELP nodewatch_test_device_info Device facts; always 1.\n"
+            "# TYPE nodewatch_test_device_info gauge\n"
+            "nodewatch_test_device_info{device=\"gpu0\",model=\"say \\\"hi\\\"\\\\\\n\"} 1\n");
+}
+
+TEST(MetricSinkTest, RefusesWhatTheTableDoesNotAllow) {
+  MetricSink sink(Table());
+  EXPECT_FALSE(sink.add("nodewatch_test_undeclared", {}, 1));
+  EXPECT_FALSE(sink.add("nodewatch_test_read_bytes_total", {}, 1));
+  EXPECT_FALSE(sink.add("nodewatch_test_read_bytes_total", {"a", "b"}, 1));
+  EXPECT_TRUE(sink.add("nodewatch_test_read_bytes_total", {"a"}, 1));
+  EXPECT_FALSE(sink.add("nodewatch_test_read_bytes_total", {"a"}, 2));  // duplicate series
+  EXPECT_FALSE(sink.add("nodewatch_test_read_bytes_total", {"b"}, -1));  // negative counter
+  EXPECT_FALSE(sink.add("nodewatch_test_read_bytes_total", {"c"}, std::nan("")));
+  EXPECT_FALSE(sink.add("nodewatch_test_read_bytes_total", {"\xff\xfe"}, 1));  // not UTF-8
+  EXPECT_EQ(sink.violations().size(), 7u);
+  EXPECT_EQ(sink.sample_count(), 1u);
+  // The render holds only the accepted sample.
+  EXPECT_EQ(sink.render().find("} 2"), std::string::npos);
+}
+
+TEST(MetricSinkTest, GaugesMayBeNaNAndInfinite) {
+  MetricSink sink(Table());
+  EXPECT_TRUE(sink.add("nodewatch_test_temperature_celsius", {"a", "x"}, std::nan("")));
+  EXPECT_TRUE(sink.add("nodewatch_test_temperature_celsius", {"a", "y"}, INFINITY));
+  std::string text = sink.render();
+  EXPECT_NE(text.find("sensor=\"y\"} +Inf"), std::string::npos) << text;
+}
+
+TEST(MetricSinkTest, CountsPartialErrors) {
+  MetricSink sink(Table());
+  sink.error("parse_error");
+  sink.error("parse_error", 2);
+  sink.error("read_error");
+  EXPECT_EQ(sink.errors().at("parse_error"), 3u);
+  EXPECT_EQ(sink.errors().at("read_error"), 1u);
+}
+
+TEST(MetricSinkTest, EmptySinkRendersNothing) { EXPECT_EQ(MetricSink(Table()).render(), ""); }
+
+TEST(Utf8Test, Validation) {
+  EXPECT_TRUE(is_valid_utf8("plain ascii"));
+  EXPECT_TRUE(is_valid_utf8("Grüße 温度 🚀"));
+  EXPECT_FALSE(is_valid_utf8("\xc3"));              // truncated
+  EXPECT_FALSE(is_valid_utf8("\xc0\xaf"));          // overlong
+  EXPECT_FALSE(is_valid_utf8("\xed\xa0\x80"));      // surrogate
+  EXPECT_FALSE(is_valid_utf8("\xf4\x90\x80\x80"));  // past U+10FFFF
+  EXPECT_FALSE(is_valid_utf8("a\x80"));
+}
+
+TEST(ExpositionTest, GzipSegmentsConcatenateIntoOneValidStream) {
+  std::string a, b;
+  for (int i = 0; i < 2000; ++i) a += "metric_a{i=\"" + std::to_string(i) + "\"} " + std::to_string(i * 7) + "\n";
+  for (int i = 0; i < 500; ++i) b += "metric_b " + std::to_string(i) + "\n";
+  auto ra = make_rendered(a);
+  auto rb = make_rendered(b);
+  auto empty = make_rendered("");
+  std::string tail = "process_open_fds 10\n";
+  std::string gz = assemble_gzip({ra.get(), empty.get(), rb.get()}, tail);
+  EXPECT_EQ(gunzip(gz), a + b + tail);
+  EXPECT_LT(gz.size(), (a + b).size() / 3);  // it really compressed
+  // Any subset, in any order, also forms a valid stream.
+  EXPECT_EQ(gunzip(assemble_gzip({rb.get()}, "")), b);
+  EXPECT_EQ(gunzip(assemble_gzip({}, tail)), tail);
+  EXPECT_EQ(gunzip(assemble_gzip({rb.get(), ra.get()}, tail)), b + a + tail);
+}
+
+TEST(ExpositionTest, CorruptGzipIsRejected) {
+  auto r = make_rendered("hello\n");
+  std::string gz = assemble_gzip({r.get()}, "x\n");
+  std::string bad = gz;
+  bad[bad.size() - 6] ^= 0x01;  // CRC
+  EXPECT_THROW(gunzip(bad), std::runtime_error);
+  EXPECT_THROW(gunzip(gz.substr(0, gz.size() - 3)), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace nodewatch

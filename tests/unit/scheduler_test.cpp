@@ -1,0 +1,272 @@
+#include "scheduler.hpp"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "fakes/fake_collector.hpp"
+#include "snapshot_store.hpp"
+
+namespace nodewatch {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeCollector;
+using Clock = std::chrono::steady_clock;
+
+struct Harness {
+  asio::io_context io;
+  SnapshotStore store;
+  Scheduler sched{io, store};
+
+  // Runs the io loop until `pred` holds or `limit` passes; returns pred().
+  template <class Pred>
+  bool RunUntil(Pred pred, std::chrono::milliseconds limit = 5s) {
+    auto until = Clock::now() + limit;
+    while (!pred() && Clock::now() < until) io.run_for(5ms);
+    return pred();
+  }
+  CollectorStatus Status(const std::string& name) {
+    for (auto& s : sched.statuses())
+      if (s.name == name) return s;
+    ADD_FAILURE() << "no status for " << name;
+    return {};
+  }
+};
+
+CollectorJob Job(std::string name, FakeCollector** out, std::chrono::milliseconds interval,
+                 std::chrono::milliseconds timeout, bool own_thread = false) {
+  auto c = std::make_unique<FakeCollector>(name);
+  *out = c.get();
+  CollectorJob j;
+  j.name = std::move(name);
+  j.collector = std::move(c);
+  j.interval = interval;
+  j.timeout = timeout;
+  j.own_thread = own_thread;
+  return j;
+}
+
+TEST(SchedulerTest, PublishesRenderedSnapshotAndFirstRound) {
+  Harness h;
+  FakeCollector* a;
+  bool first = false;
+  h.sched.on_first_round([&] { first = true; });
+  std::vector<CollectorJob> jobs;
+  jobs.push_back(Job("a", &a, 1h, 1s));
+  h.sched.start(std::move(jobs));
+  ASSERT_TRUE(h.RunUntil([&] { return first; }));
+  auto set = h.store.current();
+  ASSERT_EQ(set->by_collector.count("a"), 1u);
+  EXPECT_NE(set->by_collector.at("a")->text.find("nodewatch_fake_calls_total{collector=\"a\"} 1"),
+            std::string::npos);
+  EXPECT_FALSE(set->by_collector.at("a")->deflated.empty());
+  auto st = h.Status("a");
+  EXPECT_TRUE(st.up);
+  EXPECT_GT(st.last_success_unix_seconds, 1.6e9);
+  EXPECT_TRUE(h.sched.first_round_done());
+}
+
+TEST(SchedulerTest, OverrunningCollectorFailsAtItsDeadlineWhileAnotherKeepsItsInterval) {
+  Harness h;
+  FakeCollector *slow, *fast;
+  std::vector<CollectorJob> jobs;
+  jobs.push_back(Job("slow", &slow, 2s, 200ms));
+  jobs.push_back(Job("fast", &fast, 100ms, 100ms));
+  slow->sleep_ = 1500ms;
+  slow->ignore_cancel_ = true;  // stuck like a read in the kernel
+  auto t0 = Clock::now();
+  h.sched.start(std::move(jobs));
+  // The slow one is reported down at its deadline, not when it returns.
+  ASSERT_TRUE(h.RunUntil([&] { return h.Status("slow").errors.count("timeout") == 1; }));
+  auto failed_after = Clock::now() - t0;
+  EXPECT_LT(failed_after, 600ms);
+  EXPECT_GE(failed_after, 190ms);
+  EXPECT_FALSE(h.Status("slow").up);
+  EXPECT_EQ(h.store.current()->by_collector.count("slow"), 0u);
+  // Meanwhile the fast one runs every 100 ms: about 10 runs in one second.
+  int before = fast->calls_;
+  auto t1 = Clock::now();
+  h.RunUntil([] { return false; }, 1000ms);
+  double elapsed = std::chrono::duration<double>(Clock::now() - t1).count();
+  int runs = fast->calls_ - before;
+  EXPECT_GE(runs, static_cast<int>(elapsed * 10) - 2);
+  EXPECT_LE(runs, static_cast<int>(elapsed * 10) + 2);
+  EXPECT_TRUE(h.Status("fast").up);
+  h.sched.stop();
+  EXPECT_TRUE(h.sched.shutdown_workers(3s));
+}
+
+TEST(SchedulerTest, NeverTwoCollectsOfOneCollectorAtOnce) {
+  Harness h;
+  FakeCollector* c;
+  std::vector<CollectorJob> jobs;
+  // Interval shorter than the collect: ticks find it still in flight.
+  jobs.push_back(Job("c", &c, 100ms, 100ms));
+  c->sleep_ = 250ms;
+  c->ignore_cancel_ = true;
+  h.sched.start(std::move(jobs));
+  h.RunUntil([&] { return c->calls_ >= 4; }, 3s);
+  EXPECT_GE(c->calls_, 3);
+  EXPECT_EQ(c->max_active_, 1);
+  auto st = h.Status("c");
+  EXPECT_GE(st.errors["skipped_overlap"], 2u);
+  EXPECT_GE(st.errors["timeout"], 2u);
+  h.sched.stop();
+  h.sched.shutdown_workers(3s);
+}
+
+TEST(SchedulerTest, LateResultIsDroppedNotPublished) {
+  Harness h;
+  FakeCollector* c;
+  std::vector<CollectorJob> jobs;
+  jobs.push_back(Job("late", &c, 1h, 100ms));
+  c->sleep_ = 300ms;
+  c->ignore_cancel_ = true;
+  h.sched.start(std::move(jobs));
+  ASSERT_TRUE(h.RunUntil([&] { return h.Status("late").runs == 1; }));
+  EXPECT_FALSE(h.Status("late").up);
+  EXPECT_EQ(h.store.current()->by_collector.count("late"), 0u);
+}
+
+TEST(SchedulerTest, FailureWithdrawsTheSnapshotAndCountsTheReason) {
+  Harness h;
+  FakeCollector* c;
+  std::vector<CollectorJob> jobs;
+  jobs.push_back(Job("f", &c, 100ms, 100ms));
+  h.sched.start(std::move(jobs));
+  ASSERT_TRUE(h.RunUntil([&] { return h.store.current()->by_collector.count("f") == 1; }));
+  c->fail_ = true;
+  ASSERT_TRUE(h.RunUntil([&] { return h.store.current()->by_collector.count("f") == 0; }));
+  auto st = h.Status("f");
+  EXPECT_FALSE(st.up);
+  EXPECT_GE(st.errors["read_error"], 1u);
+  EXPECT_EQ(st.last_error, "scripted failure");
+  c->fail_ = false;
+  ASSERT_TRUE(h.RunUntil([&] { return h.Status("f").up; }));
+  EXPECT_EQ(h.Status("f").last_error, "");
+}
+
+TEST(SchedulerTest, PartialErrorsAndContractViolationsAreCounted) {
+  Harness h;
+  FakeCollector* c;
+  std::vector<CollectorJob> jobs;
+  jobs.push_back(Job("p", &c, 1h, 1s));
+  c->partial_error_ = true;
+  c->emit_undeclared_ = true;
+  h.sched.start(std::move(jobs));
+  ASSERT_TRUE(h.RunUntil([&] { return h.sched.first_round_done(); }));
+  auto st = h.Status("p");
+  EXPECT_TRUE(st.up);  // partial errors do not fail the collector
+  EXPECT_EQ(st.errors["parse_error"], 1u);
+  EXPECT_EQ(st.errors["invalid_metric"], 1u);
+  EXPECT_EQ(h.store.current()->by_collector.at("p")->text.find("not_declared"), std::string::npos);
+}
+
+TEST(SchedulerTest, OwnThreadCollectorStuckDoesNotStarveSharedPool) {
+  Harness h;
+  FakeCollector *stuck, *a, *b, *c;
+  std::vector<CollectorJob> jobs;
+  jobs.push_back(Job("stuck", &stuck, 100ms, 100ms, /*own_thread=*/true));
+  jobs.push_back(Job("a", &a, 100ms, 100ms));
+  jobs.push_back(Job("b", &b, 100ms, 100ms));
+  jobs.push_back(Job("c", &c, 100ms, 100ms));
+  stuck->sleep_ = 1200ms;
+  stuck->ignore_cancel_ = true;
+  h.sched.start(std::move(jobs));
+  h.RunUntil([&] { return a->calls_ >= 6 && b->calls_ >= 6 && c->calls_ >= 6; }, 2s);
+  EXPECT_GE(a->calls_, 6);
+  EXPECT_GE(b->calls_, 6);
+  EXPECT_GE(c->calls_, 6);
+  EXPECT_EQ(stuck->calls_, 1);
+  h.sched.stop();
+}
+
+TEST(SchedulerTest, ShutdownGivesUpOnAStuckCollector) {
+  Harness h;
+  FakeCollector* stuck;
+  std::vector<CollectorJob> jobs;
+  jobs.push_back(Job("stuck", &stuck, 1h, 50ms, true));
+  stuck->sleep_ = 2000ms;
+  stuck->ignore_cancel_ = true;
+  h.sched.start(std::move(jobs));
+  ASSERT_TRUE(h.RunUntil([&] { return stuck->active_ == 1; }));
+  h.sched.stop();
+  auto t0 = Clock::now();
+  EXPECT_FALSE(h.sched.shutdown_workers(100ms));
+  EXPECT_LT(Clock::now() - t0, 500ms);
+  // The detached worker owns what it uses; let it finish before the test ends
+  // so the sanitizers see a clean exit.
+  while (stuck->active_ != 0) std::this_thread::sleep_for(10ms);
+}
+
+TEST(SchedulerTest, RestartKeepsErrorCountersAndDropsRemovedCollectors) {
+  Harness h;
+  FakeCollector *a, *b;
+  std::vector<CollectorJob> jobs;
+  jobs.push_back(Job("a", &a, 1h, 1s));
+  jobs.push_back(Job("b", &b, 1h, 1s));
+  a->fail_ = true;
+  h.sched.start(std::move(jobs));
+  ASSERT_TRUE(h.RunUntil([&] { return h.sched.first_round_done(); }));
+  EXPECT_EQ(h.Status("a").errors["read_error"], 1u);
+  EXPECT_EQ(h.store.current()->by_collector.count("b"), 1u);
+  FakeCollector* a2;
+  std::vector<CollectorJob> jobs2;
+  jobs2.push_back(Job("a", &a2, 1h, 1s));
+  a2->fail_ = true;
+  h.sched.start(std::move(jobs2));
+  ASSERT_TRUE(h.RunUntil([&] { return h.sched.first_round_done(); }));
+  EXPECT_EQ(h.Status("a").errors["read_error"], 2u);
+  EXPECT_EQ(h.sched.statuses().size(), 1u);
+  EXPECT_EQ(h.store.current()->by_collector.count("b"), 0u);
+}
+
+TEST(SchedulerTest, NoCollectorsIsReadyAtOnce) {
+  Harness h;
+  bool first = false;
+  h.sched.on_first_round([&] { first = true; });
+  h.sched.start({});
+  EXPECT_TRUE(h.RunUntil([&] { return first; }, 1s));
+}
+
+// Scrapes read snapshot sets on other threads while the scheduler swaps
+// them; run under ThreadSanitizer in CI.
+TEST(SchedulerTest, SnapshotSwapUnderConcurrentScrapesIsRaceFree) {
+  Harness h;
+  FakeCollector *a, *b;
+  std::vector<CollectorJob> jobs;
+  jobs.push_back(Job("a", &a, 100ms, 100ms));
+  jobs.push_back(Job("b", &b, 100ms, 100ms, true));
+  h.sched.start(std::move(jobs));
+  std::atomic<bool> done{false};
+  std::atomic<std::size_t> bytes{0};
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 4; ++i) {
+    readers.emplace_back([&] {
+      while (!done) {
+        auto set = h.store.current();
+        std::vector<const RenderedText*> segs;
+        for (auto& [name, r] : set->by_collector) {
+          bytes += r->text.size();
+          segs.push_back(r.get());
+        }
+        std::string gz = assemble_gzip(segs, "tail 1\n");
+        EXPECT_EQ(gunzip(gz).size(), [&] {
+          std::size_t n = 7;
+          for (auto* s : segs) n += s->text.size();
+          return n;
+        }());
+      }
+    });
+  }
+  h.RunUntil([&] { return a->calls_ >= 10 && b->calls_ >= 10; }, 4s);
+  done = true;
+  for (auto& t : readers) t.join();
+  EXPECT_GE(a->calls_, 10);
+  EXPECT_GT(bytes.load(), 0u);
+  h.sched.stop();
+}
+
+}  // namespace
+}  // namespace nodewatch
