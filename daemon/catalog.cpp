@@ -4,11 +4,14 @@
 #include <vector>
 
 #include "app.hpp"
+#include "storage/storage_collector.hpp"
 
 namespace nodewatch {
 
 std::span<const CollectorSpec> builtin_collectors() {
-  static const std::vector<CollectorSpec> kCatalog = {};
+  static const std::vector<CollectorSpec> kCatalog = {
+      storage_collector_spec(),
+  };
   return kCatalog;
 }
 

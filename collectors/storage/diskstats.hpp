@@ -6,12 +6,14 @@
 // 15 or 17 statistics depending on the kernel (Documentation/admin-guide/
 // iostats.rst, Documentation/ABI/testing/procfs-diskstats):
 //
+// clang-format off
 //   14 fields, before 4.18:
 //      8       0 sda 446216 784926 9550688 4382310 424847 312726 5922052 19310380 0 3376340 23705160
 //   18 fields, 4.18+ adds discards (completed, merged, sectors, ms):
 //      8       0 sda 446216 784926 9550688 4382310 424847 312726 5922052 19310380 0 3376340 23705160 0 0 0 0
 //   20 fields, 5.5+ adds flushes (completed, ms):
 //    259       0 nvme0n1 255999 814 12369153 47919 996852 81 36123024 425995 0 301795 580470 0 0 0 0 60602 106555
+// clang-format on
 
 #include <array>
 #include <cstddef>

@@ -42,7 +42,8 @@ constexpr std::array<StatMetric, kDiskStatCount> kStatMetrics = {{
      "Bytes read successfully (field 3, 512-byte sectors)."},
     {kReadTimeMs, Conversion::kMillisToSeconds, MetricType::kCounter,
      "nodewatch_storage_read_time_seconds_total", "seconds",
-     "Time spent by all reads (field 4); divided by reads completed it is the read latency."},
+     "Time spent by all reads (field 4); over the rate of reads completed, its rate is the "
+     "average read latency."},
     {kWritesCompleted, Conversion::kNone, MetricType::kCounter,
      "nodewatch_storage_writes_completed_total", "",
      "Writes completed successfully (diskstats field 5)."},
@@ -54,7 +55,8 @@ constexpr std::array<StatMetric, kDiskStatCount> kStatMetrics = {{
      "Bytes written successfully (field 7, 512-byte sectors)."},
     {kWriteTimeMs, Conversion::kMillisToSeconds, MetricType::kCounter,
      "nodewatch_storage_write_time_seconds_total", "seconds",
-     "Time spent by all writes (field 8); divided by writes completed it is the write latency."},
+     "Time spent by all writes (field 8); over the rate of writes completed, its rate is the "
+     "average write latency."},
     {kIoInProgress, Conversion::kNone, MetricType::kGauge, "nodewatch_storage_io_in_progress", "",
      "I/Os issued to the device and not yet completed (field 9)."},
     {kIoTimeMs, Conversion::kMillisToSeconds, MetricType::kCounter,
@@ -92,18 +94,24 @@ const MetricTable& storage_metric_table() {
   static const MetricTable kTable = [] {
     std::vector<MetricDesc> descs;
     for (const StatMetric& m : kStatMetrics) {
-      descs.push_back(MetricDesc{std::string(m.name), m.type, std::string(m.unit),
-                                 std::string(m.help), {"device"}});
+      descs.push_back(MetricDesc{
+          std::string(m.name), m.type, std::string(m.unit), std::string(m.help), {"device"}});
     }
-    descs.push_back(MetricDesc{std::string(kDeviceInfo), MetricType::kGauge, "",
+    descs.push_back(MetricDesc{std::string(kDeviceInfo),
+                               MetricType::kGauge,
+                               "",
                                "Facts about a block device from sysfs, value 1; a label is empty "
                                "when sysfs does not have it.",
                                {"device", "model", "serial", "rotational"}});
-    descs.push_back(MetricDesc{std::string(kQueueDepth), MetricType::kGauge, "",
+    descs.push_back(MetricDesc{std::string(kQueueDepth),
+                               MetricType::kGauge,
+                               "",
                                "Requests the block layer may queue for the device "
                                "(queue/nr_requests).",
                                {"device"}});
-    descs.push_back(MetricDesc{std::string(kLogicalBlockSize), MetricType::kGauge, "bytes",
+    descs.push_back(MetricDesc{std::string(kLogicalBlockSize),
+                               MetricType::kGauge,
+                               "bytes",
                                "Smallest unit the device can address (queue/logical_block_size).",
                                {"device"}});
     return MetricTable(std::move(descs));
@@ -149,7 +157,9 @@ class UniqueFd {
   int fd_;
 };
 
-std::string errno_message(int err) { return std::generic_category().message(err); }
+std::string errno_message(int err) {
+  return std::generic_category().message(err);
+}
 
 // One open+read+close into the caller's buffer: sysfs hands an attribute
 // over in a single read. Returns nullopt when the file cannot be read.
@@ -184,8 +194,8 @@ std::optional<std::regex> compile(const std::string& pattern) {
 std::string read_regex(OptionReader& r, std::string_view key, const std::string& def) {
   std::string value = r.get_string(key, def);
   if (value.size() > kMaxRegexLength) {
-    r.error(key, "regular expression is longer than " + std::to_string(kMaxRegexLength) +
-                     " characters");
+    r.error(key,
+            "regular expression is longer than " + std::to_string(kMaxRegexLength) + " characters");
     return def;
   }
   try {
@@ -212,7 +222,9 @@ StorageCollector::StorageCollector(Roots roots, StorageOptions options)
       include_(compile(options.devices_include)),
       exclude_(compile(options.devices_exclude)) {}
 
-const MetricTable& StorageCollector::metrics() const { return storage_metric_table(); }
+const MetricTable& StorageCollector::metrics() const {
+  return storage_metric_table();
+}
 
 bool StorageCollector::is_selected(std::string_view name) const {
   if (include_ && !std::regex_search(name.begin(), name.end(), *include_)) return false;
@@ -240,7 +252,8 @@ void StorageCollector::read_diskstats() {
     if (n < 0) {
       int err = errno;
       if (err == EINTR) continue;
-      throw CollectError("read_error", "cannot read " + diskstats_path_ + ": " + errno_message(err));
+      throw CollectError("read_error",
+                         "cannot read " + diskstats_path_ + ": " + errno_message(err));
     }
     if (n == 0) break;
     used += static_cast<std::size_t>(n);

@@ -19,8 +19,8 @@ using testing::Request;
 using testing::SampleValue;
 using testing::TempDir;
 
-std::string FixtureArgsSys() { return (std::filesystem::path(NODEWATCH_FIXTURES_DIR) / "e2e" / "sys").string(); }
-std::string FixtureArgsProc() { return (std::filesystem::path(NODEWATCH_FIXTURES_DIR) / "e2e" / "proc").string(); }
+std::string FixtureArgsSys() { return (std::filesystem::path(NODEWATCH_FIXTURES_DIR) / "storage" / "sys").string(); }
+std::string FixtureArgsProc() { return (std::filesystem::path(NODEWATCH_FIXTURES_DIR) / "storage" / "proc").string(); }
 
 // A datagram socket standing in for systemd's notify socket.
 class NotifySocket {
