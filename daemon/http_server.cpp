@@ -193,6 +193,15 @@ std::string HttpServer::listen(const std::vector<std::string>& addresses) {
     if (!ec && dual_stack) acc->set_option(asio::ip::v6_only(false), ec);
     if (!ec) acc->set_option(tcp::acceptor::reuse_address(true), ec);
     if (!ec) acc->bind(ep, ec);
+    if (ec && dual_stack) {
+      // IPv6 present but disabled (net.ipv6.conf.all.disable_ipv6): IPv4 only.
+      ec.clear();
+      acc = std::make_shared<tcp::acceptor>(io_);
+      ep = tcp::endpoint(tcp::v4(), addr->port);
+      acc->open(ep.protocol(), ec);
+      if (!ec) acc->set_option(tcp::acceptor::reuse_address(true), ec);
+      if (!ec) acc->bind(ep, ec);
+    }
     if (!ec) acc->listen(asio::socket_base::max_listen_connections, ec);
     if (ec) {
       for (auto& b : bound) b->close(ec);
@@ -217,6 +226,12 @@ std::string HttpServer::adopt(const std::vector<int>& fds) {
     socklen_t len = sizeof(ss);
     if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0)
       return "socket-activated fd " + std::to_string(fd) + " is not a socket";
+    if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)
+      return "socket-activated fd " + std::to_string(fd) + " is not a TCP socket";
+    int type = 0;
+    socklen_t tlen = sizeof(type);
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 || type != SOCK_STREAM)
+      return "socket-activated fd " + std::to_string(fd) + " is not a stream socket";
     auto proto = ss.ss_family == AF_INET6 ? tcp::v6() : tcp::v4();
     auto acc = std::make_shared<tcp::acceptor>(io_);
     boost::system::error_code ec;

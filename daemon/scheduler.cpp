@@ -68,6 +68,10 @@ void Scheduler::start(std::vector<CollectorJob> jobs) {
     auto e = std::make_shared<Entry>(io_, std::move(j));
     e->status.name = e->job.name;
     e->status.interval = e->job.interval;
+    // The scheduler's own failure reasons exist from the start at 0, so that
+    // increase() sees their first occurrence.
+    e->status.errors["timeout"] = 0;
+    e->status.errors["skipped_overlap"] = 0;
     // Counters survive a reload so that errors_total never goes backwards.
     if (auto it = previous.find(e->job.name); it != previous.end()) {
       e->status.errors = it->second.errors;
