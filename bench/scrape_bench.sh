@@ -32,9 +32,10 @@
 # directory removed on exit. Default run time is about one minute plus the
 # build. Not part of the test suite; see bench/README.md.
 #
-# Usage: bench/scrape_bench.sh [--binary PATH] [--out PATH] [--strict]
+# Usage: bench/scrape_bench.sh [--binary PATH] [--out PATH] [--raw DIR] [--strict]
 #   --binary PATH  use this nodewatchd instead of building build-bench/
 #   --out PATH     also write the report to PATH
+#   --raw DIR      keep each run's wrk output and the daemons' logs in DIR
 #   --strict       exit 3 when a target is missed (default: exit 0)
 # Environment:
 #   DURATION=5          seconds per measured wrk run
@@ -53,6 +54,7 @@ WRK=${WRK:-wrk}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 binary=""
 out=""
+raw=""
 strict=0
 
 usage() { sed -n '/^# Usage:/,/^#   WRK=/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
@@ -63,6 +65,7 @@ while (($#)); do
   case $1 in
     --binary) (($# >= 2)) || die "--binary needs a path"; binary=$2; shift 2 ;;
     --out) (($# >= 2)) || die "--out needs a path"; out=$2; shift 2 ;;
+    --raw) (($# >= 2)) || die "--raw needs a directory"; raw=$2; shift 2 ;;
     --strict) strict=1; shift ;;
     -h | --help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument: $1" ;;
@@ -414,7 +417,7 @@ for c in "${cases[@]}"; do
     before=$(cpu_ticks "$pid")
     wrk_out=$(wrk_run "$url" "$enc" "$clients" "$DURATION") || die "wrk against $t failed"
     after=$(cpu_ticks "$pid")
-    printf '%s\n' "$wrk_out" >"$tmp/wrk.$t.$enc.$clients"
+    printf '%s\n' "$wrk_out" >"$tmp/wrk.$t.$enc.$clients.txt"
     parsed=$(parse_wrk <<<"$wrk_out") || die "cannot parse wrk output: $wrk_out"
     read -r a b r s e <<<"$parsed"
     ((e == 0)) || die "$t: $e errors or non-2xx responses during $enc/$clients: $wrk_out"
@@ -493,6 +496,12 @@ cat "$report"
 if [[ -n $out ]]; then
   cp "$report" "$out" || die "cannot write $out"
   note "report written to $out"
+fi
+if [[ -n $raw ]]; then
+  mkdir -p "$raw" || die "cannot create $raw"
+  cp "$tmp"/wrk.*.txt "$tmp/nodewatchd.log" "$tmp/node_exporter.log" \
+    "$tmp/nw.prom" "$tmp/ne.prom" "$raw/" || die "cannot write $raw"
+  note "raw wrk outputs, logs and one body of each target kept in $raw"
 fi
 if ((strict)) && ! ((p99_ok && cpu_ok)); then
   exit 3

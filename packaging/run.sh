@@ -6,11 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packaging/install-deps.sh
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNODEWATCH_BUILD_TESTS=OFF >/dev/null
-ninja -C build nodewatchd
+# A build directory of its own, so that it never reconfigures the test build.
+cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNODEWATCH_BUILD_TESTS=OFF >/dev/null
+ninja -C build-release nodewatchd
 port=9842
 echo
 echo "nodewatchd is starting; scrape it at http://$(hostname):${port}/metrics (or http://localhost:${port}/metrics)."
 echo "Landing page: http://localhost:${port}/  Stop with Ctrl-C."
 echo
-exec build/daemon/nodewatchd --config packaging/nodewatch.toml "$@"
+exec build-release/daemon/nodewatchd --config packaging/nodewatch.toml "$@"

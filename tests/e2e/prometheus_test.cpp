@@ -1,0 +1,89 @@
+// The ecosystem side: Debian's Prometheus server scrapes the real daemon
+// (plain negotiation of content type and gzip as Prometheus does it) and
+// the samples arrive with the right values.
+
+#include <gtest/gtest.h>
+
+#include "support/daemon_process.hpp"
+#include "support/http_client.hpp"
+
+namespace nodewatch {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::DaemonProcess;
+using testing::Request;
+using testing::TempDir;
+
+const std::filesystem::path kFixtures = NODEWATCH_FIXTURES_DIR;
+
+std::uint16_t FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+TEST(PrometheusTest, RealPrometheusScrapesTheDaemon) {
+  if (std::system("command -v prometheus >/dev/null 2>&1") != 0) {
+    FAIL() << "prometheus is not installed: run packaging/install-deps.sh --test";
+  }
+  TempDir dir;
+  DaemonProcess::Options o;
+  o.args = {"--config", dir.write("nw.toml", "").string(), "--listen", "127.0.0.1:0", "--sysfs",
+            (kFixtures / "storage" / "sys").string(), "--procfs", (kFixtures / "storage" / "proc").string()};
+  DaemonProcess d(o, dir.path() / "nw.log");
+  auto port = d.port();
+  ASSERT_TRUE(port) << d.log();
+
+  std::uint16_t prom_port = FreePort();
+  dir.write("prometheus.yml",
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+            "scrape_configs:\n  - job_name: nodewatch\n    static_configs:\n"
+            "      - targets: ['127.0.0.1:" + std::to_string(*port) + "']\n");
+  // Prometheus runs as a plain child process, like the daemon.
+  pid_t prom = ::fork();
+  if (prom == 0) {
+    int log = ::open((dir.path() / "prom.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(log, 1);
+    ::dup2(log, 2);
+    std::string cfg = "--config.file=" + (dir.path() / "prometheus.yml").string();
+    std::string data = "--storage.tsdb.path=" + (dir.path() / "data").string();
+    std::string listen = "--web.listen-address=127.0.0.1:" + std::to_string(prom_port);
+    ::execlp("prometheus", "prometheus", cfg.c_str(), data.c_str(), listen.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  auto query = [&](const std::string& q) -> std::string {
+    auto r = Request(prom_port, "GET", "/api/v1/query?query=" + q);
+    return r ? r->body : std::string();
+  };
+  // up == 1 and a storage sample with the fixture's value, within 30 s.
+  std::string up, reads;
+  for (int i = 0; i < 300; ++i) {
+    up = query("up");
+    reads = query("nodewatch_storage_reads_completed_total%7Bdevice%3D%22nvme0n1%22%7D");
+    if (up.find("\"1\"]") != std::string::npos && reads.find("1834512") != std::string::npos) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  std::string health;
+  auto targets = Request(prom_port, "GET", "/api/v1/targets");
+  if (targets) health = targets->body;
+  ::kill(prom, SIGTERM);
+  int st;
+  ::waitpid(prom, &st, 0);
+  EXPECT_NE(up.find("\"1\"]"), std::string::npos) << up << "\n" << health << "\n"
+                                                  << testing::ReadFile(dir.path() / "prom.log");
+  EXPECT_NE(reads.find("\"1834512\""), std::string::npos) << reads;
+  EXPECT_NE(health.find("\"health\":\"up\""), std::string::npos) << health;
+  EXPECT_NE(health.find("\"lastError\":\"\""), std::string::npos) << health;
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(5s), 0);
+}
+
+}  // namespace
+}  // namespace nodewatch
