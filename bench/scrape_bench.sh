@@ -397,7 +397,16 @@ for enc in plain gzip; do
   bytes[node_exporter,$enc]=$(body_bytes "$ne_url" "$enc")
 done
 
-load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+# CPU pressure (the share of time some runnable task waited for a CPU, last
+# 10 s): high values mean other work competed with the benchmark.
+cpu_pressure() {
+  if [[ -r /proc/pressure/cpu ]]; then
+    awk '/^some/ { sub("avg10=", "", $2); print $2 "%"; exit }' /proc/pressure/cpu
+  else
+    echo "n/a"
+  fi
+}
+load_start=$(cut -d' ' -f1-3 /proc/loadavg) psi_start=$(cpu_pressure)
 for t in nodewatch node_exporter; do
   if [[ $t == nodewatch ]]; then url=$nw_url; else url=$ne_url; fi
   note "warm-up: $t"
@@ -430,7 +439,7 @@ for c in "${cases[@]}"; do
     cpu_us[$k]=$(awk -v t="$ticks" -v hz="$clk_tck" -v r="$r" 'BEGIN { printf "%.1f", t * 1e6 / hz / r }')
   done
 done
-load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+load_end=$(cut -d' ' -f1-3 /proc/loadavg) psi_end=$(cpu_pressure)
 
 # --- report -----------------------------------------------------------------------
 fmt_us() {  # microseconds -> "123 µs" or "1.23 ms"
@@ -442,7 +451,8 @@ report=$tmp/report.md
 {
   echo "## Scrape cost: nodewatchd vs prometheus-node-exporter"
   echo
-  echo "- machine: $(nproc) CPUs, $(uname -sr), load average $load_start at start, $load_end at end"
+  echo "- machine: $(nproc) CPUs, $(uname -sr); load average $load_start at start," \
+    "$load_end at end; CPU pressure (PSI some avg10) $psi_start at start, $psi_end at end"
   echo "- nodewatchd: $("$binary" --version 2>&1 | head -n 1) ($binary)"
   echo "- node_exporter: $("$NODE_EXPORTER" --version 2>&1 | head -n 1 | sed 's/ (.*//')," \
     "collectors diskstats netdev netclass hwmon infiniband mountstats"

@@ -131,13 +131,13 @@ ProcessStats read_process_stats() {
     s.cpu_seconds = (at(14) + at(15)) / static_cast<double>(kTicks);
     s.virtual_bytes = at(23);
     s.resident_bytes = at(24) * static_cast<double>(kPage);
-    double start_ticks = at(22);
-    std::string pstat = read_small_file("/proc/stat");
-    auto pos = pstat.find("\nbtime ");
-    if (pos != std::string::npos) {
-      s.start_time_seconds =
-          std::strtod(pstat.c_str() + pos + 7, nullptr) + start_ticks / static_cast<double>(kTicks);
-    }
+    // The boot time is constant: /proc/stat (large on many-CPU hosts) is read once.
+    static const double kBootTime = [] {
+      std::string pstat = read_small_file("/proc/stat");
+      auto pos = pstat.find("\nbtime ");
+      return pos == std::string::npos ? 0.0 : std::strtod(pstat.c_str() + pos + 7, nullptr);
+    }();
+    s.start_time_seconds = kBootTime + at(22) / static_cast<double>(kTicks);
   }
   if (DIR* d = opendir("/proc/self/fd")) {
     int n = 0;

@@ -27,12 +27,15 @@ using testing::TempDir;
 using testing::TestConnection;
 
 const std::filesystem::path kFixtures = NODEWATCH_FIXTURES_DIR;
-const std::filesystem::path kGolden = std::filesystem::path(NODEWATCH_TESTS_SOURCE_DIR) / "e2e" / "golden.prom";
-const std::filesystem::path kConfig = std::filesystem::path(NODEWATCH_TESTS_SOURCE_DIR) / "e2e" / "nodewatch.toml";
+const std::filesystem::path kGolden =
+    std::filesystem::path(NODEWATCH_TESTS_SOURCE_DIR) / "e2e" / "golden.prom";
+const std::filesystem::path kConfig =
+    std::filesystem::path(NODEWATCH_TESTS_SOURCE_DIR) / "e2e" / "nodewatch.toml";
 
 std::vector<std::string> FixtureArgs() {
-  return {"--config", kConfig.string(), "--sysfs", (kFixtures / "storage" / "sys").string(), "--procfs",
-          (kFixtures / "storage" / "proc").string()};
+  return {"--config", kConfig.string(),
+          "--sysfs",  (kFixtures / "storage" / "sys").string(),
+          "--procfs", (kFixtures / "storage" / "proc").string()};
 }
 
 // Replaces what legitimately changes from run to run: timings, timestamps,
@@ -49,7 +52,8 @@ std::string Normalize(const std::string& text) {
     if (line.find("nodewatch_http_requests_total") != std::string::npos) continue;
     if (!line.empty() && line[0] != '#') {
       std::string name = line.substr(0, line.find_first_of("{ "));
-      if (kVolatile.count(name) || name.rfind("process_", 0) == 0) line = line.substr(0, line.rfind(' ')) + " V";
+      if (kVolatile.count(name) || name.rfind("process_", 0) == 0)
+        line = line.substr(0, line.rfind(' ')) + " V";
     }
     out += std::regex_replace(line, kRevision, "revision=\"REV\"") + "\n";
   }
@@ -63,8 +67,9 @@ void CompareWithGolden(const std::string& actual) {
   }
   std::string expected = ReadFile(kGolden);
   ASSERT_FALSE(expected.empty()) << "missing " << kGolden;
-  EXPECT_EQ(actual, expected) << "output differs from " << kGolden
-                              << "; if the change is intended, regenerate it (see the top of e2e_test.cpp)";
+  EXPECT_EQ(actual, expected)
+      << "output differs from " << kGolden
+      << "; if the change is intended, regenerate it (see the top of e2e_test.cpp)";
 }
 
 std::string RunOnce(const TempDir& dir) {
@@ -93,7 +98,8 @@ TEST(E2ETest, ServedMetricsMatchGoldenPlainAndGzip) {
   DaemonProcess d(o, dir.path() / "log");
   auto port = d.port();
   ASSERT_TRUE(port) << d.log();
-  for (int i = 0; i < 500 && Request(*port, "GET", "/-/ready")->status != 200; ++i) std::this_thread::sleep_for(10ms);
+  for (int i = 0; i < 500 && Request(*port, "GET", "/-/ready")->status != 200; ++i)
+    std::this_thread::sleep_for(10ms);
   auto plain = Request(*port, "GET", "/metrics");
   ASSERT_TRUE(plain);
   EXPECT_EQ(plain->status, 200);
@@ -123,7 +129,9 @@ TEST(E2ETest, PromtoolCheckMetricsPassesWithoutWarnings) {
 // process_open_fds and VmRSS of a pid, read from /proc.
 std::size_t OpenFds(pid_t pid) {
   std::size_t n = 0;
-  for ([[maybe_unused]] auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) ++n;
+  for ([[maybe_unused]] auto& e :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd"))
+    ++n;
   return n;
 }
 long RssKiB(pid_t pid) {
@@ -145,7 +153,9 @@ TEST(E2ETest, ThousandScrapesLeakNoDescriptorsAndNoMemory) {
   auto round = [&](int i) {
     switch (i % 5) {
       case 0: ASSERT_EQ(Request(*port, "GET", "/metrics")->status, 200); break;
-      case 1: ASSERT_EQ(Request(*port, "GET", "/metrics", "Accept-Encoding: gzip\r\n")->status, 200); break;
+      case 1:
+        ASSERT_EQ(Request(*port, "GET", "/metrics", "Accept-Encoding: gzip\r\n")->status, 200);
+        break;
       case 2: {
         TestConnection c(*port);
         for (int k = 0; k < 3; ++k) {
@@ -177,7 +187,8 @@ TEST(E2ETest, ThousandScrapesLeakNoDescriptorsAndNoMemory) {
   EXPECT_EQ(fds_after, fds_before);
   // Allocator noise is a few hundred KiB at most; a leak of even 1 KiB per
   // scrape would show as 1,000 KiB.
-  EXPECT_LT(rss_after - rss_before, 512) << "RSS grew from " << rss_before << " KiB to " << rss_after << " KiB";
+  EXPECT_LT(rss_after - rss_before, 512)
+      << "RSS grew from " << rss_before << " KiB to " << rss_after << " KiB";
   d.signal(SIGTERM);
   EXPECT_EQ(d.wait(5s), 0);
 }

@@ -35,8 +35,10 @@ TEST(PrometheusTest, RealPrometheusScrapesTheDaemon) {
   }
   TempDir dir;
   DaemonProcess::Options o;
-  o.args = {"--config", dir.write("nw.toml", "").string(), "--listen", "127.0.0.1:0", "--sysfs",
-            (kFixtures / "storage" / "sys").string(), "--procfs", (kFixtures / "storage" / "proc").string()};
+  o.args = {"--config", dir.write("nw.toml", "").string(),
+            "--listen", "127.0.0.1:0",
+            "--sysfs",  (kFixtures / "storage" / "sys").string(),
+            "--procfs", (kFixtures / "storage" / "proc").string()};
   DaemonProcess d(o, dir.path() / "nw.log");
   auto port = d.port();
   ASSERT_TRUE(port) << d.log();
@@ -45,7 +47,8 @@ TEST(PrometheusTest, RealPrometheusScrapesTheDaemon) {
   dir.write("prometheus.yml",
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
             "scrape_configs:\n  - job_name: nodewatch\n    static_configs:\n"
-            "      - targets: ['127.0.0.1:" + std::to_string(*port) + "']\n");
+            "      - targets: ['127.0.0.1:" +
+                std::to_string(*port) + "']\n");
   // Prometheus runs as a plain child process, like the daemon.
   pid_t prom = ::fork();
   if (prom == 0) {
@@ -55,7 +58,8 @@ TEST(PrometheusTest, RealPrometheusScrapesTheDaemon) {
     std::string cfg = "--config.file=" + (dir.path() / "prometheus.yml").string();
     std::string data = "--storage.tsdb.path=" + (dir.path() / "data").string();
     std::string listen = "--web.listen-address=127.0.0.1:" + std::to_string(prom_port);
-    ::execlp("prometheus", "prometheus", cfg.c_str(), data.c_str(), listen.c_str(), static_cast<char*>(nullptr));
+    ::execlp("prometheus", "prometheus", cfg.c_str(), data.c_str(), listen.c_str(),
+             static_cast<char*>(nullptr));
     ::_exit(127);
   }
   auto query = [&](const std::string& q) -> std::string {
@@ -76,7 +80,8 @@ TEST(PrometheusTest, RealPrometheusScrapesTheDaemon) {
   ::kill(prom, SIGTERM);
   int st;
   ::waitpid(prom, &st, 0);
-  EXPECT_NE(up.find("\"1\"]"), std::string::npos) << up << "\n" << health << "\n"
+  EXPECT_NE(up.find("\"1\"]"), std::string::npos) << up << "\n"
+                                                  << health << "\n"
                                                   << testing::ReadFile(dir.path() / "prom.log");
   EXPECT_NE(reads.find("\"1834512\""), std::string::npos) << reads;
   EXPECT_NE(health.find("\"health\":\"up\""), std::string::npos) << health;

@@ -49,8 +49,11 @@ class FakeCollector : public Collector {
 
  private:
   static MetricTable MakeTable() {
-    return MetricTable({{"nodewatch_fake_calls_total", MetricType::kCounter, "",
-                         "How many times collect() ran.", {"collector"}}});
+    return MetricTable({{"nodewatch_fake_calls_total",
+                         MetricType::kCounter,
+                         "",
+                         "How many times collect() ran.",
+                         {"collector"}}});
   }
   std::string name_;
   MetricTable table_;

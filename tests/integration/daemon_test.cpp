@@ -19,8 +19,12 @@ using testing::Request;
 using testing::SampleValue;
 using testing::TempDir;
 
-std::string FixtureArgsSys() { return (std::filesystem::path(NODEWATCH_FIXTURES_DIR) / "storage" / "sys").string(); }
-std::string FixtureArgsProc() { return (std::filesystem::path(NODEWATCH_FIXTURES_DIR) / "storage" / "proc").string(); }
+std::string FixtureArgsSys() {
+  return (std::filesystem::path(NODEWATCH_FIXTURES_DIR) / "storage" / "sys").string();
+}
+std::string FixtureArgsProc() {
+  return (std::filesystem::path(NODEWATCH_FIXTURES_DIR) / "storage" / "proc").string();
+}
 
 // A datagram socket standing in for systemd's notify socket.
 class NotifySocket {
@@ -51,7 +55,8 @@ class NotifySocket {
                                    std::vector<std::string>* skipped = nullptr) {
     auto end = std::chrono::steady_clock::now() + limit;
     while (std::chrono::steady_clock::now() < end) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          end - std::chrono::steady_clock::now());
       auto m = next(std::max(left, 1ms));
       if (!m) return std::nullopt;
       if (m->find(what) != std::string::npos) return m;
@@ -66,8 +71,8 @@ class NotifySocket {
 };
 
 std::vector<std::string> BaseArgs(const std::filesystem::path& config) {
-  return {"--config", config.string(), "--listen", "127.0.0.1:0", "--sysfs", FixtureArgsSys(),
-          "--procfs", FixtureArgsProc()};
+  return {"--config", config.string(),  "--listen", "127.0.0.1:0",
+          "--sysfs",  FixtureArgsSys(), "--procfs", FixtureArgsProc()};
 }
 
 TEST(DaemonTest, NotifyProtocolReadyWatchdogReloadStopping) {
@@ -131,7 +136,8 @@ TEST(DaemonTest, ReloadIsAllOrNothing) {
   // A broken file (one good change, one bad key) changes nothing.
   dir.write("nodewatch.toml", "[collectors.storage]\ninterval = \"30s\"\nbogus = 1\n");
   d.signal(SIGHUP);
-  ASSERT_TRUE(d.wait_log("reload rejected: .*nodewatch.toml:3:1: collectors.storage.bogus: unknown key"))
+  ASSERT_TRUE(
+      d.wait_log("reload rejected: .*nodewatch.toml:3:1: collectors.storage.bogus: unknown key"))
       << d.log();
   EXPECT_EQ(reload_ok(), 0);
   EXPECT_EQ(interval(), 20);
@@ -156,13 +162,14 @@ TEST(DaemonTest, ReloadIsAllOrNothing) {
 
 TEST(DaemonTest, ExitsWithinFiveSecondsWithACollectorStuckInTheKernel) {
   TempDir dir;
-  auto config = dir.write("nodewatch.toml", "[collectors.storage]\ninterval = \"1s\"\ntimeout = \"500ms\"\n");
+  auto config =
+      dir.write("nodewatch.toml", "[collectors.storage]\ninterval = \"1s\"\ntimeout = \"500ms\"\n");
   // A FIFO with no writer: open() blocks forever, like a read on a hung mount.
   std::filesystem::create_directories(dir.path() / "proc");
   ASSERT_EQ(::mkfifo((dir.path() / "proc" / "diskstats").c_str(), 0600), 0);
   DaemonProcess::Options o;
-  o.args = {"--config", config.string(), "--listen", "127.0.0.1:0", "--sysfs", FixtureArgsSys(),
-            "--procfs", (dir.path() / "proc").string()};
+  o.args = {"--config", config.string(),  "--listen", "127.0.0.1:0",
+            "--sysfs",  FixtureArgsSys(), "--procfs", (dir.path() / "proc").string()};
   DaemonProcess d(o, dir.path() / "log");
   auto port = d.port();
   ASSERT_TRUE(port) << d.log();
@@ -194,8 +201,8 @@ TEST(DaemonTest, SocketActivation) {
   auto port = ntohs(addr.sin_port);
   DaemonProcess::Options o;
   // The configured address would fail to bind if it were used.
-  o.args = {"--config", config.string(), "--listen", "203.0.113.1:1", "--sysfs", FixtureArgsSys(),
-            "--procfs", FixtureArgsProc()};
+  o.args = {"--config", config.string(),  "--listen", "203.0.113.1:1",
+            "--sysfs",  FixtureArgsSys(), "--procfs", FixtureArgsProc()};
   o.pass_fds = {lfd};
   o.listen_fds = true;
   DaemonProcess d(o, dir.path() / "log");
@@ -226,9 +233,12 @@ TEST(DaemonTest, CheckConfig) {
     DaemonProcess d(o, dir.path() / "log");
     EXPECT_EQ(d.wait(5s), 1);
     std::string log = d.log();
-    EXPECT_NE(log.find(bad.string() + ":2:19: server.max_connections: value 0 is out of range"), std::string::npos)
+    EXPECT_NE(log.find(bad.string() + ":2:19: server.max_connections: value 0 is out of range"),
+              std::string::npos)
         << log;
-    EXPECT_NE(log.find(bad.string() + ":3:13: collectors.nosuch: unknown collector"), std::string::npos) << log;
+    EXPECT_NE(log.find(bad.string() + ":3:13: collectors.nosuch: unknown collector"),
+              std::string::npos)
+        << log;
     EXPECT_NE(log.find("2 error(s)"), std::string::npos);
   }
   {

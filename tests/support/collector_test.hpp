@@ -16,7 +16,9 @@
 namespace nodewatch::testing {
 
 // The committed fixture trees (tests/fixtures), passed in by CMake.
-inline std::filesystem::path fixtures_dir() { return NODEWATCH_FIXTURES_DIR; }
+inline std::filesystem::path fixtures_dir() {
+  return NODEWATCH_FIXTURES_DIR;
+}
 
 // Asserts that `table` follows DESIGN.md's naming rules.
 inline void ExpectWellFormedTable(const MetricTable& table, std::string_view prefix) {
@@ -25,7 +27,8 @@ inline void ExpectWellFormedTable(const MetricTable& table, std::string_view pre
 
 // Asserts that nothing the collector emitted was refused by the sink.
 inline void ExpectConformant(const MetricSink& sink) {
-  for (const std::string& v : sink.violations()) ADD_FAILURE() << "metric contract violation: " << v;
+  for (const std::string& v : sink.violations())
+    ADD_FAILURE() << "metric contract violation: " << v;
 }
 
 // Runs one collect() with a generous deadline and checks conformance.
@@ -37,7 +40,8 @@ inline void CollectOnce(Collector& c, MetricSink& sink,
 }
 
 // Value of one series, or NaN when absent (a test then fails on the compare).
-inline double Value(const MetricSink& sink, std::string_view name, const std::vector<std::string>& labels) {
+inline double Value(const MetricSink& sink, std::string_view name,
+                    const std::vector<std::string>& labels) {
   double v = 0;
   if (!sink.get(name, labels, &v)) {
     ADD_FAILURE() << "no series " << name;

@@ -22,7 +22,9 @@
 
 namespace nodewatch::testing {
 
-inline std::filesystem::path BinaryPath() { return NODEWATCH_BINARY; }
+inline std::filesystem::path BinaryPath() {
+  return NODEWATCH_BINARY;
+}
 
 // A fresh scratch directory, removed with the object.
 class TempDir {
@@ -72,10 +74,12 @@ class DaemonProcess {
     if (pid_ == 0) {
       int err = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       ::dup2(err, 2);
-      int out = o.stdout_file.empty() ? ::open("/dev/null", O_WRONLY)
-                                       : ::open(o.stdout_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int out = o.stdout_file.empty()
+                    ? ::open("/dev/null", O_WRONLY)
+                    : ::open(o.stdout_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       ::dup2(out, 1);
-      for (std::size_t i = 0; i < o.pass_fds.size(); ++i) ::dup2(o.pass_fds[i], static_cast<int>(3 + i));
+      for (std::size_t i = 0; i < o.pass_fds.size(); ++i)
+        ::dup2(o.pass_fds[i], static_cast<int>(3 + i));
       for (const auto& e : o.unset_env) ::unsetenv(e.c_str());
       for (const auto& e : o.env) ::putenv(const_cast<char*>(e.c_str()));
       ::unsetenv("JOURNAL_STREAM");
@@ -125,7 +129,8 @@ class DaemonProcess {
 
   // Waits until the log matches `re`; returns the first capture group (or
   // the whole match), nullopt on timeout or exit.
-  std::optional<std::string> wait_log(const std::string& re, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+  std::optional<std::string> wait_log(const std::string& re,
+                                      std::chrono::milliseconds limit = std::chrono::seconds(10)) {
     std::regex rx(re);
     auto until = std::chrono::steady_clock::now() + limit;
     do {
@@ -161,7 +166,8 @@ inline std::optional<double> SampleValue(const std::string& body, const std::str
   while ((pos = body.find(series + " ", pos)) != std::string::npos) {
     if (pos == 0 || body[pos - 1] == '\n') {
       auto end = body.find('\n', pos);
-      return std::strtod(body.substr(pos + series.size() + 1, end - pos - series.size() - 1).c_str(), nullptr);
+      return std::strtod(
+          body.substr(pos + series.size() + 1, end - pos - series.size() - 1).c_str(), nullptr);
     }
     pos += series.size();
   }

@@ -18,7 +18,8 @@ namespace nodewatch::testing {
 
 class TestConnection {
  public:
-  explicit TestConnection(std::uint16_t port, std::chrono::milliseconds recv_timeout = std::chrono::seconds(5)) {
+  explicit TestConnection(std::uint16_t port,
+                          std::chrono::milliseconds recv_timeout = std::chrono::seconds(5)) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -86,7 +87,8 @@ class TestConnection {
     r.status = std::stoi(status_line.substr(9, 3));
     while (pos != std::string::npos) {
       std::size_t next = head_text.find("\r\n", pos + 2);
-      std::string line = head_text.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2);
+      std::string line =
+          head_text.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2);
       auto colon = line.find(':');
       if (colon != std::string::npos) {
         std::string name = line.substr(0, colon);
@@ -97,7 +99,8 @@ class TestConnection {
       }
       pos = next;
     }
-    std::size_t length = r.headers.count("content-length") ? std::stoul(r.headers["content-length"]) : 0;
+    std::size_t length =
+        r.headers.count("content-length") ? std::stoul(r.headers["content-length"]) : 0;
     if (head) length = 0;
     while (buffer_.size() < length) {
       if (!fill()) return std::nullopt;
@@ -126,8 +129,9 @@ inline std::optional<TestConnection::Response> Request(std::uint16_t port, std::
                                                        std::string_view extra_headers = "") {
   TestConnection c(port);
   if (!c.connected()) return std::nullopt;
-  std::string req = std::string(method) + " " + std::string(target) + " HTTP/1.1\r\nHost: localhost\r\n" +
-                    std::string(extra_headers) + "Connection: close\r\n\r\n";
+  std::string req = std::string(method) + " " + std::string(target) +
+                    " HTTP/1.1\r\nHost: localhost\r\n" + std::string(extra_headers) +
+                    "Connection: close\r\n\r\n";
   if (!c.send(req)) return std::nullopt;
   return c.read_response(method == "HEAD");
 }

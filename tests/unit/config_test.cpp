@@ -181,7 +181,8 @@ TEST(ConfigTest, Durations) {
   EXPECT_EQ(parse_duration("1m30s"), 90s);
   EXPECT_EQ(parse_duration("2h"), 7200s);
   EXPECT_EQ(parse_duration("0s"), 0s);
-  for (const char* bad : {"", "15", "s", "1.5s", "-1s", "15 s", "1d", "99999999999999999999s", "1s2"})
+  for (const char* bad :
+       {"", "15", "s", "1.5s", "-1s", "15 s", "1d", "99999999999999999999s", "1s2"})
     EXPECT_FALSE(parse_duration(bad).has_value()) << bad;
   EXPECT_EQ(format_duration(15s), "15s");
   EXPECT_EQ(format_duration(90s), "90s");
@@ -199,7 +200,8 @@ TEST(ConfigTest, ListenAddresses) {
   EXPECT_EQ(a->host, "::1");
   EXPECT_EQ(parse_listen_address("localhost:1")->host, "127.0.0.1");
   EXPECT_EQ(parse_listen_address("10.1.2.3:0")->port, 0);
-  for (const char* bad : {"9842", ":", ":65536", "::1:80", "[::1]80", "host.example:80", "1.2.3.4:x"})
+  for (const char* bad :
+       {"9842", ":", ":65536", "::1:80", "[::1]80", "host.example:80", "1.2.3.4:x"})
     EXPECT_FALSE(parse_listen_address(bad).has_value()) << bad;
 }
 
@@ -216,10 +218,9 @@ TEST(ConfigTest, MissingFile) {
 
 TEST(ConfigTest, LoadsFromFile) {
   static const auto catalog = TestCatalog();
-  auto path = std::filesystem::temp_directory_path() / ("nw-config-" + std::to_string(::getpid()) + ".toml");
-  {
-    std::ofstream(path) << "[collectors.alpha]\ninterval = \"20s\"\n";
-  }
+  auto path = std::filesystem::temp_directory_path() /
+              ("nw-config-" + std::to_string(::getpid()) + ".toml");
+  { std::ofstream(path) << "[collectors.alpha]\ninterval = \"20s\"\n"; }
   ConfigResult r = load_config(path, true, catalog);
   std::filesystem::remove(path);
   ASSERT_TRUE(r.config);

@@ -33,8 +33,8 @@ class HttpTest : public ::testing::Test {
       s.interval = 15s;
       statuses_.push_back(s);
     }
-    router_ = std::make_unique<Router>(Router::Sources{&store_, [this] { return statuses_; }, &self_,
-                                                       [this] { return ready_.load(); }});
+    router_ = std::make_unique<Router>(Router::Sources{&store_, [this] { return statuses_; },
+                                                       &self_, [this] { return ready_.load(); }});
     server_ = std::make_unique<HttpServer>(
         io_, [this](const HttpRequest& r) { return router_->handle(r); },
         [this](std::string_view t, unsigned c) { self_.count_request(t, c); });
@@ -73,7 +73,9 @@ class HttpTest : public ::testing::Test {
 
 // The part of a body that comes from collectors (the self-metrics that
 // follow change between scrapes).
-std::string CollectorPart(const std::string& body) { return body.substr(0, body.find("# HELP nodewatch_build_info")); }
+std::string CollectorPart(const std::string& body) {
+  return body.substr(0, body.find("# HELP nodewatch_build_info"));
+}
 
 TEST_F(HttpTest, MetricsPlain) {
   auto r = Request(port_, "GET", "/metrics");
@@ -143,7 +145,8 @@ TEST_F(HttpTest, NotFoundAndMethodNotAllowed) {
 
 TEST_F(HttpTest, HeadHasHeadersButNoBody) {
   TestConnection c(port_);
-  ASSERT_TRUE(c.send("HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\nGET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(c.send(
+      "HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\nGET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n"));
   auto head = c.read_response(/*head=*/true);
   ASSERT_TRUE(head);
   EXPECT_EQ(head->status, 200);
@@ -193,7 +196,8 @@ TEST_F(HttpTest, RequestsAreCountedByPathAndCode) {
   Request(port_, "GET", "/other");
   Request(port_, "GET", "/-/healthy");
   auto r = Request(port_, "GET", "/metrics");
-  EXPECT_NE(r->body.find("nodewatch_http_requests_total{path=\"other\",code=\"404\"} 2"), std::string::npos)
+  EXPECT_NE(r->body.find("nodewatch_http_requests_total{path=\"other\",code=\"404\"} 2"),
+            std::string::npos)
       << r->body;
   EXPECT_NE(r->body.find("nodewatch_http_requests_total{path=\"/-/healthy\",code=\"200\"} 1"),
             std::string::npos);
@@ -213,7 +217,8 @@ class HttpLimitsTest : public HttpTest {
 TEST_F(HttpLimitsTest, SlowClientIsDropped) {
   TestConnection c(port_, 3s);
   auto t0 = std::chrono::steady_clock::now();
-  std::string req = "GET /metrics HTTP/1.1\r\nHost: localhost\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+  std::string req =
+      "GET /metrics HTTP/1.1\r\nHost: localhost\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
   bool dropped = false;
   for (char ch : req) {
     if (!c.send(std::string_view(&ch, 1))) {

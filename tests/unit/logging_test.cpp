@@ -46,7 +46,8 @@ TEST(FailureLogTest, LogsWhenAFailureStartsAndEndsNotEveryCycle) {
   auto lines = cap.lines();
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0], "warning storage: cannot open diskstats");
-  EXPECT_EQ(lines[1], "info storage: recovered after 5 failures in a row (last: cannot open diskstats)");
+  EXPECT_EQ(lines[1],
+            "info storage: recovered after 5 failures in a row (last: cannot open diskstats)");
 }
 
 TEST(FailureLogTest, ANewKindOfFailureIsLoggedOnce) {

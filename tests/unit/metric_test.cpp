@@ -12,28 +12,36 @@ namespace {
 const MetricTable& Table() {
   static const MetricTable t({
       {"nodewatch_test_read_bytes_total", MetricType::kCounter, "bytes", "Bytes read.", {"device"}},
-      {"nodewatch_test_temperature_celsius", MetricType::kGauge, "celsius", "Temperature.",
+      {"nodewatch_test_temperature_celsius",
+       MetricType::kGauge,
+       "celsius",
+       "Temperature.",
        {"device", "sensor"}},
-      {"nodewatch_test_device_info", MetricType::kGauge, "", "Device facts; always 1.",
+      {"nodewatch_test_device_info",
+       MetricType::kGauge,
+       "",
+       "Device facts; always 1.",
        {"device", "model"}},
   });
   return t;
 }
 
-TEST(MetricTableTest, WellFormedTablePasses) { testing::ExpectWellFormedTable(Table(), "nodewatch_test_"); }
+TEST(MetricTableTest, WellFormedTablePasses) {
+  testing::ExpectWellFormedTable(Table(), "nodewatch_test_");
+}
 
 TEST(MetricTableTest, LintFindsEveryRuleBroken) {
   MetricTable bad({
-      {"nodewatch_test_reads", MetricType::kCounter, "", "Reads.", {}},                   // no _total
-      {"nodewatch_test_temp_total", MetricType::kGauge, "", "T.", {}},                    // gauge _total
-      {"nodewatch_test_latency_seconds", MetricType::kGauge, "bytes", "L.", {}},          // unit mismatch
-      {"nodewatch_test_util_percent", MetricType::kGauge, "", "U.", {}},                  // non-base unit
-      {"other_thing", MetricType::kGauge, "", "O.", {}},                                   // prefix
-      {"nodewatch_test_x", MetricType::kGauge, "", "", {}},                                // no help
-      {"nodewatch_test_y", MetricType::kGauge, "", "a\\b", {}},                            // backslash
-      {"nodewatch_test_z", MetricType::kGauge, "", "Z.", {"le", "1bad", "a", "a"}},        // labels
-      {"nodewatch_test_z", MetricType::kGauge, "", "Z.", {}},                              // twice
-      {"nodewatch_test-bad", MetricType::kGauge, "", "B.", {}},                            // name
+      {"nodewatch_test_reads", MetricType::kCounter, "", "Reads.", {}},           // no _total
+      {"nodewatch_test_temp_total", MetricType::kGauge, "", "T.", {}},            // gauge _total
+      {"nodewatch_test_latency_seconds", MetricType::kGauge, "bytes", "L.", {}},  // unit mismatch
+      {"nodewatch_test_util_percent", MetricType::kGauge, "", "U.", {}},          // non-base unit
+      {"other_thing", MetricType::kGauge, "", "O.", {}},                          // prefix
+      {"nodewatch_test_x", MetricType::kGauge, "", "", {}},                       // no help
+      {"nodewatch_test_y", MetricType::kGauge, "", "a\\b", {}},                   // backslash
+      {"nodewatch_test_z", MetricType::kGauge, "", "Z.", {"le", "1bad", "a", "a"}},  // labels
+      {"nodewatch_test_z", MetricType::kGauge, "", "Z.", {}},                        // twice
+      {"nodewatch_test-bad", MetricType::kGauge, "", "B.", {}},                      // name
   });
   auto problems = bad.lint("nodewatch_test_");
   auto has = [&](std::string_view what) {
@@ -80,7 +88,7 @@ TEST(MetricSinkTest, RefusesWhatTheTableDoesNotAllow) {
   EXPECT_FALSE(sink.add("nodewatch_test_read_bytes_total", {}, 1));
   EXPECT_FALSE(sink.add("nodewatch_test_read_bytes_total", {"a", "b"}, 1));
   EXPECT_TRUE(sink.add("nodewatch_test_read_bytes_total", {"a"}, 1));
-  EXPECT_FALSE(sink.add("nodewatch_test_read_bytes_total", {"a"}, 2));  // duplicate series
+  EXPECT_FALSE(sink.add("nodewatch_test_read_bytes_total", {"a"}, 2));   // duplicate series
   EXPECT_FALSE(sink.add("nodewatch_test_read_bytes_total", {"b"}, -1));  // negative counter
   EXPECT_FALSE(sink.add("nodewatch_test_read_bytes_total", {"c"}, std::nan("")));
   EXPECT_FALSE(sink.add("nodewatch_test_read_bytes_total", {"\xff\xfe"}, 1));  // not UTF-8
@@ -107,7 +115,9 @@ TEST(MetricSinkTest, CountsPartialErrors) {
   EXPECT_EQ(sink.errors().at("read_error"), 1u);
 }
 
-TEST(MetricSinkTest, EmptySinkRendersNothing) { EXPECT_EQ(MetricSink(Table()).render(), ""); }
+TEST(MetricSinkTest, EmptySinkRendersNothing) {
+  EXPECT_EQ(MetricSink(Table()).render(), "");
+}
 
 TEST(Utf8Test, Validation) {
   EXPECT_TRUE(is_valid_utf8("plain ascii"));
@@ -121,7 +131,8 @@ TEST(Utf8Test, Validation) {
 
 TEST(ExpositionTest, GzipSegmentsConcatenateIntoOneValidStream) {
   std::string a, b;
-  for (int i = 0; i < 2000; ++i) a += "metric_a{i=\"" + std::to_string(i) + "\"} " + std::to_string(i * 7) + "\n";
+  for (int i = 0; i < 2000; ++i)
+    a += "metric_a{i=\"" + std::to_string(i) + "\"} " + std::to_string(i * 7) + "\n";
   for (int i = 0; i < 500; ++i) b += "metric_b " + std::to_string(i) + "\n";
   auto ra = make_rendered(a);
   auto rb = make_rendered(b);

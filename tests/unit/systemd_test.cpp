@@ -28,7 +28,8 @@ TEST(SystemdTest, NotifySendsDatagramsToNotifySocket) {
   EXPECT_EQ(std::string(buf, static_cast<std::size_t>(n)), "READY=1\nSTATUS=collectors up 1/1");
   n = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
   ASSERT_GT(n, 0);
-  EXPECT_EQ(std::string(buf, static_cast<std::size_t>(n)).rfind("RELOADING=1\nMONOTONIC_USEC=", 0), 0u);
+  EXPECT_EQ(std::string(buf, static_cast<std::size_t>(n)).rfind("RELOADING=1\nMONOTONIC_USEC=", 0),
+            0u);
   ::unsetenv("NOTIFY_SOCKET");
   ::close(fd);
   std::filesystem::remove(path);
