@@ -1,6 +1,7 @@
 #include "app.hpp"
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -26,6 +27,24 @@ using namespace std::chrono_literals;
 // How long shutdown waits for in-flight responses, then for collectors.
 constexpr auto kDrainGrace = 2500ms;
 constexpr auto kWorkerGrace = 1500ms;
+
+// systemd's default soft limit (1024) is far below its hard limit; every
+// connection costs a descriptor, and collectors need theirs too.
+void raise_fd_limit(int max_connections) {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  constexpr rlim_t kReserve = 256;  // collectors, listeners, logs
+  if (rl.rlim_cur != RLIM_INFINITY && static_cast<rlim_t>(max_connections) + kReserve > rl.rlim_cur)
+    spdlog::warn(
+        "server.max_connections = {} leaves fewer than {} of the {} file descriptors for "
+        "collectors",
+        max_connections, kReserve, rl.rlim_cur);
+}
 
 ConfigResult load(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
   return load_config(cmd.config_path, cmd.config_explicit, catalog);
@@ -326,6 +345,7 @@ int run(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
     return d.once();
   }
   std::signal(SIGPIPE, SIG_IGN);
+  raise_fd_limit(r.config->server.max_connections);
   Daemon d(cmd, catalog, std::move(*r.config));
   return d.serve();
 }

@@ -360,7 +360,9 @@ ConfigResult parse_config(std::string_view text, std::string_view file,
     OptionReader r(src, prefix, file_s, &errors);
     cc.enabled = r.get_bool("enabled", cc.enabled);
     cc.interval = r.get_duration("interval", cc.interval, Millis(100), Millis(24LL * 3600 * 1000));
-    cc.timeout = r.get_duration("timeout", cc.timeout, Millis(10), Millis(24LL * 3600 * 1000));
+    // At most a minute: READY=1 waits for the first round, and the unit
+    // gives the start 90 s.
+    cc.timeout = r.get_duration("timeout", cc.timeout, Millis(10), Millis(60000));
     if (cc.timeout > cc.interval) {
       r.error(src.contains("timeout") ? "timeout" : "interval",
               "timeout (" + format_duration(cc.timeout) + ") must not be longer than interval (" +

@@ -13,16 +13,25 @@ std::string raw_deflate(std::string_view in, int flush, int level) {
   if (deflateInit2(&zs, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
     throw std::runtime_error("deflateInit2 failed");
   std::string out;
-  out.resize(deflateBound(&zs, static_cast<uLong>(in.size())) + 16);
+  out.resize(deflateBound(&zs, static_cast<uLong>(in.size())) + 64);
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
   zs.avail_in = static_cast<uInt>(in.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  int rc = deflate(&zs, flush);
-  bool ok = (flush == Z_FINISH) ? rc == Z_STREAM_END : (rc == Z_OK && zs.avail_in == 0);
-  out.resize(out.size() - zs.avail_out);
+  std::size_t used = 0;
+  int rc = Z_OK;
+  // deflateBound does not count the flush marker: loop until deflate has
+  // room to spare, growing the buffer if it ever runs out.
+  for (;;) {
+    zs.next_out = reinterpret_cast<Bytef*>(out.data() + used);
+    zs.avail_out = static_cast<uInt>(out.size() - used);
+    rc = deflate(&zs, flush);
+    used = out.size() - zs.avail_out;
+    if (rc == Z_STREAM_ERROR) break;
+    if (flush == Z_FINISH ? rc == Z_STREAM_END : (zs.avail_in == 0 && zs.avail_out != 0)) break;
+    out.resize(out.size() * 2);
+  }
+  out.resize(used);
   deflateEnd(&zs);
-  if (!ok) throw std::runtime_error("deflate failed");
+  if (rc == Z_STREAM_ERROR) throw std::runtime_error("deflate failed");
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "http_server.hpp"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
@@ -50,7 +52,7 @@ class Session : public HttpServer::SessionBase,
     sessions_->erase(this);
   }
 
-  void start() { read(limits_.read_timeout); }
+  void start() { read(); }
 
   void close_if_idle() override {
     if (!writing_) {
@@ -61,13 +63,34 @@ class Session : public HttpServer::SessionBase,
   }
 
  private:
-  void read(std::chrono::milliseconds timeout) {
+  // Between keep-alive requests: wait up to idle_timeout for the first byte
+  // of the next one, then give the whole request read_timeout. (A single
+  // deadline of idle_timeout would let a trickling client hold a connection
+  // for the idle time instead of the read time.)
+  void wait_next() {
+    if (buffer_.size() > 0) {  // a pipelined request is already here
+      read();
+      return;
+    }
+    beast::get_lowest_layer(stream_).expires_after(limits_.idle_timeout);
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
+                              if (ec) {
+                                self->close();
+                                return;
+                              }
+                              self->buffer_.commit(n);
+                              self->read();
+                            });
+  }
+
+  void read() {
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(limits_.header_limit));
     parser_->body_limit(limits_.body_limit);
     // One deadline covers the whole request: header and body. A client that
     // trickles bytes cannot extend it.
-    beast::get_lowest_layer(stream_).expires_after(timeout);
+    beast::get_lowest_layer(stream_).expires_after(limits_.read_timeout);
     http::async_read(stream_, buffer_, *parser_,
                      [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
                        self->on_read(ec);
@@ -128,7 +151,7 @@ class Session : public HttpServer::SessionBase,
             self->close();
             return;
           }
-          self->read(self->limits_.idle_timeout);
+          self->wait_next();
         });
   }
 
@@ -165,67 +188,116 @@ HttpServer::~HttpServer() {
 }
 
 std::string HttpServer::listen(const std::vector<std::string>& addresses) {
-  std::vector<std::shared_ptr<tcp::acceptor>> bound;
+  std::vector<Listener> next;
+  std::vector<std::shared_ptr<tcp::acceptor>> fresh;
+  auto undo = [&] {
+    boost::system::error_code ignored;
+    for (auto& acc : fresh) acc->close(ignored);
+  };
   for (const std::string& text : addresses) {
-    auto addr = parse_listen_address(text);
-    if (!addr) return "\"" + text + "\" is not a listen address";
-    auto acc = std::make_shared<tcp::acceptor>(io_);
-    boost::system::error_code ec;
-    tcp::endpoint ep;
-    bool dual_stack = false;
-    if (addr->host.empty()) {
-      // Every interface: IPv6 dual-stack where the host has IPv6, else IPv4.
-      ep = tcp::endpoint(tcp::v6(), addr->port);
-      acc->open(ep.protocol(), ec);
-      if (ec) {
-        ec.clear();
-        ep = tcp::endpoint(tcp::v4(), addr->port);
-        acc->open(ep.protocol(), ec);
-      } else {
-        dual_stack = true;
-      }
-    } else {
-      auto ip = asio::ip::make_address(addr->host, ec);
-      if (ec) return "\"" + text + "\": " + ec.message();
-      ep = tcp::endpoint(ip, addr->port);
-      acc->open(ep.protocol(), ec);
+    // An address that is already served keeps its socket: binding it again
+    // would fail while the old one listens (a reload that adds an address).
+    // (Port 0 asks for a new ephemeral port each time.)
+    auto kept = std::find_if(acceptors_.begin(), acceptors_.end(),
+                             [&](const Listener& l) { return serves(l, text); });
+    if (kept != acceptors_.end()) {
+      next.push_back(*kept);
+      continue;
     }
-    if (!ec && dual_stack) acc->set_option(asio::ip::v6_only(false), ec);
-    if (!ec) acc->set_option(tcp::acceptor::reuse_address(true), ec);
-    if (!ec) acc->bind(ep, ec);
-    if (ec && dual_stack) {
-      // IPv6 present but disabled (net.ipv6.conf.all.disable_ipv6): IPv4 only.
-      ec.clear();
-      acc = std::make_shared<tcp::acceptor>(io_);
-      ep = tcp::endpoint(tcp::v4(), addr->port);
-      acc->open(ep.protocol(), ec);
-      if (!ec) acc->set_option(tcp::acceptor::reuse_address(true), ec);
-      if (!ec) acc->bind(ep, ec);
+    std::string err;
+    auto acc = bind_address(text, &err);
+    if (!acc) {
+      undo();
+      return err;
     }
-    if (!ec) acc->listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) {
-      for (auto& b : bound) b->close(ec);
-      return "cannot listen on \"" + text + "\": " + ec.message();
-    }
-    bound.push_back(std::move(acc));
+    fresh.push_back(acc);
+    next.push_back(Listener{text, std::move(acc)});
   }
-  for (auto& acc : acceptors_) {
+  for (auto& l : acceptors_) {
+    bool still = std::any_of(next.begin(), next.end(),
+                             [&](const Listener& n) { return n.acceptor == l.acceptor; });
     boost::system::error_code ec;
-    acc->close(ec);
+    if (!still) l.acceptor->close(ec);
   }
-  acceptors_ = std::move(bound);
+  acceptors_ = std::move(next);
   stopped_ = false;
-  for (auto& acc : acceptors_) accept(acc);
+  for (auto& acc : fresh) accept(acc);
   return {};
 }
 
+bool HttpServer::serves(const Listener& l, const std::string& text) {
+  auto parsed = parse_listen_address(text);
+  if (!parsed || parsed->port == 0 || !l.acceptor->is_open()) return false;
+  boost::system::error_code ec;
+  tcp::endpoint ep = l.acceptor->local_endpoint(ec);
+  if (ec || ep.port() != parsed->port) return false;
+  if (parsed->host.empty()) return ep.address().is_unspecified();
+  auto ip = asio::ip::make_address(parsed->host, ec);
+  return !ec && ip == ep.address();
+}
+
+std::shared_ptr<tcp::acceptor> HttpServer::bind_address(const std::string& text, std::string* err) {
+  auto addr = parse_listen_address(text);
+  if (!addr) {
+    *err = "\"" + text + "\" is not a listen address";
+    return nullptr;
+  }
+  auto acc = std::make_shared<tcp::acceptor>(io_);
+  boost::system::error_code ec;
+  tcp::endpoint ep;
+  bool dual_stack = false;
+  if (addr->host.empty()) {
+    // Every interface: IPv6 dual-stack where the host has IPv6, else IPv4.
+    ep = tcp::endpoint(tcp::v6(), addr->port);
+    acc->open(ep.protocol(), ec);
+    if (ec) {
+      ec.clear();
+      ep = tcp::endpoint(tcp::v4(), addr->port);
+      acc->open(ep.protocol(), ec);
+    } else {
+      dual_stack = true;
+    }
+  } else {
+    auto ip = asio::ip::make_address(addr->host, ec);
+    if (ec) {
+      *err = "\"" + text + "\": " + ec.message();
+      return nullptr;
+    }
+    ep = tcp::endpoint(ip, addr->port);
+    acc->open(ep.protocol(), ec);
+  }
+  if (!ec && dual_stack) acc->set_option(asio::ip::v6_only(false), ec);
+  if (!ec) acc->set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acc->bind(ep, ec);
+  if (ec && dual_stack) {
+    // IPv6 present but disabled (net.ipv6.conf.all.disable_ipv6): IPv4 only.
+    ec.clear();
+    acc = std::make_shared<tcp::acceptor>(io_);
+    ep = tcp::endpoint(tcp::v4(), addr->port);
+    acc->open(ep.protocol(), ec);
+    if (!ec) acc->set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acc->bind(ep, ec);
+  }
+  if (!ec) acc->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    *err = "cannot listen on \"" + text + "\": " + ec.message();
+    return nullptr;
+  }
+  return acc;
+}
+
 std::string HttpServer::adopt(const std::vector<int>& fds) {
-  std::vector<std::shared_ptr<tcp::acceptor>> adopted;
+  std::vector<Listener> adopted;
   for (int fd : fds) {
     sockaddr_storage ss{};
     socklen_t len = sizeof(ss);
     if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0)
       return "socket-activated fd " + std::to_string(fd) + " is not a socket";
+    int listening = 0;
+    socklen_t llen = sizeof(listening);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &llen) != 0 || listening == 0)
+      return "socket-activated fd " + std::to_string(fd) +
+             " is not a listening socket (Accept=yes is not supported)";
     if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)
       return "socket-activated fd " + std::to_string(fd) + " is not a TCP socket";
     int type = 0;
@@ -237,19 +309,19 @@ std::string HttpServer::adopt(const std::vector<int>& fds) {
     boost::system::error_code ec;
     acc->assign(proto, fd, ec);
     if (ec) return "cannot use socket-activated fd " + std::to_string(fd) + ": " + ec.message();
-    adopted.push_back(std::move(acc));
+    adopted.push_back(Listener{"fd " + std::to_string(fd), std::move(acc)});
   }
   acceptors_ = std::move(adopted);
   stopped_ = false;
-  for (auto& acc : acceptors_) accept(acc);
+  for (auto& l : acceptors_) accept(l.acceptor);
   return {};
 }
 
 std::vector<tcp::endpoint> HttpServer::local_endpoints() const {
   std::vector<tcp::endpoint> out;
-  for (auto& acc : acceptors_) {
+  for (auto& l : acceptors_) {
     boost::system::error_code ec;
-    auto ep = acc->local_endpoint(ec);
+    auto ep = l.acceptor->local_endpoint(ec);
     if (!ec) out.push_back(ep);
   }
   return out;
@@ -260,13 +332,14 @@ void HttpServer::accept(const std::shared_ptr<tcp::acceptor>& acc) {
     if (ec == asio::error::operation_aborted || !acc->is_open() || stopped_) return;
     if (ec) {
       // EMFILE and friends: keep accepting after a short pause rather than spin.
-      spdlog::warn("accept failed: {}", ec.message());
+      accept_failures_.failed("http accept", ec.message());
       auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(100));
       timer->async_wait([this, acc, timer](boost::system::error_code) {
         if (!stopped_ && acc->is_open()) accept(acc);
       });
       return;
     }
+    accept_failures_.succeeded("http accept");
     if (*active_ >= limits_.max_connections) {
       refuse(std::move(socket));
     } else {
@@ -298,9 +371,9 @@ void HttpServer::refuse(tcp::socket socket) {
 
 void HttpServer::stop() {
   stopped_ = true;
-  for (auto& acc : acceptors_) {
+  for (auto& l : acceptors_) {
     boost::system::error_code ec;
-    acc->close(ec);
+    l.acceptor->close(ec);
   }
   acceptors_.clear();
   // Copy: closing a session can destroy it, which edits the set.

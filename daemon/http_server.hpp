@@ -21,6 +21,7 @@
 
 #include <boost/beast/http.hpp>
 #include "asio.hpp"
+#include "logging.hpp"
 
 namespace nodewatch {
 
@@ -52,8 +53,9 @@ class HttpServer {
   void set_limits(const HttpLimits& limits) { limits_ = limits; }
   const HttpLimits& limits() const { return limits_; }
 
-  // Binds every address ("host:port" forms of ListenAddress). All or
-  // nothing: on any failure nothing is left bound and the error is returned.
+  // Serves exactly `addresses` ("host:port" forms of ListenAddress). An
+  // address already served keeps its socket; new ones are bound. All or
+  // nothing: on any failure the previous set stays and the error is returned.
   std::string listen(const std::vector<std::string>& addresses);
   // Takes over already-listening sockets (systemd socket activation).
   std::string adopt(const std::vector<int>& fds);
@@ -74,7 +76,16 @@ class HttpServer {
   Handler handler_;
   Observer observer_;
   HttpLimits limits_;
-  std::vector<std::shared_ptr<asio::ip::tcp::acceptor>> acceptors_;
+  struct Listener {
+    std::string address;  // as configured (or "fd N"), for messages
+    std::shared_ptr<asio::ip::tcp::acceptor> acceptor;
+  };
+  std::shared_ptr<asio::ip::tcp::acceptor> bind_address(const std::string& text, std::string* err);
+  // True when `l` already listens where `text` asks (same address and port).
+  static bool serves(const Listener& l, const std::string& text);
+
+  std::vector<Listener> acceptors_;
+  FailureLog accept_failures_;
   std::shared_ptr<std::size_t> active_;
   std::shared_ptr<std::set<SessionBase*>> sessions_;
   bool stopped_ = false;

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdio>
 #include <ctime>
+#include <optional>
 
 #include "nodewatch/config.hpp"
 #include "nodewatch/version.hpp"
@@ -99,23 +100,26 @@ std::string parse_metrics_query(std::string_view query, MetricsFilter* out) {
 }
 
 bool accepts_gzip(std::string_view value) {
+  // An explicit "gzip" entry decides; "*" only when gzip is not named.
+  std::optional<bool> gzip, star;
   while (!value.empty()) {
     auto comma = value.find(',');
     std::string_view item = trim(value.substr(0, comma));
     value = comma == std::string_view::npos ? std::string_view{} : value.substr(comma + 1);
     auto semi = item.find(';');
     std::string_view coding = trim(item.substr(0, semi));
-    if (!iequals(coding, "gzip") && coding != "*") continue;
-    if (semi == std::string_view::npos) return true;
-    std::string_view params = trim(item.substr(semi + 1));
-    if (params.size() >= 2 && (params[0] == 'q' || params[0] == 'Q') && params[1] == '=') {
-      double q = std::strtod(std::string(params.substr(2)).c_str(), nullptr);
-      if (q > 0) return true;
-      continue;
+    bool is_gzip = iequals(coding, "gzip") || iequals(coding, "x-gzip");
+    if (!is_gzip && coding != "*") continue;
+    bool accepted = true;
+    if (semi != std::string_view::npos) {
+      std::string_view params = trim(item.substr(semi + 1));
+      if (params.size() >= 2 && (params[0] == 'q' || params[0] == 'Q') && params[1] == '=')
+        accepted = std::strtod(std::string(params.substr(2)).c_str(), nullptr) > 0;
     }
-    return true;
+    (is_gzip ? gzip : star) = accepted;
   }
-  return false;
+  if (gzip) return *gzip;
+  return star.value_or(false);
 }
 
 Router::Parts Router::parts(const MetricsFilter& filter,

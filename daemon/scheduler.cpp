@@ -14,6 +14,10 @@ struct Scheduler::Entry {
   Entry(asio::io_context& io, CollectorJob j) : job(std::move(j)), tick(io), deadline(io) {}
 
   CollectorJob job;
+  // Shared by every entry of the same collector name across reloads: true
+  // while any collect() of that collector is running, so that a reload
+  // never starts a second one beside a collect still in flight.
+  std::shared_ptr<bool> busy;
   asio::steady_timer tick;
   asio::steady_timer deadline;
   Clock::time_point next_due{};
@@ -27,6 +31,7 @@ struct Scheduler::Entry {
 
 struct Scheduler::Result {
   bool ok = false;
+  bool cancelled = false;  // the entry was stopped before the job started
   std::string reason;
   std::string message;
   double seconds = 0;
@@ -78,6 +83,9 @@ void Scheduler::start(std::vector<CollectorJob> jobs) {
       e->status.last_success_unix_seconds = it->second.last_success_unix_seconds;
       e->status.runs = it->second.runs;
     }
+    auto& busy = busy_[e->job.name];
+    if (!busy) busy = std::make_shared<bool>(false);
+    e->busy = busy;
     if (e->job.own_thread && own_pools_.count(e->job.name) == 0) {
       own_pools_.emplace(e->job.name, std::make_unique<WorkerPool>(1, "nw-" + e->job.name));
     }
@@ -159,7 +167,38 @@ void Scheduler::schedule(const std::shared_ptr<Entry>& e) {
   });
 }
 
+// Runs on a worker: one collect(), rendered and deflated.
+Scheduler::Result Scheduler::run_collect(Entry& e, Clock::time_point deadline) {
+  Result r;
+  try {
+    MetricSink sink(e.job.collector->metrics());
+    CollectContext ctx{deadline, &e.cancel};
+    e.job.collector->collect(ctx, sink);
+    r.ok = true;
+    r.partial_errors = sink.errors();
+    r.violations = sink.violations();
+    r.rendered = make_rendered(sink.render());
+  } catch (const CollectError& ex) {
+    r.reason = ex.reason();
+    r.message = ex.what();
+  } catch (const std::exception& ex) {
+    r.reason = "exception";
+    r.message = ex.what();
+  } catch (...) {
+    r.reason = "exception";
+    r.message = "unknown exception";
+  }
+  return r;
+}
+
 void Scheduler::launch(const std::shared_ptr<Entry>& e) {
+  if (*e->busy) {
+    // A collect from before a reload is still running (stuck in the kernel,
+    // say): wait for it rather than run two at once.
+    e->status.errors["skipped_overlap"]++;
+    return;
+  }
+  *e->busy = true;
   e->status.in_flight = true;
   e->timed_out = false;
   e->cancel = false;
@@ -172,26 +211,14 @@ void Scheduler::launch(const std::shared_ptr<Entry>& e) {
   });
   std::shared_ptr<Link> link = link_;
   pool_for(*e).post([this, e, run_id, deadline, link] {
-    Result r;
     auto t0 = Clock::now();
-    try {
-      MetricSink sink(e->job.collector->metrics());
-      CollectContext ctx{deadline, &e->cancel};
-      e->job.collector->collect(ctx, sink);
-      r.ok = true;
-      r.partial_errors = sink.errors();
-      r.violations = sink.violations();
-      r.rendered = make_rendered(sink.render());
-    } catch (const CollectError& ex) {
-      r.reason = ex.reason();
-      r.message = ex.what();
-    } catch (const std::exception& ex) {
-      r.reason = "exception";
-      r.message = ex.what();
-    } catch (...) {
-      r.reason = "exception";
-      r.message = "unknown exception";
-    }
+    // A job queued behind a collect that overran, for an entry stopped or
+    // past its deadline since, does not call collect() at all.
+    Result r;
+    if (e->cancel.load())
+      r.cancelled = true;
+    else
+      r = run_collect(*e, deadline);
     r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     std::lock_guard lock(link->mu);
     if (link->io == nullptr) return;  // the scheduler is gone
@@ -219,9 +246,10 @@ void Scheduler::on_deadline(const std::shared_ptr<Entry>& e, std::uint64_t run_i
 
 void Scheduler::complete(const std::shared_ptr<Entry>& e, std::uint64_t run_id, Result r) {
   if (run_id != e->run_id) return;
+  *e->busy = false;
   e->status.in_flight = false;
   e->deadline.cancel();
-  if (e->stopped) return;
+  if (e->stopped || r.cancelled) return;
   e->status.runs++;
   if (e->timed_out) {
     spdlog::info("{}: late collect returned after {:.3f}s; its result was dropped", e->job.name,
@@ -264,6 +292,12 @@ void Scheduler::mark_ran(Entry& e) {
     if (!other->status.ran) return;
   first_round_done_ = true;
   if (first_round_cb_) first_round_cb_();
+}
+
+std::size_t Scheduler::running_collects() const {
+  std::size_t n = shared_pool_ ? shared_pool_->busy() : 0;
+  for (const auto& [name, pool] : own_pools_) n += pool->busy();
+  return n;
 }
 
 std::vector<CollectorStatus> Scheduler::statuses() const {

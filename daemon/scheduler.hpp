@@ -73,12 +73,15 @@ class Scheduler {
   bool first_round_done() const { return first_round_done_; }
 
   std::vector<CollectorStatus> statuses() const;
+  // collect() calls executing on worker threads now (tests).
+  std::size_t running_collects() const;
 
  private:
   struct Entry;
   struct Result;
   void schedule(const std::shared_ptr<Entry>& e);
   void launch(const std::shared_ptr<Entry>& e);
+  static Result run_collect(Entry& e, std::chrono::steady_clock::time_point deadline);
   void complete(const std::shared_ptr<Entry>& e, std::uint64_t run_id, Result r);
   void on_deadline(const std::shared_ptr<Entry>& e, std::uint64_t run_id);
   void mark_ran(Entry& e);
@@ -96,6 +99,7 @@ class Scheduler {
   std::unique_ptr<WorkerPool> shared_pool_;
   std::map<std::string, std::unique_ptr<WorkerPool>, std::less<>> own_pools_;
   std::vector<std::shared_ptr<Entry>> entries_;
+  std::map<std::string, std::shared_ptr<bool>, std::less<>> busy_;
   FailureLog failures_;
   std::function<void()> first_round_cb_;
   std::function<void()> state_cb_;

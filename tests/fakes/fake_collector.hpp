@@ -17,10 +17,19 @@ class FakeCollector : public Collector {
 
   const MetricTable& metrics() const override { return table_; }
 
+  // Concurrency seen across several instances (a collector re-created by a
+  // reload): they share one of these.
+  struct Shared {
+    std::atomic<int> active{0};
+    std::atomic<int> max_active{0};
+    std::atomic<int> calls{0};
+  };
+
   void collect(const CollectContext& ctx, MetricSink& out) override {
-    int now = ++active_;
-    int prev = max_active_.load();
-    while (now > prev && !max_active_.compare_exchange_weak(prev, now)) {
+    Track(++active_, max_active_);
+    if (shared_ != nullptr) {
+      Track(++shared_->active, shared_->max_active);
+      ++shared_->calls;
     }
     int call = ++calls_;
     auto sleep = sleep_.load();
@@ -32,6 +41,7 @@ class FakeCollector : public Collector {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     --active_;
+    if (shared_ != nullptr) --shared_->active;
     if (fail_) throw CollectError("read_error", "scripted failure");
     out.add("nodewatch_fake_calls_total", {name_}, call);
     if (emit_undeclared_) out.add("nodewatch_fake_not_declared", {}, 1);
@@ -46,8 +56,14 @@ class FakeCollector : public Collector {
   std::atomic<int> calls_{0};
   std::atomic<int> active_{0};
   std::atomic<int> max_active_{0};
+  Shared* shared_ = nullptr;
 
  private:
+  static void Track(int now, std::atomic<int>& max) {
+    int prev = max.load();
+    while (now > prev && !max.compare_exchange_weak(prev, now)) {
+    }
+  }
   static MetricTable MakeTable() {
     return MetricTable({{"nodewatch_fake_calls_total",
                          MetricType::kCounter,

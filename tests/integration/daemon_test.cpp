@@ -215,6 +215,25 @@ TEST(DaemonTest, SocketActivation) {
   EXPECT_EQ(d.wait(5s), 0);
 }
 
+TEST(DaemonTest, SocketActivationRefusesASocketThatIsNotListening) {
+  TempDir dir;
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);  // bound, never listen()ed
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  DaemonProcess::Options o;
+  o.args = {"--config", dir.write("c.toml", "").string(),
+            "--sysfs",  FixtureArgsSys(),
+            "--procfs", FixtureArgsProc()};
+  o.pass_fds = {fd};
+  o.listen_fds = true;
+  DaemonProcess d(o, dir.path() / "log");
+  ::close(fd);
+  EXPECT_EQ(d.wait(5s), 1);
+  EXPECT_NE(d.log().find("is not a listening socket"), std::string::npos) << d.log();
+}
+
 TEST(DaemonTest, CheckConfig) {
   TempDir dir;
   auto good = dir.write("good.toml", "[server]\nmax_connections = 4\n");

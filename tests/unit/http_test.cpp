@@ -269,6 +269,35 @@ TEST_F(HttpLimitsTest, ConnectionsPastTheLimitAreRefusedAtOnce) {
   EXPECT_EQ(ok->status, 200);
 }
 
+// A long idle timeout must not become the deadline of a request that has
+// started to arrive: that one gets read_timeout.
+class HttpLongIdleTest : public HttpTest {
+ protected:
+  void SetUp() override {
+    HttpLimits l;
+    l.read_timeout = 300ms;
+    l.idle_timeout = 5s;
+    Start(l);
+  }
+};
+
+TEST_F(HttpLongIdleTest, TricklingAfterAKeepAliveResponseIsDroppedAtTheReadTimeout) {
+  TestConnection c(port_, 8s);
+  ASSERT_TRUE(c.send("GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_EQ(c.read_response()->status, 200);
+  auto t0 = std::chrono::steady_clock::now();
+  std::string req =
+      "GET /metrics HTTP/1.1\r\nHost: localhost\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+  for (char ch : req) {
+    if (!c.send(std::string_view(&ch, 1))) break;
+    std::this_thread::sleep_for(50ms);
+    if (std::chrono::steady_clock::now() - t0 > 2s) break;
+  }
+  std::string rest = c.read_all();
+  EXPECT_EQ(rest.find("200 OK"), std::string::npos);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2500ms);
+}
+
 TEST(HttpParsingTest, AcceptEncoding) {
   EXPECT_TRUE(accepts_gzip("gzip"));
   EXPECT_TRUE(accepts_gzip("deflate, GZIP"));
@@ -278,6 +307,11 @@ TEST(HttpParsingTest, AcceptEncoding) {
   EXPECT_FALSE(accepts_gzip("gzip;q=0"));
   EXPECT_FALSE(accepts_gzip("br, deflate"));
   EXPECT_FALSE(accepts_gzip("xgzip"));
+  // An explicit gzip entry wins over the wildcard, either way.
+  EXPECT_FALSE(accepts_gzip("*;q=0.5, gzip;q=0"));
+  EXPECT_FALSE(accepts_gzip("gzip;q=0, *"));
+  EXPECT_TRUE(accepts_gzip("*;q=0, gzip"));
+  EXPECT_TRUE(accepts_gzip("x-gzip"));
 }
 
 TEST(HttpParsingTest, MetricsQuery) {
@@ -294,12 +328,25 @@ TEST(HttpServerTest, ListenIsAllOrNothing) {
   HttpServer s(io, [](const HttpRequest&) { return HttpResponse{}; });
   ASSERT_EQ(s.listen({"127.0.0.1:0"}), "");
   auto port = s.local_endpoints().at(0).port();
-  // The second address is taken: nothing changes.
-  std::string err = s.listen({"127.0.0.1:0", "127.0.0.1:" + std::to_string(port)});
+  // The second address is taken by someone else: nothing changes.
+  asio::ip::tcp::acceptor other(io,
+                                asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  std::string taken = "127.0.0.1:" + std::to_string(other.local_endpoint().port());
+  std::string err = s.listen({"127.0.0.1:0", taken});
   EXPECT_NE(err, "");
   ASSERT_EQ(s.local_endpoints().size(), 1u);
   EXPECT_EQ(s.local_endpoints()[0].port(), port);
   EXPECT_NE(s.listen({"bogus"}), "");
+  // A reload that keeps an address and adds one keeps the first socket.
+  std::string fixed = "127.0.0.1:" + std::to_string(port);
+  ASSERT_EQ(s.listen({fixed}), "");
+  ASSERT_EQ(s.listen({fixed, "127.0.0.1:0"}), "");
+  ASSERT_EQ(s.local_endpoints().size(), 2u);
+  EXPECT_EQ(s.local_endpoints()[0].port(), port);
+  // And one that drops an address closes it.
+  ASSERT_EQ(s.listen({"127.0.0.1:0"}), "");
+  ASSERT_EQ(s.local_endpoints().size(), 1u);
+  EXPECT_NE(s.local_endpoints()[0].port(), port);
 }
 
 }  // namespace

@@ -197,7 +197,7 @@ TEST(SchedulerTest, ShutdownGivesUpOnAStuckCollector) {
   EXPECT_LT(Clock::now() - t0, 500ms);
   // The detached worker owns what it uses; let it finish before the test ends
   // so the sanitizers see a clean exit.
-  while (stuck->active_ != 0) std::this_thread::sleep_for(10ms);
+  while (h.sched.running_collects() != 0) std::this_thread::sleep_for(10ms);
 }
 
 TEST(SchedulerTest, RestartKeepsErrorCountersAndDropsRemovedCollectors) {
@@ -220,6 +220,29 @@ TEST(SchedulerTest, RestartKeepsErrorCountersAndDropsRemovedCollectors) {
   EXPECT_EQ(h.Status("a").errors["read_error"], 2u);
   EXPECT_EQ(h.sched.statuses().size(), 1u);
   EXPECT_EQ(h.store.current()->by_collector.count("b"), 0u);
+}
+
+TEST(SchedulerTest, ARestartNeverRunsACollectorBesideOneStillInFlight) {
+  Harness h;
+  FakeCollector::Shared shared;
+  FakeCollector *old_c, *new_c;
+  std::vector<CollectorJob> jobs;
+  jobs.push_back(Job("c", &old_c, 100ms, 100ms));
+  old_c->sleep_ = 600ms;
+  old_c->ignore_cancel_ = true;
+  old_c->shared_ = &shared;
+  h.sched.start(std::move(jobs));
+  ASSERT_TRUE(h.RunUntil([&] { return shared.active == 1; }));
+  // The reload replaces the collector; the old instance is freed once its
+  // collect returns, so only `shared` is read from here on.
+  std::vector<CollectorJob> jobs2;
+  jobs2.push_back(Job("c", &new_c, 100ms, 100ms));
+  new_c->shared_ = &shared;
+  h.sched.start(std::move(jobs2));
+  EXPECT_TRUE(h.RunUntil([&] { return shared.calls >= 3; }, 3s));
+  // The new instance ran only after the old collect had returned.
+  EXPECT_EQ(shared.max_active, 1);
+  EXPECT_GE(h.Status("c").errors["skipped_overlap"], 1u);
 }
 
 TEST(SchedulerTest, NoCollectorsIsReadyAtOnce) {
