@@ -90,7 +90,9 @@ TEST(SchedulerTest, OverrunningCollectorFailsAtItsDeadlineWhileAnotherKeepsItsIn
   h.RunUntil([] { return false; }, 1000ms);
   double elapsed = std::chrono::duration<double>(Clock::now() - t1).count();
   int runs = fast->calls_ - before;
-  EXPECT_GE(runs, static_cast<int>(elapsed * 10) - 2);
+  // Lower bound with room for a loaded 2-core CI machine; a starved
+  // scheduler would show far fewer runs (0 or 1 while the slow one hangs).
+  EXPECT_GE(runs, static_cast<int>(elapsed * 10 * 0.7));
   EXPECT_LE(runs, static_cast<int>(elapsed * 10) + 2);
   EXPECT_TRUE(h.Status("fast").up);
   h.sched.stop();
