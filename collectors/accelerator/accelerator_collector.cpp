@@ -1,0 +1,174 @@
+#include "accelerator/accelerator_collector.hpp"
+
+#include <string>
+
+#include "nodewatch/config.hpp"
+
+namespace nodewatch {
+namespace accelerator {
+namespace {
+
+constexpr const char* kInfo = "nodewatch_accelerator_info";
+constexpr const char* kUp = "nodewatch_accelerator_up";
+
+std::vector<std::string> device_labels(const DeviceSample& d) {
+  return {std::to_string(d.index), d.uuid};
+}
+
+std::vector<std::string> with(const DeviceSample& d, std::string extra) {
+  auto l = device_labels(d);
+  l.push_back(std::move(extra));
+  return l;
+}
+
+}  // namespace
+
+const MetricTable& accelerator_metric_table() {
+  using T = MetricType;
+  const std::vector<std::string> dev{"accelerator", "uuid"};
+  auto plus = [&](std::string l) {
+    auto v = dev;
+    v.push_back(std::move(l));
+    return v;
+  };
+  static const MetricTable t({
+      {kInfo,
+       T::kGauge,
+       "",
+       "Static facts about an accelerator; always 1.",
+       {"accelerator", "uuid", "vendor", "model", "pci_bus_id", "driver_version", "serial"}},
+      {kUp, T::kGauge, "",
+       "1 if the accelerator answers its driver, 0 if it is lost, needs a reset or is stuck.", dev},
+      {"nodewatch_accelerator_utilization_ratio", T::kGauge, "",
+       "Fraction of the last sample period during which a kernel was running (0..1).", dev},
+      {"nodewatch_accelerator_memory_utilization_ratio", T::kGauge, "",
+       "Fraction of the last sample period during which device memory was read or written (0..1).",
+       dev},
+      {"nodewatch_accelerator_memory_used_bytes", T::kGauge, "bytes", "Device memory in use.", dev},
+      {"nodewatch_accelerator_memory_total_bytes", T::kGauge, "bytes", "Device memory in total.",
+       dev},
+      {"nodewatch_accelerator_temperature_celsius", T::kGauge, "celsius",
+       "Temperature by sensor (gpu, memory, edge, junction, ...).", plus("sensor")},
+      {"nodewatch_accelerator_temperature_slowdown_celsius", T::kGauge, "celsius",
+       "Temperature at which the device starts to slow its clocks down.", dev},
+      {"nodewatch_accelerator_power_watts", T::kGauge, "watts", "Power draw.", dev},
+      {"nodewatch_accelerator_power_limit_watts", T::kGauge, "watts", "Enforced power limit.", dev},
+      {"nodewatch_accelerator_energy_joules_total", T::kCounter, "joules",
+       "Energy consumed since the driver was loaded.", dev},
+      {"nodewatch_accelerator_clock_hertz", T::kGauge, "hertz",
+       "Current clock by domain (sm, graphics, memory).", plus("clock")},
+      {"nodewatch_accelerator_clock_throttle_active", T::kGauge, "",
+       "1 while the clocks are held down for this reason, else 0.", plus("reason")},
+      {"nodewatch_accelerator_clock_throttle_seconds_total", T::kCounter, "seconds",
+       "Time the clocks were held down for this reason.", plus("reason")},
+      {"nodewatch_accelerator_ecc_errors_total", T::kCounter, "",
+       "Device memory ECC errors since the driver was loaded (volatile), by type (corrected, "
+       "uncorrected).",
+       plus("type")},
+      {"nodewatch_accelerator_remapped_rows", T::kGauge, "",
+       "Memory rows remapped, by the kind of error that caused it (correctable, uncorrectable).",
+       plus("cause")},
+      {"nodewatch_accelerator_row_remap_pending", T::kGauge, "",
+       "1 if a row remap waits for the next reset of the device.", dev},
+      {"nodewatch_accelerator_row_remap_failed", T::kGauge, "",
+       "1 if a row remap has failed: the device needs service.", dev},
+      {"nodewatch_accelerator_xid_errors_total", T::kCounter, "",
+       "XID error events by code, counted since nodewatch started.", plus("xid")},
+      {"nodewatch_accelerator_host_link_bytes_total", T::kCounter, "bytes",
+       "Bytes over the host link (PCIe) by direction (tx: from the device, rx: to it).",
+       plus("direction")},
+      {"nodewatch_accelerator_host_link_throughput_bytes_per_second", T::kGauge, "bytes_per_second",
+       "Host-link throughput sampled by the driver, where it has no byte counter.",
+       plus("direction")},
+      {"nodewatch_accelerator_pcie_replays_total", T::kCounter, "",
+       "PCIe replays (link-level retransmissions) since the driver was loaded.", dev},
+      {"nodewatch_accelerator_c2c_link_active", T::kGauge, "",
+       "1 if the NVLink-C2C link to the CPU is active.", plus("link")},
+      {"nodewatch_accelerator_c2c_link_errors_total", T::kCounter, "",
+       "NVLink-C2C link errors (CRC and replays).", plus("link")},
+  });
+  return t;
+}
+
+void emit_device(const DeviceSample& d, MetricSink& out) {
+  const auto dev = device_labels(d);
+  out.add(kInfo,
+          std::vector<std::string>{std::to_string(d.index), d.uuid, d.vendor, d.model, d.pci_bus_id,
+                                   d.driver_version, d.serial},
+          1);
+  out.add(kUp, dev, d.up ? 1 : 0);
+  for (const std::string& reason : d.errors) out.error(reason);
+  auto opt = [&](const char* name, const std::optional<double>& v, double scale = 1.0) {
+    if (v) out.add(name, dev, *v * scale);
+  };
+  opt("nodewatch_accelerator_utilization_ratio", d.utilization_ratio);
+  opt("nodewatch_accelerator_memory_utilization_ratio", d.memory_utilization_ratio);
+  opt("nodewatch_accelerator_memory_used_bytes", d.memory_used_bytes);
+  opt("nodewatch_accelerator_memory_total_bytes", d.memory_total_bytes);
+  for (const auto& [sensor, v] : d.temperature_celsius)
+    out.add("nodewatch_accelerator_temperature_celsius", with(d, sensor), v);
+  opt("nodewatch_accelerator_temperature_slowdown_celsius", d.temperature_slowdown_celsius);
+  opt("nodewatch_accelerator_power_watts", d.power_watts);
+  opt("nodewatch_accelerator_power_limit_watts", d.power_limit_watts);
+  opt("nodewatch_accelerator_energy_joules_total", d.energy_joules);
+  for (const auto& [clock, v] : d.clock_hertz)
+    out.add("nodewatch_accelerator_clock_hertz", with(d, clock), v);
+  for (const auto& [reason, active] : d.clock_throttle_active)
+    out.add("nodewatch_accelerator_clock_throttle_active", with(d, reason), active ? 1 : 0);
+  for (const auto& [reason, s] : d.clock_throttle_seconds)
+    out.add("nodewatch_accelerator_clock_throttle_seconds_total", with(d, reason), s);
+  if (d.ecc_corrected)
+    out.add("nodewatch_accelerator_ecc_errors_total", with(d, "corrected"), *d.ecc_corrected);
+  if (d.ecc_uncorrected)
+    out.add("nodewatch_accelerator_ecc_errors_total", with(d, "uncorrected"), *d.ecc_uncorrected);
+  if (d.remapped_rows_correctable)
+    out.add("nodewatch_accelerator_remapped_rows", with(d, "correctable"),
+            *d.remapped_rows_correctable);
+  if (d.remapped_rows_uncorrectable)
+    out.add("nodewatch_accelerator_remapped_rows", with(d, "uncorrectable"),
+            *d.remapped_rows_uncorrectable);
+  if (d.row_remap_pending)
+    out.add("nodewatch_accelerator_row_remap_pending", dev, *d.row_remap_pending ? 1 : 0);
+  if (d.row_remap_failed)
+    out.add("nodewatch_accelerator_row_remap_failed", dev, *d.row_remap_failed ? 1 : 0);
+  for (const auto& [xid, n] : d.xid_errors)
+    out.add("nodewatch_accelerator_xid_errors_total", with(d, std::to_string(xid)),
+            static_cast<double>(n));
+  if (d.host_link_tx_bytes)
+    out.add("nodewatch_accelerator_host_link_bytes_total", with(d, "tx"), *d.host_link_tx_bytes);
+  if (d.host_link_rx_bytes)
+    out.add("nodewatch_accelerator_host_link_bytes_total", with(d, "rx"), *d.host_link_rx_bytes);
+  if (d.host_link_tx_bytes_per_second)
+    out.add("nodewatch_accelerator_host_link_throughput_bytes_per_second", with(d, "tx"),
+            *d.host_link_tx_bytes_per_second);
+  if (d.host_link_rx_bytes_per_second)
+    out.add("nodewatch_accelerator_host_link_throughput_bytes_per_second", with(d, "rx"),
+            *d.host_link_rx_bytes_per_second);
+  opt("nodewatch_accelerator_pcie_replays_total", d.pcie_replays);
+  for (const auto& [link, active] : d.c2c_link_active)
+    out.add("nodewatch_accelerator_c2c_link_active", with(d, std::to_string(link)), active ? 1 : 0);
+  for (const auto& [link, n] : d.c2c_link_errors)
+    out.add("nodewatch_accelerator_c2c_link_errors_total", with(d, std::to_string(link)), n);
+}
+
+AcceleratorCollector::AcceleratorCollector(std::vector<std::unique_ptr<Backend>> backends)
+    : backends_(std::move(backends)) {}
+
+void AcceleratorCollector::collect(const CollectContext& ctx, MetricSink& out) {
+  // A backend that throws (a broken library) fails the collection: the
+  // collector is reported down and the error says which backend.
+  for (auto& b : backends_) {
+    if (ctx.should_stop()) return;
+    for (const DeviceSample& d : b->sample(ctx)) emit_device(d, out);
+  }
+}
+
+AcceleratorOptions read_accelerator_options(OptionReader& r) {
+  AcceleratorOptions o;
+  o.nvml_library = r.get_string("nvml_library", o.nvml_library);
+  if (o.nvml_library.empty()) r.error("nvml_library", "must not be empty");
+  return o;
+}
+
+}  // namespace accelerator
+}  // namespace nodewatch

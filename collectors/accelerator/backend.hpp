@@ -1,0 +1,95 @@
+#pragma once
+// The accelerator collector's vendor backends.
+//
+// A Backend finds its vendor's devices and reads one DeviceSample per device
+// per collection. The collector turns samples into metrics; a backend never
+// touches a MetricSink. Every reading is optional: a value the device or
+// driver does not support is left empty and its series is simply absent
+// (NOT_SUPPORTED on one query drops that one metric for that device).
+//
+// Failure contract:
+//  - no library, no driver, no device: sample() returns no devices (a CPU
+//    node is not an error);
+//  - a library that loads but is unusable (a required symbol missing, init
+//    failing for a reason other than "no driver"): sample() throws
+//    CollectError; the collector is reported down;
+//  - one device lost or stuck: that device's sample has up = false and a
+//    reason in `errors`; the other devices are unaffected.
+// sample() is called from one thread at a time (the collector's worker).
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nodewatch/collector.hpp"
+
+namespace nodewatch::accelerator {
+
+struct DeviceSample {
+  // Identity: `index` is the vendor's own device index (NVML index, the
+  // ordinal among the vendor's DRM cards); uuid is stable across reboots.
+  unsigned index = 0;
+  std::string uuid;
+  std::string vendor;  // "nvidia", "amd"
+  std::string model;
+  std::string pci_bus_id;  // "0000:17:00.0", lower case
+  std::string driver_version;
+  std::string serial;
+
+  bool up = true;  // false: lost, reset required, or stuck in the driver
+
+  std::optional<double> utilization_ratio;         // 0..1
+  std::optional<double> memory_utilization_ratio;  // 0..1 (memory controller busy)
+  std::optional<double> memory_used_bytes;
+  std::optional<double> memory_total_bytes;
+  std::map<std::string, double>
+      temperature_celsius;  // sensor -> value ("gpu", "memory", "edge", "junction")
+  std::optional<double> temperature_slowdown_celsius;
+  std::optional<double> power_watts;
+  std::optional<double> power_limit_watts;
+  std::optional<double> energy_joules;                // cumulative since driver load
+  std::map<std::string, double> clock_hertz;          // clock -> value ("sm", "graphics", "memory")
+  std::map<std::string, bool> clock_throttle_active;  // reason -> active now
+  std::map<std::string, double> clock_throttle_seconds;  // reason -> cumulative seconds
+  std::optional<double> ecc_corrected;                   // volatile counts (since driver load)
+  std::optional<double> ecc_uncorrected;
+  std::optional<double> remapped_rows_correctable;
+  std::optional<double> remapped_rows_uncorrectable;
+  std::optional<bool> row_remap_pending;
+  std::optional<bool> row_remap_failed;
+  std::map<unsigned, std::uint64_t> xid_errors;  // XID code -> count since the collector started
+  std::optional<double> host_link_tx_bytes;      // cumulative
+  std::optional<double> host_link_rx_bytes;
+  std::optional<double> host_link_tx_bytes_per_second;  // sampled, when no counter exists
+  std::optional<double> host_link_rx_bytes_per_second;
+  std::optional<double> pcie_replays;
+  // Grace NVLink-C2C: per link, active state and error counters.
+  std::map<unsigned, bool> c2c_link_active;
+  std::map<unsigned, double> c2c_link_errors;
+
+  // Partial failures while reading this device (counted, by reason, in
+  // nodewatch_collector_errors_total{collector="accelerator"}).
+  std::vector<std::string> errors;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;  // "nvml", "amdgpu"
+  // Reads every device once. See the failure contract above.
+  virtual std::vector<DeviceSample> sample(const CollectContext& ctx) = 0;
+};
+
+// NVIDIA, through NVML loaded with dlopen from `library` (a name searched
+// the usual way, or a path). Never fails to construct: a missing library is
+// found out (and retried) in sample(). Implemented in nvml_backend.cpp.
+std::unique_ptr<Backend> make_nvml_backend(const std::string& library);
+
+// AMD, through amdgpu's sysfs files under `roots.sysfs`/class/drm.
+// Implemented in amdgpu_backend.cpp.
+std::unique_ptr<Backend> make_amdgpu_backend(const Roots& roots);
+
+}  // namespace nodewatch::accelerator
