@@ -4,12 +4,14 @@
 #include <vector>
 
 #include "app.hpp"
+#include "pcie/pcie_collector.hpp"
 #include "storage/storage_collector.hpp"
 
 namespace nodewatch {
 
 std::span<const CollectorSpec> builtin_collectors() {
   static const std::vector<CollectorSpec> kCatalog = {
+      pcie_collector_spec(),
       storage_collector_spec(),
   };
   return kCatalog;

@@ -32,10 +32,24 @@ const std::filesystem::path kGolden =
 const std::filesystem::path kConfig =
     std::filesystem::path(NODEWATCH_TESTS_SOURCE_DIR) / "e2e" / "nodewatch.toml";
 
-std::vector<std::string> FixtureArgs() {
-  return {"--config", kConfig.string(),
-          "--sysfs",  (kFixtures / "storage" / "sys").string(),
-          "--procfs", (kFixtures / "storage" / "proc").string()};
+// One node: the collectors' fixture trees merged into one sysfs and one
+// procfs root in `dir` (each collector keeps its fixture beside its tests;
+// the end-to-end test needs them side by side, as on a real node).
+std::vector<std::string> FixtureArgs(const TempDir& dir) {
+  namespace fs = std::filesystem;
+  const auto opts = fs::copy_options::recursive | fs::copy_options::copy_symlinks |
+                    fs::copy_options::skip_existing;
+  for (const char* tree : {"storage", "pcie", "amdgpu"}) {
+    for (const char* root : {"sys", "proc"}) {
+      fs::path from = kFixtures / tree / root;
+      if (fs::exists(from)) {
+        fs::create_directories(dir.path() / "node" / root);
+        fs::copy(from, dir.path() / "node" / root, opts);
+      }
+    }
+  }
+  return {"--config", kConfig.string(), "--sysfs", (dir.path() / "node" / "sys").string(),
+          "--procfs", (dir.path() / "node" / "proc").string()};
 }
 
 // Replaces what legitimately changes from run to run: timings, timestamps,
@@ -74,7 +88,7 @@ void CompareWithGolden(const std::string& actual) {
 
 std::string RunOnce(const TempDir& dir) {
   DaemonProcess::Options o;
-  o.args = FixtureArgs();
+  o.args = FixtureArgs(dir);
   o.args.push_back("--once");
   o.stdout_file = dir.path() / "out.prom";
   DaemonProcess d(o, dir.path() / "log");
@@ -86,14 +100,15 @@ std::string RunOnce(const TempDir& dir) {
 TEST(E2ETest, OnceMatchesGolden) {
   TempDir dir;
   std::string out = RunOnce(dir);
-  ASSERT_NE(out.find("nodewatch_storage_"), std::string::npos) << out;
+  for (const char* family : {"nodewatch_storage_", "nodewatch_pcie_"})
+    ASSERT_NE(out.find(family), std::string::npos) << family << " missing:\n" << out;
   CompareWithGolden(Normalize(out));
 }
 
 TEST(E2ETest, ServedMetricsMatchGoldenPlainAndGzip) {
   TempDir dir;
   DaemonProcess::Options o;
-  o.args = FixtureArgs();
+  o.args = FixtureArgs(dir);
   o.args.insert(o.args.end(), {"--listen", "127.0.0.1:0"});
   DaemonProcess d(o, dir.path() / "log");
   auto port = d.port();
@@ -143,7 +158,7 @@ long RssKiB(pid_t pid) {
 TEST(E2ETest, ThousandScrapesLeakNoDescriptorsAndNoMemory) {
   TempDir dir;
   DaemonProcess::Options o;
-  o.args = FixtureArgs();
+  o.args = FixtureArgs(dir);
   o.args.insert(o.args.end(), {"--listen", "127.0.0.1:0"});
   DaemonProcess d(o, dir.path() / "log");
   auto port = d.port();
