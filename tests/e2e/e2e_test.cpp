@@ -48,7 +48,8 @@ std::vector<std::string> FixtureArgs(const TempDir& dir) {
       }
     }
   }
-  return {"--config", kConfig.string(), "--sysfs", (dir.path() / "node" / "sys").string(),
+  return {"--config", kConfig.string(),
+          "--sysfs",  (dir.path() / "node" / "sys").string(),
           "--procfs", (dir.path() / "node" / "proc").string()};
 }
 
