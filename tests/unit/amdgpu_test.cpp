@@ -1,0 +1,761 @@
+// Tests of the accelerator collector's amdgpu backend: the sysfs parsers with
+// the kernel's formats, the gpu_metrics layouts, and the backend over the
+// fixture tree tests/fixtures/amdgpu (an MI300X, an MI210 and a BMC's VGA
+// card; see its README for where each file's format comes from). Expected
+// values are worked out by hand from the fixture files, in base units.
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <chrono>
+#include <cmath>  // before support/collector_test.hpp, which uses std::nan without it
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <iterator>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "accelerator/accelerator_collector.hpp"
+#include "accelerator/amdgpu_backend.hpp"
+#include "accelerator/amdgpu_parse.hpp"
+#include "support/collector_test.hpp"
+
+namespace nodewatch::accelerator {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace amdgpu;
+using nodewatch::testing::CollectOnce;
+using nodewatch::testing::ExpectConformant;
+using nodewatch::testing::ExpectWellFormedTable;
+using nodewatch::testing::Value;
+
+// The two AMD boards of the fixture, relative to its sysfs root.
+const std::string kMi300x = "devices/pci0000:00/0000:00:01.1/0000:05:00.0";
+const std::string kMi210 = "devices/pci0000:c0/0000:c0:01.1/0000:c1:00.0";
+
+fs::path fixture_sysfs() {
+  return nodewatch::testing::fixtures_dir() / "amdgpu" / "sys";
+}
+
+Roots fixture_roots() {
+  return Roots{fixture_sysfs(), "/nonexistent-procfs"};
+}
+
+CollectContext generous_context() {
+  return CollectContext{std::chrono::steady_clock::now() + std::chrono::seconds(30), nullptr};
+}
+
+std::vector<DeviceSample> sample(const Roots& roots) {
+  return make_amdgpu_backend(roots)->sample(generous_context());
+}
+
+std::vector<DeviceSample> sample(const Roots& roots, SysfsReader reader) {
+  return make_amdgpu_backend(roots, std::move(reader))->sample(generous_context());
+}
+
+const DeviceSample* find_bus(const std::vector<DeviceSample>& devices, std::string_view bus) {
+  for (const DeviceSample& d : devices) {
+    if (d.pci_bus_id == bus) return &d;
+  }
+  return nullptr;
+}
+
+std::size_t count(const std::vector<std::string>& errors, std::string_view reason) {
+  std::size_t n = 0;
+  for (const std::string& e : errors) n += e == reason ? 1 : 0;
+  return n;
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A private copy of the fixture tree (relative symlinks copied as symlinks,
+// so that it keeps the shape of real sysfs) that a test may damage.
+class TempTree {
+ public:
+  TempTree() {
+    static int counter = 0;
+    dir_ = fs::temp_directory_path() / ("nodewatch-amdgpu-test-" + std::to_string(::getpid()) +
+                                        "-" + std::to_string(counter++));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    fs::copy(fixture_sysfs(), dir_ / "sys",
+             fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  }
+  ~TempTree() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  TempTree(const TempTree&) = delete;
+  TempTree& operator=(const TempTree&) = delete;
+
+  fs::path path(const std::string& relative) const { return dir_ / "sys" / relative; }
+  void write(const std::string& relative, const std::string& content) const {
+    std::ofstream out(path(relative), std::ios::binary | std::ios::trunc);
+    out << content;
+  }
+  void remove(const std::string& relative) const { fs::remove(path(relative)); }
+  Roots roots() const { return Roots{dir_ / "sys", dir_ / "proc"}; }
+
+ private:
+  fs::path dir_;
+};
+
+// ---------------------------------------------------------------------------
+// Parsing of text attributes
+
+TEST(AmdgpuParse, Numbers) {
+  EXPECT_EQ(parse_u64("206158430208\n"), 206158430208u);
+  EXPECT_EQ(parse_u64("0"), 0u);
+  EXPECT_EQ(parse_u64(""), std::nullopt);
+  EXPECT_EQ(parse_u64("\n"), std::nullopt);
+  EXPECT_EQ(parse_u64("12 34\n"), std::nullopt);
+  EXPECT_EQ(parse_u64("-1\n"), std::nullopt);
+  EXPECT_EQ(parse_u64("18446744073709551616\n"), std::nullopt);  // 2^64
+  EXPECT_EQ(parse_i64("-273150\n"), -273150);                    // temp1_crit_hyst of a SOC15 dGPU
+  EXPECT_EQ(parse_i64("71000\n"), 71000);
+  EXPECT_EQ(parse_i64("71.5\n"), std::nullopt);
+}
+
+TEST(AmdgpuParse, PciId) {
+  EXPECT_EQ(parse_pci_id("0x1002\n"), 0x1002u);
+  EXPECT_EQ(parse_pci_id("0x74a1\n"), 0x74a1u);
+  EXPECT_EQ(parse_pci_id("0x1a03"), 0x1a03u);
+  EXPECT_EQ(parse_pci_id("1002\n"), std::nullopt);
+  EXPECT_EQ(parse_pci_id("0x\n"), std::nullopt);
+  EXPECT_EQ(parse_pci_id("0xzz\n"), std::nullopt);
+}
+
+TEST(AmdgpuParse, CardNumber) {
+  EXPECT_EQ(parse_card_number("card0"), 0u);
+  EXPECT_EQ(parse_card_number("card10"), 10u);
+  EXPECT_EQ(parse_card_number("card1-DP-1"), std::nullopt);
+  EXPECT_EQ(parse_card_number("card0-VGA-1"), std::nullopt);
+  EXPECT_EQ(parse_card_number("renderD128"), std::nullopt);
+  EXPECT_EQ(parse_card_number("version"), std::nullopt);
+  EXPECT_EQ(parse_card_number("card"), std::nullopt);
+  EXPECT_EQ(parse_card_number("card01"), std::nullopt);
+  EXPECT_EQ(parse_card_number("cardX"), std::nullopt);
+}
+
+TEST(AmdgpuParse, BusyPercentBecomesRatio) {
+  EXPECT_DOUBLE_EQ(*parse_busy_ratio("87\n"), 0.87);
+  EXPECT_DOUBLE_EQ(*parse_busy_ratio("100\n"), 1.0);
+  EXPECT_DOUBLE_EQ(*parse_busy_ratio("0\n"), 0.0);
+  EXPECT_EQ(parse_busy_ratio("101\n"), std::nullopt);
+  EXPECT_EQ(parse_busy_ratio("-1\n"), std::nullopt);
+  EXPECT_EQ(parse_busy_ratio("busy\n"), std::nullopt);
+}
+
+TEST(AmdgpuParse, TemperatureSensorNames) {
+  EXPECT_EQ(temperature_sensor("edge\n", 1), "edge");
+  EXPECT_EQ(temperature_sensor("junction\n", 2), "junction");
+  EXPECT_EQ(temperature_sensor("mem\n", 3), "memory");
+  // No label file: amdgpu's fixed channels.
+  EXPECT_EQ(temperature_sensor("", 1), "edge");
+  EXPECT_EQ(temperature_sensor("", 2), "junction");
+  EXPECT_EQ(temperature_sensor("", 3), "memory");
+  EXPECT_EQ(temperature_sensor("", 7), "temp7");
+  // Other labels: kept when they are plain words.
+  EXPECT_EQ(temperature_sensor("hbm_0\n", 4), "hbm_0");
+  EXPECT_EQ(temperature_sensor("Tdie\n", 4), std::nullopt);
+  EXPECT_EQ(temperature_sensor("vr soc\n", 4), std::nullopt);
+}
+
+TEST(AmdgpuParse, RasErrCount) {
+  // amdgpu_ras.c: "%s: %lu\n%s: %lu\n" ue, ce; newer kernels add "de".
+  std::optional<RasCounts> c = parse_ras_err_count("ue: 0\nce: 2\nde: 0\n");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->uncorrected, 0u);
+  EXPECT_EQ(c->corrected, 2u);
+  EXPECT_FALSE(c->inaccessible);
+
+  c = parse_ras_err_count("ue: 1\nce: 17\n");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->uncorrected, 1u);
+  EXPECT_EQ(c->corrected, 17u);
+
+  c = parse_ras_err_count("Query currently inaccessible\n");
+  ASSERT_TRUE(c);
+  EXPECT_TRUE(c->inaccessible);
+  EXPECT_FALSE(c->uncorrected);
+  EXPECT_FALSE(c->corrected);
+
+  EXPECT_EQ(parse_ras_err_count("ue: x\nce: 1\n"), std::nullopt);
+  EXPECT_EQ(parse_ras_err_count("poison: 1\n"), std::nullopt);
+  EXPECT_EQ(parse_ras_err_count("ue 1\n"), std::nullopt);
+  EXPECT_EQ(parse_ras_err_count(""), std::nullopt);
+}
+
+TEST(AmdgpuParse, LabelValue) {
+  EXPECT_EQ(label_value("AMD Instinct MI210\n"), "AMD Instinct MI210");
+  EXPECT_EQ(label_value("a\tb\n"), "a b");
+  EXPECT_EQ(label_value(std::string("MI\xff\xfe", 4)), "MI??");
+  EXPECT_EQ(label_value("Stra\xc3\x9f"
+                        "e\n"),
+            "Stra\xc3\x9f"
+            "e");
+  EXPECT_EQ(label_value(std::string("X\0\0", 3)), "X");
+}
+
+TEST(AmdgpuParse, ClassifyReadErrno) {
+  EXPECT_EQ(classify_read_errno(ENOENT), ReadFailure::kAbsent);
+  for (int err : {EPERM, ENODATA, EOPNOTSUPP, EBUSY, EACCES}) {
+    EXPECT_EQ(classify_read_errno(err), ReadFailure::kUnavailable) << err;
+  }
+  EXPECT_EQ(classify_read_errno(ENODEV), ReadFailure::kGone);
+  EXPECT_EQ(classify_read_errno(ENXIO), ReadFailure::kGone);
+  for (int err : {EIO, EISDIR, EINVAL, ETIMEDOUT}) {
+    EXPECT_EQ(classify_read_errno(err), ReadFailure::kError) << err;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// gpu_metrics layouts
+
+// A table as the kernel builds it: 0xff everywhere, then the header.
+std::string metrics_table(std::size_t size, std::uint16_t structure_size, std::uint8_t format,
+                          std::uint8_t content) {
+  std::string t(size, '\xff');
+  if (size >= 4) {
+    t[0] = static_cast<char>(structure_size & 0xff);
+    t[1] = static_cast<char>(structure_size >> 8);
+    t[2] = static_cast<char>(format);
+    t[3] = static_cast<char>(content);
+  }
+  return t;
+}
+
+void put_u64(std::string& t, std::size_t offset, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) t[offset + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+struct LayoutCase {
+  std::uint16_t size;
+  std::uint8_t format;
+  std::uint8_t content;
+  std::size_t energy_offset;  // offsetof(struct gpu_metrics_vX_Y, energy_accumulator)
+};
+
+// From kgd_pp_interface.h under natural alignment (gen_gpu_metrics.py --check).
+const LayoutCase kLayoutCases[] = {
+    {96, 1, 1, 24},  {104, 1, 2, 24}, {120, 1, 3, 24},  {288, 1, 4, 24},
+    {360, 1, 5, 88}, {384, 1, 6, 88}, {1664, 1, 6, 16}, {2208, 1, 7, 24},
+};
+
+TEST(AmdgpuGpuMetrics, EnergyAtEachLayoutsOffset) {
+  if constexpr (std::endian::native != std::endian::little) GTEST_SKIP() << "little-endian tables";
+  for (const LayoutCase& c : kLayoutCases) {
+    std::string t = metrics_table(c.size, c.size, c.format, c.content);
+    // Decoys where the other layouts keep their energy: reading any of them
+    // would give a different value.
+    for (std::size_t decoy : {16u, 24u, 88u}) put_u64(t, decoy, 7 * 65536);
+    put_u64(t, c.energy_offset, 3 * 65536 + 16384);  // 3.25 J
+    GpuMetrics m = parse_gpu_metrics(t);
+    SCOPED_TRACE("v" + std::to_string(c.format) + "_" + std::to_string(c.content) + " size " +
+                 std::to_string(c.size));
+    EXPECT_EQ(m.status, GpuMetricsStatus::kOk);
+    EXPECT_EQ(m.structure_size, c.size);
+    ASSERT_TRUE(m.energy_joules);
+    EXPECT_DOUBLE_EQ(*m.energy_joules, 3.25);
+  }
+}
+
+TEST(AmdgpuGpuMetrics, UnsetEnergyIsEmpty) {
+  if constexpr (std::endian::native != std::endian::little) GTEST_SKIP() << "little-endian tables";
+  // All ones: the kernel's 0xff fill, never written.
+  GpuMetrics m = parse_gpu_metrics(metrics_table(120, 120, 1, 3));
+  EXPECT_EQ(m.status, GpuMetricsStatus::kOk);
+  EXPECT_FALSE(m.energy_joules);
+  // UINT_MAX: firmware that no longer reports energy; 0: a secondary die.
+  for (std::uint64_t unset : {std::uint64_t{0xffffffff}, std::uint64_t{0}}) {
+    std::string t = metrics_table(120, 120, 1, 3);
+    put_u64(t, 24, unset);
+    m = parse_gpu_metrics(t);
+    EXPECT_EQ(m.status, GpuMetricsStatus::kOk);
+    EXPECT_FALSE(m.energy_joules) << unset;
+  }
+}
+
+TEST(AmdgpuGpuMetrics, TruncatedTables) {
+  EXPECT_EQ(parse_gpu_metrics("").status, GpuMetricsStatus::kTruncated);
+  EXPECT_EQ(parse_gpu_metrics(std::string("\x78\x00\x01", 3)).status, GpuMetricsStatus::kTruncated);
+  // A v1_3 header announcing 120 bytes, and 60 of them.
+  EXPECT_EQ(parse_gpu_metrics(metrics_table(60, 120, 1, 3)).status, GpuMetricsStatus::kTruncated);
+  // One byte short of the per-partition v1_6.
+  EXPECT_EQ(parse_gpu_metrics(metrics_table(1663, 1664, 1, 6)).status,
+            GpuMetricsStatus::kTruncated);
+  // Trailing bytes past structure_size are ignored.
+  EXPECT_EQ(parse_gpu_metrics(metrics_table(130, 120, 1, 3)).status, GpuMetricsStatus::kOk);
+}
+
+TEST(AmdgpuGpuMetrics, UnknownLayouts) {
+  struct {
+    std::uint16_t size;
+    std::uint8_t format, content;
+  } const unknown[] = {
+      {100, 1, 0},   // v1_0: not naturally aligned
+      {3872, 1, 8},  // v1_8: its tail is not settled
+      {96, 1, 3},    // v1_3 with v1_1's size
+      {1000, 1, 6},  // neither v1_6
+      {120, 2, 1},   // APU layouts
+      {120, 9, 9},
+  };
+  for (const auto& u : unknown) {
+    GpuMetrics m = parse_gpu_metrics(metrics_table(4096, u.size, u.format, u.content));
+    EXPECT_EQ(m.status, GpuMetricsStatus::kUnknownLayout) << u.size;
+    EXPECT_FALSE(m.energy_joules);
+  }
+}
+
+TEST(AmdgpuGpuMetrics, FixtureFiles) {
+  if constexpr (std::endian::native != std::endian::little) GTEST_SKIP() << "little-endian tables";
+  GpuMetrics mi300 = parse_gpu_metrics(read_file(fixture_sysfs() / kMi300x / "gpu_metrics"));
+  EXPECT_EQ(mi300.status, GpuMetricsStatus::kOk);
+  EXPECT_EQ(mi300.format_revision, 1);
+  EXPECT_EQ(mi300.content_revision, 6);
+  EXPECT_EQ(mi300.structure_size, 1664);
+  // energy_accumulator = 123456789 * 2^16 + 2^15 ticks of 2^-16 J.
+  EXPECT_DOUBLE_EQ(*mi300.energy_joules, 123456789.5);
+
+  GpuMetrics mi210 = parse_gpu_metrics(read_file(fixture_sysfs() / kMi210 / "gpu_metrics"));
+  EXPECT_EQ(mi210.status, GpuMetricsStatus::kOk);
+  EXPECT_EQ(mi210.content_revision, 3);
+  EXPECT_EQ(mi210.structure_size, 120);
+  // 987654 * 2^16 + 2^14 ticks.
+  EXPECT_DOUBLE_EQ(*mi210.energy_joules, 987654.25);
+}
+
+// ---------------------------------------------------------------------------
+// The backend over the fixture tree
+
+TEST(AmdgpuBackend, FindsTheAmdCardsInCardNumberOrder) {
+  std::vector<DeviceSample> devices = sample(fixture_roots());
+  // card0 (ASPEED), card0-VGA-1, renderD130, renderD138 and version are not AMD cards.
+  ASSERT_EQ(devices.size(), 2u);
+  // card2 before card10: by number, not by name.
+  EXPECT_EQ(devices[0].pci_bus_id, "0000:05:00.0");
+  EXPECT_EQ(devices[0].index, 0u);
+  EXPECT_EQ(devices[1].pci_bus_id, "0000:c1:00.0");
+  EXPECT_EQ(devices[1].index, 1u);
+  EXPECT_EQ(find_bus(devices, "0000:63:00.0"), nullptr);
+}
+
+TEST(AmdgpuBackend, Mi300xValues) {
+  std::vector<DeviceSample> devices = sample(fixture_roots());
+  const DeviceSample* d = find_bus(devices, "0000:05:00.0");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->uuid, "amd-4f8a2c1e9b3d7065");
+  EXPECT_EQ(d->vendor, "amd");
+  EXPECT_EQ(d->model, "AMD Instinct MI300X OAM");
+  EXPECT_EQ(d->serial, "692331000142");
+  EXPECT_EQ(d->driver_version, "6.10.5");
+  EXPECT_TRUE(d->up);
+  EXPECT_DOUBLE_EQ(*d->utilization_ratio, 0.87);         // 87 %
+  EXPECT_DOUBLE_EQ(*d->memory_utilization_ratio, 0.41);  // 41 %
+  EXPECT_DOUBLE_EQ(*d->memory_used_bytes, 144.0 * 1024 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(*d->memory_total_bytes, 192.0 * 1024 * 1024 * 1024);
+  // GC 9.4.3 has no edge sensor (no temp1): junction and memory only.
+  EXPECT_EQ(d->temperature_celsius.size(), 2u);
+  EXPECT_EQ(d->temperature_celsius.count("edge"), 0u);
+  EXPECT_DOUBLE_EQ(d->temperature_celsius.at("junction"), 71.0);  // 71000 m°C
+  EXPECT_DOUBLE_EQ(d->temperature_celsius.at("memory"), 52.0);
+  EXPECT_DOUBLE_EQ(*d->temperature_slowdown_celsius, 110.0);  // temp2_crit, junction
+  EXPECT_DOUBLE_EQ(*d->power_watts, 612.0);                   // power1_input 612000000 µW
+  EXPECT_DOUBLE_EQ(*d->power_limit_watts, 750.0);             // power1_cap
+  EXPECT_DOUBLE_EQ(*d->energy_joules, 123456789.5);           // gpu_metrics v1_6
+  EXPECT_EQ(d->clock_hertz.size(), 2u);
+  EXPECT_DOUBLE_EQ(d->clock_hertz.at("graphics"), 2.1e9);  // freq1_input, sclk
+  EXPECT_DOUBLE_EQ(d->clock_hertz.at("memory"), 1.3e9);    // freq2_input, mclk
+  EXPECT_DOUBLE_EQ(*d->ecc_corrected, 2.0);
+  EXPECT_DOUBLE_EQ(*d->ecc_uncorrected, 0.0);
+  EXPECT_DOUBLE_EQ(*d->pcie_replays, 3.0);
+  // Nothing amdgpu has no file for.
+  EXPECT_FALSE(d->remapped_rows_correctable);
+  EXPECT_FALSE(d->row_remap_pending);
+  EXPECT_TRUE(d->clock_throttle_active.empty());
+  EXPECT_FALSE(d->host_link_tx_bytes_per_second);
+  EXPECT_TRUE(d->errors.empty());
+}
+
+TEST(AmdgpuBackend, Mi210Values) {
+  std::vector<DeviceSample> devices = sample(fixture_roots());
+  const DeviceSample* d = find_bus(devices, "0000:c1:00.0");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->uuid, "amd-71b6c2d8e04f9a35");
+  EXPECT_EQ(d->model, "AMD Instinct MI210");
+  EXPECT_EQ(d->serial, "692247000318");
+  EXPECT_DOUBLE_EQ(*d->utilization_ratio, 1.0);
+  EXPECT_DOUBLE_EQ(*d->memory_utilization_ratio, 0.09);
+  EXPECT_DOUBLE_EQ(*d->memory_used_bytes, 8.0 * 1024 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(*d->memory_total_bytes, 65520.0 * 1024 * 1024);
+  EXPECT_EQ(d->temperature_celsius.size(), 3u);
+  EXPECT_DOUBLE_EQ(d->temperature_celsius.at("edge"), 58.0);
+  EXPECT_DOUBLE_EQ(d->temperature_celsius.at("junction"), 67.0);
+  EXPECT_DOUBLE_EQ(d->temperature_celsius.at("memory"), 61.0);
+  // The junction's crit (110 C), not the edge's (100 C) nor memory's.
+  EXPECT_DOUBLE_EQ(*d->temperature_slowdown_celsius, 110.0);
+  EXPECT_DOUBLE_EQ(*d->power_watts, 287.0);  // power1_average: MI200 has no power1_input
+  EXPECT_DOUBLE_EQ(*d->power_limit_watts, 300.0);
+  EXPECT_DOUBLE_EQ(*d->energy_joules, 987654.25);  // gpu_metrics v1_3
+  EXPECT_DOUBLE_EQ(d->clock_hertz.at("graphics"), 1.7e9);
+  EXPECT_DOUBLE_EQ(d->clock_hertz.at("memory"), 1.6e9);
+  EXPECT_DOUBLE_EQ(*d->ecc_corrected, 17.0);
+  EXPECT_DOUBLE_EQ(*d->ecc_uncorrected, 1.0);
+  EXPECT_DOUBLE_EQ(*d->pcie_replays, 0.0);
+  EXPECT_TRUE(d->errors.empty());
+}
+
+// A reader that records every path it is asked for.
+struct RecordingReader {
+  std::shared_ptr<std::vector<std::string>> paths = std::make_shared<std::vector<std::string>>();
+  int operator()(const std::string& path, std::size_t max, std::string& out) const {
+    paths->push_back(path);
+    return read_sysfs_file(path, max, out);
+  }
+};
+
+TEST(AmdgpuBackend, NeverAsksForPcieBw) {
+  RecordingReader reader;
+  std::vector<DeviceSample> devices = sample(fixture_roots(), reader);
+  EXPECT_EQ(devices.size(), 2u);
+  EXPECT_FALSE(reader.paths->empty());
+  for (const std::string& p : *reader.paths) EXPECT_FALSE(ends_with(p, "pcie_bw")) << p;
+}
+
+TEST(AmdgpuBackend, NeverOpensPcieBw) {
+  // pcie_bw becomes a FIFO: opening it for reading blocks until a writer
+  // comes, as the kernel's read blocks for a second. The collection must not
+  // notice it is there.
+  TempTree tree;
+  const std::string fifo = tree.path(kMi210 + "/pcie_bw").string();
+  tree.remove(kMi210 + "/pcie_bw");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  std::unique_ptr<Backend> backend = make_amdgpu_backend(tree.roots());
+  auto result =
+      std::async(std::launch::async, [&backend] { return backend->sample(generous_context()); });
+  if (result.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    // Release the reader stuck in open() so that the test can end.
+    int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+    result.wait();
+    FAIL() << "the collection opened pcie_bw";
+  }
+  EXPECT_EQ(result.get().size(), 2u);
+}
+
+TEST(AmdgpuBackend, UnavailableValuesAreEmptyWithoutErrors) {
+  // A runtime-suspended or resetting GPU: amdgpu_pm.c answers EPERM for its
+  // power-management attributes; others answer ENODATA, EOPNOTSUPP, EBUSY.
+  // Identity files still read.
+  for (int err : {EPERM, ENODATA, EOPNOTSUPP, EBUSY}) {
+    SCOPED_TRACE(err);
+    auto reader = [err](const std::string& path, std::size_t max, std::string& out) {
+      bool pm = path.find(kMi300x) != std::string::npos &&
+                (path.find("/hwmon/") != std::string::npos || ends_with(path, "_busy_percent") ||
+                 ends_with(path, "gpu_metrics") || path.find("mem_info") != std::string::npos ||
+                 ends_with(path, "umc_err_count") || ends_with(path, "pcie_replay_count"));
+      if (pm && !ends_with(path, "_label")) return err;
+      return read_sysfs_file(path, max, out);
+    };
+    std::vector<DeviceSample> devices = sample(fixture_roots(), reader);
+    ASSERT_EQ(devices.size(), 2u);
+    const DeviceSample* d = find_bus(devices, "0000:05:00.0");
+    ASSERT_NE(d, nullptr);
+    EXPECT_TRUE(d->up);
+    EXPECT_EQ(d->uuid, "amd-4f8a2c1e9b3d7065");
+    EXPECT_FALSE(d->utilization_ratio);
+    EXPECT_FALSE(d->memory_utilization_ratio);
+    EXPECT_FALSE(d->memory_used_bytes);
+    EXPECT_TRUE(d->temperature_celsius.empty());
+    EXPECT_FALSE(d->temperature_slowdown_celsius);
+    EXPECT_FALSE(d->power_watts);
+    EXPECT_FALSE(d->power_limit_watts);
+    EXPECT_FALSE(d->energy_joules);
+    EXPECT_TRUE(d->clock_hertz.empty());
+    EXPECT_FALSE(d->ecc_corrected);
+    EXPECT_FALSE(d->pcie_replays);
+    EXPECT_TRUE(d->errors.empty());
+    // The other card is untouched.
+    EXPECT_DOUBLE_EQ(*find_bus(devices, "0000:c1:00.0")->utilization_ratio, 1.0);
+  }
+}
+
+TEST(AmdgpuBackend, IoErrorIsAReadError) {
+  auto reader = [](const std::string& path, std::size_t max, std::string& out) {
+    if (path.find(kMi210) != std::string::npos &&
+        (ends_with(path, "gpu_busy_percent") || ends_with(path, "temp2_input"))) {
+      return EIO;
+    }
+    return read_sysfs_file(path, max, out);
+  };
+  std::vector<DeviceSample> devices = sample(fixture_roots(), reader);
+  const DeviceSample* d = find_bus(devices, "0000:c1:00.0");
+  ASSERT_NE(d, nullptr);
+  EXPECT_FALSE(d->utilization_ratio);
+  EXPECT_EQ(d->temperature_celsius.count("junction"), 0u);
+  EXPECT_DOUBLE_EQ(d->temperature_celsius.at("edge"), 58.0);
+  EXPECT_EQ(count(d->errors, "read_error"), 2u);
+  EXPECT_EQ(d->errors.size(), 2u);
+}
+
+TEST(AmdgpuBackend, DirectoryInPlaceOfAFileIsAReadError) {
+  // read() of a directory fails with EISDIR: an unexpected failure.
+  TempTree tree;
+  tree.remove(kMi210 + "/mem_info_vram_used");
+  fs::create_directory(tree.path(kMi210 + "/mem_info_vram_used"));
+  std::vector<DeviceSample> devices = sample(tree.roots());
+  const DeviceSample* d = find_bus(devices, "0000:c1:00.0");
+  ASSERT_NE(d, nullptr);
+  EXPECT_FALSE(d->memory_used_bytes);
+  EXPECT_DOUBLE_EQ(*d->memory_total_bytes, 68702699520.0);
+  EXPECT_EQ(d->errors, std::vector<std::string>{"read_error"});
+}
+
+TEST(AmdgpuBackend, MalformedValuesAreParseErrors) {
+  TempTree tree;
+  tree.write(kMi300x + "/gpu_busy_percent", "busy\n");
+  tree.write(kMi300x + "/hwmon/hwmon3/temp3_input", "52.0\n");
+  tree.write(kMi300x + "/ras/umc_err_count", "ue: 0\nce: lots\n");
+  std::vector<DeviceSample> devices = sample(tree.roots());
+  const DeviceSample* d = find_bus(devices, "0000:05:00.0");
+  ASSERT_NE(d, nullptr);
+  EXPECT_FALSE(d->utilization_ratio);
+  EXPECT_EQ(d->temperature_celsius.count("memory"), 0u);
+  EXPECT_DOUBLE_EQ(d->temperature_celsius.at("junction"), 71.0);
+  EXPECT_FALSE(d->ecc_corrected);
+  EXPECT_FALSE(d->ecc_uncorrected);
+  EXPECT_EQ(count(d->errors, "parse_error"), 3u);
+  EXPECT_DOUBLE_EQ(*d->memory_utilization_ratio, 0.41);
+}
+
+TEST(AmdgpuBackend, RasQueryInaccessibleIsNotAnError) {
+  TempTree tree;
+  tree.write(kMi210 + "/ras/umc_err_count", "Query currently inaccessible\n");
+  std::vector<DeviceSample> devices = sample(tree.roots());
+  const DeviceSample* d = find_bus(devices, "0000:c1:00.0");
+  ASSERT_NE(d, nullptr);
+  EXPECT_FALSE(d->ecc_corrected);
+  EXPECT_FALSE(d->ecc_uncorrected);
+  EXPECT_TRUE(d->errors.empty());
+}
+
+TEST(AmdgpuBackend, TruncatedGpuMetricsIsAParseErrorAnUnknownLayoutIsNot) {
+  const std::string full = read_file(fixture_sysfs() / kMi300x / "gpu_metrics");
+  ASSERT_EQ(full.size(), 1664u);
+  for (const std::string& damaged : {full.substr(0, 60), full.substr(0, 2)}) {
+    TempTree tree;
+    tree.write(kMi300x + "/gpu_metrics", damaged);
+    std::vector<DeviceSample> devices = sample(tree.roots());
+    const DeviceSample* d = find_bus(devices, "0000:05:00.0");
+    ASSERT_NE(d, nullptr);
+    EXPECT_FALSE(d->energy_joules);
+    EXPECT_EQ(d->errors, std::vector<std::string>{"parse_error"});
+    EXPECT_DOUBLE_EQ(*d->power_watts, 612.0);
+  }
+  // A layout newer than the code (here content_revision 9) is well formed:
+  // no energy, but no error counted every cycle either.
+  std::string unknown = full;
+  unknown[3] = 9;
+  TempTree tree;
+  tree.write(kMi300x + "/gpu_metrics", unknown);
+  std::vector<DeviceSample> devices = sample(tree.roots());
+  const DeviceSample* d = find_bus(devices, "0000:05:00.0");
+  ASSERT_NE(d, nullptr);
+  EXPECT_FALSE(d->energy_joules);
+  EXPECT_TRUE(d->errors.empty());
+  EXPECT_DOUBLE_EQ(*d->power_watts, 612.0);
+}
+
+TEST(AmdgpuBackend, IdentityFallbacks) {
+  TempTree tree;
+  tree.remove(kMi300x + "/unique_id");
+  tree.remove(kMi300x + "/product_name");
+  tree.remove(kMi300x + "/serial_number");
+  tree.remove("module/amdgpu/version");  // the in-tree driver has none
+  std::vector<DeviceSample> devices = sample(tree.roots());
+  const DeviceSample* d = find_bus(devices, "0000:05:00.0");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->uuid, "amd-0000:05:00.0");
+  EXPECT_EQ(d->model, "AMD 0x74a1");
+  EXPECT_EQ(d->serial, "");
+  EXPECT_EQ(d->driver_version, "");
+  EXPECT_TRUE(d->errors.empty());
+}
+
+TEST(AmdgpuBackend, AbsentFilesAreAbsentValues) {
+  // An older kernel on the MI300X: no temp2_crit (no threshold), no power
+  // attribute at all, no ras/ directory, no gpu_metrics, no freq labels.
+  TempTree tree;
+  const std::string hwmon = kMi300x + "/hwmon/hwmon3/";
+  tree.remove(hwmon + "temp2_crit");
+  tree.remove(hwmon + "temp3_crit");
+  tree.remove(hwmon + "power1_input");
+  tree.remove(hwmon + "freq1_label");
+  tree.remove(hwmon + "freq2_label");
+  tree.remove(hwmon + "temp3_label");
+  fs::remove_all(tree.path(kMi300x + "/ras"));
+  tree.remove(kMi300x + "/gpu_metrics");
+  std::vector<DeviceSample> devices = sample(tree.roots());
+  const DeviceSample* d = find_bus(devices, "0000:05:00.0");
+  ASSERT_NE(d, nullptr);
+  EXPECT_FALSE(d->temperature_slowdown_celsius);
+  EXPECT_FALSE(d->power_watts);
+  EXPECT_DOUBLE_EQ(*d->power_limit_watts, 750.0);
+  EXPECT_FALSE(d->ecc_corrected);
+  EXPECT_FALSE(d->energy_joules);
+  // Unlabelled channels keep amdgpu's fixed meaning.
+  EXPECT_DOUBLE_EQ(d->temperature_celsius.at("memory"), 52.0);
+  EXPECT_DOUBLE_EQ(d->clock_hertz.at("graphics"), 2.1e9);
+  EXPECT_DOUBLE_EQ(d->clock_hertz.at("memory"), 1.3e9);
+  EXPECT_TRUE(d->errors.empty());
+}
+
+TEST(AmdgpuBackend, CardVanishingMidReadIsSkipped) {
+  TempTree tree;
+  const fs::path mi210 = tree.path(kMi210);
+  // The MI210 is hot-removed while its attributes are being read.
+  auto reader = [mi210](const std::string& path, std::size_t max, std::string& out) {
+    if (ends_with(path, kMi210 + "/gpu_busy_percent")) fs::remove_all(mi210);
+    return read_sysfs_file(path, max, out);
+  };
+  std::vector<DeviceSample> devices = sample(tree.roots(), reader);
+  ASSERT_EQ(devices.size(), 1u);
+  EXPECT_EQ(devices[0].pci_bus_id, "0000:05:00.0");
+  EXPECT_EQ(devices[0].index, 0u);
+  EXPECT_TRUE(devices[0].errors.empty());
+}
+
+TEST(AmdgpuBackend, CardAnsweringEnodevIsSkipped) {
+  auto reader = [](const std::string& path, std::size_t max, std::string& out) {
+    if (path.find(kMi300x + "/hwmon/") != std::string::npos) return ENODEV;
+    return read_sysfs_file(path, max, out);
+  };
+  std::vector<DeviceSample> devices = sample(fixture_roots(), reader);
+  ASSERT_EQ(devices.size(), 1u);
+  EXPECT_EQ(devices[0].pci_bus_id, "0000:c1:00.0");
+  EXPECT_EQ(devices[0].index, 1u);  // indexes do not shift
+}
+
+TEST(AmdgpuBackend, OnlyCardsBoundToAmdgpu) {
+  TempTree tree;
+  // An AMD GPU driven by radeon is not ours.
+  tree.remove(kMi210 + "/driver");
+  fs::create_directory_symlink("../../../../bus/pci/drivers/radeon", tree.path(kMi210 + "/driver"));
+  std::vector<DeviceSample> devices = sample(tree.roots());
+  ASSERT_EQ(devices.size(), 1u);
+  EXPECT_EQ(devices[0].pci_bus_id, "0000:05:00.0");
+
+  // No driver link at all (a container's copy of sysfs): amdgpu's files decide.
+  tree.remove(kMi210 + "/driver");
+  devices = sample(tree.roots());
+  EXPECT_EQ(devices.size(), 2u);
+}
+
+TEST(AmdgpuBackend, NoDrmOrNoAmdCardIsNoDevices) {
+  Roots none{fs::temp_directory_path() / "nodewatch-amdgpu-no-such-sysfs", "/nonexistent"};
+  EXPECT_TRUE(sample(none).empty());
+
+  TempTree tree;
+  tree.remove("class/drm/card2");
+  tree.remove("class/drm/card10");
+  EXPECT_TRUE(sample(tree.roots()).empty());
+}
+
+TEST(AmdgpuBackend, StopsWhenTheCollectionIsCancelled) {
+  std::atomic<bool> cancelled{true};
+  CollectContext ctx{std::chrono::steady_clock::now() + std::chrono::seconds(30), &cancelled};
+  EXPECT_TRUE(make_amdgpu_backend(fixture_roots())->sample(ctx).empty());
+
+  // Cancelled after the first card: that card is kept, the next not read.
+  cancelled = false;
+  auto reader = [&cancelled](const std::string& path, std::size_t max, std::string& out) {
+    if (ends_with(path, kMi300x + "/gpu_busy_percent")) cancelled = true;
+    return read_sysfs_file(path, max, out);
+  };
+  std::vector<DeviceSample> devices = make_amdgpu_backend(fixture_roots(), reader)->sample(ctx);
+  ASSERT_EQ(devices.size(), 1u);
+  EXPECT_EQ(devices[0].pci_bus_id, "0000:05:00.0");
+}
+
+// ---------------------------------------------------------------------------
+// The accelerator collector over the amdgpu backend
+
+TEST(AmdgpuCollector, SeriesFromTheFixture) {
+  ExpectWellFormedTable(accelerator_metric_table(), "nodewatch_accelerator_");
+  std::vector<std::unique_ptr<Backend>> backends;
+  backends.push_back(make_amdgpu_backend(fixture_roots()));
+  AcceleratorCollector collector(std::move(backends));
+  MetricSink sink(collector.metrics());
+  CollectOnce(collector, sink);
+  ExpectConformant(sink);
+  EXPECT_TRUE(sink.errors().empty());
+
+  const std::string a0 = "0", u0 = "amd-4f8a2c1e9b3d7065";
+  const std::string a1 = "1", u1 = "amd-71b6c2d8e04f9a35";
+  EXPECT_EQ(
+      Value(sink, "nodewatch_accelerator_info",
+            {a0, u0, "amd", "AMD Instinct MI300X OAM", "0000:05:00.0", "6.10.5", "692331000142"}),
+      1);
+  EXPECT_EQ(Value(sink, "nodewatch_accelerator_info",
+                  {a1, u1, "amd", "AMD Instinct MI210", "0000:c1:00.0", "6.10.5", "692247000318"}),
+            1);
+  EXPECT_EQ(Value(sink, "nodewatch_accelerator_up", {a0, u0}), 1);
+  EXPECT_DOUBLE_EQ(Value(sink, "nodewatch_accelerator_utilization_ratio", {a0, u0}), 0.87);
+  EXPECT_DOUBLE_EQ(Value(sink, "nodewatch_accelerator_memory_total_bytes", {a1, u1}),
+                   68702699520.0);
+  EXPECT_DOUBLE_EQ(Value(sink, "nodewatch_accelerator_temperature_celsius", {a0, u0, "junction"}),
+                   71.0);
+  EXPECT_DOUBLE_EQ(Value(sink, "nodewatch_accelerator_temperature_celsius", {a1, u1, "edge"}),
+                   58.0);
+  double v = 0;
+  EXPECT_FALSE(sink.get("nodewatch_accelerator_temperature_celsius", {a0, u0, "edge"}, &v));
+  EXPECT_DOUBLE_EQ(Value(sink, "nodewatch_accelerator_temperature_slowdown_celsius", {a1, u1}),
+                   110.0);
+  EXPECT_DOUBLE_EQ(Value(sink, "nodewatch_accelerator_power_watts", {a1, u1}), 287.0);
+  EXPECT_DOUBLE_EQ(Value(sink, "nodewatch_accelerator_power_limit_watts", {a0, u0}), 750.0);
+  EXPECT_DOUBLE_EQ(Value(sink, "nodewatch_accelerator_energy_joules_total", {a0, u0}), 123456789.5);
+  EXPECT_DOUBLE_EQ(Value(sink, "nodewatch_accelerator_clock_hertz", {a0, u0, "graphics"}), 2.1e9);
+  EXPECT_DOUBLE_EQ(Value(sink, "nodewatch_accelerator_ecc_errors_total", {a1, u1, "corrected"}),
+                   17.0);
+  EXPECT_DOUBLE_EQ(Value(sink, "nodewatch_accelerator_ecc_errors_total", {a1, u1, "uncorrected"}),
+                   1.0);
+  EXPECT_DOUBLE_EQ(Value(sink, "nodewatch_accelerator_pcie_replays_total", {a0, u0}), 3.0);
+  EXPECT_FALSE(sink.get("nodewatch_accelerator_remapped_rows", {a0, u0, "correctable"}, &v));
+}
+
+TEST(AmdgpuCollector, PartialFailuresAreCounted) {
+  TempTree tree;
+  tree.write(kMi300x + "/gpu_busy_percent", "busy\n");
+  tree.write(kMi210 + "/gpu_metrics", "\x78");
+  std::vector<std::unique_ptr<Backend>> backends;
+  backends.push_back(make_amdgpu_backend(tree.roots()));
+  AcceleratorCollector collector(std::move(backends));
+  MetricSink sink(collector.metrics());
+  CollectOnce(collector, sink);
+  ASSERT_EQ(sink.errors().count("parse_error"), 1u);
+  EXPECT_EQ(sink.errors().at("parse_error"), 2u);
+  double v = 0;
+  EXPECT_FALSE(
+      sink.get("nodewatch_accelerator_utilization_ratio", {"0", "amd-4f8a2c1e9b3d7065"}, &v));
+  EXPECT_TRUE(sink.get("nodewatch_accelerator_up", {"0", "amd-4f8a2c1e9b3d7065"}, &v));
+}
+
+}  // namespace
+}  // namespace nodewatch::accelerator
