@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "app.hpp"
+#include "accelerator/accelerator_collector.hpp"
 #include "pcie/pcie_collector.hpp"
 #include "storage/storage_collector.hpp"
 
@@ -11,6 +12,7 @@ namespace nodewatch {
 
 std::span<const CollectorSpec> builtin_collectors() {
   static const std::vector<CollectorSpec> kCatalog = {
+      accelerator_collector_spec(),
       pcie_collector_spec(),
       storage_collector_spec(),
   };

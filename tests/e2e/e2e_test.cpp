@@ -48,9 +48,19 @@ std::vector<std::string> FixtureArgs(const TempDir& dir) {
       }
     }
   }
-  return {"--config", kConfig.string(),
+  // The accelerator collector loads the fake NVML (8 GPUs) built by the
+  // tests; the configuration names it, as an operator would a driver path.
+  std::ofstream(dir.path() / "nodewatch.toml")
+      << ReadFile(kConfig) << "\n[collectors.accelerator]\ninterval = \"1h\"\nnvml_library = \""
+      << FAKE_NVML_LIBRARY << "\"\n";
+  return {"--config", (dir.path() / "nodewatch.toml").string(),
           "--sysfs",  (dir.path() / "node" / "sys").string(),
           "--procfs", (dir.path() / "node" / "proc").string()};
+}
+
+// The fake NVML's scenario for the end-to-end node.
+std::vector<std::string> FixtureEnv() {
+  return {"FAKE_NVML_SCENARIO=" + (kFixtures / "nvml" / "eight_gpus.scenario").string()};
 }
 
 // Replaces what legitimately changes from run to run: timings, timestamps,
@@ -90,6 +100,7 @@ void CompareWithGolden(const std::string& actual) {
 std::string RunOnce(const TempDir& dir) {
   DaemonProcess::Options o;
   o.args = FixtureArgs(dir);
+  o.env = FixtureEnv();
   o.args.push_back("--once");
   o.stdout_file = dir.path() / "out.prom";
   DaemonProcess d(o, dir.path() / "log");
@@ -101,7 +112,7 @@ std::string RunOnce(const TempDir& dir) {
 TEST(E2ETest, OnceMatchesGolden) {
   TempDir dir;
   std::string out = RunOnce(dir);
-  for (const char* family : {"nodewatch_storage_", "nodewatch_pcie_"})
+  for (const char* family : {"nodewatch_storage_", "nodewatch_pcie_", "nodewatch_accelerator_"})
     ASSERT_NE(out.find(family), std::string::npos) << family << " missing:\n" << out;
   CompareWithGolden(Normalize(out));
 }
@@ -110,6 +121,7 @@ TEST(E2ETest, ServedMetricsMatchGoldenPlainAndGzip) {
   TempDir dir;
   DaemonProcess::Options o;
   o.args = FixtureArgs(dir);
+  o.env = FixtureEnv();
   o.args.insert(o.args.end(), {"--listen", "127.0.0.1:0"});
   DaemonProcess d(o, dir.path() / "log");
   auto port = d.port();
@@ -160,6 +172,7 @@ TEST(E2ETest, ThousandScrapesLeakNoDescriptorsAndNoMemory) {
   TempDir dir;
   DaemonProcess::Options o;
   o.args = FixtureArgs(dir);
+  o.env = FixtureEnv();
   o.args.insert(o.args.end(), {"--listen", "127.0.0.1:0"});
   DaemonProcess d(o, dir.path() / "log");
   auto port = d.port();

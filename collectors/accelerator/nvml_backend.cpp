@@ -1,0 +1,955 @@
+// The NVIDIA backend: NVML loaded with dlopen at run time (no NVIDIA header
+// or library at build time; the ABI we call is declared in nvml_api.hpp).
+//
+// Shape:
+//  - sample() loads and initialises the library lazily. No library or no
+//    driver: no devices (retried at most once a minute). A library without a
+//    required symbol, or whose nvmlInit fails for another reason: CollectError
+//    on every cycle (the load is retried at most once a minute).
+//  - Each device is queried on a persistent thread of its own (created the
+//    first time the device is seen), so that a call that hangs in the driver
+//    (seen in the field after XID 45/79, and in nvmlInit on some drivers)
+//    holds up only that device. sample() waits for all of them up to 80% of
+//    the time left before the collection deadline; a device still inside a
+//    call is reported up=0 "device_stuck", and is not queried again until
+//    that call returns. nvmlInit and nvmlDeviceGetCount run on the
+//    collection thread itself: a hang there stalls this collector only (it
+//    has a thread of its own, and the scheduler fails it at its deadline).
+//  - A background thread counts XID events (nvmlEventSetWait_v2) per device
+//    and code; sample() copies the counts into each device's sample.
+//  - The loaded library (handle, function table, init) is one Session held by
+//    shared_ptr by the backend, the device threads and the XID thread. The
+//    last owner calls nvmlShutdown and then dlclose. That is what makes it
+//    safe to detach a thread that is stuck in the driver when the backend is
+//    destroyed: the thread owns everything it touches (its state and the
+//    Session, hence the library's code and NVML's own state), touches nothing
+//    of the backend, and cleans up after itself if its call ever returns.
+//
+// Symbols. Required (the backend cannot name or reach a device without
+// them, and every NVML release since the first has them): nvmlInit_v2 or
+// nvmlInit, nvmlShutdown, nvmlErrorString, nvmlDeviceGetCount_v2 or
+// nvmlDeviceGetCount, nvmlDeviceGetHandleByIndex_v2 or
+// nvmlDeviceGetHandleByIndex, nvmlDeviceGetUUID (the `uuid` label). Every
+// other symbol is optional: when it is missing, the values it gives are
+// simply absent. Versioned names are tried newest first.
+
+#include "accelerator/nvml_backend.hpp"
+
+#include <dlfcn.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "accelerator/backend.hpp"
+#include "nodewatch/metric.hpp"
+
+namespace nodewatch::accelerator {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A library or driver that is absent (or broken) is looked for again at most
+// this often: dlopen and nvmlInit are not free, and a CPU node would
+// otherwise pay for them every cycle.
+constexpr auto kRetryInterval = std::chrono::minutes(1);
+// Share of the time left before the collection deadline that sample() waits
+// for the device threads; the rest is for turning samples into metrics.
+constexpr int kBudgetPercent = 80;
+// nvmlEventSetWait_v2's timeout: also how quickly the XID thread notices a
+// stop request.
+constexpr unsigned kEventWaitMs = 500;
+// How long the destructor waits for the threads before detaching them.
+constexpr auto kStopGrace = std::chrono::seconds(1);
+// Upper bound on NVLink-C2C links asked for (Grace Hopper has 10 lanes in
+// one link; this only guards against a nonsense count).
+constexpr unsigned kMaxC2cLinks = 16;
+
+// ---------------------------------------------------------------------------
+// The library.
+
+struct DlClose {
+  void operator()(void* handle) const { dlclose(handle); }
+};
+using DlHandle = std::unique_ptr<void, DlClose>;
+
+// The resolved function table. Null: the library lacks that symbol.
+struct Api {
+  // Required.
+  nvml::InitFn init = nullptr;
+  nvml::ShutdownFn shutdown = nullptr;
+  nvml::ErrorStringFn error_string = nullptr;
+  nvml::DeviceGetCountFn device_get_count = nullptr;
+  nvml::DeviceGetHandleByIndexFn device_get_handle_by_index = nullptr;
+  nvml::DeviceGetStringFn device_get_uuid = nullptr;
+  // Optional.
+  nvml::SystemGetStringFn system_get_driver_version = nullptr;
+  nvml::DeviceGetStringFn device_get_name = nullptr;
+  nvml::DeviceGetStringFn device_get_serial = nullptr;
+  nvml::DeviceGetPciInfoFn device_get_pci_info = nullptr;
+  bool pci_info_v1 = false;  // only nvmlDeviceGetPciInfo: read bus_id_legacy, not bus_id
+  nvml::DeviceGetUtilizationFn device_get_utilization_rates = nullptr;
+  nvml::DeviceGetMemoryInfoV2Fn device_get_memory_info_v2 = nullptr;
+  nvml::DeviceGetMemoryInfoFn device_get_memory_info = nullptr;
+  nvml::DeviceGetTemperatureVFn device_get_temperature_v = nullptr;
+  nvml::DeviceGetTemperatureFn device_get_temperature = nullptr;
+  nvml::DeviceGetTemperatureThresholdFn device_get_temperature_threshold = nullptr;
+  nvml::DeviceGetUintFn device_get_power_usage = nullptr;
+  nvml::DeviceGetUintFn device_get_enforced_power_limit = nullptr;
+  nvml::DeviceGetUllFn device_get_total_energy_consumption = nullptr;
+  nvml::DeviceGetClockInfoFn device_get_clock_info = nullptr;
+  nvml::DeviceGetUllFn device_get_clocks_event_reasons = nullptr;
+  nvml::DeviceGetTotalEccErrorsFn device_get_total_ecc_errors = nullptr;
+  nvml::DeviceGetRemappedRowsFn device_get_remapped_rows = nullptr;
+  nvml::DeviceGetUintFn device_get_pcie_replay_counter = nullptr;
+  nvml::DeviceGetPcieThroughputFn device_get_pcie_throughput = nullptr;
+  nvml::DeviceGetFieldValuesFn device_get_field_values = nullptr;
+  nvml::EventSetCreateFn event_set_create = nullptr;
+  nvml::DeviceRegisterEventsFn device_register_events = nullptr;
+  nvml::EventSetWaitFn event_set_wait = nullptr;
+  nvml::EventSetFreeFn event_set_free = nullptr;
+};
+
+// Sets `out` to the first of `names` the library exports; returns that
+// name, or nullptr when it exports none of them.
+template <typename Fn>
+const char* resolve(void* lib, Fn& out, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    if (void* sym = dlsym(lib, name)) {
+      // POSIX guarantees that a dlsym result converts to a function pointer.
+      out = reinterpret_cast<Fn>(sym);
+      return name;
+    }
+  }
+  return nullptr;
+}
+
+// Resolves the whole table; returns the required symbols that are missing,
+// e.g. {"nvmlDeviceGetCount_v2 (or nvmlDeviceGetCount)"}.
+std::vector<std::string> resolve_all(void* lib, Api& a) {
+  std::vector<std::string> missing;
+  auto required = [&](auto& out, std::initializer_list<const char*> names) {
+    if (resolve(lib, out, names) != nullptr) return;
+    std::string m = *names.begin();
+    if (names.size() > 1) m += " (or " + std::string(*(names.begin() + 1)) + ")";
+    missing.push_back(std::move(m));
+  };
+  required(a.init, {"nvmlInit_v2", "nvmlInit"});
+  required(a.shutdown, {"nvmlShutdown"});
+  required(a.error_string, {"nvmlErrorString"});
+  required(a.device_get_count, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"});
+  required(a.device_get_handle_by_index,
+           {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"});
+  required(a.device_get_uuid, {"nvmlDeviceGetUUID"});
+
+  resolve(lib, a.system_get_driver_version, {"nvmlSystemGetDriverVersion"});
+  resolve(lib, a.device_get_name, {"nvmlDeviceGetName"});
+  resolve(lib, a.device_get_serial, {"nvmlDeviceGetSerial"});
+  const char* pci =
+      resolve(lib, a.device_get_pci_info,
+              {"nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2", "nvmlDeviceGetPciInfo"});
+  a.pci_info_v1 = pci != nullptr && std::strcmp(pci, "nvmlDeviceGetPciInfo") == 0;
+  resolve(lib, a.device_get_utilization_rates, {"nvmlDeviceGetUtilizationRates"});
+  resolve(lib, a.device_get_memory_info_v2, {"nvmlDeviceGetMemoryInfo_v2"});
+  if (a.device_get_memory_info_v2 == nullptr)
+    resolve(lib, a.device_get_memory_info, {"nvmlDeviceGetMemoryInfo"});
+  resolve(lib, a.device_get_temperature_v, {"nvmlDeviceGetTemperatureV"});
+  if (a.device_get_temperature_v == nullptr)
+    resolve(lib, a.device_get_temperature, {"nvmlDeviceGetTemperature"});
+  resolve(lib, a.device_get_temperature_threshold, {"nvmlDeviceGetTemperatureThreshold"});
+  resolve(lib, a.device_get_power_usage, {"nvmlDeviceGetPowerUsage"});
+  resolve(lib, a.device_get_enforced_power_limit, {"nvmlDeviceGetEnforcedPowerLimit"});
+  resolve(lib, a.device_get_total_energy_consumption, {"nvmlDeviceGetTotalEnergyConsumption"});
+  resolve(lib, a.device_get_clock_info, {"nvmlDeviceGetClockInfo"});
+  resolve(lib, a.device_get_clocks_event_reasons,
+          {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
+  resolve(lib, a.device_get_total_ecc_errors, {"nvmlDeviceGetTotalEccErrors"});
+  resolve(lib, a.device_get_remapped_rows, {"nvmlDeviceGetRemappedRows"});
+  resolve(lib, a.device_get_pcie_replay_counter, {"nvmlDeviceGetPcieReplayCounter"});
+  resolve(lib, a.device_get_pcie_throughput, {"nvmlDeviceGetPcieThroughput"});
+  resolve(lib, a.device_get_field_values, {"nvmlDeviceGetFieldValues"});
+  resolve(lib, a.event_set_create, {"nvmlEventSetCreate"});
+  resolve(lib, a.device_register_events, {"nvmlDeviceRegisterEvents"});
+  resolve(lib, a.event_set_wait, {"nvmlEventSetWait_v2", "nvmlEventSetWait"});
+  resolve(lib, a.event_set_free, {"nvmlEventSetFree"});
+  return missing;
+}
+
+// One loaded and initialised NVML, shared by every thread that calls it
+// (see the top of this file). Destruction order is the point: the
+// destructor's body calls nvmlShutdown, then `lib` closes the library.
+struct Session {
+  DlHandle lib;
+  Api api;
+  std::string library;  // as configured, for messages
+  std::string driver_version;
+  bool initialized = false;
+
+  Session() = default;
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+  ~Session() {
+    if (initialized) api.shutdown();
+  }
+
+  // "Driver Not Loaded (9)".
+  std::string error(nvml::Return rc) const {
+    const char* text = api.error_string != nullptr ? api.error_string(rc) : nullptr;
+    return std::string(text != nullptr ? text : "NVML error") + " (" + std::to_string(rc) + ")";
+  }
+};
+
+// A C string from a fixed NVML buffer that may lack its NUL, made safe as a
+// label value: bytes that are not valid UTF-8 become '?'.
+std::string c_string(const char* buf, std::size_t size) {
+  std::string s(buf, strnlen(buf, size));
+  if (!is_valid_utf8(s))
+    for (char& c : s)
+      if (static_cast<unsigned char>(c) >= 0x80) c = '?';
+  return s;
+}
+
+// ---------------------------------------------------------------------------
+// One device's query.
+
+// Thrown inside a query when the device answers GPU_IS_LOST or
+// RESET_REQUIRED: what was read of it this cycle is dropped.
+struct DeviceGone {
+  const char* reason;
+};
+
+// Sorts one return code: true on success; false (the value stays empty) on
+// NOT_SUPPORTED, or on any other error, which also records "nvml_error".
+bool ok(nvml::Return rc, DeviceSample& d) {
+  switch (rc) {
+    case nvml::kSuccess: return true;
+    case nvml::kErrorNotSupported: return false;
+    case nvml::kErrorGpuIsLost: throw DeviceGone{"gpu_lost"};
+    case nvml::kErrorResetRequired: throw DeviceGone{"reset_required"};
+    default: d.errors.emplace_back("nvml_error"); return false;
+  }
+}
+
+// The same for one field of nvmlDeviceGetFieldValues, with one difference:
+// INVALID_ARGUMENT there means "a field id this driver does not know" (an
+// older driver asked for a newer field), which is "not supported", not an
+// error to count every cycle.
+bool field_ok(const nvml::FieldValue& f, DeviceSample& d) {
+  if (f.nvml_return == nvml::kErrorInvalidArgument) return false;
+  return ok(f.nvml_return, d) && field_value_as_double(f).has_value();
+}
+
+void copy_identity(const DeviceSample& from, DeviceSample& to) {
+  to.uuid = from.uuid;
+  to.model = from.model;
+  to.pci_bus_id = from.pci_bus_id;
+  to.serial = from.serial;
+}
+
+std::string read_string(nvml::DeviceGetStringFn fn, nvml::Device dev, unsigned size,
+                        DeviceSample& d) {
+  if (fn == nullptr) return {};
+  std::array<char, 128> buf{};
+  if (!ok(fn(dev, buf.data(), size), d)) return {};
+  return c_string(buf.data(), size);
+}
+
+std::string read_pci_bus_id(const Api& a, nvml::Device dev, DeviceSample& d) {
+  if (a.device_get_pci_info == nullptr) return {};
+  nvml::PciInfo pci{};
+  if (!ok(a.device_get_pci_info(dev, &pci), d)) return {};
+  std::string id = a.pci_info_v1 ? c_string(pci.bus_id_legacy, sizeof pci.bus_id_legacy)
+                                 : c_string(pci.bus_id, sizeof pci.bus_id);
+  std::string normalized = normalize_pci_bus_id(id);
+  if (!normalized.empty()) return normalized;
+  // The numeric fields are in every version of the struct; the function
+  // number is not, and NVML only reports function 0.
+  std::array<char, 32> buf{};
+  std::snprintf(buf.data(), buf.size(), "%04x:%02x:%02x.0", pci.domain, pci.bus, pci.device);
+  return buf.data();
+}
+
+// Field values in one batched call (one driver round trip instead of one
+// per value). The C2C per-link fields need the link count first, so they
+// come in a second call, only on devices that have C2C links.
+void read_fields(const Api& a, nvml::Device dev, DeviceSample& d) {
+  if (a.device_get_field_values == nullptr) return;
+  struct Throttle {
+    unsigned field;
+    const char* reason;
+  };
+  static constexpr std::array<Throttle, 5> kThrottleFields = {{
+      {nvml::kFieldClocksEventSwPowerCapNs, "sw_power_cap"},
+      {nvml::kFieldClocksEventSyncBoostNs, "sync_boost"},
+      {nvml::kFieldClocksEventSwThermalNs, "sw_thermal"},
+      {nvml::kFieldClocksEventHwThermalNs, "hw_thermal"},
+      {nvml::kFieldClocksEventHwPowerBrakeNs, "hw_power_brake"},
+  }};
+  std::vector<nvml::FieldValue> f;
+  auto ask = [&f](unsigned field, unsigned scope = 0) {
+    nvml::FieldValue v{};
+    v.field_id = field;
+    v.scope_id = scope;
+    f.push_back(v);
+    return f.size() - 1;
+  };
+  const std::size_t mem_temp = ask(nvml::kFieldMemoryTemp);
+  const std::size_t tx = ask(nvml::kFieldPcieCountTxBytes);
+  const std::size_t rx = ask(nvml::kFieldPcieCountRxBytes);
+  const std::size_t c2c_count = ask(nvml::kFieldC2cLinkCount);
+  const std::size_t throttle_first = f.size();
+  for (const Throttle& t : kThrottleFields) ask(t.field);
+
+  if (!ok(a.device_get_field_values(dev, static_cast<int>(f.size()), f.data()), d)) return;
+  if (field_ok(f[mem_temp], d))
+    d.temperature_celsius["memory"] = *field_value_as_double(f[mem_temp]);
+  // "Value can be wrapped" (NVML): exported as is, a wrap reads as a
+  // counter reset.
+  if (field_ok(f[tx], d)) d.host_link_tx_bytes = *field_value_as_double(f[tx]);
+  if (field_ok(f[rx], d)) d.host_link_rx_bytes = *field_value_as_double(f[rx]);
+  for (std::size_t i = 0; i < kThrottleFields.size(); ++i) {
+    const nvml::FieldValue& v = f[throttle_first + i];
+    if (field_ok(v, d))
+      d.clock_throttle_seconds[kThrottleFields[i].reason] = *field_value_as_double(v) / 1e9;
+  }
+
+  if (!field_ok(f[c2c_count], d)) return;
+  const double links_d = *field_value_as_double(f[c2c_count]);
+  const unsigned links =
+      links_d > 0 ? static_cast<unsigned>(std::min<double>(links_d, kMaxC2cLinks)) : 0;
+  if (links == 0) return;
+  f.clear();
+  for (unsigned l = 0; l < links; ++l) {
+    ask(nvml::kFieldC2cLinkStatus, l);
+    ask(nvml::kFieldC2cLinkErrorIntr, l);
+    ask(nvml::kFieldC2cLinkErrorReplay, l);
+  }
+  if (!ok(a.device_get_field_values(dev, static_cast<int>(f.size()), f.data()), d)) return;
+  for (unsigned l = 0; l < links; ++l) {
+    const nvml::FieldValue* v = &f[3 * l];
+    if (field_ok(v[0], d)) d.c2c_link_active[l] = *field_value_as_double(v[0]) != 0;
+    // Errors: CRC errors plus replays, whichever of the two the driver has.
+    std::optional<double> errors;
+    for (int k = 1; k <= 2; ++k)
+      if (field_ok(v[k], d)) errors = errors.value_or(0) + *field_value_as_double(v[k]);
+    if (errors) d.c2c_link_errors[l] = *errors;
+  }
+}
+
+// Reads everything about device `index` into `d`. `publish_identity` is
+// called as soon as the identity is known, so that a device that then hangs
+// is still reported under its uuid.
+void read_device(const Session& s, unsigned index, DeviceSample& d,
+                 const std::function<void(const DeviceSample&)>& publish_identity) {
+  const Api& a = s.api;
+  nvml::Device dev = nullptr;
+  if (!ok(a.device_get_handle_by_index(index, &dev), d)) {
+    // No handle, no values: the device does not answer its driver.
+    d.up = false;
+    return;
+  }
+  d.uuid = read_string(a.device_get_uuid, dev, nvml::kUuidBufferSize, d);
+  d.model = read_string(a.device_get_name, dev, nvml::kNameBufferSize, d);
+  d.serial = read_string(a.device_get_serial, dev, nvml::kSerialBufferSize, d);
+  d.pci_bus_id = read_pci_bus_id(a, dev, d);
+  publish_identity(d);
+
+  if (a.device_get_utilization_rates != nullptr) {
+    nvml::Utilization u{};
+    if (ok(a.device_get_utilization_rates(dev, &u), d)) {
+      d.utilization_ratio = u.gpu / 100.0;
+      d.memory_utilization_ratio = u.memory / 100.0;
+    }
+  }
+  // v2 reports the driver's reserved memory apart from `used` (what
+  // nvidia-smi shows as used); v1's `used` includes it.
+  if (a.device_get_memory_info_v2 != nullptr) {
+    nvml::MemoryV2 m{};
+    m.version = nvml::kMemoryV2Version;
+    if (ok(a.device_get_memory_info_v2(dev, &m), d)) {
+      d.memory_used_bytes = static_cast<double>(m.used);
+      d.memory_total_bytes = static_cast<double>(m.total);
+    }
+  } else if (a.device_get_memory_info != nullptr) {
+    nvml::Memory m{};
+    if (ok(a.device_get_memory_info(dev, &m), d)) {
+      d.memory_used_bytes = static_cast<double>(m.used);
+      d.memory_total_bytes = static_cast<double>(m.total);
+    }
+  }
+  if (a.device_get_temperature_v != nullptr) {
+    nvml::TemperatureV1 t{};
+    t.version = nvml::kTemperatureV1Version;
+    t.sensor_type = nvml::kTemperatureGpu;
+    if (ok(a.device_get_temperature_v(dev, &t), d)) d.temperature_celsius["gpu"] = t.temperature;
+  } else if (a.device_get_temperature != nullptr) {
+    unsigned t = 0;
+    if (ok(a.device_get_temperature(dev, nvml::kTemperatureGpu, &t), d))
+      d.temperature_celsius["gpu"] = t;
+  }
+  if (a.device_get_temperature_threshold != nullptr) {
+    unsigned t = 0;
+    if (ok(a.device_get_temperature_threshold(dev, nvml::kTemperatureThresholdSlowdown, &t), d))
+      d.temperature_slowdown_celsius = t;
+  }
+  if (a.device_get_power_usage != nullptr) {
+    unsigned mw = 0;
+    if (ok(a.device_get_power_usage(dev, &mw), d)) d.power_watts = mw / 1000.0;
+  }
+  if (a.device_get_enforced_power_limit != nullptr) {
+    unsigned mw = 0;
+    if (ok(a.device_get_enforced_power_limit(dev, &mw), d)) d.power_limit_watts = mw / 1000.0;
+  }
+  if (a.device_get_total_energy_consumption != nullptr) {
+    unsigned long long mj = 0;
+    if (ok(a.device_get_total_energy_consumption(dev, &mj), d))
+      d.energy_joules = static_cast<double>(mj) / 1000.0;
+  }
+  if (a.device_get_clock_info != nullptr) {
+    static constexpr std::array<std::pair<unsigned, const char*>, 3> kClocks = {
+        {{nvml::kClockSm, "sm"}, {nvml::kClockGraphics, "graphics"}, {nvml::kClockMem, "memory"}}};
+    for (const auto& [type, label] : kClocks) {
+      unsigned mhz = 0;
+      if (ok(a.device_get_clock_info(dev, type, &mhz), d)) d.clock_hertz[label] = mhz * 1e6;
+    }
+  }
+  if (a.device_get_clocks_event_reasons != nullptr) {
+    unsigned long long mask = 0;
+    if (ok(a.device_get_clocks_event_reasons(dev, &mask), d))
+      for (const NvmlThrottleReason& r : nvml_throttle_reasons())
+        d.clock_throttle_active[std::string(r.label)] = (mask & r.bit) != 0;
+  }
+  if (a.device_get_total_ecc_errors != nullptr) {
+    unsigned long long n = 0;
+    if (ok(a.device_get_total_ecc_errors(dev, nvml::kMemoryErrorCorrected,
+                                         nvml::kEccCounterVolatile, &n),
+           d))
+      d.ecc_corrected = static_cast<double>(n);
+    if (ok(a.device_get_total_ecc_errors(dev, nvml::kMemoryErrorUncorrected,
+                                         nvml::kEccCounterVolatile, &n),
+           d))
+      d.ecc_uncorrected = static_cast<double>(n);
+  }
+  if (a.device_get_remapped_rows != nullptr) {
+    unsigned corr = 0, unc = 0, pending = 0, failed = 0;
+    if (ok(a.device_get_remapped_rows(dev, &corr, &unc, &pending, &failed), d)) {
+      d.remapped_rows_correctable = corr;
+      d.remapped_rows_uncorrectable = unc;
+      d.row_remap_pending = pending != 0;
+      d.row_remap_failed = failed != 0;
+    }
+  }
+  if (a.device_get_pcie_replay_counter != nullptr) {
+    unsigned n = 0;
+    if (ok(a.device_get_pcie_replay_counter(dev, &n), d)) d.pcie_replays = n;
+  }
+  read_fields(a, dev, d);
+  // nvmlDeviceGetPcieThroughput samples for 20 ms inside the call: only
+  // when the driver has no cumulative byte counter for that direction.
+  if (a.device_get_pcie_throughput != nullptr) {
+    unsigned kb = 0;
+    if (!d.host_link_tx_bytes &&
+        ok(a.device_get_pcie_throughput(dev, nvml::kPcieUtilTxBytes, &kb), d))
+      d.host_link_tx_bytes_per_second = kb * 1024.0;
+    if (!d.host_link_rx_bytes &&
+        ok(a.device_get_pcie_throughput(dev, nvml::kPcieUtilRxBytes, &kb), d))
+      d.host_link_rx_bytes_per_second = kb * 1024.0;
+  }
+}
+
+DeviceSample query_device(const Session& s, unsigned index,
+                          const std::function<void(const DeviceSample&)>& publish_identity) {
+  DeviceSample d;
+  d.index = index;
+  try {
+    read_device(s, index, d, publish_identity);
+  } catch (const DeviceGone& gone) {
+    DeviceSample lost;
+    lost.index = index;
+    copy_identity(d, lost);
+    lost.up = false;
+    lost.errors = {gone.reason};
+    return lost;
+  }
+  return d;
+}
+
+// ---------------------------------------------------------------------------
+// Threads.
+
+// A thread that owns its state through a shared_ptr and sets `exited` as
+// its last act; the owner asks it to stop, waits a grace period for that
+// flag, then joins it (it is about to return) or detaches it (it is stuck in
+// the driver; see the top of the file for why that is safe).
+struct ThreadState {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  bool exited = false;
+};
+
+void request_stop(ThreadState& st) {
+  std::lock_guard lock(st.mu);
+  st.stop = true;
+  st.cv.notify_all();
+}
+
+void release_thread(ThreadState& st, std::thread& t, Clock::time_point deadline) {
+  if (!t.joinable()) return;
+  bool exited = false;
+  {
+    std::unique_lock lock(st.mu);
+    exited = st.cv.wait_until(lock, deadline, [&] { return st.exited; });
+  }
+  if (exited)
+    t.join();
+  else
+    t.detach();
+}
+
+// One device's persistent query thread.
+class DeviceWorker {
+ public:
+  explicit DeviceWorker(unsigned index) : state_(std::make_shared<State>()) {
+    state_->index = index;
+    state_->identity.index = index;
+    thread_ = std::thread(&DeviceWorker::run, state_);
+  }
+  DeviceWorker(const DeviceWorker&) = delete;
+  DeviceWorker& operator=(const DeviceWorker&) = delete;
+  ~DeviceWorker() {
+    request_stop(*state_);
+    release_thread(*state_, thread_, Clock::now() + kStopGrace);
+  }
+
+  // Queues one query. False, and nothing queued, while the previous one has
+  // not returned: the device is stuck.
+  bool post(std::shared_ptr<const Session> session) {
+    std::lock_guard lock(state_->mu);
+    if (state_->busy) return false;
+    state_->job = std::move(session);
+    state_->busy = true;
+    state_->result.reset();
+    state_->cv.notify_all();
+    return true;
+  }
+
+  // The posted query's sample, or nullopt if it has not returned by `until`
+  // (or the collection was cancelled first).
+  std::optional<DeviceSample> wait(Clock::time_point until, const std::atomic<bool>* cancelled) {
+    std::unique_lock lock(state_->mu);
+    while (state_->busy) {
+      if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) break;
+      const auto now = Clock::now();
+      if (now >= until) break;
+      // Wakes at least every 50 ms to notice cancellation.
+      state_->cv.wait_until(lock, std::min(until, now + std::chrono::milliseconds(50)));
+    }
+    if (state_->busy) return std::nullopt;
+    return std::exchange(state_->result, std::nullopt);
+  }
+
+  // The identity read most recently (uuid empty if never read).
+  DeviceSample identity() const {
+    std::lock_guard lock(state_->mu);
+    return state_->identity;
+  }
+
+  ThreadState& thread_state() { return *state_; }
+  std::thread& thread() { return thread_; }
+
+ private:
+  struct State : ThreadState {
+    unsigned index = 0;
+    std::shared_ptr<const Session> job;  // set: a query is queued
+    bool busy = false;                   // a query is queued or running
+    std::optional<DeviceSample> result;
+    DeviceSample identity;
+  };
+
+  static void run(std::shared_ptr<State> st) {
+    std::unique_lock lock(st->mu);
+    for (;;) {
+      st->cv.wait(lock, [&] { return st->stop || st->job != nullptr; });
+      if (st->stop) break;
+      std::shared_ptr<const Session> session = std::move(st->job);
+      st->job.reset();
+      lock.unlock();
+      auto publish = [&st](const DeviceSample& d) {
+        std::lock_guard g(st->mu);
+        copy_identity(d, st->identity);
+      };
+      DeviceSample s;
+      try {
+        s = query_device(*session, st->index, publish);
+      } catch (const std::exception&) {
+        // Out of memory, in practice: count it and keep the thread alive.
+        s.index = st->index;
+        s.errors = {"exception"};
+      }
+      // Released outside the lock: when the backend is gone this may be the
+      // last owner, and then it runs nvmlShutdown and dlclose.
+      session.reset();
+      lock.lock();
+      st->result = std::move(s);
+      st->busy = false;
+      st->cv.notify_all();
+    }
+    st->exited = true;
+    st->cv.notify_all();
+  }
+
+  std::shared_ptr<State> state_;
+  std::thread thread_;
+};
+
+// Counts XID events per device (uuid) and code, from nvmlEventSetWait_v2.
+// A counter, never a "last XID" gauge: two XID 79s count 2.
+class XidWatcher {
+ public:
+  using Counts = std::map<unsigned, std::uint64_t>;
+
+  explicit XidWatcher(std::shared_ptr<const Session> session) : state_(std::make_shared<State>()) {
+    thread_ = std::thread(&XidWatcher::run, state_, std::move(session));
+  }
+  XidWatcher(const XidWatcher&) = delete;
+  XidWatcher& operator=(const XidWatcher&) = delete;
+  ~XidWatcher() {
+    request_stop(*state_);
+    release_thread(*state_, thread_, Clock::now() + kStopGrace);
+  }
+
+  static bool supported(const Api& a) {
+    return a.event_set_create != nullptr && a.device_register_events != nullptr &&
+           a.event_set_wait != nullptr && a.event_set_free != nullptr;
+  }
+
+  Counts counts(const std::string& uuid) const {
+    std::lock_guard lock(state_->mu);
+    auto it = state_->counts.find(uuid);
+    return it == state_->counts.end() ? Counts{} : it->second;
+  }
+
+  ThreadState& thread_state() { return *state_; }
+  std::thread& thread() { return thread_; }
+
+ private:
+  struct State : ThreadState {
+    std::map<std::string, Counts, std::less<>> counts;
+  };
+
+  static void run(std::shared_ptr<State> st, std::shared_ptr<const Session> session) {
+    const Api& a = session->api;
+    nvml::EventSet set = nullptr;
+    if (a.event_set_create(&set) == nvml::kSuccess) {
+      watch(*st, a, set);
+      a.event_set_free(set);
+    }
+    session.reset();
+    std::lock_guard lock(st->mu);
+    st->exited = true;
+    st->cv.notify_all();
+  }
+
+  static void watch(State& st, const Api& a, nvml::EventSet set) {
+    // Devices whose driver cannot deliver XID events (NOT_SUPPORTED) are
+    // skipped; the others still count.
+    std::map<nvml::Device, std::string> uuids;
+    unsigned n = 0;
+    if (a.device_get_count(&n) != nvml::kSuccess) return;
+    for (unsigned i = 0; i < n; ++i) {
+      nvml::Device dev = nullptr;
+      std::array<char, nvml::kUuidBufferSize> uuid{};
+      if (a.device_get_handle_by_index(i, &dev) != nvml::kSuccess ||
+          a.device_get_uuid(dev, uuid.data(), uuid.size()) != nvml::kSuccess ||
+          a.device_register_events(dev, nvml::kEventTypeXidCriticalError, set) != nvml::kSuccess)
+        continue;
+      uuids[dev] = c_string(uuid.data(), uuid.size());
+    }
+    if (uuids.empty()) return;
+    for (;;) {
+      {
+        std::lock_guard lock(st.mu);
+        if (st.stop) return;
+      }
+      nvml::EventData e{};
+      const nvml::Return rc = a.event_set_wait(set, &e, kEventWaitMs);
+      if (rc == nvml::kSuccess) {
+        auto it = uuids.find(e.device);
+        if ((e.event_type & nvml::kEventTypeXidCriticalError) != 0 && it != uuids.end()) {
+          std::lock_guard lock(st.mu);
+          ++st.counts[it->second][static_cast<unsigned>(e.event_data)];
+        }
+        continue;
+      }
+      if (rc == nvml::kErrorTimeout) continue;
+      // Any other answer (GPU_IS_LOST makes the wait fail at once): pause,
+      // so that the loop does not spin, and try again.
+      std::unique_lock lock(st.mu);
+      st.cv.wait_for(lock, std::chrono::milliseconds(kEventWaitMs), [&] { return st.stop; });
+    }
+  }
+
+  std::shared_ptr<State> state_;
+  std::thread thread_;
+};
+
+// ---------------------------------------------------------------------------
+// The backend.
+
+class NvmlBackend final : public Backend {
+ public:
+  explicit NvmlBackend(std::string library) : library_(std::move(library)) {}
+  NvmlBackend(const NvmlBackend&) = delete;
+  NvmlBackend& operator=(const NvmlBackend&) = delete;
+
+  ~NvmlBackend() override {
+    // Ask every thread first and give them one grace period together, so
+    // that eight stuck devices cost one second, not eight.
+    std::vector<std::pair<ThreadState*, std::thread*>> threads;
+    if (xid_) threads.emplace_back(&xid_->thread_state(), &xid_->thread());
+    for (auto& w : workers_) threads.emplace_back(&w->thread_state(), &w->thread());
+    for (auto& [st, t] : threads) request_stop(*st);
+    const auto deadline = Clock::now() + kStopGrace;
+    for (auto& [st, t] : threads) release_thread(*st, *t, deadline);
+  }
+
+  std::string_view name() const override { return "nvml"; }
+
+  std::vector<DeviceSample> sample(const CollectContext& ctx) override {
+    std::shared_ptr<const Session> session = ensure_session();
+    if (!session) return {};
+    unsigned count = 0;
+    const nvml::Return rc = session->api.device_get_count(&count);
+    if (rc != nvml::kSuccess)
+      throw CollectError("nvml_error",
+                         library_ + ": nvmlDeviceGetCount failed: " + session->error(rc));
+
+    const auto now = Clock::now();
+    const auto left = ctx.deadline > now ? ctx.deadline - now : Clock::duration::zero();
+    const auto until = now + left * kBudgetPercent / 100;
+
+    while (workers_.size() < count)
+      workers_.push_back(std::make_unique<DeviceWorker>(static_cast<unsigned>(workers_.size())));
+    std::vector<bool> posted(count);
+    for (unsigned i = 0; i < count; ++i) posted[i] = workers_[i]->post(session);
+
+    std::vector<DeviceSample> out;
+    out.reserve(count);
+    for (unsigned i = 0; i < count; ++i) {
+      std::optional<DeviceSample> s;
+      if (posted[i]) s = workers_[i]->wait(until, ctx.cancelled);
+      if (!s) {
+        s = DeviceSample{};
+        s->index = i;
+        s->up = false;
+        s->errors = {"device_stuck"};
+      }
+      // A device lost (or stuck) before its identity was read this cycle
+      // keeps the identity it had: its series stay the same series.
+      if (s->uuid.empty()) copy_identity(workers_[i]->identity(), *s);
+      s->vendor = "nvidia";
+      s->driver_version = session->driver_version;
+      if (xid_) s->xid_errors = xid_->counts(s->uuid);
+      note_device_state(*s);
+      out.push_back(std::move(*s));
+    }
+    return out;
+  }
+
+ private:
+  // The loaded session, loading it if due. Null: no library or no driver
+  // (not an error). Throws CollectError when the library is unusable.
+  std::shared_ptr<const Session> ensure_session() {
+    if (session_) return session_;
+    const auto now = Clock::now();
+    if (attempted_ && now < next_attempt_) {
+      if (load_error_) throw *load_error_;
+      return nullptr;
+    }
+    attempted_ = true;
+    next_attempt_ = now + kRetryInterval;
+    load_error_.reset();
+    try {
+      session_ = open_session();
+    } catch (const CollectError& e) {
+      load_error_ = e;
+      log_load_state(spdlog::level::err, e.what());
+      throw;
+    }
+    if (session_) {
+      log_load_state(spdlog::level::info,
+                     "nvml: " + library_ + " loaded, driver " + session_->driver_version);
+      if (XidWatcher::supported(session_->api))
+        xid_ = std::make_unique<XidWatcher>(session_);
+      else
+        spdlog::info("nvml: {} has no event API; XID errors are not counted", library_);
+    }
+    return session_;
+  }
+
+  std::shared_ptr<Session> open_session() {
+    dlerror();  // clears any stale message
+    DlHandle lib(dlopen(library_.c_str(), RTLD_NOW | RTLD_LOCAL));
+    if (!lib) {
+      const char* err = dlerror();
+      std::error_code ec;
+      // A file that exists but does not load (wrong architecture, missing
+      // dependency) is worth a warning; no library at all is a CPU node.
+      const bool exists =
+          library_.find('/') != std::string::npos && std::filesystem::exists(library_, ec);
+      log_load_state(exists ? spdlog::level::warn : spdlog::level::info,
+                     "nvml: cannot load " + library_ + " (" + (err != nullptr ? err : "?") +
+                         "); no NVIDIA devices, retrying once a minute");
+      return nullptr;
+    }
+    auto s = std::make_shared<Session>();
+    s->lib = std::move(lib);
+    s->library = library_;
+    const std::vector<std::string> missing = resolve_all(s->lib.get(), s->api);
+    if (!missing.empty()) {
+      std::string names;
+      for (const std::string& m : missing) names += (names.empty() ? "" : ", ") + m;
+      throw CollectError("library_error", library_ + ": missing symbol " + names);
+    }
+    const nvml::Return rc = s->api.init();
+    if (rc == nvml::kErrorDriverNotLoaded) {
+      log_load_state(spdlog::level::info,
+                     "nvml: " + library_ + " loaded but the NVIDIA driver is not (" + s->error(rc) +
+                         "); no NVIDIA devices, retrying once a minute");
+      return nullptr;
+    }
+    if (rc != nvml::kSuccess)
+      throw CollectError("library_error", library_ + ": nvmlInit failed: " + s->error(rc));
+    s->initialized = true;
+    if (s->api.system_get_driver_version != nullptr) {
+      std::array<char, nvml::kDriverVersionBufferSize> buf{};
+      if (s->api.system_get_driver_version(buf.data(), buf.size()) == nvml::kSuccess)
+        s->driver_version = c_string(buf.data(), buf.size());
+    }
+    return s;
+  }
+
+  // Logs the library's state when it changes, not once a minute.
+  void log_load_state(spdlog::level::level_enum level, const std::string& message) {
+    if (message == last_load_message_) return;
+    last_load_message_ = message;
+    spdlog::log(level, "{}", message);
+  }
+
+  // Logs a device going lost, stuck or needing a reset, and coming back,
+  // once per change (the metric shows it every cycle).
+  void note_device_state(const DeviceSample& d) {
+    std::string state = d.up ? "" : (d.errors.empty() ? "nvml_error" : d.errors.front());
+    if (device_state_.size() <= d.index) device_state_.resize(d.index + 1);
+    std::string& last = device_state_[d.index];
+    if (state == last) return;
+    if (state.empty())
+      spdlog::info("nvml: GPU {} ({}) answers again", d.index, d.uuid);
+    else if (state == "device_stuck")
+      spdlog::warn("nvml: GPU {} ({}) is stuck in a driver call; not queried until it returns",
+                   d.index, d.uuid);
+    else
+      spdlog::warn("nvml: GPU {} ({}) is down: {}", d.index, d.uuid, state);
+    last = std::move(state);
+  }
+
+  std::string library_;
+  std::shared_ptr<const Session> session_;
+  bool attempted_ = false;
+  Clock::time_point next_attempt_{};
+  std::optional<CollectError> load_error_;
+  std::string last_load_message_;
+  std::vector<std::unique_ptr<DeviceWorker>> workers_;  // by device index
+  std::unique_ptr<XidWatcher> xid_;
+  std::vector<std::string> device_state_;  // by device index: "" up, else the reason
+};
+
+}  // namespace
+
+std::string normalize_pci_bus_id(std::string_view bus_id) {
+  // Splits "[domain:]bus:device.function" and checks each part is hex.
+  auto hex = [](std::string_view s, unsigned long long max, unsigned long long* out) {
+    if (s.empty() || s.size() > 16) return false;
+    unsigned long long v = 0;
+    for (char c : s) {
+      int digit = (c >= '0' && c <= '9')   ? c - '0'
+                  : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                  : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                           : -1;
+      if (digit < 0) return false;
+      v = v * 16 + static_cast<unsigned>(digit);
+    }
+    *out = v;
+    return v <= max;
+  };
+  while (!bus_id.empty() && (bus_id.back() == ' ' || bus_id.back() == '\n'))
+    bus_id.remove_suffix(1);
+  const std::size_t dot = bus_id.rfind('.');
+  const std::size_t last_colon = bus_id.rfind(':');
+  if (dot == std::string_view::npos || last_colon == std::string_view::npos || dot < last_colon)
+    return {};
+  const std::size_t first_colon = bus_id.find(':');
+  unsigned long long domain = 0, bus = 0, device = 0, function = 0;
+  if (first_colon != last_colon && !hex(bus_id.substr(0, first_colon), 0xffffffff, &domain))
+    return {};
+  const std::size_t bus_start = first_colon == last_colon ? 0 : first_colon + 1;
+  if (!hex(bus_id.substr(bus_start, last_colon - bus_start), 0xff, &bus) ||
+      !hex(bus_id.substr(last_colon + 1, dot - last_colon - 1), 0x1f, &device) ||
+      !hex(bus_id.substr(dot + 1), 0x7, &function))
+    return {};
+  std::array<char, 32> buf{};
+  std::snprintf(buf.data(), buf.size(), "%04llx:%02llx:%02llx.%llx", domain, bus, device, function);
+  return buf.data();
+}
+
+std::optional<double> field_value_as_double(const nvml::FieldValue& v) {
+  switch (v.value_type) {
+    case nvml::kValueTypeDouble: return v.value.d_val;
+    case nvml::kValueTypeUnsignedInt: return v.value.ui_val;
+    case nvml::kValueTypeUnsignedLong: return static_cast<double>(v.value.ul_val);
+    case nvml::kValueTypeUnsignedLongLong: return static_cast<double>(v.value.ull_val);
+    case nvml::kValueTypeSignedLongLong: return static_cast<double>(v.value.sll_val);
+    case nvml::kValueTypeSignedInt: return v.value.si_val;
+    case nvml::kValueTypeUnsignedShort: return v.value.us_val;
+    default: return std::nullopt;
+  }
+}
+
+std::span<const NvmlThrottleReason> nvml_throttle_reasons() {
+  static constexpr std::array<NvmlThrottleReason, 9> kReasons = {{
+      {nvml::kClocksEventGpuIdle, "gpu_idle"},
+      {nvml::kClocksEventApplicationsClocksSetting, "applications_clocks_setting"},
+      {nvml::kClocksEventSwPowerCap, "sw_power_cap"},
+      {nvml::kClocksEventHwSlowdown, "hw_slowdown"},
+      {nvml::kClocksEventSyncBoost, "sync_boost"},
+      {nvml::kClocksEventSwThermalSlowdown, "sw_thermal"},
+      {nvml::kClocksEventHwThermalSlowdown, "hw_thermal"},
+      {nvml::kClocksEventHwPowerBrakeSlowdown, "hw_power_brake"},
+      {nvml::kClocksEventDisplayClockSetting, "display_clock_setting"},
+  }};
+  return kReasons;
+}
+
+std::unique_ptr<Backend> make_nvml_backend(const std::string& library) {
+  return std::make_unique<NvmlBackend>(library);
+}
+
+}  // namespace nodewatch::accelerator

@@ -1,0 +1,873 @@
+// A fake libnvidia-ml.so.1 for tests: the NVML symbols nodewatch calls,
+// with C linkage and NVML's documented ABI (declared once, in
+// collectors/accelerator/nvml_api.hpp; the static_asserts at the end check
+// every exported signature against it), driven by a scenario file.
+//
+// Built three times from this file (see CMakeLists.txt here):
+//  - full:   every symbol, versioned and unversioned, like a current driver;
+//  - old:    -DFAKE_NVML_OLD_DRIVER: no _v2/_v3/V variants, no
+//            nvmlDeviceGetCurrentClocksEventReasons, no nvmlDeviceGetFieldValues,
+//            like a driver from before those existed;
+//  - broken: -DFAKE_NVML_NO_DEVICE_COUNT: no nvmlDeviceGetCount(_v2) at all.
+//
+// Every nvmlInit reads the scenario named by FAKE_NVML_SCENARIO again and
+// starts it afresh (call counts, lost devices, pending events); with the
+// variable unset the scenario is "devices 8". The format, and the value each
+// device reports (derived from its index only), are in
+// tests/fixtures/nvml/README.md; the derivation is also in the functions
+// below. A scenario that does not parse makes nvmlInit fail with UNKNOWN
+// (999) and prints why on stderr.
+//
+// Besides NVML, three hooks for tests (not part of NVML):
+//   int fake_nvml_script(const char* line)  applies one more scenario line now;
+//                                           0, or -1 if it does not parse
+//   unsigned long long fake_nvml_calls(const char* function, int device)
+//                                           calls so far of `function` (exact
+//                                           exported name, "*" for all) on
+//                                           `device` (-1 for all)
+//   int fake_nvml_blocked()                 calls sleeping in a `block` now
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "accelerator/nvml_api.hpp"
+
+namespace nvml = nodewatch::accelerator::nvml;
+
+// The opaque handles, completed here: a device is its index.
+struct nodewatch::accelerator::nvml::DeviceSt {
+  unsigned index;
+};
+struct nodewatch::accelerator::nvml::EventSetSt {
+  std::array<bool, 64> registered{};  // by device index
+};
+
+#define FAKE_NVML_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+constexpr unsigned kMaxDevices = 64;
+constexpr unsigned long long kGiB = 1ull << 30;
+constexpr unsigned long long kMiB = 1ull << 20;
+
+// A device index in a rule, or every device.
+constexpr int kAnyDevice = -1;
+
+struct FailRule {  // fail DEV FUNCTION CODE [after_calls N]
+  int device;
+  std::string function;
+  nvml::Return code;
+  unsigned long long after_calls;
+};
+struct LostRule {  // lost|reset_required DEV [from FUNCTION] [after_calls N]
+  int device;
+  std::string function;  // empty: any function
+  nvml::Return code;
+  unsigned long long after_calls;
+};
+struct BlockRule {  // block DEV FUNCTION MS [times N]
+  int device;
+  std::string function;
+  unsigned ms;
+  unsigned times;
+};
+struct FieldFailRule {  // field_fail DEV FIELD CODE
+  int device;
+  unsigned field;
+  nvml::Return code;
+};
+struct PendingXid {  // xid DEV CODE [after_waits N]
+  unsigned device;
+  unsigned long long code;
+  unsigned long long after_waits;
+  bool delivered;
+};
+
+struct State {
+  unsigned devices = 8;
+  nvml::Return init_error = nvml::kSuccess;
+  std::string parse_error;
+  std::vector<FailRule> fails;
+  std::vector<LostRule> losts;
+  std::vector<BlockRule> blocks;
+  std::vector<FieldFailRule> field_fails;
+  std::vector<PendingXid> xids;
+  std::array<bool, kMaxDevices> no_events{};
+  std::array<unsigned, kMaxDevices> c2c_links{};
+  // Runtime.
+  int init_count = 0;
+  std::array<nvml::Return, kMaxDevices> lost{};  // sticky once set
+  std::map<std::string, std::array<unsigned long long, kMaxDevices>, std::less<>> calls;
+  std::map<std::string, std::array<unsigned long long, kMaxDevices>, std::less<>> base_calls;
+  std::array<unsigned long long, kMaxDevices> device_calls{};
+  unsigned long long waits = 0;
+  int blocked = 0;
+  std::vector<std::unique_ptr<nvml::EventSetSt>> sets;
+};
+
+std::mutex g_mu;
+State g_state;  // guarded by g_mu
+
+const std::array<nvml::DeviceSt, kMaxDevices> g_devices = [] {
+  std::array<nvml::DeviceSt, kMaxDevices> d{};
+  for (unsigned i = 0; i < kMaxDevices; ++i) d[i].index = i;
+  return d;
+}();
+
+nvml::Device handle(unsigned index) {
+  return const_cast<nvml::Device>(&g_devices[index]);
+}
+
+// The index of a handle this library gave out, or -1.
+int index_of(nvml::Device dev) {
+  const std::less_equal<const nvml::DeviceSt*> le;
+  if (dev == nullptr || !le(&g_devices.front(), dev) || !le(dev, &g_devices.back())) return -1;
+  return static_cast<int>(dev->index);
+}
+
+// ---------------------------------------------------------------------------
+// Scenario.
+
+bool parse_device(const std::string& s, int* out) {
+  if (s == "*") {
+    *out = kAnyDevice;
+    return true;
+  }
+  char* end = nullptr;
+  const unsigned long v = std::strtoul(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || v >= kMaxDevices) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+bool parse_number(const std::string& s, unsigned long long* out) {
+  char* end = nullptr;
+  *out = std::strtoull(s.c_str(), &end, 10);
+  return !s.empty() && *end == '\0';
+}
+
+// Applies one line; false (and `error` set) if it does not parse.
+bool apply_line(State& st, const std::string& raw, std::string* error) {
+  const std::string line = raw.substr(0, raw.find('#'));
+  std::istringstream in(line);
+  std::vector<std::string> w;
+  for (std::string t; in >> t;) w.push_back(t);
+  if (w.empty()) return true;
+  auto bad = [&] {
+    *error = "bad scenario line: " + raw;
+    return false;
+  };
+  // Optional "KEY VALUE" pairs after the positional words.
+  auto option = [&](std::size_t from, const char* key, unsigned long long* value) {
+    for (std::size_t i = from; i + 1 < w.size(); i += 2)
+      if (w[i] == key) return parse_number(w[i + 1], value);
+    return true;
+  };
+  auto options_only = [&](std::size_t from, std::initializer_list<const char*> keys) {
+    for (std::size_t i = from; i < w.size(); i += 2) {
+      if (i + 1 >= w.size()) return false;
+      if (std::none_of(keys.begin(), keys.end(), [&](const char* k) { return w[i] == k; }))
+        return false;
+    }
+    return true;
+  };
+  unsigned long long n = 0;
+  int dev = 0;
+  const std::string& cmd = w[0];
+  if (cmd == "devices" && w.size() == 2 && parse_number(w[1], &n) && n <= kMaxDevices) {
+    st.devices = static_cast<unsigned>(n);
+  } else if (cmd == "init_error" && w.size() == 2 && parse_number(w[1], &n)) {
+    st.init_error = static_cast<nvml::Return>(n);
+  } else if (cmd == "fail" && w.size() >= 4 && parse_device(w[1], &dev) && parse_number(w[3], &n) &&
+             options_only(4, {"after_calls"})) {
+    unsigned long long after = 0;
+    if (!option(4, "after_calls", &after)) return bad();
+    st.fails.push_back({dev, w[2], static_cast<nvml::Return>(n), after});
+  } else if (cmd == "no_ecc" && w.size() == 2 && parse_device(w[1], &dev)) {
+    st.fails.push_back({dev, "nvmlDeviceGetTotalEccErrors", nvml::kErrorNotSupported, 0});
+  } else if ((cmd == "lost" || cmd == "reset_required") && w.size() >= 2 &&
+             parse_device(w[1], &dev)) {
+    std::string function;
+    std::size_t opts = 2;
+    if (w.size() >= 4 && w[2] == "from") {
+      function = w[3];
+      opts = 4;
+    }
+    unsigned long long after = 0;
+    if (!options_only(opts, {"after_calls"}) || !option(opts, "after_calls", &after)) return bad();
+    st.losts.push_back(
+        {dev, function, cmd == "lost" ? nvml::kErrorGpuIsLost : nvml::kErrorResetRequired, after});
+  } else if (cmd == "block" && w.size() >= 4 && parse_device(w[1], &dev) &&
+             parse_number(w[3], &n) && options_only(4, {"times"})) {
+    unsigned long long times = 1;
+    if (!option(4, "times", &times)) return bad();
+    st.blocks.push_back({dev, w[2], static_cast<unsigned>(n), static_cast<unsigned>(times)});
+  } else if (cmd == "field_fail" && w.size() == 4 && parse_device(w[1], &dev)) {
+    unsigned long long field = 0;
+    if (!parse_number(w[2], &field) || !parse_number(w[3], &n)) return bad();
+    st.field_fails.push_back({dev, static_cast<unsigned>(field), static_cast<nvml::Return>(n)});
+  } else if (cmd == "no_events" && w.size() == 2 && parse_device(w[1], &dev)) {
+    for (unsigned i = 0; i < kMaxDevices; ++i)
+      if (dev == kAnyDevice || dev == static_cast<int>(i)) st.no_events[i] = true;
+  } else if (cmd == "xid" && w.size() >= 3 && parse_device(w[1], &dev) && dev != kAnyDevice &&
+             parse_number(w[2], &n) && options_only(3, {"after_waits"})) {
+    unsigned long long after = 0;
+    if (!option(3, "after_waits", &after)) return bad();
+    st.xids.push_back({static_cast<unsigned>(dev), n, after, false});
+  } else if (cmd == "c2c" && w.size() == 3 && parse_device(w[1], &dev) && parse_number(w[2], &n)) {
+    for (unsigned i = 0; i < kMaxDevices; ++i)
+      if (dev == kAnyDevice || dev == static_cast<int>(i))
+        st.c2c_links[i] = static_cast<unsigned>(n);
+  } else {
+    return bad();
+  }
+  return true;
+}
+
+// A fresh state from FAKE_NVML_SCENARIO (or the default, 8 healthy GPUs).
+State load_scenario() {
+  State st;
+  const char* path = std::getenv("FAKE_NVML_SCENARIO");
+  if (path == nullptr || *path == '\0') return st;
+  std::ifstream in(path);
+  if (!in) {
+    st.parse_error = std::string("cannot read ") + path;
+    return st;
+  }
+  for (std::string line; std::getline(in, line);)
+    if (!apply_line(st, line, &st.parse_error)) break;
+  return st;
+}
+
+// ---------------------------------------------------------------------------
+// The common entry of every device call: counts it, sleeps if a `block`
+// says so, and returns the scripted failure if any (else SUCCESS).
+
+bool matches(int rule_device, const std::string& rule_function, unsigned index,
+             const char* function, const char* base) {
+  return (rule_device == kAnyDevice || rule_device == static_cast<int>(index)) &&
+         (rule_function == "*" || rule_function == function || rule_function == base);
+}
+
+nvml::Return enter_index(const char* function, const char* base, unsigned index) {
+  std::unique_lock lock(g_mu);
+  State& st = g_state;
+  if (st.init_count == 0) return nvml::kErrorUninitialized;
+  if (index >= st.devices) return nvml::kErrorInvalidArgument;
+  const unsigned long long prior_device = st.device_calls[index]++;
+  const unsigned long long prior_base = st.base_calls[base][index]++;
+  ++st.calls[function][index];
+
+  for (BlockRule& b : st.blocks) {
+    if (b.times == 0 || !matches(b.device, b.function, index, function, base)) continue;
+    --b.times;
+    const unsigned ms = b.ms;
+    ++st.blocked;
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    lock.lock();
+    --g_state.blocked;
+    break;
+  }
+  State& now = g_state;  // the same object; a new nvmlInit may have reset it meanwhile
+  if (now.lost[index] != nvml::kSuccess) return now.lost[index];
+  for (const LostRule& r : now.losts) {
+    if (r.device != kAnyDevice && r.device != static_cast<int>(index)) continue;
+    const bool any = r.function.empty();
+    if (!any && r.function != function && r.function != base) continue;
+    if ((any ? prior_device : prior_base) < r.after_calls) continue;
+    now.lost[index] = r.code;
+    return r.code;
+  }
+  for (const FailRule& r : now.fails)
+    if (matches(r.device, r.function, index, function, base) && prior_base >= r.after_calls)
+      return r.code;
+  return nvml::kSuccess;
+}
+
+nvml::Return enter(const char* function, const char* base, nvml::Device dev) {
+  const int index = index_of(dev);
+  if (index < 0) return nvml::kErrorInvalidArgument;
+  return enter_index(function, base, static_cast<unsigned>(index));
+}
+
+nvml::Return copy_string(const std::string& s, char* out, unsigned length) {
+  if (out == nullptr) return nvml::kErrorInvalidArgument;
+  if (s.size() + 1 > length) return nvml::kErrorInsufficientSize;
+  std::memcpy(out, s.c_str(), s.size() + 1);
+  return nvml::kSuccess;
+}
+
+// ---------------------------------------------------------------------------
+// The values of device i (see tests/fixtures/nvml/README.md).
+
+std::string uuid_of(unsigned i) {
+  std::array<char, 64> b{};
+  std::snprintf(b.data(), b.size(), "GPU-00000000-0000-4000-8000-0000000000%02u", i);
+  return b.data();
+}
+unsigned bus_of(unsigned i) {
+  return (0x1A + 0x10 * i) & 0xFF;
+}
+unsigned long long memory_used(unsigned i) {
+  return (i + 1ull) * kGiB;
+}
+constexpr unsigned long long kMemoryTotal = 80 * kGiB;
+constexpr unsigned long long kMemoryReserved = 512 * kMiB;
+
+void fill_pci(unsigned i, nvml::PciInfo* p, bool legacy) {
+  std::memset(p, 0, sizeof *p);
+  std::snprintf(p->bus_id_legacy, sizeof p->bus_id_legacy, "0000:%02X:00.0", bus_of(i));
+  p->domain = 0;
+  p->bus = bus_of(i);
+  p->device = 0;
+  p->pci_device_id = 0x233010DE;
+  p->pci_sub_system_id = 0x16C110DE;
+  if (legacy)
+    // The oldest drivers had reserved words here: a caller of the v1 symbol
+    // must not read busId, so fill it with junk (and no NUL) to prove it.
+    std::memset(p->bus_id, 'X', sizeof p->bus_id);
+  else
+    std::snprintf(p->bus_id, sizeof p->bus_id, "00000000:%02X:00.0", bus_of(i));
+}
+
+nvml::Return init() {
+  std::lock_guard lock(g_mu);
+  State fresh = load_scenario();
+  // Kept across a restart: calls still sleeping in a block, and event sets a
+  // thread of an earlier session may still be waiting on.
+  fresh.init_count = g_state.init_count;
+  fresh.blocked = g_state.blocked;
+  fresh.sets = std::move(g_state.sets);
+  g_state = std::move(fresh);
+  if (!g_state.parse_error.empty()) {
+    std::fprintf(stderr, "fake_nvml: %s\n", g_state.parse_error.c_str());
+    return nvml::kErrorUnknown;
+  }
+  if (g_state.init_error != nvml::kSuccess) return g_state.init_error;
+  ++g_state.init_count;
+  return nvml::kSuccess;
+}
+
+// Unused in the build without nvmlDeviceGetCount.
+[[maybe_unused]] nvml::Return get_count(unsigned* count) {
+  if (count == nullptr) return nvml::kErrorInvalidArgument;
+  std::lock_guard lock(g_mu);
+  if (g_state.init_count == 0) return nvml::kErrorUninitialized;
+  *count = g_state.devices;
+  return nvml::kSuccess;
+}
+
+nvml::Return get_handle(const char* function, unsigned index, nvml::Device* dev) {
+  if (dev == nullptr || index >= kMaxDevices) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter_index(function, "nvmlDeviceGetHandleByIndex", index);
+  if (rc == nvml::kSuccess) *dev = handle(index);
+  return rc;
+}
+
+nvml::Return get_pci(const char* function, nvml::Device dev, nvml::PciInfo* p, bool legacy) {
+  if (p == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(function, "nvmlDeviceGetPciInfo", dev);
+  if (rc == nvml::kSuccess) fill_pci(dev->index, p, legacy);
+  return rc;
+}
+
+nvml::Return get_reasons(const char* function, nvml::Device dev, unsigned long long* mask) {
+  if (mask == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(function, "nvmlDeviceGetCurrentClocksEventReasons", dev);
+  if (rc == nvml::kSuccess) *mask = dev->index < 9 ? 1ull << dev->index : 0;
+  return rc;
+}
+
+#ifndef FAKE_NVML_OLD_DRIVER
+// Fills one field of nvmlDeviceGetFieldValues for device i.
+void fill_field(unsigned i, nvml::FieldValue& f) {
+  f.timestamp = 1700000000000000;
+  f.latency_usec = 0;
+  f.nvml_return = nvml::kSuccess;
+  auto ull = [&f](unsigned long long v) {
+    f.value_type = nvml::kValueTypeUnsignedLongLong;
+    f.value.ull_val = v;
+  };
+  auto ui = [&f](unsigned v) {
+    f.value_type = nvml::kValueTypeUnsignedInt;
+    f.value.ui_val = v;
+  };
+  const unsigned links = g_state.c2c_links[i];
+  const unsigned link = f.scope_id;
+  switch (f.field_id) {
+    case nvml::kFieldClocksEventSwPowerCapNs: ull((i + 1ull) * 1000000000ull); break;
+    case nvml::kFieldClocksEventSyncBoostNs: ull((i + 1ull) * 2000000000ull); break;
+    case nvml::kFieldClocksEventSwThermalNs: ull((i + 1ull) * 3000000000ull); break;
+    case nvml::kFieldClocksEventHwThermalNs: ull((i + 1ull) * 4000000000ull); break;
+    case nvml::kFieldClocksEventHwPowerBrakeNs: ull((i + 1ull) * 5000000000ull); break;
+    case nvml::kFieldMemoryTemp:
+      f.value_type = nvml::kValueTypeSignedInt;
+      f.value.si_val = static_cast<int>(40 + i);
+      break;
+    case nvml::kFieldPcieCountTxBytes: ull(1000000000000ull + i * 1000000000ull); break;
+    case nvml::kFieldPcieCountRxBytes: ull(2000000000000ull + i * 1000000000ull); break;
+    case nvml::kFieldC2cLinkCount:
+      if (links == 0)
+        f.nvml_return = nvml::kErrorNotSupported;
+      else
+        ui(links);
+      break;
+    case nvml::kFieldC2cLinkStatus:
+    case nvml::kFieldC2cLinkErrorIntr:
+    case nvml::kFieldC2cLinkErrorReplay:
+      if (link >= links)
+        f.nvml_return = links == 0 ? nvml::kErrorNotSupported : nvml::kErrorInvalidArgument;
+      else if (f.field_id == nvml::kFieldC2cLinkStatus)
+        ui(link % 2 == 0 ? 1 : 0);
+      else if (f.field_id == nvml::kFieldC2cLinkErrorIntr)
+        ull(i + link);
+      else
+        ull(10ull * link);
+      break;
+    default:
+      // A field id this "driver" does not know, as a real one answers it.
+      f.nvml_return = nvml::kErrorInvalidArgument;
+      break;
+  }
+  for (const FieldFailRule& r : g_state.field_fails)
+    if ((r.device == kAnyDevice || r.device == static_cast<int>(i)) && r.field == f.field_id)
+      f.nvml_return = r.code;
+}
+#endif
+
+nvml::Return wait_event(nvml::EventSet set, nvml::EventData* data, unsigned timeout_ms, bool v2) {
+  if (set == nullptr || data == nullptr) return nvml::kErrorInvalidArgument;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  unsigned long long wait_number = 0;
+  {
+    std::lock_guard lock(g_mu);
+    wait_number = ++g_state.waits;
+  }
+  // Returns as soon as an event is due (as NVML does), else at the timeout.
+  for (;;) {
+    {
+      std::lock_guard lock(g_mu);
+      for (PendingXid& x : g_state.xids) {
+        if (x.delivered || wait_number <= x.after_waits || !set->registered[x.device]) continue;
+        x.delivered = true;
+        nvml::EventData e{};
+        e.device = handle(x.device);
+        e.event_type = nvml::kEventTypeXidCriticalError;
+        e.event_data = x.code;
+        e.gpu_instance_id = 0xFFFFFFFF;
+        e.compute_instance_id = 0xFFFFFFFF;
+        // v1's nvmlEventData_t ends before the instance ids.
+        std::memcpy(data, &e, v2 ? sizeof e : offsetof(nvml::EventData, gpu_instance_id));
+        return nvml::kSuccess;
+      }
+    }
+    if (std::chrono::steady_clock::now() >= until) return nvml::kErrorTimeout;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// The NVML ABI.
+
+FAKE_NVML_EXPORT nvml::Return nvmlInit() {
+  return init();
+}
+FAKE_NVML_EXPORT nvml::Return nvmlShutdown() {
+  std::lock_guard lock(g_mu);
+  // Extra shutdowns are not an error (NVML counts inits).
+  if (g_state.init_count > 0) --g_state.init_count;
+  return nvml::kSuccess;
+}
+
+FAKE_NVML_EXPORT const char* nvmlErrorString(nvml::Return rc) {
+  switch (rc) {
+    case nvml::kSuccess: return "Success";
+    case nvml::kErrorUninitialized: return "Uninitialized";
+    case nvml::kErrorInvalidArgument: return "Invalid Argument";
+    case nvml::kErrorNotSupported: return "Not Supported";
+    case nvml::kErrorNoPermission: return "Insufficient Permissions";
+    case nvml::kErrorDriverNotLoaded: return "Driver Not Loaded";
+    case nvml::kErrorTimeout: return "Timeout";
+    case nvml::kErrorGpuIsLost: return "GPU is lost";
+    case nvml::kErrorResetRequired: return "GPU requires reset";
+    default: return "Unknown Error";
+  }
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlSystemGetDriverVersion(char* version, unsigned length) {
+  {
+    std::lock_guard lock(g_mu);
+    if (g_state.init_count == 0) return nvml::kErrorUninitialized;
+  }
+  return copy_string("550.54.15", version, length);
+}
+
+#ifndef FAKE_NVML_NO_DEVICE_COUNT
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetCount(unsigned* count) {
+  return get_count(count);
+}
+#endif
+
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetHandleByIndex(unsigned index, nvml::Device* dev) {
+  return get_handle(__func__, index, dev);
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetUUID(nvml::Device dev, char* uuid, unsigned length) {
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  return rc != nvml::kSuccess ? rc : copy_string(uuid_of(dev->index), uuid, length);
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetName(nvml::Device dev, char* name, unsigned length) {
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  return rc != nvml::kSuccess ? rc : copy_string("NVIDIA H100 80GB HBM3", name, length);
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetSerial(nvml::Device dev, char* serial, unsigned length) {
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  return rc != nvml::kSuccess
+             ? rc
+             : copy_string(std::to_string(1650000000000ull + dev->index), serial, length);
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetPciInfo(nvml::Device dev, nvml::PciInfo* pci) {
+  return get_pci(__func__, dev, pci, true);
+}
+
+// Utilization: gpu 10i+5 %, memory 3i+1 %.
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetUtilizationRates(nvml::Device dev,
+                                                            nvml::Utilization* u) {
+  if (u == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc == nvml::kSuccess) *u = {10 * dev->index + 5, 3 * dev->index + 1};
+  return rc;
+}
+
+// v1: used includes the driver's reserved memory.
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetMemoryInfo(nvml::Device dev, nvml::Memory* m) {
+  if (m == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, "nvmlDeviceGetMemoryInfo", dev);
+  if (rc != nvml::kSuccess) return rc;
+  const unsigned long long used = memory_used(dev->index) + kMemoryReserved;
+  *m = {kMemoryTotal, kMemoryTotal - used, used};
+  return rc;
+}
+
+// GPU temperature 30+i °C.
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetTemperature(nvml::Device dev, unsigned sensor,
+                                                       unsigned* temp) {
+  if (temp == nullptr || sensor != nvml::kTemperatureGpu) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, "nvmlDeviceGetTemperature", dev);
+  if (rc == nvml::kSuccess) *temp = 30 + dev->index;
+  return rc;
+}
+
+// Slowdown threshold 80+i °C; shutdown 95 °C.
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetTemperatureThreshold(nvml::Device dev,
+                                                                unsigned threshold,
+                                                                unsigned* temp) {
+  if (temp == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc != nvml::kSuccess) return rc;
+  if (threshold == nvml::kTemperatureThresholdSlowdown)
+    *temp = 80 + dev->index;
+  else if (threshold == 0)
+    *temp = 95;
+  else
+    return nvml::kErrorNotSupported;
+  return rc;
+}
+
+// Power 100250+1000i mW.
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetPowerUsage(nvml::Device dev, unsigned* mw) {
+  if (mw == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc == nvml::kSuccess) *mw = 100250 + 1000 * dev->index;
+  return rc;
+}
+
+// Enforced limit 700000-10000i mW.
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetEnforcedPowerLimit(nvml::Device dev, unsigned* mw) {
+  if (mw == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc == nvml::kSuccess) *mw = 700000 - 10000 * dev->index;
+  return rc;
+}
+
+// Energy 5e9+1000i mJ.
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetTotalEnergyConsumption(nvml::Device dev,
+                                                                  unsigned long long* mj) {
+  if (mj == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc == nvml::kSuccess) *mj = 5000000000ull + 1000ull * dev->index;
+  return rc;
+}
+
+// Clocks: graphics 1700+i, sm 1800+i, memory 2600+i MHz.
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetClockInfo(nvml::Device dev, unsigned type,
+                                                     unsigned* mhz) {
+  if (mhz == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc != nvml::kSuccess) return rc;
+  switch (type) {
+    case nvml::kClockGraphics: *mhz = 1700 + dev->index; break;
+    case nvml::kClockSm: *mhz = 1800 + dev->index; break;
+    case nvml::kClockMem: *mhz = 2600 + dev->index; break;
+    default: return nvml::kErrorNotSupported;
+  }
+  return rc;
+}
+
+// Reasons: bit i set on device i (i < 9).
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetCurrentClocksThrottleReasons(nvml::Device dev,
+                                                                        unsigned long long* r) {
+  return get_reasons(__func__, dev, r);
+}
+
+// ECC: volatile corrected 10i, uncorrected i; aggregate 100 times those.
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetTotalEccErrors(nvml::Device dev, unsigned error_type,
+                                                          unsigned counter_type,
+                                                          unsigned long long* count) {
+  if (count == nullptr || error_type > 1 || counter_type > 1) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc != nvml::kSuccess) return rc;
+  const unsigned long long v =
+      error_type == nvml::kMemoryErrorCorrected ? 10ull * dev->index : dev->index;
+  *count = counter_type == nvml::kEccCounterVolatile ? v : 100 * v;
+  return rc;
+}
+
+// Remapped rows: correctable i, uncorrectable i%3, pending i%2, failed i==7.
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetRemappedRows(nvml::Device dev, unsigned* corr,
+                                                        unsigned* unc, unsigned* pending,
+                                                        unsigned* failed) {
+  if (corr == nullptr || unc == nullptr || pending == nullptr || failed == nullptr)
+    return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc != nvml::kSuccess) return rc;
+  *corr = dev->index;
+  *unc = dev->index % 3;
+  *pending = dev->index % 2;
+  *failed = dev->index == 7 ? 1 : 0;
+  return rc;
+}
+
+// PCIe replays 100+i.
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetPcieReplayCounter(nvml::Device dev, unsigned* n) {
+  if (n == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc == nvml::kSuccess) *n = 100 + dev->index;
+  return rc;
+}
+
+// Throughput: tx 1000+i, rx 2000+i KB/s. Like NVML, it samples for 20 ms.
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetPcieThroughput(nvml::Device dev, unsigned counter,
+                                                          unsigned* kb) {
+  if (kb == nullptr || counter > nvml::kPcieUtilRxBytes) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc != nvml::kSuccess) return rc;
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  *kb = (counter == nvml::kPcieUtilTxBytes ? 1000 : 2000) + dev->index;
+  return rc;
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlEventSetCreate(nvml::EventSet* set) {
+  if (set == nullptr) return nvml::kErrorInvalidArgument;
+  std::lock_guard lock(g_mu);
+  if (g_state.init_count == 0) return nvml::kErrorUninitialized;
+  g_state.sets.push_back(std::make_unique<nvml::EventSetSt>());
+  *set = g_state.sets.back().get();
+  return nvml::kSuccess;
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceRegisterEvents(nvml::Device dev, unsigned long long types,
+                                                       nvml::EventSet set) {
+  if (set == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc != nvml::kSuccess) return rc;
+  std::lock_guard lock(g_mu);
+  if (g_state.no_events[dev->index]) return nvml::kErrorNotSupported;
+  if ((types & nvml::kEventTypeXidCriticalError) != 0) set->registered[dev->index] = true;
+  return nvml::kSuccess;
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlEventSetWait(nvml::EventSet set, nvml::EventData* data,
+                                               unsigned timeout_ms) {
+  return wait_event(set, data, timeout_ms, false);
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlEventSetFree(nvml::EventSet set) {
+  std::lock_guard lock(g_mu);
+  auto& sets = g_state.sets;
+  auto it = std::find_if(sets.begin(), sets.end(), [&](const auto& s) { return s.get() == set; });
+  // A set from before the last nvmlInit is already gone with that state.
+  if (it != sets.end()) sets.erase(it);
+  return nvml::kSuccess;
+}
+
+#ifndef FAKE_NVML_OLD_DRIVER
+FAKE_NVML_EXPORT nvml::Return nvmlInit_v2() {
+  return init();
+}
+
+#ifndef FAKE_NVML_NO_DEVICE_COUNT
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetCount_v2(unsigned* count) {
+  return get_count(count);
+}
+#endif
+
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetHandleByIndex_v2(unsigned index, nvml::Device* dev) {
+  return get_handle(__func__, index, dev);
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetPciInfo_v2(nvml::Device dev, nvml::PciInfo* pci) {
+  return get_pci(__func__, dev, pci, false);
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetPciInfo_v3(nvml::Device dev, nvml::PciInfo* pci) {
+  return get_pci(__func__, dev, pci, false);
+}
+
+// v2: total 80 GiB, reserved 512 MiB, used (i+1) GiB, free the rest.
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetMemoryInfo_v2(nvml::Device dev, nvml::MemoryV2* m) {
+  if (m == nullptr) return nvml::kErrorInvalidArgument;
+  if (m->version != nvml::kMemoryV2Version) return 25;  // ARGUMENT_VERSION_MISMATCH
+  const nvml::Return rc = enter(__func__, "nvmlDeviceGetMemoryInfo", dev);
+  if (rc != nvml::kSuccess) return rc;
+  const unsigned long long used = memory_used(dev->index);
+  m->total = kMemoryTotal;
+  m->reserved = kMemoryReserved;
+  m->used = used;
+  m->free = kMemoryTotal - kMemoryReserved - used;
+  return rc;
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetTemperatureV(nvml::Device dev, nvml::TemperatureV1* t) {
+  if (t == nullptr) return nvml::kErrorInvalidArgument;
+  if (t->version != nvml::kTemperatureV1Version) return 25;  // ARGUMENT_VERSION_MISMATCH
+  if (t->sensor_type != nvml::kTemperatureGpu) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, "nvmlDeviceGetTemperature", dev);
+  if (rc == nvml::kSuccess) t->temperature = static_cast<int>(30 + dev->index);
+  return rc;
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetCurrentClocksEventReasons(nvml::Device dev,
+                                                                     unsigned long long* r) {
+  return get_reasons(__func__, dev, r);
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetFieldValues(nvml::Device dev, int count,
+                                                       nvml::FieldValue* values) {
+  if (count < 0 || (count > 0 && values == nullptr)) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc != nvml::kSuccess) return rc;
+  std::lock_guard lock(g_mu);
+  for (int k = 0; k < count; ++k) fill_field(dev->index, values[k]);
+  return rc;
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlEventSetWait_v2(nvml::EventSet set, nvml::EventData* data,
+                                                  unsigned timeout_ms) {
+  return wait_event(set, data, timeout_ms, true);
+}
+#endif  // FAKE_NVML_OLD_DRIVER
+
+// ---------------------------------------------------------------------------
+// Test hooks.
+
+FAKE_NVML_EXPORT int fake_nvml_script(const char* line) {
+  if (line == nullptr) return -1;
+  std::lock_guard lock(g_mu);
+  std::string error;
+  if (apply_line(g_state, line, &error)) return 0;
+  std::fprintf(stderr, "fake_nvml: %s\n", error.c_str());
+  return -1;
+}
+
+FAKE_NVML_EXPORT unsigned long long fake_nvml_calls(const char* function, int device) {
+  if (function == nullptr) return 0;
+  std::lock_guard lock(g_mu);
+  unsigned long long total = 0;
+  for (const auto& [name, per_device] : g_state.calls) {
+    if (std::strcmp(function, "*") != 0 && name != function) continue;
+    for (unsigned i = 0; i < kMaxDevices; ++i)
+      if (device < 0 || device == static_cast<int>(i)) total += per_device[i];
+  }
+  return total;
+}
+
+FAKE_NVML_EXPORT int fake_nvml_blocked() {
+  std::lock_guard lock(g_mu);
+  return g_state.blocked;
+}
+
+// Every exported NVML function has exactly the signature the backend
+// declares for it.
+static_assert(std::is_same_v<decltype(&nvmlInit), nvml::InitFn>);
+static_assert(std::is_same_v<decltype(&nvmlShutdown), nvml::ShutdownFn>);
+static_assert(std::is_same_v<decltype(&nvmlErrorString), nvml::ErrorStringFn>);
+static_assert(std::is_same_v<decltype(&nvmlSystemGetDriverVersion), nvml::SystemGetStringFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetHandleByIndex), nvml::DeviceGetHandleByIndexFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetUUID), nvml::DeviceGetStringFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetName), nvml::DeviceGetStringFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetSerial), nvml::DeviceGetStringFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetPciInfo), nvml::DeviceGetPciInfoFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetUtilizationRates), nvml::DeviceGetUtilizationFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetMemoryInfo), nvml::DeviceGetMemoryInfoFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetTemperature), nvml::DeviceGetTemperatureFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetTemperatureThreshold),
+                             nvml::DeviceGetTemperatureThresholdFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetPowerUsage), nvml::DeviceGetUintFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetEnforcedPowerLimit), nvml::DeviceGetUintFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetTotalEnergyConsumption), nvml::DeviceGetUllFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetClockInfo), nvml::DeviceGetClockInfoFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetCurrentClocksThrottleReasons), nvml::DeviceGetUllFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetTotalEccErrors), nvml::DeviceGetTotalEccErrorsFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetRemappedRows), nvml::DeviceGetRemappedRowsFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetPcieReplayCounter), nvml::DeviceGetUintFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetPcieThroughput), nvml::DeviceGetPcieThroughputFn>);
+static_assert(std::is_same_v<decltype(&nvmlEventSetCreate), nvml::EventSetCreateFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceRegisterEvents), nvml::DeviceRegisterEventsFn>);
+static_assert(std::is_same_v<decltype(&nvmlEventSetWait), nvml::EventSetWaitFn>);
+static_assert(std::is_same_v<decltype(&nvmlEventSetFree), nvml::EventSetFreeFn>);
+#ifndef FAKE_NVML_NO_DEVICE_COUNT
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetCount), nvml::DeviceGetCountFn>);
+#endif
+#ifndef FAKE_NVML_OLD_DRIVER
+static_assert(std::is_same_v<decltype(&nvmlInit_v2), nvml::InitFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetHandleByIndex_v2), nvml::DeviceGetHandleByIndexFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetPciInfo_v2), nvml::DeviceGetPciInfoFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetPciInfo_v3), nvml::DeviceGetPciInfoFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetMemoryInfo_v2), nvml::DeviceGetMemoryInfoV2Fn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetTemperatureV), nvml::DeviceGetTemperatureVFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetCurrentClocksEventReasons), nvml::DeviceGetUllFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetFieldValues), nvml::DeviceGetFieldValuesFn>);
+static_assert(std::is_same_v<decltype(&nvmlEventSetWait_v2), nvml::EventSetWaitFn>);
+#ifndef FAKE_NVML_NO_DEVICE_COUNT
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetCount_v2), nvml::DeviceGetCountFn>);
+#endif
+#endif

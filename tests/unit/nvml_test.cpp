@@ -1,0 +1,558 @@
+// Tests of the NVML backend against the fake libnvidia-ml.so.1
+// (tests/fakes/fake_nvml), through the real AcceleratorCollector: every
+// series with its value, unit and labels; a GPU lost in the middle of a run;
+// a GPU without ECC; a library missing a required symbol; an old library
+// without the newest versioned symbols; XID events; a call that hangs past
+// the deadline; no library at all. The scenarios, and the values each fake
+// device reports, are in tests/fixtures/nvml/README.md.
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>  // before support/collector_test.hpp, which uses std::nan without it
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "accelerator/accelerator_collector.hpp"
+#include "accelerator/backend.hpp"
+#include "accelerator/nvml_backend.hpp"
+#include "support/collector_test.hpp"
+
+namespace nodewatch::accelerator {
+namespace {
+
+using nodewatch::testing::CollectOnce;
+using nodewatch::testing::ExpectConformant;
+using nodewatch::testing::ExpectWellFormedTable;
+using nodewatch::testing::Value;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr unsigned kGpus = 8;
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+std::string scenario(const char* name) {
+  return (nodewatch::testing::fixtures_dir() / "nvml" / name).string();
+}
+
+// What fake device i reports, in the units nodewatch exports
+// (tests/fixtures/nvml/README.md, "What device i reports").
+struct Gpu {
+  unsigned i;
+  std::string a() const { return std::to_string(i); }
+  std::string uuid() const {
+    char b[64];
+    std::snprintf(b, sizeof b, "GPU-00000000-0000-4000-8000-0000000000%02u", i);
+    return b;
+  }
+  std::string bus_id() const {
+    char b[32];
+    std::snprintf(b, sizeof b, "0000:%02x:00.0", 0x1a + 0x10 * i);
+    return b;
+  }
+  std::vector<std::string> dev() const { return {a(), uuid()}; }
+  std::vector<std::string> with(std::string extra) const { return {a(), uuid(), std::move(extra)}; }
+  std::vector<std::string> info() const {
+    return {a(),
+            uuid(),
+            "nvidia",
+            "NVIDIA H100 80GB HBM3",
+            bus_id(),
+            "550.54.15",
+            std::to_string(1650000000000ull + i)};
+  }
+};
+
+// Series per device in eight_gpus.scenario: info, up, 2 utilization,
+// 2 memory, 2 temperatures, slowdown, power, limit, energy, 3 clocks,
+// 9 throttle reasons, 5 throttle times, 2 ECC, 2 remapped rows, pending,
+// failed, replays, 2 host-link byte counters, 2 C2C states, 2 C2C errors.
+constexpr std::size_t kSeriesPerGpu = 42;
+
+// The number of samples with accelerator="i".
+std::size_t SeriesOf(const MetricSink& sink, unsigned i) {
+  std::istringstream in(sink.render());
+  const std::string needle = "{accelerator=\"" + std::to_string(i) + "\"";
+  std::size_t n = 0;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line[0] != '#' && line.find(needle) != std::string::npos) ++n;
+  return n;
+}
+
+bool Has(const MetricSink& sink, std::string_view name, const std::vector<std::string>& labels) {
+  double v = 0;
+  return sink.get(name, labels, &v);
+}
+
+std::uint64_t ErrorCount(const MetricSink& sink, std::string_view reason) {
+  auto it = sink.errors().find(reason);
+  return it == sink.errors().end() ? 0 : it->second;
+}
+
+// One accelerator collector over make_nvml_backend(library), the fake
+// reading `scenario_file`.
+class FakeNode {
+ public:
+  FakeNode(const std::string& library, const std::string& scenario_file) {
+    setenv("FAKE_NVML_SCENARIO", scenario_file.c_str(), 1);
+    std::vector<std::unique_ptr<Backend>> backends;
+    backends.push_back(make_nvml_backend(library));
+    collector_ = std::make_unique<AcceleratorCollector>(std::move(backends));
+  }
+
+  MetricSink Collect(std::chrono::milliseconds timeout = 10s) {
+    MetricSink sink(accelerator_metric_table());
+    CollectOnce(*collector_, sink, timeout);
+    return sink;
+  }
+
+  Collector& collector() { return *collector_; }
+  void Destroy() { collector_.reset(); }
+
+ private:
+  std::unique_ptr<AcceleratorCollector> collector_;
+};
+
+// The fake's test hooks, from the very copy the backend loaded (dlopen of
+// the same path returns it); holding it also keeps the library mapped.
+class FakeHooks {
+ public:
+  explicit FakeHooks(const char* library) : handle_(dlopen(library, RTLD_NOW | RTLD_NOLOAD)) {
+    if (!handle_) {
+      ADD_FAILURE() << library << " is not loaded";
+      return;
+    }
+    script_ = reinterpret_cast<ScriptFn>(dlsym(handle_.get(), "fake_nvml_script"));
+    calls_ = reinterpret_cast<CallsFn>(dlsym(handle_.get(), "fake_nvml_calls"));
+    blocked_ = reinterpret_cast<BlockedFn>(dlsym(handle_.get(), "fake_nvml_blocked"));
+  }
+  void Script(const char* line) {
+    ASSERT_NE(script_, nullptr);
+    ASSERT_EQ(script_(line), 0) << line;
+  }
+  unsigned long long Calls(const char* function, int device = -1) {
+    return calls_ != nullptr ? calls_(function, device) : ~0ull;
+  }
+  // Waits (bounded) until no call sleeps in a `block`, so that no thread
+  // of this test is left inside the library.
+  bool WaitUnblocked(std::chrono::milliseconds limit = 10s) {
+    const auto until = Clock::now() + limit;
+    while (blocked_ != nullptr && blocked_() > 0) {
+      if (Clock::now() >= until) return false;
+      std::this_thread::sleep_for(10ms);
+    }
+    return blocked_ != nullptr;
+  }
+
+ private:
+  using ScriptFn = int (*)(const char*);
+  using CallsFn = unsigned long long (*)(const char*, int);
+  using BlockedFn = int (*)();
+  struct Close {
+    void operator()(void* h) const { dlclose(h); }
+  };
+  std::unique_ptr<void, Close> handle_;
+  ScriptFn script_ = nullptr;
+  CallsFn calls_ = nullptr;
+  BlockedFn blocked_ = nullptr;
+};
+
+// Every series of a healthy device from the full library, value by value.
+// `old_driver`: the fallbacks of an old library (v1 memory counts the
+// reserved memory as used; no field values, so no memory temperature, no
+// throttle times, no C2C, and the sampled PCIe throughput instead of byte
+// counters).
+void ExpectHealthyGpu(const MetricSink& s, unsigned index, bool old_driver = false) {
+  SCOPED_TRACE("GPU " + std::to_string(index));
+  const Gpu g{index};
+  const double i = index;
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_info", g.info()), 1);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_up", g.dev()), 1);
+  EXPECT_DOUBLE_EQ(Value(s, "nodewatch_accelerator_utilization_ratio", g.dev()),
+                   (10 * i + 5) / 100);
+  EXPECT_DOUBLE_EQ(Value(s, "nodewatch_accelerator_memory_utilization_ratio", g.dev()),
+                   (3 * i + 1) / 100);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_memory_used_bytes", g.dev()),
+            (i + 1) * kGiB + (old_driver ? 512.0 * 1024 * 1024 : 0));
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_memory_total_bytes", g.dev()), 80 * kGiB);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_temperature_celsius", g.with("gpu")), 30 + i);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_temperature_slowdown_celsius", g.dev()), 80 + i);
+  EXPECT_DOUBLE_EQ(Value(s, "nodewatch_accelerator_power_watts", g.dev()), 100.25 + i);
+  EXPECT_DOUBLE_EQ(Value(s, "nodewatch_accelerator_power_limit_watts", g.dev()), 700 - 10 * i);
+  EXPECT_DOUBLE_EQ(Value(s, "nodewatch_accelerator_energy_joules_total", g.dev()), 5e6 + i);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_clock_hertz", g.with("sm")), (1800 + i) * 1e6);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_clock_hertz", g.with("graphics")), (1700 + i) * 1e6);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_clock_hertz", g.with("memory")), (2600 + i) * 1e6);
+  const char* reasons[] = {"gpu_idle",
+                           "applications_clocks_setting",
+                           "sw_power_cap",
+                           "hw_slowdown",
+                           "sync_boost",
+                           "sw_thermal",
+                           "hw_thermal",
+                           "hw_power_brake",
+                           "display_clock_setting"};
+  for (unsigned bit = 0; bit < 9; ++bit)
+    EXPECT_EQ(Value(s, "nodewatch_accelerator_clock_throttle_active", g.with(reasons[bit])),
+              bit == index ? 1 : 0)
+        << reasons[bit];
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_ecc_errors_total", g.with("corrected")), 10 * i);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_ecc_errors_total", g.with("uncorrected")), i);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_remapped_rows", g.with("correctable")), i);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_remapped_rows", g.with("uncorrectable")), index % 3);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_row_remap_pending", g.dev()), index % 2);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_row_remap_failed", g.dev()), index == 7 ? 1 : 0);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_pcie_replays_total", g.dev()), 100 + i);
+
+  const char* throttle_times[] = {"sw_power_cap", "sync_boost", "sw_thermal", "hw_thermal",
+                                  "hw_power_brake"};
+  if (old_driver) {
+    EXPECT_FALSE(Has(s, "nodewatch_accelerator_temperature_celsius", g.with("memory")));
+    for (const char* r : throttle_times)
+      EXPECT_FALSE(Has(s, "nodewatch_accelerator_clock_throttle_seconds_total", g.with(r))) << r;
+    EXPECT_EQ(Value(s, "nodewatch_accelerator_host_link_throughput_bytes_per_second", g.with("tx")),
+              (1000 + i) * 1024);
+    EXPECT_EQ(Value(s, "nodewatch_accelerator_host_link_throughput_bytes_per_second", g.with("rx")),
+              (2000 + i) * 1024);
+    EXPECT_FALSE(Has(s, "nodewatch_accelerator_host_link_bytes_total", g.with("tx")));
+    EXPECT_FALSE(Has(s, "nodewatch_accelerator_c2c_link_active", g.with("0")));
+    return;
+  }
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_temperature_celsius", g.with("memory")), 40 + i);
+  for (unsigned k = 0; k < 5; ++k)
+    EXPECT_DOUBLE_EQ(
+        Value(s, "nodewatch_accelerator_clock_throttle_seconds_total", g.with(throttle_times[k])),
+        (k + 1) * (i + 1))
+        << throttle_times[k];
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_host_link_bytes_total", g.with("tx")), 1e12 + i * 1e9);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_host_link_bytes_total", g.with("rx")), 2e12 + i * 1e9);
+  EXPECT_FALSE(Has(s, "nodewatch_accelerator_host_link_throughput_bytes_per_second", g.with("tx")));
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_c2c_link_active", g.with("0")), 1);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_c2c_link_active", g.with("1")), 0);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_c2c_link_errors_total", g.with("0")), i);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_c2c_link_errors_total", g.with("1")), i + 11);
+  EXPECT_EQ(SeriesOf(s, index), kSeriesPerGpu);
+}
+
+// A device reported down for `reason`: its identity and up 0, nothing else.
+void ExpectDownGpu(const MetricSink& s, unsigned index) {
+  SCOPED_TRACE("GPU " + std::to_string(index));
+  const Gpu g{index};
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_info", g.info()), 1);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_up", g.dev()), 0);
+  EXPECT_EQ(SeriesOf(s, index), 2u);
+}
+
+TEST(NvmlTest, MetricTableIsWellFormed) {
+  ExpectWellFormedTable(accelerator_metric_table(), "nodewatch_accelerator_");
+}
+
+TEST(NvmlTest, NormalizesPciBusIds) {
+  EXPECT_EQ(normalize_pci_bus_id("00000000:1A:00.0"), "0000:1a:00.0");
+  EXPECT_EQ(normalize_pci_bus_id("0000:1A:00.0"), "0000:1a:00.0");
+  EXPECT_EQ(normalize_pci_bus_id("1a:00.0"), "0000:1a:00.0");
+  EXPECT_EQ(normalize_pci_bus_id("00000002:C1:1F.7"), "0002:c1:1f.7");
+  EXPECT_EQ(normalize_pci_bus_id("00010000:01:00.0"), "10000:01:00.0");
+  EXPECT_EQ(normalize_pci_bus_id(""), "");
+  EXPECT_EQ(normalize_pci_bus_id("XXXXXXXXXXXX"), "");
+  EXPECT_EQ(normalize_pci_bus_id("0000:1a:00"), "");
+  EXPECT_EQ(normalize_pci_bus_id("0000:1g:00.0"), "");
+  EXPECT_EQ(normalize_pci_bus_id("0000:100:00.0"), "");
+}
+
+TEST(NvmlTest, ReadsFieldValuesByType) {
+  nvml::FieldValue f{};
+  f.value_type = nvml::kValueTypeUnsignedLongLong;
+  f.value.ull_val = 5000000000ull;
+  EXPECT_EQ(field_value_as_double(f), 5e9);
+  f.value_type = nvml::kValueTypeSignedInt;
+  f.value.si_val = -3;
+  EXPECT_EQ(field_value_as_double(f), -3);
+  f.value_type = nvml::kValueTypeDouble;
+  f.value.d_val = 0.5;
+  EXPECT_EQ(field_value_as_double(f), 0.5);
+  f.value_type = nvml::kValueTypeUnsignedShort;
+  f.value.ull_val = 0;
+  f.value.us_val = 7;
+  EXPECT_EQ(field_value_as_double(f), 7);
+  f.value_type = 42;
+  EXPECT_FALSE(field_value_as_double(f).has_value());
+}
+
+TEST(NvmlTest, ThrottleReasonsCoverEveryBitOnce) {
+  std::set<std::string_view> labels;
+  unsigned long long bits = 0;
+  for (const NvmlThrottleReason& r : nvml_throttle_reasons()) {
+    EXPECT_TRUE(labels.insert(r.label).second) << r.label;
+    EXPECT_EQ(bits & r.bit, 0u) << r.label;
+    bits |= r.bit;
+  }
+  EXPECT_EQ(bits, 0x1FFu);
+}
+
+TEST(NvmlTest, EightGpusExportEverySeriesWithTheirValues) {
+  FakeNode node(FAKE_NVML_LIBRARY, scenario("eight_gpus.scenario"));
+  const MetricSink s = node.Collect();
+  for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(s, i);
+  EXPECT_TRUE(s.errors().empty());
+  EXPECT_EQ(s.sample_count(), kGpus * kSeriesPerGpu);
+  // Every family but the two that other scenarios produce (XID events; the
+  // sampled throughput, only without byte counters).
+  const std::string text = s.render();
+  for (const MetricDesc& d : accelerator_metric_table().descs()) {
+    if (d.name == "nodewatch_accelerator_xid_errors_total" ||
+        d.name == "nodewatch_accelerator_host_link_throughput_bytes_per_second")
+      continue;
+    EXPECT_NE(text.find("\n" + d.name + "{"), std::string::npos) << d.name;
+  }
+  // Newest symbols first; the 20 ms sampling call is not made when the
+  // byte counters exist.
+  FakeHooks hooks(FAKE_NVML_LIBRARY);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetMemoryInfo_v2"), kGpus);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetMemoryInfo"), 0u);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetPciInfo_v3"), kGpus);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetTemperatureV"), kGpus);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetCurrentClocksEventReasons"), kGpus);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetPcieThroughput"), 0u);
+
+  // A second cycle reads the same (and reuses the device threads).
+  const MetricSink again = node.Collect();
+  for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(again, i);
+}
+
+TEST(NvmlTest, GpuLostMidQueryIsDownAndTheOthersComplete) {
+  FakeNode node(FAKE_NVML_LIBRARY, scenario("gpu_lost.scenario"));
+  for (int cycle = 0; cycle < 2; ++cycle) {
+    SCOPED_TRACE("cycle " + std::to_string(cycle));
+    const MetricSink s = node.Collect();
+    // What GPU 3 answered before it was lost (utilization, memory) is
+    // dropped with the rest; it keeps its identity.
+    ExpectDownGpu(s, 3);
+    EXPECT_EQ(ErrorCount(s, "gpu_lost"), 1u);
+    EXPECT_EQ(s.errors().size(), 1u);
+    for (unsigned i = 0; i < kGpus; ++i)
+      if (i != 3) ExpectHealthyGpu(s, i);
+  }
+}
+
+TEST(NvmlTest, GpuLostOrNeedingResetBetweenCyclesKeepsItsSeriesIdentity) {
+  FakeNode node(FAKE_NVML_LIBRARY, scenario("eight_gpus.scenario"));
+  const MetricSink before = node.Collect();
+  for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(before, i);
+
+  FakeHooks hooks(FAKE_NVML_LIBRARY);
+  hooks.Script("lost 3");
+  hooks.Script("reset_required 5");
+  const MetricSink s = node.Collect();
+  // Even the device handle is refused now: the uuid is the one seen before.
+  ExpectDownGpu(s, 3);
+  ExpectDownGpu(s, 5);
+  EXPECT_EQ(ErrorCount(s, "gpu_lost"), 1u);
+  EXPECT_EQ(ErrorCount(s, "reset_required"), 1u);
+  EXPECT_EQ(s.errors().size(), 2u);
+  for (unsigned i = 0; i < kGpus; ++i)
+    if (i != 3 && i != 5) ExpectHealthyGpu(s, i);
+}
+
+TEST(NvmlTest, GpuWithoutEccLacksOnlyEccSeries) {
+  FakeNode node(FAKE_NVML_LIBRARY, scenario("no_ecc.scenario"));
+  const MetricSink s = node.Collect();
+  const Gpu g{5};
+  EXPECT_FALSE(Has(s, "nodewatch_accelerator_ecc_errors_total", g.with("corrected")));
+  EXPECT_FALSE(Has(s, "nodewatch_accelerator_ecc_errors_total", g.with("uncorrected")));
+  EXPECT_EQ(SeriesOf(s, 5), kSeriesPerGpu - 2);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_up", g.dev()), 1);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_remapped_rows", g.with("correctable")), 5);
+  // NOT_SUPPORTED is not an error.
+  EXPECT_TRUE(s.errors().empty());
+  for (unsigned i = 0; i < kGpus; ++i)
+    if (i != 5) ExpectHealthyGpu(s, i);
+}
+
+TEST(NvmlTest, OtherQueryErrorsDropOneValueAndAreCounted) {
+  FakeNode node(FAKE_NVML_LIBRARY, scenario("errors.scenario"));
+  const MetricSink s = node.Collect();
+  // GPU 1: power answered UNKNOWN; the rest of it is there.
+  const Gpu g1{1};
+  EXPECT_FALSE(Has(s, "nodewatch_accelerator_power_watts", g1.dev()));
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_up", g1.dev()), 1);
+  EXPECT_EQ(SeriesOf(s, 1), kSeriesPerGpu - 1);
+  EXPECT_EQ(ErrorCount(s, "nvml_error"), 1u);
+  EXPECT_EQ(s.errors().size(), 1u);
+  // GPU 0: no byte counters, so the sampled throughput, for it alone.
+  const Gpu g0{0};
+  EXPECT_FALSE(Has(s, "nodewatch_accelerator_host_link_bytes_total", g0.with("tx")));
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_host_link_throughput_bytes_per_second", g0.with("tx")),
+            1000 * 1024);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_host_link_throughput_bytes_per_second", g0.with("rx")),
+            2000 * 1024);
+  EXPECT_EQ(SeriesOf(s, 0), kSeriesPerGpu);
+  FakeHooks hooks(FAKE_NVML_LIBRARY);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetPcieThroughput", 0), 2u);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetPcieThroughput"), 2u);
+  for (unsigned i = 2; i < kGpus; ++i) ExpectHealthyGpu(s, i);
+}
+
+TEST(NvmlTest, LibraryMissingARequiredSymbolFailsEveryCycle) {
+  FakeNode node(FAKE_NVML_BROKEN_LIBRARY, scenario("eight_gpus.scenario"));
+  for (int cycle = 0; cycle < 2; ++cycle) {
+    MetricSink sink(accelerator_metric_table());
+    CollectContext ctx{Clock::now() + 10s, nullptr};
+    try {
+      node.collector().collect(ctx, sink);
+      ADD_FAILURE() << "collect did not throw";
+    } catch (const CollectError& e) {
+      EXPECT_EQ(e.reason(), "library_error");
+      EXPECT_NE(std::string(e.what()).find("missing symbol nvmlDeviceGetCount"), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find(FAKE_NVML_BROKEN_LIBRARY), std::string::npos);
+    }
+    ExpectConformant(sink);
+    EXPECT_EQ(sink.sample_count(), 0u);
+  }
+}
+
+TEST(NvmlTest, OldLibraryFallbacksGiveTheSameCoreValues) {
+  FakeNode node(FAKE_NVML_OLD_LIBRARY, scenario("eight_gpus.scenario"));
+  const MetricSink s = node.Collect();
+  for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(s, i, /*old_driver=*/true);
+  EXPECT_TRUE(s.errors().empty());
+  // No field values: no memory temperature, 5 throttle times, 4 C2C series.
+  EXPECT_EQ(s.sample_count(), kGpus * (kSeriesPerGpu - 10));
+  FakeHooks hooks(FAKE_NVML_OLD_LIBRARY);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetMemoryInfo"), kGpus);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetPciInfo"), kGpus);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetTemperature"), kGpus);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetCurrentClocksThrottleReasons"), kGpus);
+}
+
+// Collects until `done` holds (the XID thread delivers events on its own
+// schedule), at most 10 s.
+MetricSink CollectUntil(FakeNode& node, const std::function<bool(const MetricSink&)>& done) {
+  const auto until = Clock::now() + 10s;
+  for (;;) {
+    MetricSink s = node.Collect();
+    if (done(s) || Clock::now() >= until) return s;
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+void ExpectXidCounts(const char* library) {
+  FakeNode node(library, scenario("xid.scenario"));
+  auto xid = [](const MetricSink& s, unsigned gpu, const char* code) {
+    double v = 0;
+    return s.get("nodewatch_accelerator_xid_errors_total", Gpu{gpu}.with(code), &v) ? v : 0.0;
+  };
+  const MetricSink s = CollectUntil(node, [&](const MetricSink& m) {
+    return xid(m, 2, "79") == 2 && xid(m, 2, "48") == 1 && xid(m, 5, "94") == 1;
+  });
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_xid_errors_total", Gpu{2}.with("79")), 2);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_xid_errors_total", Gpu{2}.with("48")), 1);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_xid_errors_total", Gpu{5}.with("94")), 1);
+  // GPU 7 could not register: its scripted XID never arrives; nobody else
+  // has any.
+  const std::string text = s.render();
+  std::size_t families = 0;
+  for (std::size_t at = 0;
+       (at = text.find("\nnodewatch_accelerator_xid_errors_total{", at)) != std::string::npos; ++at)
+    ++families;
+  EXPECT_EQ(families, 3u);
+  // Counters: the next cycle still has them.
+  const MetricSink again = node.Collect();
+  EXPECT_EQ(Value(again, "nodewatch_accelerator_xid_errors_total", Gpu{2}.with("79")), 2);
+}
+
+TEST(NvmlTest, XidEventsAreCountedPerDeviceAndCode) {
+  ExpectXidCounts(FAKE_NVML_LIBRARY);
+}
+
+TEST(NvmlTest, XidEventsThroughTheOldWaitSymbol) {
+  ExpectXidCounts(FAKE_NVML_OLD_LIBRARY);
+}
+
+TEST(NvmlTest, HungCallMarksOnlyThatDeviceStuckAndCollectMeetsTheDeadline) {
+  FakeNode node(FAKE_NVML_LIBRARY, scenario("blocking.scenario"));
+  const auto timeout = 1000ms;
+  auto start = Clock::now();
+  const MetricSink s = node.Collect(timeout);
+  EXPECT_LT(Clock::now() - start, timeout);
+  // GPU 6 is inside nvmlDeviceGetPowerUsage; its identity was read before.
+  ExpectDownGpu(s, 6);
+  EXPECT_EQ(ErrorCount(s, "device_stuck"), 1u);
+  EXPECT_EQ(s.errors().size(), 1u);
+  for (unsigned i = 0; i < kGpus; ++i)
+    if (i != 6) ExpectHealthyGpu(s, i);
+
+  // Still stuck: reported again, and no second query is queued behind it.
+  FakeHooks hooks(FAKE_NVML_LIBRARY);
+  start = Clock::now();
+  const MetricSink again = node.Collect(timeout);
+  EXPECT_LT(Clock::now() - start, timeout);
+  ExpectDownGpu(again, 6);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetPowerUsage", 6), 1u);
+
+  // Once the call returns, the device is read again in full.
+  ASSERT_TRUE(hooks.WaitUnblocked());
+  const MetricSink after = CollectUntil(node, [](const MetricSink& m) {
+    double up = 0;
+    return m.get("nodewatch_accelerator_up", Gpu{6}.dev(), &up) && up == 1;
+  });
+  ExpectHealthyGpu(after, 6);
+  EXPECT_TRUE(after.errors().empty());
+}
+
+TEST(NvmlTest, DestroyingTheBackendDoesNotWaitForAHungCall) {
+  FakeNode node(FAKE_NVML_LIBRARY, scenario("blocking.scenario"));
+  const MetricSink s = node.Collect(500ms);
+  ExpectDownGpu(s, 6);
+  FakeHooks hooks(FAKE_NVML_LIBRARY);  // keeps the library mapped for the wait below
+  const auto start = Clock::now();
+  node.Destroy();
+  // One grace period (1 s) for all threads, then the stuck one is detached.
+  EXPECT_LT(Clock::now() - start, 2s);
+  // The detached thread returns from the fake on its own and cleans up.
+  EXPECT_TRUE(hooks.WaitUnblocked());
+}
+
+TEST(NvmlTest, NoLibraryMeansNoDevicesAndNoError) {
+  FakeNode node("/nonexistent/libnvidia-ml.so.1", scenario("eight_gpus.scenario"));
+  for (int cycle = 0; cycle < 2; ++cycle) {
+    const MetricSink s = node.Collect();
+    EXPECT_EQ(s.sample_count(), 0u);
+    EXPECT_TRUE(s.errors().empty());
+  }
+}
+
+TEST(NvmlTest, DriverNotLoadedMeansNoDevicesAndNoError) {
+  FakeNode node(FAKE_NVML_LIBRARY, scenario("driver_not_loaded.scenario"));
+  const MetricSink s = node.Collect();
+  EXPECT_EQ(s.sample_count(), 0u);
+  EXPECT_TRUE(s.errors().empty());
+}
+
+TEST(NvmlTest, OtherInitFailureIsAnError) {
+  FakeNode node(FAKE_NVML_LIBRARY, scenario("no_permission.scenario"));
+  MetricSink sink(accelerator_metric_table());
+  CollectContext ctx{Clock::now() + 10s, nullptr};
+  try {
+    node.collector().collect(ctx, sink);
+    ADD_FAILURE() << "collect did not throw";
+  } catch (const CollectError& e) {
+    EXPECT_EQ(e.reason(), "library_error");
+    EXPECT_NE(std::string(e.what()).find("nvmlInit failed: Insufficient Permissions (4)"),
+              std::string::npos)
+        << e.what();
+  }
+  ExpectConformant(sink);
+}
+
+}  // namespace
+}  // namespace nodewatch::accelerator
