@@ -73,7 +73,7 @@ run_ctest "unit, integration and end-to-end tests" build -LE benchmark
 echo "== build (ThreadSanitizer)"
 targets=(tests_tsan)
 if build build-tsan -DCMAKE_BUILD_TYPE=Debug -DNODEWATCH_SANITIZE=thread; then
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_ctest "scheduler under ThreadSanitizer" build-tsan -L unit
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_ctest "scheduler and NVML backend under ThreadSanitizer" build-tsan -L unit
 else
   failed=$((failed + 1)); failures+=("ThreadSanitizer build")
 fi

@@ -236,6 +236,65 @@ TEST(DaemonTest, SocketActivationRefusesASocketThatIsNotListening) {
   EXPECT_NE(d.log().find("is not a listening socket"), std::string::npos) << d.log();
 }
 
+// A GPU driver that misbehaves hurts neither the other GPUs, nor the other
+// collectors, nor the scrape. Runs the real binary over the fake NVML.
+struct GpuFault {
+  const char* name;
+  const char* library;   // which fake build
+  const char* scenario;  // tests/fixtures/nvml/...
+};
+
+class DaemonGpuFaultTest : public ::testing::TestWithParam<GpuFault> {};
+
+TEST_P(DaemonGpuFaultTest, OtherDevicesCollectorsAndScrapeKeepWorking) {
+  const GpuFault& f = GetParam();
+  TempDir dir;
+  auto config =
+      dir.write("nodewatch.toml", std::string("[collectors.accelerator]\ninterval = \"2s\"\n") +
+                                      "timeout = \"1s\"\nnvml_library = \"" + f.library + "\"\n");
+  DaemonProcess::Options o;
+  o.args = BaseArgs(config);
+  o.env = {"FAKE_NVML_SCENARIO=" +
+           (std::filesystem::path(NODEWATCH_FIXTURES_DIR) / "nvml" / f.scenario).string()};
+  DaemonProcess d(o, dir.path() / "log");
+  auto port = d.port();
+  ASSERT_TRUE(port) << d.log();
+  for (int i = 0; i < 300 && Request(*port, "GET", "/-/ready")->status != 200; ++i)
+    std::this_thread::sleep_for(10ms);
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = Request(*port, "GET", "/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);  // the scrape never waits for a driver
+  const std::string& body = r->body;
+  EXPECT_EQ(SampleValue(body, "nodewatch_collector_up{collector=\"storage\"}"), 1) << d.log();
+  EXPECT_EQ(SampleValue(body, "nodewatch_collector_up{collector=\"pcie\"}"), 1);
+  auto gpu_up = [&](int i) {
+    return SampleValue(body, "nodewatch_accelerator_up{accelerator=\"" + std::to_string(i) +
+                                 "\",uuid=\"GPU-00000000-0000-4000-8000-00000000000" +
+                                 std::to_string(i) + "\"}");
+  };
+  if (std::string(f.name) == "broken_library") {
+    EXPECT_EQ(SampleValue(body, "nodewatch_collector_up{collector=\"accelerator\"}"), 0);
+    EXPECT_NE(d.log().find("nvmlDeviceGetCount"), std::string::npos) << d.log();
+    EXPECT_EQ(body.find("nodewatch_accelerator_up"), std::string::npos);
+  } else {
+    int bad = std::string(f.name) == "gpu_lost" ? 3 : 6;
+    EXPECT_EQ(SampleValue(body, "nodewatch_collector_up{collector=\"accelerator\"}"), 1) << d.log();
+    for (int i = 0; i < 8; ++i)
+      EXPECT_EQ(gpu_up(i), i == bad ? 0 : 1) << "GPU " << i << "\n" << body;
+  }
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(5s), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Faults, DaemonGpuFaultTest,
+    ::testing::Values(GpuFault{"gpu_lost", FAKE_NVML_LIBRARY, "gpu_lost.scenario"},
+                      GpuFault{"blocking_call", FAKE_NVML_LIBRARY, "blocking.scenario"},
+                      GpuFault{"broken_library", FAKE_NVML_BROKEN_LIBRARY, "eight_gpus.scenario"}),
+    [](const ::testing::TestParamInfo<GpuFault>& i) { return std::string(i.param.name); });
+
 TEST(DaemonTest, CheckConfig) {
   TempDir dir;
   auto good = dir.write("good.toml", "[server]\nmax_connections = 4\n");

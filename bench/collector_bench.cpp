@@ -1,0 +1,138 @@
+// Collector cost: what one collection costs the node, per collector, on
+// the fixture trees and an 8-GPU fake NVML node (tests/fakes/fake_nvml).
+//
+// Each benchmark does what the scheduler does per collection: collect()
+// into a MetricSink, render the text, deflate it once. The baseline is the
+// same work without the hardware: the 8 GPUs' samples, recorded once, only
+// emitted, rendered and deflated. The ratio collect ÷ baseline is what
+// reading the devices (NVML calls, the per-device threads) adds.
+//
+// Run: cmake -B build-bench -DNODEWATCH_BUILD_BENCH=ON ... && ninja -C build-bench collector_bench
+//      build-bench/bench/collector_bench
+
+#include <benchmark/benchmark.h>
+#include <stdlib.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "accelerator/accelerator_collector.hpp"
+#include "exposition.hpp"
+#include "pcie/pcie_collector.hpp"
+#include "storage/storage_collector.hpp"
+
+namespace nodewatch {
+namespace {
+
+const std::filesystem::path kFixtures = NODEWATCH_FIXTURES_DIR;
+
+CollectContext Context() {
+  return {std::chrono::steady_clock::now() + std::chrono::seconds(10), nullptr};
+}
+
+// One scheduler-equivalent collection; returns the series count.
+std::size_t CollectRenderDeflate(Collector& c) {
+  MetricSink sink(c.metrics());
+  c.collect(Context(), sink);
+  auto rendered = make_rendered(sink.render());
+  benchmark::DoNotOptimize(rendered->deflated.data());
+  return sink.sample_count();
+}
+
+std::unique_ptr<Collector> NvmlCollector() {
+  setenv("FAKE_NVML_SCENARIO", (kFixtures / "nvml" / "eight_gpus.scenario").c_str(), 1);
+  std::vector<std::unique_ptr<accelerator::Backend>> b;
+  b.push_back(accelerator::make_nvml_backend(FAKE_NVML_LIBRARY));
+  return std::make_unique<accelerator::AcceleratorCollector>(std::move(b));
+}
+
+void BM_Accelerator_Nvml8Gpu_Collect(benchmark::State& state) {
+  auto c = NvmlCollector();
+  CollectRenderDeflate(*c);  // loads the library, starts the device threads
+  std::size_t series = 0;
+  for (auto _ : state) series = CollectRenderDeflate(*c);
+  state.counters["series"] = static_cast<double>(series);
+}
+BENCHMARK(BM_Accelerator_Nvml8Gpu_Collect)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The baseline: the same 8 devices' samples, without touching NVML.
+void BM_Accelerator_Nvml8Gpu_EmitOnly(benchmark::State& state) {
+  setenv("FAKE_NVML_SCENARIO", (kFixtures / "nvml" / "eight_gpus.scenario").c_str(), 1);
+  auto backend = accelerator::make_nvml_backend(FAKE_NVML_LIBRARY);
+  std::vector<accelerator::DeviceSample> samples = backend->sample(Context());
+  const MetricTable& table = accelerator::accelerator_metric_table();
+  std::size_t series = 0;
+  for (auto _ : state) {
+    MetricSink sink(table);
+    for (const auto& d : samples) accelerator::emit_device(d, sink);
+    auto rendered = make_rendered(sink.render());
+    benchmark::DoNotOptimize(rendered->deflated.data());
+    series = sink.sample_count();
+  }
+  state.counters["series"] = static_cast<double>(series);
+}
+BENCHMARK(BM_Accelerator_Nvml8Gpu_EmitOnly)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Accelerator_Amdgpu2Boards_Collect(benchmark::State& state) {
+  std::vector<std::unique_ptr<accelerator::Backend>> b;
+  b.push_back(
+      accelerator::make_amdgpu_backend(Roots{kFixtures / "amdgpu" / "sys", "/nonexistent"}));
+  accelerator::AcceleratorCollector c(std::move(b));
+  std::size_t series = 0;
+  for (auto _ : state) series = CollectRenderDeflate(c);
+  state.counters["series"] = static_cast<double>(series);
+}
+BENCHMARK(BM_Accelerator_Amdgpu2Boards_Collect)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Pcie_Fixture_Collect(benchmark::State& state) {
+  pcie::PcieCollector c(Roots{kFixtures / "pcie" / "sys", "/nonexistent"});
+  std::size_t series = 0;
+  for (auto _ : state) series = CollectRenderDeflate(c);
+  state.counters["series"] = static_cast<double>(series);
+}
+BENCHMARK(BM_Pcie_Fixture_Collect)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Storage_Fixture_Collect(benchmark::State& state) {
+  storage::StorageCollector c(Roots{kFixtures / "storage" / "sys", kFixtures / "storage" / "proc"},
+                              {});
+  std::size_t series = 0;
+  for (auto _ : state) series = CollectRenderDeflate(c);
+  state.counters["series"] = static_cast<double>(series);
+}
+BENCHMARK(BM_Storage_Fixture_Collect)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Keeps each run's time so that main() can print the ratio.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    // Single runs by name; with --benchmark_repetitions, the median.
+    for (const Run& r : runs) {
+      if (r.run_type == Run::RT_Iteration) real_us_[r.run_name.str()] = r.GetAdjustedRealTime();
+      if (r.run_type == Run::RT_Aggregate && r.aggregate_name == "median")
+        real_us_[r.run_name.str()] = r.GetAdjustedRealTime();
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+  std::map<std::string, double> real_us_;
+};
+
+}  // namespace
+}  // namespace nodewatch
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  nodewatch::RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  auto& t = reporter.real_us_;
+  auto collect = t.find("BM_Accelerator_Nvml8Gpu_Collect/real_time");
+  auto base = t.find("BM_Accelerator_Nvml8Gpu_EmitOnly/real_time");
+  if (collect != t.end() && base != t.end() && base->second > 0) {
+    std::printf(
+        "\n8-GPU fake NVML node: one collection %.1f us; emit+render+deflate alone %.1f us; "
+        "ratio %.2fx (what reading the devices adds)\n",
+        collect->second, base->second, collect->second / base->second);
+  }
+  benchmark::Shutdown();
+  return 0;
+}
