@@ -1,4 +1,5 @@
 #include "accelerator/amdgpu_backend.hpp"
+#include "common/unique_fd.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -35,20 +36,6 @@ constexpr double kMicroPerUnit = 1e6;
 
 constexpr const char* kReadError = "read_error";
 constexpr const char* kParseError = "parse_error";
-
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // The names in a directory, or none when it cannot be listed.
 std::set<std::string, std::less<>> list_names(const fs::path& dir) {

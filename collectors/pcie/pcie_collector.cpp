@@ -1,4 +1,5 @@
 #include "pcie/pcie_collector.hpp"
+#include "common/unique_fd.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -62,20 +63,6 @@ const MetricTable& pcie_metric_table() {
   }();
   return kTable;
 }
-
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // sysfs attributes are at most a page; the bound only stops a runaway read
 // of something that is not a sysfs attribute.

@@ -1,4 +1,5 @@
 #include "storage/storage_collector.hpp"
+#include "common/unique_fd.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -142,20 +143,6 @@ constexpr std::size_t kInitialBufferBytes = 16 << 10;
 // Bounds the regular expressions from the configuration: libstdc++ compiles
 // and matches recursively, so a huge pattern could exhaust the stack.
 constexpr std::size_t kMaxRegexLength = 1024;
-
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 std::string errno_message(int err) {
   return std::generic_category().message(err);
