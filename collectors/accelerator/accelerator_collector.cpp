@@ -1,5 +1,6 @@
 #include "accelerator/accelerator_collector.hpp"
 
+#include <optional>
 #include <string>
 
 #include "nodewatch/config.hpp"
@@ -155,12 +156,28 @@ AcceleratorCollector::AcceleratorCollector(std::vector<std::unique_ptr<Backend>>
     : backends_(std::move(backends)) {}
 
 void AcceleratorCollector::collect(const CollectContext& ctx, MetricSink& out) {
-  // A backend that throws (a broken library) fails the collection: the
-  // collector is reported down and the error says which backend.
+  // A backend that throws (a broken library) fails the collection — the
+  // collector is reported down and the error names the backend — unless
+  // another backend found devices: a broken libnvidia-ml on an AMD node
+  // must not hide the AMD GPUs. Then the failure is counted and logged.
+  std::optional<CollectError> failure;
+  std::size_t devices = 0;
   for (auto& b : backends_) {
-    if (ctx.should_stop()) return;
-    for (const DeviceSample& d : b->sample(ctx)) emit_device(d, out);
+    if (ctx.should_stop()) break;
+    try {
+      for (const DeviceSample& d : b->sample(ctx)) {
+        emit_device(d, out);
+        ++devices;
+      }
+      failures_.succeeded(std::string("accelerator: ") + std::string(b->name()));
+    } catch (const CollectError& e) {
+      if (!failure) failure = e;
+      failures_.failed(std::string("accelerator: ") + std::string(b->name()), e.what());
+    }
   }
+  if (!failure) return;
+  if (devices == 0) throw *failure;
+  out.error(failure->reason());
 }
 
 AcceleratorOptions read_accelerator_options(OptionReader& r) {

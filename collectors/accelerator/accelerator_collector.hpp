@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "accelerator/backend.hpp"
+#include "logging.hpp"
 #include "nodewatch/collector.hpp"
 
 namespace nodewatch {
@@ -34,6 +35,7 @@ class AcceleratorCollector final : public Collector {
 
  private:
   std::vector<std::unique_ptr<Backend>> backends_;
+  FailureLog failures_;  // a backend failing beside working ones, logged per change
 };
 
 // Adds one device's series to `out` (exposed for tests).

@@ -332,7 +332,19 @@ void PcieCollector::collect_functions(const std::vector<std::string>& bdfs,
     if (rec.max_speed) out.add(kMaxSpeed, {device}, *rec.max_speed);
     if (rec.width) out.add(kWidth, {device}, static_cast<double>(*rec.width));
     if (rec.max_width) out.add(kMaxWidth, {device}, static_cast<double>(*rec.max_width));
-    if (node.selected && !node.upstream.empty()) {
+    // A function's link status describes the link to the port above it
+    // when it faces upstream: an endpoint, or a switch's upstream port.
+    // Those sit at an odd depth below the root port (root port 0, switch
+    // upstream port 1, switch downstream port 2, endpoint 3); a downstream
+    // port's status describes the link below it, which the function under
+    // it reports already. So a switch uplink that trained narrow is flagged
+    // on the switch's upstream port, even when every link below is x16.
+    std::size_t depth = 0;
+    for (auto it = nodes.find(node.upstream); it != nodes.end() && depth < 64;
+         it = nodes.find(it->second.upstream))
+      ++depth;
+    bool faces_upstream = depth % 2 == 1;  // depth: how many watched ports are above it
+    if ((node.selected || faces_upstream) && !node.upstream.empty()) {
       auto up = nodes.find(node.upstream);
       if (up != nodes.end() && up->second.ok) {
         std::optional<bool> degraded =

@@ -161,6 +161,23 @@ TEST(AcceleratorTest, ABrokenBackendFailsTheCollection) {
   }
 }
 
+TEST(AcceleratorTest, ABrokenBackendDoesNotHideAnotherBackendsDevices) {
+  auto broken = std::make_unique<ScriptedBackend>();
+  broken->throw_ = true;
+  auto working = std::make_unique<ScriptedBackend>();
+  working->devices_.push_back(FullDevice());
+  std::vector<std::unique_ptr<Backend>> backends;
+  backends.push_back(std::move(broken));
+  backends.push_back(std::move(working));
+  AcceleratorCollector c(std::move(backends));
+  MetricSink sink(c.metrics());
+  CollectOnce(c, sink);
+  EXPECT_EQ(
+      Value(sink, "nodewatch_accelerator_up", {"3", "GPU-8f6e1a2b-0000-0000-0000-000000000003"}),
+      1);
+  EXPECT_EQ(sink.errors().at("library_error"), 1u);
+}
+
 TEST(AcceleratorTest, OptionsAreValidated) {
   std::vector<ConfigError> errors;
   toml::table t;

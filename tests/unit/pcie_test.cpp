@@ -570,9 +570,27 @@ TEST(PcieCollector, DegradedWidth) {
   EXPECT_EQ(Value(sink, kDegraded, {kCx7Ib}), 0);
   EXPECT_EQ(Value(sink, kDegraded, {kCx5}), 0);    // x8 = min(x16, port x8)
   EXPECT_FALSE(has(sink, kDegraded, {kLostGpu}));  // widths unknown
-  // Only accelerators and NICs, never the ports (02:00.0 is at x8 of x16 too).
-  EXPECT_EQ(devices_of(sink, kDegraded),
-            (std::vector<std::string>{kGpu0, kGpu1, kCx7, kCx7Ib, kCx5}));
+  // Accelerators and NICs, and the switch upstream ports (01:00.0, 07:00.0,
+  // both at full width), whose link status is their uplink's; never a
+  // downstream port (02:00.0 reads x8 of x16 too: that is GPU0's link,
+  // already flagged on GPU0).
+  EXPECT_EQ(Value(sink, kDegraded, {"0000:01:00.0"}), 0);
+  EXPECT_EQ(Value(sink, kDegraded, {"0000:07:00.0"}), 0);
+  EXPECT_EQ(
+      devices_of(sink, kDegraded),
+      (std::vector<std::string>{"0000:01:00.0", kGpu0, kGpu1, kCx7, kCx7Ib, "0000:07:00.0", kCx5}));
+}
+
+TEST(PcieCollector, ASwitchUplinkTrainedNarrowIsFlaggedOnTheSwitch) {
+  // The riser between the root port and the switch trained at x8: every
+  // link below the switch still reads x16.
+  TempSysfs tree;
+  tree.write("devices/pci0000:00/0000:00:01.0/0000:01:00.0/current_link_width", "8\n");
+  PcieCollector c(tree.roots());
+  MetricSink sink(c.metrics());
+  CollectOnce(c, sink);
+  EXPECT_EQ(Value(sink, kDegraded, {"0000:01:00.0"}), 1);
+  EXPECT_EQ(Value(sink, kDegraded, {kGpu1}), 0);
 }
 
 TEST(PcieCollector, AerCounters) {
