@@ -32,6 +32,8 @@ inline constexpr Return kErrorDriverNotLoaded = 9;
 inline constexpr Return kErrorTimeout = 10;
 inline constexpr Return kErrorGpuIsLost = 15;
 inline constexpr Return kErrorResetRequired = 16;
+inline constexpr Return kErrorLibRmVersionMismatch = 18;  // driver reloaded under a session
+inline constexpr Return kErrorArgumentVersionMismatch = 25;
 inline constexpr Return kErrorUnknown = 999;
 
 // nvmlDevice_t and nvmlEventSet_t: opaque handles (pointers to structs the

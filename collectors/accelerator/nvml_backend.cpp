@@ -13,10 +13,23 @@
 //    the time left before the collection deadline; a device still inside a
 //    call is reported up=0 "device_stuck", and is not queried again until
 //    that call returns. nvmlInit and nvmlDeviceGetCount run on the
-//    collection thread itself: a hang there stalls this collector only (it
+//    collection thread itself, once per session (the count is read right
+//    after nvmlInit and kept: a wedged GPU holding the driver lock cannot
+//    hang every cycle there); a hang there stalls this collector only (it
 //    has a thread of its own, and the scheduler fails it at its deadline).
+//  - A session is dropped (the XID thread stopped, nvmlShutdown run by the
+//    last owner) and opened again after the retry interval when every device
+//    fails to give a handle in one cycle (a driver reload:
+//    LIB_RM_VERSION_MISMATCH, UNINITIALIZED); opening it again fails, and is
+//    retried, while nvmlDeviceGetCount fails.
 //  - A background thread counts XID events (nvmlEventSetWait_v2) per device
-//    and code; sample() copies the counts into each device's sample.
+//    and code; sample() copies the counts into each device's sample. A wait
+//    that fails (not SUCCESS, not TIMEOUT: after XID 79 a driver answers
+//    GPU_IS_LOST at once, forever, for a set holding the lost GPU) is counted
+//    as "xid_wait_error" on the next sample; after kMaxWaitFailures in a row
+//    the set is freed and built again with the devices that still register.
+//  - Identity (uuid, name, serial, PCI id) is kept per device; a read that
+//    fails one cycle leaves the last good value, so series keep their labels.
 //  - The loaded library (handle, function table, init) is one Session held by
 //    shared_ptr by the backend, the device threads and the XID thread. The
 //    last owner calls nvmlShutdown and then dlclose. That is what makes it
@@ -69,13 +82,19 @@ using Clock = std::chrono::steady_clock;
 // A library or driver that is absent (or broken) is looked for again at most
 // this often: dlopen and nvmlInit are not free, and a CPU node would
 // otherwise pay for them every cycle.
-constexpr auto kRetryInterval = std::chrono::minutes(1);
+// (The default of NvmlBackendOptions::retry_interval.)
 // Share of the time left before the collection deadline that sample() waits
 // for the device threads; the rest is for turning samples into metrics.
 constexpr int kBudgetPercent = 80;
 // nvmlEventSetWait_v2's timeout: also how quickly the XID thread notices a
 // stop request.
 constexpr unsigned kEventWaitMs = 500;
+// Failed waits in a row after which the XID event set is built again, the
+// pause after each, and the longest pause between rebuilds that keep failing
+// (the pause doubles with each).
+constexpr unsigned kMaxWaitFailures = 3;
+constexpr auto kWaitFailurePause = std::chrono::milliseconds(200);
+constexpr auto kMaxRebuildPause = std::chrono::seconds(60);
 // How long the destructor waits for the threads before detaching them.
 constexpr auto kStopGrace = std::chrono::seconds(1);
 // Upper bound on NVLink-C2C links asked for (Grace Hopper has 10 lanes in
@@ -167,12 +186,12 @@ std::vector<std::string> resolve_all(void* lib, Api& a) {
               {"nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2", "nvmlDeviceGetPciInfo"});
   a.pci_info_v1 = pci != nullptr && std::strcmp(pci, "nvmlDeviceGetPciInfo") == 0;
   resolve(lib, a.device_get_utilization_rates, {"nvmlDeviceGetUtilizationRates"});
+  // Both versions: the v1 call is the run-time fallback when the newer one
+  // exists but answers NOT_SUPPORTED or ARGUMENT_VERSION_MISMATCH.
   resolve(lib, a.device_get_memory_info_v2, {"nvmlDeviceGetMemoryInfo_v2"});
-  if (a.device_get_memory_info_v2 == nullptr)
-    resolve(lib, a.device_get_memory_info, {"nvmlDeviceGetMemoryInfo"});
+  resolve(lib, a.device_get_memory_info, {"nvmlDeviceGetMemoryInfo"});
   resolve(lib, a.device_get_temperature_v, {"nvmlDeviceGetTemperatureV"});
-  if (a.device_get_temperature_v == nullptr)
-    resolve(lib, a.device_get_temperature, {"nvmlDeviceGetTemperature"});
+  resolve(lib, a.device_get_temperature, {"nvmlDeviceGetTemperature"});
   resolve(lib, a.device_get_temperature_threshold, {"nvmlDeviceGetTemperatureThreshold"});
   resolve(lib, a.device_get_power_usage, {"nvmlDeviceGetPowerUsage"});
   resolve(lib, a.device_get_enforced_power_limit, {"nvmlDeviceGetEnforcedPowerLimit"});
@@ -200,6 +219,7 @@ struct Session {
   Api api;
   std::string library;  // as configured, for messages
   std::string driver_version;
+  unsigned device_count = 0;  // read once, right after nvmlInit
   bool initialized = false;
 
   Session() = default;
@@ -263,6 +283,34 @@ void copy_identity(const DeviceSample& from, DeviceSample& to) {
   to.serial = from.serial;
 }
 
+// Copies the identity fields that `from` has (non-empty) into `to`: a read
+// that failed this cycle does not wipe the last good value.
+void merge_identity(const DeviceSample& from, DeviceSample& to) {
+  auto keep = [](const std::string& f, std::string& t) {
+    if (!f.empty()) t = f;
+  };
+  keep(from.uuid, to.uuid);
+  keep(from.model, to.model);
+  keep(from.pci_bus_id, to.pci_bus_id);
+  keep(from.serial, to.serial);
+}
+
+// What a device's query keeps from one cycle to the next (touched only by
+// that device's thread).
+struct DeviceMemory {
+  // Last good value of each NVLink-C2C error field, by (link, field id):
+  // the exported sum of CRC and replay errors uses it for a field that
+  // failed this cycle, so the counter never goes backwards.
+  std::map<std::pair<unsigned, unsigned>, double> c2c_errors;
+};
+
+// One device's query: the sample, and the answer of
+// nvmlDeviceGetHandleByIndex (not SUCCESS: nothing else was asked).
+struct DeviceResult {
+  DeviceSample sample;
+  nvml::Return handle_rc = nvml::kSuccess;
+};
+
 std::string read_string(nvml::DeviceGetStringFn fn, nvml::Device dev, unsigned size,
                         DeviceSample& d) {
   if (fn == nullptr) return {};
@@ -289,7 +337,7 @@ std::string read_pci_bus_id(const Api& a, nvml::Device dev, DeviceSample& d) {
 // Field values in one batched call (one driver round trip instead of one
 // per value). The C2C per-link fields need the link count first, so they
 // come in a second call, only on devices that have C2C links.
-void read_fields(const Api& a, nvml::Device dev, DeviceSample& d) {
+void read_fields(const Api& a, nvml::Device dev, DeviceSample& d, DeviceMemory& memory) {
   if (a.device_get_field_values == nullptr) return;
   struct Throttle {
     unsigned field;
@@ -346,9 +394,15 @@ void read_fields(const Api& a, nvml::Device dev, DeviceSample& d) {
     const nvml::FieldValue* v = &f[3 * l];
     if (field_ok(v[0], d)) d.c2c_link_active[l] = *field_value_as_double(v[0]) != 0;
     // Errors: CRC errors plus replays, whichever of the two the driver has.
+    // A field that fails this cycle counts with its last good value (one
+    // that never answered counts nothing), so the sum never drops.
     std::optional<double> errors;
-    for (int k = 1; k <= 2; ++k)
-      if (field_ok(v[k], d)) errors = errors.value_or(0) + *field_value_as_double(v[k]);
+    for (int k = 1; k <= 2; ++k) {
+      const std::pair<unsigned, unsigned> key{l, v[k].field_id};
+      if (field_ok(v[k], d)) memory.c2c_errors[key] = *field_value_as_double(v[k]);
+      if (auto it = memory.c2c_errors.find(key); it != memory.c2c_errors.end())
+        errors = errors.value_or(0) + it->second;
+    }
     if (errors) d.c2c_link_errors[l] = *errors;
   }
 }
@@ -356,13 +410,19 @@ void read_fields(const Api& a, nvml::Device dev, DeviceSample& d) {
 // Reads everything about device `index` into `d`. `publish_identity` is
 // called as soon as the identity is known, so that a device that then hangs
 // is still reported under its uuid.
-void read_device(const Session& s, unsigned index, DeviceSample& d,
+void read_device(const Session& s, unsigned index, DeviceResult& r, DeviceMemory& memory,
                  const std::function<void(const DeviceSample&)>& publish_identity) {
   const Api& a = s.api;
+  DeviceSample& d = r.sample;
   nvml::Device dev = nullptr;
-  if (!ok(a.device_get_handle_by_index(index, &dev), d)) {
-    // No handle, no values: the device does not answer its driver.
-    d.up = false;
+  r.handle_rc = a.device_get_handle_by_index(index, &dev);
+  // Lost or needing a reset: DeviceGone (up 0). Any other error (say
+  // NO_PERMISSION for one GPU in a container): no values, but the device is
+  // not known to be down, so up stays 1 and the error is counted.
+  if (r.handle_rc == nvml::kErrorGpuIsLost || r.handle_rc == nvml::kErrorResetRequired)
+    ok(r.handle_rc, d);
+  if (r.handle_rc != nvml::kSuccess) {
+    d.errors.emplace_back("nvml_error");
     return;
   }
   d.uuid = read_string(a.device_get_uuid, dev, nvml::kUuidBufferSize, d);
@@ -380,26 +440,39 @@ void read_device(const Session& s, unsigned index, DeviceSample& d,
   }
   // v2 reports the driver's reserved memory apart from `used` (what
   // nvidia-smi shows as used); v1's `used` includes it.
+  // A newer call that exists but answers NOT_SUPPORTED or
+  // ARGUMENT_VERSION_MISMATCH falls back to the v1 call.
+  auto fall_back = [](nvml::Return rc) {
+    return rc == nvml::kErrorNotSupported || rc == nvml::kErrorArgumentVersionMismatch;
+  };
+  bool memory_asked = false;
   if (a.device_get_memory_info_v2 != nullptr) {
     nvml::MemoryV2 m{};
     m.version = nvml::kMemoryV2Version;
-    if (ok(a.device_get_memory_info_v2(dev, &m), d)) {
+    const nvml::Return rc = a.device_get_memory_info_v2(dev, &m);
+    memory_asked = !fall_back(rc);
+    if (memory_asked && ok(rc, d)) {
       d.memory_used_bytes = static_cast<double>(m.used);
       d.memory_total_bytes = static_cast<double>(m.total);
     }
-  } else if (a.device_get_memory_info != nullptr) {
+  }
+  if (!memory_asked && a.device_get_memory_info != nullptr) {
     nvml::Memory m{};
     if (ok(a.device_get_memory_info(dev, &m), d)) {
       d.memory_used_bytes = static_cast<double>(m.used);
       d.memory_total_bytes = static_cast<double>(m.total);
     }
   }
+  bool temperature_asked = false;
   if (a.device_get_temperature_v != nullptr) {
     nvml::TemperatureV1 t{};
     t.version = nvml::kTemperatureV1Version;
     t.sensor_type = nvml::kTemperatureGpu;
-    if (ok(a.device_get_temperature_v(dev, &t), d)) d.temperature_celsius["gpu"] = t.temperature;
-  } else if (a.device_get_temperature != nullptr) {
+    const nvml::Return rc = a.device_get_temperature_v(dev, &t);
+    temperature_asked = !fall_back(rc);
+    if (temperature_asked && ok(rc, d)) d.temperature_celsius["gpu"] = t.temperature;
+  }
+  if (!temperature_asked && a.device_get_temperature != nullptr) {
     unsigned t = 0;
     if (ok(a.device_get_temperature(dev, nvml::kTemperatureGpu, &t), d))
       d.temperature_celsius["gpu"] = t;
@@ -460,7 +533,7 @@ void read_device(const Session& s, unsigned index, DeviceSample& d,
     unsigned n = 0;
     if (ok(a.device_get_pcie_replay_counter(dev, &n), d)) d.pcie_replays = n;
   }
-  read_fields(a, dev, d);
+  read_fields(a, dev, d, memory);
   // nvmlDeviceGetPcieThroughput samples for 20 ms inside the call: only
   // when the driver has no cumulative byte counter for that direction.
   if (a.device_get_pcie_throughput != nullptr) {
@@ -474,21 +547,21 @@ void read_device(const Session& s, unsigned index, DeviceSample& d,
   }
 }
 
-DeviceSample query_device(const Session& s, unsigned index,
+DeviceResult query_device(const Session& s, unsigned index, DeviceMemory& memory,
                           const std::function<void(const DeviceSample&)>& publish_identity) {
-  DeviceSample d;
-  d.index = index;
+  DeviceResult r;
+  r.sample.index = index;
   try {
-    read_device(s, index, d, publish_identity);
+    read_device(s, index, r, memory, publish_identity);
   } catch (const DeviceGone& gone) {
     DeviceSample lost;
     lost.index = index;
-    copy_identity(d, lost);
+    copy_identity(r.sample, lost);
     lost.up = false;
     lost.errors = {gone.reason};
-    return lost;
+    r.sample = std::move(lost);
   }
-  return d;
+  return r;
 }
 
 // ---------------------------------------------------------------------------
@@ -551,9 +624,9 @@ class DeviceWorker {
     return true;
   }
 
-  // The posted query's sample, or nullopt if it has not returned by `until`
+  // The posted query's result, or nullopt if it has not returned by `until`
   // (or the collection was cancelled first).
-  std::optional<DeviceSample> wait(Clock::time_point until, const std::atomic<bool>* cancelled) {
+  std::optional<DeviceResult> wait(Clock::time_point until, const std::atomic<bool>* cancelled) {
     std::unique_lock lock(state_->mu);
     while (state_->busy) {
       if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) break;
@@ -580,8 +653,9 @@ class DeviceWorker {
     unsigned index = 0;
     std::shared_ptr<const Session> job;  // set: a query is queued
     bool busy = false;                   // a query is queued or running
-    std::optional<DeviceSample> result;
-    DeviceSample identity;
+    std::optional<DeviceResult> result;
+    DeviceSample identity;  // the last good value of each identity field
+    DeviceMemory memory;    // only the worker thread touches it
   };
 
   static void run(std::shared_ptr<State> st) {
@@ -594,15 +668,16 @@ class DeviceWorker {
       lock.unlock();
       auto publish = [&st](const DeviceSample& d) {
         std::lock_guard g(st->mu);
-        copy_identity(d, st->identity);
+        merge_identity(d, st->identity);
       };
-      DeviceSample s;
+      DeviceResult s;
       try {
-        s = query_device(*session, st->index, publish);
+        s = query_device(*session, st->index, st->memory, publish);
       } catch (const std::exception&) {
         // Out of memory, in practice: count it and keep the thread alive.
-        s.index = st->index;
-        s.errors = {"exception"};
+        s = DeviceResult{};
+        s.sample.index = st->index;
+        s.sample.errors = {"exception"};
       }
       // Released outside the lock: when the backend is gone this may be the
       // last owner, and then it runs nvmlShutdown and dlclose.
@@ -647,20 +722,54 @@ class XidWatcher {
     return it == state_->counts.end() ? Counts{} : it->second;
   }
 
+  // Waits that failed (neither an event nor a timeout) since the last call.
+  std::uint64_t take_wait_failures() {
+    std::lock_guard lock(state_->mu);
+    return std::exchange(state_->wait_failures, 0);
+  }
+
   ThreadState& thread_state() { return *state_; }
   std::thread& thread() { return thread_; }
 
  private:
   struct State : ThreadState {
     std::map<std::string, Counts, std::less<>> counts;
+    std::uint64_t wait_failures = 0;
   };
+
+  enum class Outcome {
+    kStopped,         // asked to stop
+    kNothingToWatch,  // no device could register for XID events
+    kFailed,          // the set could not be created, or its waits keep failing
+  };
+
+  // Sleeps `d` unless asked to stop first; true when asked to stop.
+  static bool pause(State& st, Clock::duration d) {
+    std::unique_lock lock(st.mu);
+    return st.cv.wait_for(lock, d, [&] { return st.stop; });
+  }
 
   static void run(std::shared_ptr<State> st, std::shared_ptr<const Session> session) {
     const Api& a = session->api;
-    nvml::EventSet set = nullptr;
-    if (a.event_set_create(&set) == nvml::kSuccess) {
-      watch(*st, a, set);
-      a.event_set_free(set);
+    // Sets built in a row whose waits all failed: the pause before the next
+    // one doubles with each, so a driver that fails every wait is not asked
+    // to rebuild in a tight loop.
+    unsigned fruitless = 0;
+    for (;;) {
+      nvml::EventSet set = nullptr;
+      Outcome outcome = Outcome::kFailed;
+      const nvml::Return rc = a.event_set_create(&set);
+      if (rc == nvml::kSuccess) {
+        outcome = watch(*st, *session, set, fruitless);
+        a.event_set_free(set);
+      } else if (fruitless == 0) {
+        spdlog::warn("nvml: cannot create an XID event set: {}", session->error(rc));
+      }
+      if (outcome != Outcome::kFailed) break;
+      const auto delay = std::min<Clock::duration>(
+          kWaitFailurePause * (1u << std::min(fruitless, 10u)), kMaxRebuildPause);
+      ++fruitless;
+      if (pause(*st, delay)) break;
     }
     session.reset();
     std::lock_guard lock(st->mu);
@@ -668,13 +777,14 @@ class XidWatcher {
     st->cv.notify_all();
   }
 
-  static void watch(State& st, const Api& a, nvml::EventSet set) {
-    // Devices whose driver cannot deliver XID events (NOT_SUPPORTED) are
-    // skipped; the others still count.
+  // Registers every device that still answers in `set` and counts its
+  // events until asked to stop or until the waits keep failing.
+  static Outcome watch(State& st, const Session& s, nvml::EventSet set, unsigned& fruitless) {
+    const Api& a = s.api;
+    // Devices whose driver cannot deliver XID events (NOT_SUPPORTED), or
+    // that no longer answer (lost), are skipped; the others still count.
     std::map<nvml::Device, std::string> uuids;
-    unsigned n = 0;
-    if (a.device_get_count(&n) != nvml::kSuccess) return;
-    for (unsigned i = 0; i < n; ++i) {
+    for (unsigned i = 0; i < s.device_count; ++i) {
       nvml::Device dev = nullptr;
       std::array<char, nvml::kUuidBufferSize> uuid{};
       if (a.device_get_handle_by_index(i, &dev) != nvml::kSuccess ||
@@ -683,15 +793,23 @@ class XidWatcher {
         continue;
       uuids[dev] = c_string(uuid.data(), uuid.size());
     }
-    if (uuids.empty()) return;
+    if (uuids.empty()) return Outcome::kNothingToWatch;
+    if (fruitless > 0)
+      spdlog::info("nvml: XID event set built again with {} of {} GPUs", uuids.size(),
+                   s.device_count);
+    unsigned failures = 0;  // in a row
+    nvml::Return last_error = nvml::kSuccess;
     for (;;) {
       {
         std::lock_guard lock(st.mu);
-        if (st.stop) return;
+        if (st.stop) return Outcome::kStopped;
       }
       nvml::EventData e{};
       const nvml::Return rc = a.event_set_wait(set, &e, kEventWaitMs);
-      if (rc == nvml::kSuccess) {
+      if (rc == nvml::kSuccess || rc == nvml::kErrorTimeout) {
+        failures = 0;
+        fruitless = 0;
+        if (rc == nvml::kErrorTimeout) continue;
         auto it = uuids.find(e.device);
         if ((e.event_type & nvml::kEventTypeXidCriticalError) != 0 && it != uuids.end()) {
           std::lock_guard lock(st.mu);
@@ -699,11 +817,22 @@ class XidWatcher {
         }
         continue;
       }
-      if (rc == nvml::kErrorTimeout) continue;
-      // Any other answer (GPU_IS_LOST makes the wait fail at once): pause,
-      // so that the loop does not spin, and try again.
-      std::unique_lock lock(st.mu);
-      st.cv.wait_for(lock, std::chrono::milliseconds(kEventWaitMs), [&] { return st.stop; });
+      // Any other answer (GPU_IS_LOST makes the wait fail at once, on every
+      // call, for a set that holds a lost GPU): counted, logged once per
+      // change, and after a few in a row the set is built again without
+      // the devices that no longer register.
+      {
+        std::lock_guard lock(st.mu);
+        ++st.wait_failures;
+      }
+      if (rc != last_error && fruitless == 0)
+        spdlog::warn(
+            "nvml: waiting for XID events failed: {}; the event set is built again "
+            "after {} failures in a row",
+            s.error(rc), kMaxWaitFailures);
+      last_error = rc;
+      if (++failures >= kMaxWaitFailures) return Outcome::kFailed;
+      if (pause(st, kWaitFailurePause)) return Outcome::kStopped;
     }
   }
 
@@ -716,7 +845,8 @@ class XidWatcher {
 
 class NvmlBackend final : public Backend {
  public:
-  explicit NvmlBackend(std::string library) : library_(std::move(library)) {}
+  NvmlBackend(std::string library, const NvmlBackendOptions& options)
+      : library_(std::move(library)), retry_interval_(options.retry_interval) {}
   NvmlBackend(const NvmlBackend&) = delete;
   NvmlBackend& operator=(const NvmlBackend&) = delete;
 
@@ -736,11 +866,7 @@ class NvmlBackend final : public Backend {
   std::vector<DeviceSample> sample(const CollectContext& ctx) override {
     std::shared_ptr<const Session> session = ensure_session();
     if (!session) return {};
-    unsigned count = 0;
-    const nvml::Return rc = session->api.device_get_count(&count);
-    if (rc != nvml::kSuccess)
-      throw CollectError("nvml_error",
-                         library_ + ": nvmlDeviceGetCount failed: " + session->error(rc));
+    const unsigned count = session->device_count;
 
     const auto now = Clock::now();
     const auto left = ctx.deadline > now ? ctx.deadline - now : Clock::duration::zero();
@@ -753,24 +879,42 @@ class NvmlBackend final : public Backend {
 
     std::vector<DeviceSample> out;
     out.reserve(count);
+    // Every device refused a handle (for a reason other than lost or reset
+    // required): the session itself is broken, as after a driver reload.
+    bool no_handle_anywhere = count > 0;
+    nvml::Return handle_rc = nvml::kSuccess;
     for (unsigned i = 0; i < count; ++i) {
-      std::optional<DeviceSample> s;
-      if (posted[i]) s = workers_[i]->wait(until, ctx.cancelled);
-      if (!s) {
-        s = DeviceSample{};
-        s->index = i;
-        s->up = false;
-        s->errors = {"device_stuck"};
+      std::optional<DeviceResult> r;
+      if (posted[i]) r = workers_[i]->wait(until, ctx.cancelled);
+      if (!r) {
+        r = DeviceResult{};
+        r->sample.index = i;
+        r->sample.up = false;
+        r->sample.errors = {"device_stuck"};
       }
-      // A device lost (or stuck) before its identity was read this cycle
-      // keeps the identity it had: its series stay the same series.
-      if (s->uuid.empty()) copy_identity(workers_[i]->identity(), *s);
-      s->vendor = "nvidia";
-      s->driver_version = session->driver_version;
-      if (xid_) s->xid_errors = xid_->counts(s->uuid);
-      note_device_state(*s);
-      out.push_back(std::move(*s));
+      if (r->handle_rc == nvml::kSuccess || !r->sample.up)
+        no_handle_anywhere = false;
+      else
+        handle_rc = r->handle_rc;
+      DeviceSample& s = r->sample;
+      // A device lost (or stuck) before its identity was read this cycle,
+      // or one whose identity read failed, keeps the identity it had: its
+      // series stay the same series.
+      DeviceSample fresh;
+      copy_identity(s, fresh);
+      copy_identity(workers_[i]->identity(), s);
+      merge_identity(fresh, s);
+      s.vendor = "nvidia";
+      s.driver_version = session->driver_version;
+      if (xid_) s.xid_errors = xid_->counts(s.uuid);
+      note_device_state(s);
+      out.push_back(std::move(s));
     }
+    if (xid_ && xid_->take_wait_failures() > 0 && !out.empty())
+      out.front().errors.emplace_back("xid_wait_error");
+    if (no_handle_anywhere)
+      drop_session("no GPU gives a handle (" + session->error(handle_rc) +
+                   "); NVML is initialised again");
     return out;
   }
 
@@ -785,7 +929,7 @@ class NvmlBackend final : public Backend {
       return nullptr;
     }
     attempted_ = true;
-    next_attempt_ = now + kRetryInterval;
+    next_attempt_ = now + retry_interval_;
     load_error_.reset();
     try {
       session_ = open_session();
@@ -844,7 +988,29 @@ class NvmlBackend final : public Backend {
       if (s->api.system_get_driver_version(buf.data(), buf.size()) == nvml::kSuccess)
         s->driver_version = c_string(buf.data(), buf.size());
     }
+    // Once per session: the count does not change while the driver stays
+    // loaded, and the call can hang while a wedged GPU holds the driver
+    // lock. A failure (a driver being reloaded) drops the session (`s`
+    // shuts NVML down) and is retried like a failed load.
+    const nvml::Return count_rc = s->api.device_get_count(&s->device_count);
+    if (count_rc != nvml::kSuccess)
+      throw CollectError("nvml_error",
+                         library_ + ": nvmlDeviceGetCount failed: " + s->error(count_rc));
     return s;
+  }
+
+  // Drops the session after a failure that only a new nvmlInit can cure:
+  // the XID thread is stopped, the device threads release their reference
+  // when their query returns (the last owner runs nvmlShutdown), and the
+  // library is opened again after the retry interval. Until then sample()
+  // fails with `why`.
+  void drop_session(const std::string& why) {
+    xid_.reset();
+    session_.reset();
+    attempted_ = true;
+    next_attempt_ = Clock::now() + retry_interval_;
+    load_error_ = CollectError("nvml_error", library_ + ": " + why);
+    log_load_state(spdlog::level::warn, std::string("nvml: ") + load_error_->what());
   }
 
   // Logs the library's state when it changes, not once a minute.
@@ -872,6 +1038,7 @@ class NvmlBackend final : public Backend {
   }
 
   std::string library_;
+  Clock::duration retry_interval_;
   std::shared_ptr<const Session> session_;
   bool attempted_ = false;
   Clock::time_point next_attempt_{};
@@ -948,8 +1115,13 @@ std::span<const NvmlThrottleReason> nvml_throttle_reasons() {
   return kReasons;
 }
 
+std::unique_ptr<Backend> make_nvml_backend(const std::string& library,
+                                           const NvmlBackendOptions& options) {
+  return std::make_unique<NvmlBackend>(library, options);
+}
+
 std::unique_ptr<Backend> make_nvml_backend(const std::string& library) {
-  return std::make_unique<NvmlBackend>(library);
+  return make_nvml_backend(library, NvmlBackendOptions{});
 }
 
 }  // namespace nodewatch::accelerator

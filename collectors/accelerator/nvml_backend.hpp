@@ -2,15 +2,28 @@
 // The NVML backend's pure helpers, exposed for tests. The backend itself is
 // reached through make_nvml_backend() (backend.hpp).
 
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
+#include "accelerator/backend.hpp"
 #include "accelerator/nvml_api.hpp"
 
 namespace nodewatch::accelerator {
+
+// Tuning of the NVML backend. make_nvml_backend(library) uses the defaults;
+// tests shorten the intervals.
+struct NvmlBackendOptions {
+  // How often an absent or unusable library or driver, or an NVML session
+  // dropped after a failure (a driver reload), is tried again.
+  std::chrono::steady_clock::duration retry_interval = std::chrono::minutes(1);
+};
+std::unique_ptr<Backend> make_nvml_backend(const std::string& library,
+                                           const NvmlBackendOptions& options);
 
 // NVML's PCI bus id in the form sysfs and the pcie collector use: domain of
 // at least 4 hex digits, lower case. "00000000:1A:00.0" -> "0000:1a:00.0",

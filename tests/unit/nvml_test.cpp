@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -101,10 +102,14 @@ std::uint64_t ErrorCount(const MetricSink& sink, std::string_view reason) {
 // reading `scenario_file`.
 class FakeNode {
  public:
-  FakeNode(const std::string& library, const std::string& scenario_file) {
+  FakeNode(const std::string& library, const std::string& scenario_file)
+      : FakeNode(library, scenario_file, std::nullopt) {}
+  // With the backend's tuning (a short retry interval).
+  FakeNode(const std::string& library, const std::string& scenario_file,
+           std::optional<NvmlBackendOptions> options) {
     setenv("FAKE_NVML_SCENARIO", scenario_file.c_str(), 1);
     std::vector<std::unique_ptr<Backend>> backends;
-    backends.push_back(make_nvml_backend(library));
+    backends.push_back(options ? make_nvml_backend(library, *options) : make_nvml_backend(library));
     collector_ = std::make_unique<AcceleratorCollector>(std::move(backends));
   }
 
@@ -552,6 +557,164 @@ TEST(NvmlTest, OtherInitFailureIsAnError) {
         << e.what();
   }
   ExpectConformant(sink);
+}
+
+// --- Regressions of the review's findings. ---
+
+// XID 79 on one GPU makes every wait on the set holding it fail at once;
+// the set is built again without it, and a later XID on a healthy GPU is
+// still counted. The failed waits are counted as xid_wait_error.
+TEST(NvmlTest, XidCountingSurvivesALostGpuInTheEventSet) {
+  FakeNode node(FAKE_NVML_LIBRARY, scenario("xid_wait_lost.scenario"));
+  auto xid = [](const MetricSink& s, unsigned gpu, const char* code) {
+    double v = 0;
+    return s.get("nodewatch_accelerator_xid_errors_total", Gpu{gpu}.with(code), &v) ? v : 0.0;
+  };
+  std::uint64_t wait_errors = 0;
+  const MetricSink s = CollectUntil(node, [&](const MetricSink& m) {
+    wait_errors += ErrorCount(m, "xid_wait_error");
+    return xid(m, 3, "79") == 1 && xid(m, 1, "48") == 1 && wait_errors > 0;
+  });
+  EXPECT_EQ(xid(s, 3, "79"), 1);
+  EXPECT_EQ(xid(s, 1, "48"), 1);
+  EXPECT_GT(wait_errors, 0u);
+  // The collection itself carries on for the healthy GPUs.
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_up", Gpu{0}.dev()), 1);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_up", Gpu{1}.dev()), 1);
+}
+
+// Holds the fake library loaded for a test, so that its state (here:
+// count_error's count across nvmlInit) outlives a session's dlclose.
+struct HoldLibrary {
+  explicit HoldLibrary(const char* library) : handle(dlopen(library, RTLD_NOW | RTLD_LOCAL)) {}
+  ~HoldLibrary() {
+    if (handle != nullptr) dlclose(handle);
+  }
+  HoldLibrary(const HoldLibrary&) = delete;
+  HoldLibrary& operator=(const HoldLibrary&) = delete;
+  void* handle;
+};
+
+// nvmlDeviceGetCount fails (a driver reload) for the first two sessions;
+// each failed session is dropped and NVML initialised again after the
+// retry interval, and the third one works, without restarting anything.
+TEST(NvmlTest, DeviceCountFailureReinitialisesNvmlUntilItRecovers) {
+  HoldLibrary hold(FAKE_NVML_LIBRARY);
+  ASSERT_NE(hold.handle, nullptr);
+  FakeNode node(FAKE_NVML_LIBRARY, scenario("count_error.scenario"),
+                NvmlBackendOptions{.retry_interval = 0ms});
+  for (int cycle = 0; cycle < 2; ++cycle) {
+    SCOPED_TRACE("cycle " + std::to_string(cycle));
+    MetricSink sink(accelerator_metric_table());
+    CollectContext ctx{Clock::now() + 10s, nullptr};
+    try {
+      node.collector().collect(ctx, sink);
+      ADD_FAILURE() << "collect did not throw";
+    } catch (const CollectError& e) {
+      EXPECT_EQ(e.reason(), "nvml_error");
+      EXPECT_NE(std::string(e.what()).find("nvmlDeviceGetCount failed"), std::string::npos)
+          << e.what();
+    }
+  }
+  const MetricSink s = node.Collect();
+  for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(s, i);
+  EXPECT_TRUE(s.errors().empty());
+}
+
+// A driver reloaded under a running session: every device refuses a handle
+// (LIB_RM_VERSION_MISMATCH). The session is dropped and opened again.
+TEST(NvmlTest, EveryDeviceFailingReinitialisesNvml) {
+  FakeNode node(FAKE_NVML_LIBRARY, scenario("eight_gpus.scenario"),
+                NvmlBackendOptions{.retry_interval = 0ms});
+  const MetricSink before = node.Collect();
+  for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(before, i);
+  {
+    FakeHooks hooks(FAKE_NVML_LIBRARY);
+    hooks.Script("fail * nvmlDeviceGetHandleByIndex 18");
+  }
+  const MetricSink broken = node.Collect();
+  EXPECT_EQ(ErrorCount(broken, "nvml_error"), kGpus);
+  // A new nvmlInit starts the scenario afresh (the scripted failure gone).
+  const MetricSink after = node.Collect();
+  for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(after, i);
+  EXPECT_TRUE(after.errors().empty());
+}
+
+// The device count is read once per session, not on every cycle.
+TEST(NvmlTest, DeviceCountIsReadOncePerSession) {
+  FakeNode node(FAKE_NVML_LIBRARY, scenario("eight_gpus.scenario"));
+  for (int cycle = 0; cycle < 3; ++cycle) {
+    const MetricSink s = node.Collect();
+    for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(s, i);
+  }
+  FakeHooks hooks(FAKE_NVML_LIBRARY);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetCount_v2") + hooks.Calls("nvmlDeviceGetCount"), 1u);
+}
+
+// One failed UUID read keeps the last good identity (the series keep their
+// labels); the error is counted.
+TEST(NvmlTest, FailedIdentityReadKeepsTheLastGoodIdentity) {
+  FakeNode node(FAKE_NVML_LIBRARY, scenario("eight_gpus.scenario"));
+  const MetricSink before = node.Collect();
+  ExpectHealthyGpu(before, 2);
+  FakeHooks hooks(FAKE_NVML_LIBRARY);
+  hooks.Script("fail 2 nvmlDeviceGetUUID 999");
+  hooks.Script("fail 2 nvmlDeviceGetSerial 999");
+  const MetricSink s = node.Collect();
+  for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(s, i);
+  EXPECT_EQ(ErrorCount(s, "nvml_error"), 2u);
+  EXPECT_FALSE(Has(s, "nodewatch_accelerator_up", {"2", ""}));
+}
+
+// A handle refused for a reason other than lost or reset required (say
+// NO_PERMISSION) is an error, not a device down: up stays 1, no values.
+TEST(NvmlTest, HandleErrorOtherThanLostKeepsTheDeviceUp) {
+  FakeNode node(FAKE_NVML_LIBRARY, scenario("eight_gpus.scenario"));
+  const MetricSink before = node.Collect();
+  ExpectHealthyGpu(before, 4);
+  FakeHooks hooks(FAKE_NVML_LIBRARY);
+  hooks.Script("fail 4 nvmlDeviceGetHandleByIndex 4");
+  const MetricSink s = node.Collect();
+  const Gpu g{4};
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_info", g.info()), 1);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_up", g.dev()), 1);
+  EXPECT_EQ(SeriesOf(s, 4), 2u);
+  EXPECT_EQ(ErrorCount(s, "nvml_error"), 1u);
+  EXPECT_EQ(s.errors().size(), 1u);
+  for (unsigned i = 0; i < kGpus; ++i)
+    if (i != 4) ExpectHealthyGpu(s, i);
+}
+
+// The C2C error counter (CRC + replays) does not go backwards when one of
+// its two fields fails for a cycle: that field counts with its last good
+// value.
+TEST(NvmlTest, C2cErrorCounterKeepsAFailedFieldsLastValue) {
+  FakeNode node(FAKE_NVML_LIBRARY, scenario("eight_gpus.scenario"));
+  const MetricSink before = node.Collect();
+  ExpectHealthyGpu(before, 2);
+  FakeHooks hooks(FAKE_NVML_LIBRARY);
+  hooks.Script("field_fail 2 232 999");
+  const MetricSink s = node.Collect();
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_c2c_link_errors_total", Gpu{2}.with("0")), 2);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_c2c_link_errors_total", Gpu{2}.with("1")), 2 + 11);
+  EXPECT_EQ(ErrorCount(s, "nvml_error"), 2u);  // one per link
+}
+
+// GetMemoryInfo_v2 / GetTemperatureV that exist but refuse fall back to the
+// v1 calls at run time.
+TEST(NvmlTest, NewerCallsThatRefuseFallBackToTheV1Calls) {
+  FakeNode node(FAKE_NVML_LIBRARY, scenario("fallbacks.scenario"));
+  const MetricSink s = node.Collect();
+  EXPECT_TRUE(s.errors().empty());
+  // v1 memory: used includes the reserved 512 MiB.
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_memory_used_bytes", Gpu{0}.dev()),
+            kGiB + 512.0 * 1024 * 1024);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_memory_total_bytes", Gpu{0}.dev()), 80 * kGiB);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_temperature_celsius", Gpu{1}.with("gpu")), 31);
+  for (unsigned i = 2; i < kGpus; ++i) ExpectHealthyGpu(s, i);
+  FakeHooks hooks(FAKE_NVML_LIBRARY);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetMemoryInfo"), 1u);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetTemperature"), 1u);
 }
 
 }  // namespace

@@ -22,9 +22,12 @@
 //   int fake_nvml_script(const char* line)  applies one more scenario line now;
 //                                           0, or -1 if it does not parse
 //   unsigned long long fake_nvml_calls(const char* function, int device)
-//                                           calls so far of `function` (exact
+//                                           calls so far (since the last
+//                                           nvmlInit) of `function` (exact
 //                                           exported name, "*" for all) on
-//                                           `device` (-1 for all)
+//                                           `device` (-1 for all; calls on no
+//                                           device, nvmlDeviceGetCount, count
+//                                           on device 0)
 //   int fake_nvml_blocked()                 calls sleeping in a `block` now
 
 #include <algorithm>
@@ -91,6 +94,11 @@ struct FieldFailRule {  // field_fail DEV FIELD CODE
   unsigned field;
   nvml::Return code;
 };
+struct WaitErrorRule {  // wait_error DEV CODE [after_waits N]
+  unsigned device;
+  nvml::Return code;
+  unsigned long long after_waits;
+};
 struct PendingXid {  // xid DEV CODE [after_waits N]
   unsigned device;
   unsigned long long code;
@@ -107,9 +115,15 @@ struct State {
   std::vector<BlockRule> blocks;
   std::vector<FieldFailRule> field_fails;
   std::vector<PendingXid> xids;
+  std::vector<WaitErrorRule> wait_errors;
+  nvml::Return count_error = nvml::kSuccess;  // count_error CODE [times N]
+  unsigned long long count_error_times = 0;
   std::array<bool, kMaxDevices> no_events{};
   std::array<unsigned, kMaxDevices> c2c_links{};
   // Runtime.
+  std::string scenario_path;             // FAKE_NVML_SCENARIO at the last nvmlInit
+  unsigned long long count_calls = 0;    // kept across nvmlInit while scenario_path stays
+  nvml::Return broken = nvml::kSuccess;  // set by a count_error: every call fails until nvmlInit
   int init_count = 0;
   std::array<nvml::Return, kMaxDevices> lost{};  // sticky once set
   std::map<std::string, std::array<unsigned long long, kMaxDevices>, std::less<>> calls;
@@ -229,6 +243,17 @@ bool apply_line(State& st, const std::string& raw, std::string* error) {
     unsigned long long after = 0;
     if (!option(3, "after_waits", &after)) return bad();
     st.xids.push_back({static_cast<unsigned>(dev), n, after, false});
+  } else if (cmd == "wait_error" && w.size() >= 3 && parse_device(w[1], &dev) &&
+             dev != kAnyDevice && parse_number(w[2], &n) && options_only(3, {"after_waits"})) {
+    unsigned long long after = 0;
+    if (!option(3, "after_waits", &after)) return bad();
+    st.wait_errors.push_back({static_cast<unsigned>(dev), static_cast<nvml::Return>(n), after});
+  } else if (cmd == "count_error" && w.size() >= 2 && parse_number(w[1], &n) &&
+             options_only(2, {"times"})) {
+    unsigned long long times = 1;
+    if (!option(2, "times", &times)) return bad();
+    st.count_error = static_cast<nvml::Return>(n);
+    st.count_error_times = times;
   } else if (cmd == "c2c" && w.size() == 3 && parse_device(w[1], &dev) && parse_number(w[2], &n)) {
     for (unsigned i = 0; i < kMaxDevices; ++i)
       if (dev == kAnyDevice || dev == static_cast<int>(i))
@@ -244,6 +269,7 @@ State load_scenario() {
   State st;
   const char* path = std::getenv("FAKE_NVML_SCENARIO");
   if (path == nullptr || *path == '\0') return st;
+  st.scenario_path = path;
   std::ifstream in(path);
   if (!in) {
     st.parse_error = std::string("cannot read ") + path;
@@ -272,6 +298,7 @@ nvml::Return enter_index(const char* function, const char* base, unsigned index)
   const unsigned long long prior_device = st.device_calls[index]++;
   const unsigned long long prior_base = st.base_calls[base][index]++;
   ++st.calls[function][index];
+  if (st.broken != nvml::kSuccess) return st.broken;
 
   for (BlockRule& b : st.blocks) {
     if (b.times == 0 || !matches(b.device, b.function, index, function, base)) continue;
@@ -353,6 +380,9 @@ nvml::Return init() {
   // thread of an earlier session may still be waiting on.
   fresh.init_count = g_state.init_count;
   fresh.blocked = g_state.blocked;
+  // count_error's "first N calls" span sessions (a driver reload lasts
+  // across several nvmlInit), as long as the scenario stays the same.
+  if (fresh.scenario_path == g_state.scenario_path) fresh.count_calls = g_state.count_calls;
   fresh.sets = std::move(g_state.sets);
   g_state = std::move(fresh);
   if (!g_state.parse_error.empty()) {
@@ -365,10 +395,16 @@ nvml::Return init() {
 }
 
 // Unused in the build without nvmlDeviceGetCount.
-[[maybe_unused]] nvml::Return get_count(unsigned* count) {
+[[maybe_unused]] nvml::Return get_count(const char* function, unsigned* count) {
   if (count == nullptr) return nvml::kErrorInvalidArgument;
   std::lock_guard lock(g_mu);
   if (g_state.init_count == 0) return nvml::kErrorUninitialized;
+  ++g_state.calls[function][0];  // a call on no device counts on device 0
+  if (g_state.broken != nvml::kSuccess) return g_state.broken;
+  if (g_state.count_error != nvml::kSuccess && g_state.count_calls++ < g_state.count_error_times) {
+    g_state.broken = g_state.count_error;
+    return g_state.count_error;
+  }
   *count = g_state.devices;
   return nvml::kSuccess;
 }
@@ -460,9 +496,12 @@ nvml::Return wait_event(nvml::EventSet set, nvml::EventData* data, unsigned time
     wait_number = ++g_state.waits;
   }
   // Returns as soon as an event is due (as NVML does), else at the timeout.
+  // A due wait_error on a device registered in this set comes first.
   for (;;) {
     {
       std::lock_guard lock(g_mu);
+      for (const WaitErrorRule& r : g_state.wait_errors)
+        if (wait_number > r.after_waits && set->registered[r.device]) return r.code;
       for (PendingXid& x : g_state.xids) {
         if (x.delivered || wait_number <= x.after_waits || !set->registered[x.device]) continue;
         x.delivered = true;
@@ -508,6 +547,7 @@ FAKE_NVML_EXPORT const char* nvmlErrorString(nvml::Return rc) {
     case nvml::kErrorTimeout: return "Timeout";
     case nvml::kErrorGpuIsLost: return "GPU is lost";
     case nvml::kErrorResetRequired: return "GPU requires reset";
+    case nvml::kErrorLibRmVersionMismatch: return "RM has detected an NVML/RM version mismatch";
     default: return "Unknown Error";
   }
 }
@@ -522,7 +562,7 @@ FAKE_NVML_EXPORT nvml::Return nvmlSystemGetDriverVersion(char* version, unsigned
 
 #ifndef FAKE_NVML_NO_DEVICE_COUNT
 FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetCount(unsigned* count) {
-  return get_count(count);
+  return get_count(__func__, count);
 }
 #endif
 
@@ -729,7 +769,7 @@ FAKE_NVML_EXPORT nvml::Return nvmlInit_v2() {
 
 #ifndef FAKE_NVML_NO_DEVICE_COUNT
 FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetCount_v2(unsigned* count) {
-  return get_count(count);
+  return get_count(__func__, count);
 }
 #endif
 
