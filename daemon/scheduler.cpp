@@ -63,6 +63,15 @@ void Scheduler::start(std::vector<CollectorJob> jobs) {
   std::map<std::string, CollectorStatus, std::less<>> previous;
   for (auto& e : entries_) previous.emplace(e->job.name, e->status);
   stop();
+  // The replaced collectors are destroyed on a worker, not here on the io
+  // thread: a destructor may wait for threads of its own (the NVML
+  // backend's), and scrapes must not wait for it. A collector still in a
+  // collect() is released by that job when it returns.
+  for (auto& e : entries_) {
+    if (e->status.in_flight || !e->job.collector) continue;
+    auto doomed = std::make_shared<std::unique_ptr<Collector>>(std::move(e->job.collector));
+    shared_pool_->post([doomed] { doomed->reset(); });
+  }
   {
     std::lock_guard lock(link_->mu);
     link_->io = &io_;

@@ -247,6 +247,39 @@ TEST(SchedulerTest, ARestartNeverRunsACollectorBesideOneStillInFlight) {
   EXPECT_GE(h.Status("c").errors["skipped_overlap"], 1u);
 }
 
+// A collector whose destructor waits (the NVML backend joins its threads).
+class SlowToDestroy : public FakeCollector {
+ public:
+  SlowToDestroy(std::string name, std::atomic<bool>* destroyed)
+      : FakeCollector(std::move(name)), destroyed_(destroyed) {}
+  ~SlowToDestroy() override {
+    std::this_thread::sleep_for(400ms);
+    *destroyed_ = true;
+  }
+
+ private:
+  std::atomic<bool>* destroyed_;
+};
+
+TEST(SchedulerTest, ReplacedCollectorsAreDestroyedOffTheIoThread) {
+  Harness h;
+  CollectorJob j;
+  j.name = "slow";
+  std::atomic<bool> destroyed{false};
+  j.collector = std::make_unique<SlowToDestroy>("slow", &destroyed);
+  j.interval = 1h;
+  j.timeout = 1s;
+  std::vector<CollectorJob> jobs;
+  jobs.push_back(std::move(j));
+  h.sched.start(std::move(jobs));
+  ASSERT_TRUE(h.RunUntil([&] { return h.sched.first_round_done(); }));
+  auto t0 = Clock::now();
+  h.sched.start({});  // a reload that drops it
+  EXPECT_LT(Clock::now() - t0, 200ms);
+  // It is still destroyed, on a worker.
+  EXPECT_TRUE(h.RunUntil([&] { return destroyed.load(); }, 3s));
+}
+
 TEST(SchedulerTest, NoCollectorsIsReadyAtOnce) {
   Harness h;
   bool first = false;
