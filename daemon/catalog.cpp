@@ -3,8 +3,8 @@
 
 #include <vector>
 
-#include "app.hpp"
 #include "accelerator/accelerator_collector.hpp"
+#include "app.hpp"
 #include "pcie/pcie_collector.hpp"
 #include "storage/storage_collector.hpp"
 
