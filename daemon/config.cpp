@@ -384,6 +384,17 @@ ConfigResult parse_config(std::string_view text, std::string_view file,
   return result;
 }
 
+OptionReader collector_options_reader(const CollectorEnv& env, std::string_view collector,
+                                      std::vector<ConfigError>* errors) {
+  static const toml::table kNone;
+  return OptionReader(env.options != nullptr ? *env.options : kNone,
+                      "collectors." + std::string(collector), "", errors);
+}
+
+void throw_if_option_errors(const std::vector<ConfigError>& errors) {
+  if (!errors.empty()) throw std::invalid_argument(errors.front().str());
+}
+
 ConfigResult load_config(const std::string& path, bool must_exist,
                          std::span<const CollectorSpec> catalog) {
   std::error_code ec;

@@ -21,9 +21,8 @@ const CollectorSpec& accelerator_collector_spec() {
     s.default_timeout = std::chrono::seconds(10);
     s.options = [](OptionReader& r) { accelerator::read_accelerator_options(r); };
     s.create = [](const CollectorEnv& env) -> std::unique_ptr<Collector> {
-      std::vector<ConfigError> ignored;  // validated already by options()
-      OptionReader r(*env.options, "collectors.accelerator", "", &ignored);
-      accelerator::AcceleratorOptions o = accelerator::read_accelerator_options(r);
+      accelerator::AcceleratorOptions o =
+          reread_options(env, "accelerator", accelerator::read_accelerator_options);
       std::vector<std::unique_ptr<accelerator::Backend>> backends;
       backends.push_back(accelerator::make_nvml_backend(o.nvml_library));
       backends.push_back(accelerator::make_amdgpu_backend(env.roots));

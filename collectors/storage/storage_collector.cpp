@@ -358,15 +358,8 @@ const CollectorSpec& storage_collector_spec() {
     spec.default_timeout = std::chrono::seconds(10);
     spec.options = [](OptionReader& r) { storage::read_storage_options(r); };
     spec.create = [](const CollectorEnv& env) -> std::unique_ptr<Collector> {
-      storage::StorageOptions options;
-      if (env.options != nullptr) {
-        // Already validated by spec.options; read again for the values.
-        std::vector<ConfigError> errors;
-        OptionReader r(*env.options, "collectors.storage", "", &errors);
-        options = storage::read_storage_options(r);
-        if (!errors.empty()) throw std::invalid_argument(errors.front().str());
-      }
-      return std::make_unique<storage::StorageCollector>(env.roots, std::move(options));
+      return std::make_unique<storage::StorageCollector>(
+          env.roots, reread_options(env, "storage", storage::read_storage_options));
     };
     return spec;
   }();

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,6 +82,23 @@ class OptionReader {
   std::vector<ConfigError>* errors_;
   std::vector<std::string> seen_;
 };
+
+// Reads a collector's own options again in its factory (CollectorSpec::
+// create). They were validated when the configuration was loaded, so an
+// error here is a bug, reported as std::invalid_argument. `read` is the same
+// function the spec's options() uses.
+OptionReader collector_options_reader(const CollectorEnv& env, std::string_view collector,
+                                      std::vector<ConfigError>* errors);
+void throw_if_option_errors(const std::vector<ConfigError>& errors);
+
+template <class Read>
+auto reread_options(const CollectorEnv& env, std::string_view collector, Read read) {
+  std::vector<ConfigError> errors;
+  OptionReader r = collector_options_reader(env, collector, &errors);
+  auto options = read(r);
+  throw_if_option_errors(errors);
+  return options;
+}
 
 struct ServerConfig {
   std::vector<std::string> listen{":9842"};
