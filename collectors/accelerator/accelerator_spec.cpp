@@ -4,8 +4,6 @@
 #include "accelerator/accelerator_collector.hpp"
 #include "nodewatch/config.hpp"
 
-#include <toml++/toml.h>
-
 namespace nodewatch {
 
 const CollectorSpec& accelerator_collector_spec() {
