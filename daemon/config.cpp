@@ -245,6 +245,36 @@ Millis OptionReader::get_duration(std::string_view key, Millis def, Millis min, 
   return *d;
 }
 
+std::size_t OptionReader::for_each_table(
+    std::string_view key, const std::function<void(OptionReader&, std::size_t)>& each) {
+  const toml::node* n = lookup(key);
+  if (n == nullptr) return 0;
+  const toml::array* arr = n->as_array();
+  if (arr == nullptr) {
+    error_at(n, key,
+             "expected an array of tables ([[" + join_key(prefix_, key) + "]]), found " +
+                 std::string(type_name(*n)));
+    return 0;
+  }
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < arr->size(); ++i) {
+    const toml::node& el = *arr->get(i);
+    const toml::table* t = el.as_table();
+    if (t == nullptr) {
+      error_at(
+          &el, key,
+          "expected an array of tables, found an element of type " + std::string(type_name(el)));
+      continue;
+    }
+    OptionReader element(*t, join_key(prefix_, key) + "[" + std::to_string(i) + "]", file_,
+                         errors_);
+    each(element, i);
+    element.finish();
+    ++count;
+  }
+  return count;
+}
+
 void OptionReader::mark_known(std::string_view key) {
   seen_.emplace_back(key);
 }

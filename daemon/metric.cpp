@@ -3,6 +3,7 @@
 #include <prometheus/metric_family.h>
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -63,6 +64,26 @@ bool is_valid_utf8(std::string_view s) {
   return true;
 }
 
+Histogram::Histogram(std::span<const double> upper_bounds)
+    : bounds_(upper_bounds.begin(), upper_bounds.end()), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double value) {
+  if (std::isnan(value)) return;
+  // A value equal to a bound belongs to that bound's bucket (le = "less or equal").
+  auto it = std::lower_bound(bounds_.begin(), bounds_.end(), value);
+  ++counts_[static_cast<std::size_t>(it - bounds_.begin())];
+  ++count_;
+  sum_ += value;
+}
+
+std::vector<double> exponential_buckets(double start, double factor, std::size_t count) {
+  std::vector<double> out;
+  out.reserve(count);
+  double v = start;
+  for (std::size_t i = 0; i < count; ++i, v *= factor) out.push_back(v);
+  return out;
+}
+
 MetricTable::MetricTable(std::vector<MetricDesc> descs) : descs_(std::move(descs)) {
   for (std::size_t i = 0; i < descs_.size(); ++i)
     index_.emplace(descs_[i].name, static_cast<int>(i));
@@ -83,7 +104,19 @@ std::vector<std::string> MetricTable::lint(std::string_view prefix) const {
     if (d.name.rfind(prefix, 0) != 0) bad("does not start with " + std::string(prefix));
     bool is_total = ends_with(d.name, "_total");
     if (d.type == MetricType::kCounter && !is_total) bad("a counter must end in _total");
-    if (d.type == MetricType::kGauge && is_total) bad("a gauge must not end in _total");
+    if (d.type != MetricType::kCounter && is_total) bad("only a counter may end in _total");
+    if (d.type == MetricType::kHistogram) {
+      if (d.buckets.empty()) bad("a histogram needs buckets");
+      for (std::size_t i = 0; i < d.buckets.size(); ++i) {
+        if (!std::isfinite(d.buckets[i]) || (i > 0 && !(d.buckets[i] > d.buckets[i - 1])))
+          bad("histogram buckets must be finite and strictly increasing");
+      }
+      for (std::string_view suffix : {"_bucket", "_count", "_sum"})
+        if (ends_with(d.name, suffix))
+          bad("a histogram name must not end in " + std::string(suffix));
+    } else if (!d.buckets.empty()) {
+      bad("only a histogram has buckets");
+    }
     std::string_view base = d.name;
     if (is_total) base.remove_suffix(6);
     if (!d.unit.empty() && !ends_with(base, "_" + d.unit))
@@ -114,23 +147,41 @@ MetricSink::MetricSink(const MetricTable& table)
 
 bool MetricSink::add(std::string_view name, std::initializer_list<std::string_view> label_values,
                      double value) {
-  return add_impl(name, label_values.begin(), label_values.size(), value);
+  return add_impl(name, label_values.begin(), label_values.size(), value, nullptr);
+}
+
+bool MetricSink::add_histogram(std::string_view name,
+                               std::initializer_list<std::string_view> label_values,
+                               const Histogram& histogram) {
+  return add_impl(name, label_values.begin(), label_values.size(), 0, &histogram);
 }
 
 bool MetricSink::add(std::string_view name, const std::vector<std::string>& label_values,
                      double value) {
   std::vector<std::string_view> views(label_values.begin(), label_values.end());
-  return add_impl(name, views.data(), views.size(), value);
+  return add_impl(name, views.data(), views.size(), value, nullptr);
 }
 
 bool MetricSink::add_impl(std::string_view name, const std::string_view* values, std::size_t count,
-                          double value) {
+                          double value, const Histogram* histogram) {
   int idx = table_->find(name);
   if (idx < 0) {
     violations_.push_back("undeclared metric " + std::string(name));
     return false;
   }
   const MetricDesc& d = table_->descs()[static_cast<std::size_t>(idx)];
+  if ((d.type == MetricType::kHistogram) != (histogram != nullptr)) {
+    violations_.push_back(d.name + (histogram != nullptr
+                                        ? ": histogram sample for a metric that is not a histogram"
+                                        : ": plain sample for a histogram"));
+    return false;
+  }
+  if (histogram != nullptr &&
+      !std::equal(d.buckets.begin(), d.buckets.end(), histogram->upper_bounds().begin(),
+                  histogram->upper_bounds().end())) {
+    violations_.push_back(d.name + ": histogram bounds differ from the declared buckets");
+    return false;
+  }
   if (count != d.labels.size()) {
     violations_.push_back(d.name + ": " + std::to_string(count) + " label values for " +
                           std::to_string(d.labels.size()) + " declared labels");
@@ -157,6 +208,10 @@ bool MetricSink::add_impl(std::string_view name, const std::string_view* values,
   Sample s;
   s.label_values.assign(values, values + count);
   s.value = value;
+  if (histogram != nullptr) {
+    s.histogram = static_cast<int>(histograms_.size());
+    histograms_.push_back(*histogram);
+  }
   samples_by_family_[static_cast<std::size_t>(idx)].push_back(std::move(s));
   ++samples_;
   return true;
@@ -181,6 +236,17 @@ bool MetricSink::get(std::string_view name, const std::vector<std::string>& labe
   return false;
 }
 
+const Histogram* MetricSink::get_histogram(std::string_view name,
+                                           const std::vector<std::string>& label_values) const {
+  int idx = table_->find(name);
+  if (idx < 0) return nullptr;
+  for (const Sample& s : samples_by_family_[static_cast<std::size_t>(idx)]) {
+    if (s.label_values == label_values && s.histogram >= 0)
+      return &histograms_[static_cast<std::size_t>(s.histogram)];
+  }
+  return nullptr;
+}
+
 std::string MetricSink::render() const {
   std::vector<prometheus::MetricFamily> families;
   const auto& descs = table_->descs();
@@ -191,18 +257,31 @@ std::string MetricSink::render() const {
     prometheus::MetricFamily fam;
     fam.name = d.name;
     fam.help = d.help;
-    fam.type = d.type == MetricType::kCounter ? prometheus::MetricType::Counter
-                                              : prometheus::MetricType::Gauge;
+    switch (d.type) {
+      case MetricType::kCounter: fam.type = prometheus::MetricType::Counter; break;
+      case MetricType::kGauge: fam.type = prometheus::MetricType::Gauge; break;
+      case MetricType::kHistogram: fam.type = prometheus::MetricType::Histogram; break;
+    }
     fam.metric.reserve(samples.size());
     for (const Sample& s : samples) {
       prometheus::ClientMetric m;
       m.label.reserve(d.labels.size());
       for (std::size_t l = 0; l < d.labels.size(); ++l)
         m.label.push_back({d.labels[l], s.label_values[l]});
-      if (d.type == MetricType::kCounter)
+      if (d.type == MetricType::kCounter) {
         m.counter.value = s.value;
-      else
+      } else if (d.type == MetricType::kGauge) {
         m.gauge.value = s.value;
+      } else {
+        const Histogram& h = histograms_[static_cast<std::size_t>(s.histogram)];
+        m.histogram.sample_count = h.count();
+        m.histogram.sample_sum = h.sum();
+        std::uint64_t cumulative = 0;
+        for (std::size_t b = 0; b < h.upper_bounds().size(); ++b) {
+          cumulative += h.bucket_counts()[b];
+          m.histogram.bucket.push_back({cumulative, h.upper_bounds()[b]});
+        }
+      }
       fam.metric.push_back(std::move(m));
     }
     families.push_back(std::move(fam));

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -64,6 +65,13 @@ class OptionReader {
                        std::span<const std::string_view> allowed);
   std::vector<std::string> get_string_array(std::string_view key, std::vector<std::string> def);
   Millis get_duration(std::string_view key, Millis def, Millis min, Millis max);
+  // Reads an array of tables ([[<table>.<key>]]): calls `each` once per
+  // element with a reader over that element, whose keys are named
+  // "<prefix>.<key>[<index>].<name>"; unknown keys in an element are
+  // reported. Returns the number of elements (0 when absent or not an array
+  // of tables, which is reported).
+  std::size_t for_each_table(std::string_view key,
+                             const std::function<void(OptionReader&, std::size_t)>& each);
   // Reports an error at the key's position (or the table's, if the key is absent).
   void error(std::string_view key, std::string message);
   // Declares a key as known without reading it (a sub-table read separately).

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -22,7 +23,7 @@
 
 namespace nodewatch {
 
-enum class MetricType { kCounter, kGauge };
+enum class MetricType { kCounter, kGauge, kHistogram };
 
 struct MetricDesc {
   std::string name;  // full name: nodewatch_<collector>_<what>_<unit>[_total]
@@ -30,7 +31,35 @@ struct MetricDesc {
   std::string unit;  // base unit in the name ("bytes", "seconds"), or "" for counts, ratios, info
   std::string help;  // one line, no backslash
   std::vector<std::string> labels;
+  // Histograms only: the finite upper bounds, strictly increasing (the +Inf
+  // bucket is implied).
+  std::vector<double> buckets = {};
 };
+
+// A cumulative histogram over fixed upper bounds, as a collector keeps it
+// between collections (observations only ever add). Not thread-safe.
+class Histogram {
+ public:
+  explicit Histogram(std::span<const double> upper_bounds);
+
+  void observe(double value);
+
+  std::span<const double> upper_bounds() const { return bounds_; }
+  // Observations per bucket, not cumulative: bounds().size() + 1 entries,
+  // the last one for values above every bound.
+  const std::vector<std::uint64_t>& bucket_counts() const { return counts_; }
+  std::uint64_t count() const { return count_; }
+  double sum() const { return sum_; }
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<std::uint64_t> counts_;
+  std::uint64_t count_ = 0;
+  double sum_ = 0;
+};
+
+// Upper bounds growing by `factor` from `start`, `count` of them.
+std::vector<double> exponential_buckets(double start, double factor, std::size_t count);
 
 // An immutable, indexed set of declarations. Build it once per collector.
 class MetricTable {
@@ -59,6 +88,9 @@ class MetricSink {
   bool add(std::string_view name, std::initializer_list<std::string_view> label_values,
            double value);
   bool add(std::string_view name, const std::vector<std::string>& label_values, double value);
+  // Adds one histogram series; its bounds must be the declared ones.
+  bool add_histogram(std::string_view name, std::initializer_list<std::string_view> label_values,
+                     const Histogram& histogram);
 
   // Counts a partial failure (one device, file or counter skipped) under `reason`.
   // Reasons are short snake_case words: they become label values.
@@ -72,6 +104,10 @@ class MetricSink {
   bool get(std::string_view name, const std::vector<std::string>& label_values,
            double* value) const;
 
+  // The histogram series, for tests. Returns nullptr if absent.
+  const Histogram* get_histogram(std::string_view name,
+                                 const std::vector<std::string>& label_values) const;
+
   // Renders every family that has samples, in declaration order, as
   // Prometheus text format 0.0.4.
   std::string render() const;
@@ -80,13 +116,15 @@ class MetricSink {
   struct Sample {
     std::vector<std::string> label_values;
     double value;
+    int histogram = -1;  // index into histograms_ for a histogram series
   };
   bool add_impl(std::string_view name, const std::string_view* values, std::size_t count,
-                double value);
+                double value, const Histogram* histogram);
 
   const MetricTable* table_;
   std::vector<std::vector<Sample>> samples_by_family_;
   std::unordered_set<std::string> series_;  // name + '\0' + values joined, for duplicate detection
+  std::vector<Histogram> histograms_;
   std::vector<std::string> violations_;
   std::map<std::string, std::uint64_t, std::less<>> errors_;
   std::size_t samples_ = 0;

@@ -27,6 +27,10 @@ std::vector<CollectorSpec> TestCatalog() {
   b.options = [](OptionReader& r) {
     r.get_string("library", "libfoo.so.1");
     r.get_int("depth", 4, 1, 16);
+    r.for_each_table("probe", [](OptionReader& p, std::size_t) {
+      if (p.get_string("path", "").empty()) p.error("path", "is required");
+      p.get_int("size", 1, 1, 10);
+    });
   };
   return {a, b};
 }
@@ -122,6 +126,37 @@ TEST(ConfigTest, UnknownCollectorOption) {
   ConfigError e = OnlyError("[collectors.alpha]\nlibrary = \"x\"\n");
   EXPECT_EQ(e.key, "collectors.alpha.library");
   EXPECT_EQ(e.line, 2);
+}
+
+TEST(ConfigTest, ArrayOfTablesElementsAreValidatedOneByOne) {
+  ConfigResult ok = Parse(
+      "[[collectors.beta.probe]]\npath = \"/a\"\n[[collectors.beta.probe]]\npath = \"/b\"\n"
+      "size = 3\n");
+  EXPECT_TRUE(ok.config.has_value()) << (ok.errors.empty() ? "" : ok.errors[0].str());
+
+  ConfigError unknown = OnlyError(
+      "[[collectors.beta.probe]]\npath = \"/a\"\n[[collectors.beta.probe]]\npath = \"/b\"\n"
+      "bogus = 1\n");
+  EXPECT_EQ(unknown.key, "collectors.beta.probe[1].bogus");
+  EXPECT_EQ(unknown.message, "unknown key");
+  EXPECT_EQ(unknown.line, 5);
+
+  ConfigError missing = OnlyError("[[collectors.beta.probe]]\nsize = 2\n");
+  EXPECT_EQ(missing.key, "collectors.beta.probe[0].path");
+  EXPECT_EQ(missing.message, "is required");
+  EXPECT_EQ(missing.line, 1);  // the element's own position
+
+  ConfigError range = OnlyError("[[collectors.beta.probe]]\npath = \"/a\"\nsize = 11\n");
+  EXPECT_EQ(range.key, "collectors.beta.probe[0].size");
+  EXPECT_EQ(range.line, 3);
+
+  ConfigError scalar = OnlyError("[collectors.beta]\nprobe = 3\n");
+  EXPECT_EQ(scalar.key, "collectors.beta.probe");
+  EXPECT_NE(scalar.message.find("expected an array of tables"), std::string::npos);
+
+  ConfigError element = OnlyError("[collectors.beta]\nprobe = [1]\n");
+  EXPECT_NE(element.message.find("found an element of type integer"), std::string::npos)
+      << element.message;
 }
 
 TEST(ConfigTest, WrongTypes) {

@@ -50,7 +50,7 @@ TEST(MetricTableTest, LintFindsEveryRuleBroken) {
     return false;
   };
   EXPECT_TRUE(has("nodewatch_test_reads: a counter must end in _total"));
-  EXPECT_TRUE(has("nodewatch_test_temp_total: a gauge must not end in _total"));
+  EXPECT_TRUE(has("nodewatch_test_temp_total: only a counter may end in _total"));
   EXPECT_TRUE(has("nodewatch_test_latency_seconds: name does not end in its unit _bytes"));
   EXPECT_TRUE(has("non-base unit _percent"));
   EXPECT_TRUE(has("other_thing: does not start with"));
@@ -113,6 +113,98 @@ TEST(MetricSinkTest, CountsPartialErrors) {
   sink.error("read_error");
   EXPECT_EQ(sink.errors().at("parse_error"), 3u);
   EXPECT_EQ(sink.errors().at("read_error"), 1u);
+}
+
+const MetricTable& HistogramTable() {
+  static const MetricTable t({
+      {"nodewatch_test_latency_seconds",
+       MetricType::kHistogram,
+       "seconds",
+       "Latency.",
+       {"path"},
+       {0.001, 0.01, 0.1}},
+      {"nodewatch_test_up", MetricType::kGauge, "", "Up.", {}},
+  });
+  return t;
+}
+
+TEST(HistogramTest, ObservationsLandInTheirBucketsBoundsInclusive) {
+  const std::vector<double> bounds = {0.001, 0.01, 0.1};
+  Histogram h(bounds);
+  for (double v : {0.0005, 0.001, 0.002, 0.01, 0.05, 0.1, 0.5, 7.0}) h.observe(v);
+  h.observe(std::nan(""));  // ignored
+  EXPECT_EQ(h.bucket_counts(), (std::vector<std::uint64_t>{2, 2, 2, 2}));
+  EXPECT_EQ(h.count(), 8u);
+  EXPECT_DOUBLE_EQ(h.sum(), 0.0005 + 0.001 + 0.002 + 0.01 + 0.05 + 0.1 + 0.5 + 7.0);
+}
+
+TEST(HistogramTest, ExponentialBuckets) {
+  auto b = exponential_buckets(0.0001, 10, 4);
+  ASSERT_EQ(b.size(), 4u);
+  EXPECT_DOUBLE_EQ(b[0], 0.0001);
+  EXPECT_DOUBLE_EQ(b[3], 0.1);
+}
+
+TEST(MetricTableTest, LintChecksHistograms) {
+  MetricTable bad({
+      {"nodewatch_test_a_seconds", MetricType::kHistogram, "seconds", "A.", {}, {}},
+      {"nodewatch_test_b_seconds", MetricType::kHistogram, "seconds", "B.", {}, {0.1, 0.1}},
+      {"nodewatch_test_c_total", MetricType::kHistogram, "", "C.", {}, {1}},
+      {"nodewatch_test_d", MetricType::kGauge, "", "D.", {}, {1}},
+      {"nodewatch_test_e_count", MetricType::kHistogram, "", "E.", {}, {1}},
+  });
+  auto problems = bad.lint("nodewatch_test_");
+  std::string all;
+  for (const auto& p : problems) all += p + "\n";
+  EXPECT_NE(all.find("nodewatch_test_a_seconds: a histogram needs buckets"), std::string::npos);
+  EXPECT_NE(all.find("nodewatch_test_b_seconds: histogram buckets must be finite and strictly"),
+            std::string::npos);
+  EXPECT_NE(all.find("nodewatch_test_c_total: only a counter may end in _total"),
+            std::string::npos);
+  EXPECT_NE(all.find("nodewatch_test_d: only a histogram has buckets"), std::string::npos);
+  EXPECT_NE(all.find("nodewatch_test_e_count: a histogram name must not end in _count"),
+            std::string::npos);
+  testing::ExpectWellFormedTable(HistogramTable(), "nodewatch_test_");
+}
+
+TEST(MetricSinkTest, RendersHistogramsCumulativeWithInf) {
+  const std::vector<double> bounds = {0.001, 0.01, 0.1};
+  Histogram h(bounds);
+  for (double v : {0.0005, 0.02, 0.03, 3.0}) h.observe(v);
+  MetricSink sink(HistogramTable());
+  EXPECT_TRUE(sink.add_histogram("nodewatch_test_latency_seconds", {"/data"}, h));
+  EXPECT_TRUE(sink.add("nodewatch_test_up", {}, 1));
+  testing::ExpectConformant(sink);
+  const Histogram* got = sink.get_histogram("nodewatch_test_latency_seconds", {"/data"});
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(got->count(), 4u);
+  EXPECT_EQ(sink.render(),
+            "# HELP nodewatch_test_latency_seconds Latency.\n"
+            "# TYPE nodewatch_test_latency_seconds histogram\n"
+            "nodewatch_test_latency_seconds_count{path=\"/data\"} 4\n"
+            "nodewatch_test_latency_seconds_sum{path=\"/data\"} 3.0505\n"
+            "nodewatch_test_latency_seconds_bucket{path=\"/data\",le=\"0.001\"} 1\n"
+            "nodewatch_test_latency_seconds_bucket{path=\"/data\",le=\"0.01\"} 1\n"
+            "nodewatch_test_latency_seconds_bucket{path=\"/data\",le=\"0.1\"} 3\n"
+            "nodewatch_test_latency_seconds_bucket{path=\"/data\",le=\"+Inf\"} 4\n"
+            "# HELP nodewatch_test_up Up.\n"
+            "# TYPE nodewatch_test_up gauge\n"
+            "nodewatch_test_up 1\n");
+}
+
+TEST(MetricSinkTest, RefusesMismatchedHistograms) {
+  MetricSink sink(HistogramTable());
+  const std::vector<double> other = {0.001, 0.01};
+  Histogram wrong_bounds(other);
+  EXPECT_FALSE(sink.add_histogram("nodewatch_test_latency_seconds", {"/a"}, wrong_bounds));
+  EXPECT_FALSE(sink.add("nodewatch_test_latency_seconds", {"/a"}, 1));  // plain sample
+  const std::vector<double> bounds = {0.001, 0.01, 0.1};
+  Histogram h(bounds);
+  EXPECT_FALSE(sink.add_histogram("nodewatch_test_up", {}, h));  // not a histogram
+  EXPECT_TRUE(sink.add_histogram("nodewatch_test_latency_seconds", {"/a"}, h));
+  EXPECT_FALSE(sink.add_histogram("nodewatch_test_latency_seconds", {"/a"}, h));  // duplicate
+  EXPECT_EQ(sink.violations().size(), 4u);
+  EXPECT_EQ(sink.sample_count(), 1u);
 }
 
 TEST(MetricSinkTest, EmptySinkRendersNothing) {
