@@ -28,6 +28,21 @@
 
 namespace nodewatch::accelerator {
 
+// One NVLink link of a device (NVML backend in its NVLink role only).
+struct NvlinkSample {
+  unsigned link = 0;
+  bool active = false;
+  std::optional<double> speed_bytes_per_second;
+  std::optional<double> tx_bytes;  // cumulative data bytes (payload)
+  std::optional<double> rx_bytes;
+  // Cumulative error counts by type: "crc_flit", "crc_data", "replay",
+  // "recovery", "ecc" (every NVLink generation up to Hopper), and the
+  // NVLink5 counters ("symbol", "effective", "recovery_failed",
+  // "malformed_packet", "buffer_overrun", "receive", "receive_remote",
+  // "receive_general", "local_link_integrity", "transmit_discard").
+  std::map<std::string, double> errors;
+};
+
 struct DeviceSample {
   // Identity: `index` is the vendor's own device index (NVML index, the
   // ordinal among the vendor's DRM cards); uuid is stable across reboots.
@@ -69,6 +84,11 @@ struct DeviceSample {
   // Grace NVLink-C2C: per link, active state and error counters.
   std::map<unsigned, bool> c2c_link_active;
   std::map<unsigned, double> c2c_link_errors;
+  // NVLink (NVML backend in its NVLink role only): the number of links the
+  // driver reports (empty when the device has no NVLink), and each link
+  // that answered.
+  std::optional<unsigned> nvlink_count;
+  std::vector<NvlinkSample> nvlinks;
 
   // Partial failures while reading this device (counted, by reason, in
   // nodewatch_collector_errors_total{collector="accelerator"}).

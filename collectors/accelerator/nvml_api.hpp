@@ -162,6 +162,14 @@ inline constexpr unsigned kEccCounterVolatile = 0;  // nvmlEccCounterType_t
 inline constexpr unsigned kPcieUtilTxBytes = 0;     // nvmlPcieUtilCounter_t, KB/s
 inline constexpr unsigned kPcieUtilRxBytes = 1;
 inline constexpr unsigned long long kEventTypeXidCriticalError = 0x8;
+inline constexpr unsigned kFeatureEnabled = 1;  // nvmlEnableState_t: NVML_FEATURE_ENABLED
+// nvmlNvLinkErrorCounter_t (nvmlDeviceGetNvLinkErrorCounter; NOT_SUPPORTED
+// on Blackwell and later, which have the NVLink5 fields instead).
+inline constexpr unsigned kNvlinkErrorDlReplay = 0;
+inline constexpr unsigned kNvlinkErrorDlRecovery = 1;
+inline constexpr unsigned kNvlinkErrorDlCrcFlit = 2;
+inline constexpr unsigned kNvlinkErrorDlCrcData = 3;
+inline constexpr unsigned kNvlinkErrorDlEccData = 4;
 
 // Clock event (throttle) reasons, a bitmask.
 inline constexpr unsigned long long kClocksEventGpuIdle = 0x1;
@@ -175,18 +183,39 @@ inline constexpr unsigned long long kClocksEventHwPowerBrakeSlowdown = 0x80;
 inline constexpr unsigned long long kClocksEventDisplayClockSetting = 0x100;
 
 // Field ids for nvmlDeviceGetFieldValues ("guaranteed never to change").
+// The throttle-time ids 251-253 were checked against NVML's own header as
+// published in its Python binding (269-271 there are power-smoothing fields).
 inline constexpr unsigned kFieldClocksEventSwPowerCapNs = 74;  // alias of PERF_POLICY_POWER
 inline constexpr unsigned kFieldClocksEventSyncBoostNs = 76;   // alias of PERF_POLICY_SYNC_BOOST
 inline constexpr unsigned kFieldMemoryTemp = 82;               // °C
+inline constexpr unsigned kFieldNvlinkLinkCount = 91;
+// NVLink, scope = link.
+inline constexpr unsigned kFieldNvlinkThroughputDataTx = 138;  // KiB, cumulative
+inline constexpr unsigned kFieldNvlinkThroughputDataRx = 139;
+inline constexpr unsigned kFieldNvlinkSpeedMBps = 164;  // NVLINK_GET_SPEED, MB/s
+// NVLink5 counters (driver 560+), scope = link.
+inline constexpr unsigned kFieldNvlinkCountXmitBytes = 202;
+inline constexpr unsigned kFieldNvlinkCountRcvBytes = 204;
+inline constexpr unsigned kFieldNvlinkCountMalformedPacketErrors = 206;
+inline constexpr unsigned kFieldNvlinkCountBufferOverrunErrors = 207;
+inline constexpr unsigned kFieldNvlinkCountRcvErrors = 208;
+inline constexpr unsigned kFieldNvlinkCountRcvRemoteErrors = 209;
+inline constexpr unsigned kFieldNvlinkCountRcvGeneralErrors = 210;
+inline constexpr unsigned kFieldNvlinkCountLocalLinkIntegrityErrors = 211;
+inline constexpr unsigned kFieldNvlinkCountXmitDiscards = 212;
+inline constexpr unsigned kFieldNvlinkCountLinkRecoveryFailedEvents = 214;
+inline constexpr unsigned kFieldNvlinkCountLinkRecoveryEvents = 215;
+inline constexpr unsigned kFieldNvlinkCountEffectiveErrors = 219;
+inline constexpr unsigned kFieldNvlinkCountSymbolErrors = 221;
 inline constexpr unsigned kFieldC2cLinkCount = 170;
 inline constexpr unsigned kFieldC2cLinkStatus = 171;  // scope = link; 0 inactive, 1 active
 inline constexpr unsigned kFieldPcieCountTxBytes = 197;
 inline constexpr unsigned kFieldPcieCountRxBytes = 198;
 inline constexpr unsigned kFieldC2cLinkErrorIntr = 231;    // scope = link; CRC errors
 inline constexpr unsigned kFieldC2cLinkErrorReplay = 232;  // scope = link
-inline constexpr unsigned kFieldClocksEventSwThermalNs = 269;
-inline constexpr unsigned kFieldClocksEventHwThermalNs = 270;
-inline constexpr unsigned kFieldClocksEventHwPowerBrakeNs = 271;
+inline constexpr unsigned kFieldClocksEventSwThermalNs = 251;
+inline constexpr unsigned kFieldClocksEventHwThermalNs = 252;
+inline constexpr unsigned kFieldClocksEventHwPowerBrakeNs = 253;
 
 // Signatures, as function-pointer types (dlsym names in the comments).
 using InitFn = Return (*)();                            // nvmlInit_v2, nvmlInit
@@ -215,6 +244,10 @@ using DeviceGetRemappedRowsFn = Return (*)(Device, unsigned* correctable, unsign
                                            unsigned* pending, unsigned* failure);
 using DeviceGetPcieThroughputFn = Return (*)(Device, unsigned counter, unsigned* kb_per_s);
 using DeviceGetFieldValuesFn = Return (*)(Device, int count, FieldValue* values);
+// nvmlDeviceGetNvLinkState: is_active is an nvmlEnableState_t.
+using DeviceGetNvLinkStateFn = Return (*)(Device, unsigned link, unsigned* is_active);
+using DeviceGetNvLinkErrorCounterFn = Return (*)(Device, unsigned link, unsigned counter,
+                                                 unsigned long long* value);
 using EventSetCreateFn = Return (*)(EventSet*);
 using DeviceRegisterEventsFn = Return (*)(Device, unsigned long long event_types, EventSet);
 using EventSetWaitFn = Return (*)(EventSet, EventData*, unsigned timeout_ms);  // _v2, v1

@@ -100,6 +100,9 @@ constexpr auto kStopGrace = std::chrono::seconds(1);
 // Upper bound on NVLink-C2C links asked for (Grace Hopper has 10 lanes in
 // one link; this only guards against a nonsense count).
 constexpr unsigned kMaxC2cLinks = 16;
+// Upper bound on NVLink links asked for: NVML_NVLINK_MAX_LINKS was 18 up to
+// NVML 13.2 and is 36 since; this leaves room and guards against nonsense.
+constexpr unsigned kMaxNvlinks = 64;
 
 // ---------------------------------------------------------------------------
 // The library.
@@ -140,6 +143,8 @@ struct Api {
   nvml::DeviceGetUintFn device_get_pcie_replay_counter = nullptr;
   nvml::DeviceGetPcieThroughputFn device_get_pcie_throughput = nullptr;
   nvml::DeviceGetFieldValuesFn device_get_field_values = nullptr;
+  nvml::DeviceGetNvLinkStateFn device_get_nvlink_state = nullptr;
+  nvml::DeviceGetNvLinkErrorCounterFn device_get_nvlink_error_counter = nullptr;
   nvml::EventSetCreateFn event_set_create = nullptr;
   nvml::DeviceRegisterEventsFn device_register_events = nullptr;
   nvml::EventSetWaitFn event_set_wait = nullptr;
@@ -204,6 +209,8 @@ std::vector<std::string> resolve_all(void* lib, Api& a) {
   resolve(lib, a.device_get_pcie_replay_counter, {"nvmlDeviceGetPcieReplayCounter"});
   resolve(lib, a.device_get_pcie_throughput, {"nvmlDeviceGetPcieThroughput"});
   resolve(lib, a.device_get_field_values, {"nvmlDeviceGetFieldValues"});
+  resolve(lib, a.device_get_nvlink_state, {"nvmlDeviceGetNvLinkState"});
+  resolve(lib, a.device_get_nvlink_error_counter, {"nvmlDeviceGetNvLinkErrorCounter"});
   resolve(lib, a.event_set_create, {"nvmlEventSetCreate"});
   resolve(lib, a.device_register_events, {"nvmlDeviceRegisterEvents"});
   resolve(lib, a.event_set_wait, {"nvmlEventSetWait_v2", "nvmlEventSetWait"});
@@ -221,6 +228,7 @@ struct Session {
   std::string driver_version;
   unsigned device_count = 0;  // read once, right after nvmlInit
   bool initialized = false;
+  bool nvlink_only = false;  // NvmlBackendOptions::nvlink_only
 
   Session() = default;
   Session(const Session&) = delete;
@@ -407,6 +415,127 @@ void read_fields(const Api& a, nvml::Device dev, DeviceSample& d, DeviceMemory& 
   }
 }
 
+// The NVLink links of one device. The number of links is discovered, never
+// assumed: field 91 where the driver has it, else nvmlDeviceGetNvLinkState
+// on link 0, 1, ... until the driver says there is no such link.
+void read_nvlinks(const Api& a, nvml::Device dev, DeviceSample& d) {
+  if (a.device_get_nvlink_state == nullptr) return;
+  std::optional<unsigned> count;
+  if (a.device_get_field_values != nullptr) {
+    nvml::FieldValue v{};
+    v.field_id = nvml::kFieldNvlinkLinkCount;
+    if (ok(a.device_get_field_values(dev, 1, &v), d) && field_ok(v, d)) {
+      const double n = *field_value_as_double(v);
+      count = n > 0 ? static_cast<unsigned>(std::min<double>(n, kMaxNvlinks)) : 0;
+    }
+  }
+  std::vector<NvlinkSample>& links = d.nvlinks;
+  for (unsigned l = 0; l < count.value_or(kMaxNvlinks); ++l) {
+    unsigned active = 0;
+    const nvml::Return rc = a.device_get_nvlink_state(dev, l, &active);
+    // Past the last link (or no NVLink at all). With a known count, a link
+    // that is not supported (a board that wires only some) is skipped.
+    if (rc == nvml::kErrorInvalidArgument || rc == nvml::kErrorNotSupported) {
+      if (count) continue;
+      break;
+    }
+    if (!ok(rc, d)) continue;
+    NvlinkSample link;
+    link.link = l;
+    link.active = active == nvml::kFeatureEnabled;
+    links.push_back(std::move(link));
+  }
+  if (count)
+    d.nvlink_count = *count;
+  else if (!links.empty())
+    d.nvlink_count = static_cast<unsigned>(links.size());
+  if (links.empty()) return;
+
+  // Error counters up to Hopper, one call each. A driver that answers
+  // NOT_SUPPORTED for every counter of the first link (Blackwell) is not
+  // asked about the other links.
+  if (a.device_get_nvlink_error_counter != nullptr) {
+    struct Counter {
+      unsigned id;
+      const char* type;
+    };
+    static constexpr std::array<Counter, 5> kCounters = {{
+        {nvml::kNvlinkErrorDlCrcFlit, "crc_flit"},
+        {nvml::kNvlinkErrorDlCrcData, "crc_data"},
+        {nvml::kNvlinkErrorDlReplay, "replay"},
+        {nvml::kNvlinkErrorDlRecovery, "recovery"},
+        {nvml::kNvlinkErrorDlEccData, "ecc"},
+    }};
+    for (NvlinkSample& link : links) {
+      bool any = false;
+      for (const Counter& c : kCounters) {
+        unsigned long long v = 0;
+        const nvml::Return rc = a.device_get_nvlink_error_counter(dev, link.link, c.id, &v);
+        if (rc != nvml::kErrorNotSupported) any = true;
+        if (ok(rc, d)) link.errors[c.type] = static_cast<double>(v);
+      }
+      if (!any) break;
+    }
+  }
+
+  // Everything else in one batched call for all links.
+  if (a.device_get_field_values == nullptr) return;
+  struct Field {
+    unsigned id;
+    const char* error_type;  // null: not an error counter
+  };
+  static constexpr std::array<Field, 16> kFields = {{
+      {nvml::kFieldNvlinkSpeedMBps, nullptr},
+      {nvml::kFieldNvlinkThroughputDataTx, nullptr},
+      {nvml::kFieldNvlinkThroughputDataRx, nullptr},
+      {nvml::kFieldNvlinkCountXmitBytes, nullptr},
+      {nvml::kFieldNvlinkCountRcvBytes, nullptr},
+      {nvml::kFieldNvlinkCountSymbolErrors, "symbol"},
+      {nvml::kFieldNvlinkCountEffectiveErrors, "effective"},
+      {nvml::kFieldNvlinkCountLinkRecoveryEvents, "recovery"},
+      {nvml::kFieldNvlinkCountLinkRecoveryFailedEvents, "recovery_failed"},
+      {nvml::kFieldNvlinkCountMalformedPacketErrors, "malformed_packet"},
+      {nvml::kFieldNvlinkCountBufferOverrunErrors, "buffer_overrun"},
+      {nvml::kFieldNvlinkCountRcvErrors, "receive"},
+      {nvml::kFieldNvlinkCountRcvRemoteErrors, "receive_remote"},
+      {nvml::kFieldNvlinkCountRcvGeneralErrors, "receive_general"},
+      {nvml::kFieldNvlinkCountLocalLinkIntegrityErrors, "local_link_integrity"},
+      {nvml::kFieldNvlinkCountXmitDiscards, "transmit_discard"},
+  }};
+  std::vector<nvml::FieldValue> f(links.size() * kFields.size());
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    for (std::size_t k = 0; k < kFields.size(); ++k) {
+      f[i * kFields.size() + k].field_id = kFields[k].id;
+      f[i * kFields.size() + k].scope_id = links[i].link;
+    }
+  }
+  if (!ok(a.device_get_field_values(dev, static_cast<int>(f.size()), f.data()), d)) return;
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    NvlinkSample& link = links[i];
+    const nvml::FieldValue* v = &f[i * kFields.size()];
+    auto value = [&](std::size_t k) -> std::optional<double> {
+      if (!field_ok(v[k], d)) return std::nullopt;
+      return field_value_as_double(v[k]);
+    };
+    // NVML's "MBps": megabytes (10^6) per second [inferred; check on hardware].
+    if (auto mbps = value(0)) link.speed_bytes_per_second = *mbps * 1e6;
+    // NVLink5's byte counters where the driver has them, else the data
+    // throughput counters, in KiB.
+    if (auto tx = value(3))
+      link.tx_bytes = *tx;
+    else if (auto tx_kib = value(1))
+      link.tx_bytes = *tx_kib * 1024;
+    if (auto rx = value(4))
+      link.rx_bytes = *rx;
+    else if (auto rx_kib = value(2))
+      link.rx_bytes = *rx_kib * 1024;
+    for (std::size_t k = 5; k < kFields.size(); ++k) {
+      // A type the per-counter call already gave (recovery) keeps that value.
+      if (auto e = value(k)) link.errors.emplace(kFields[k].error_type, *e);
+    }
+  }
+}
+
 // Reads everything about device `index` into `d`. `publish_identity` is
 // called as soon as the identity is known, so that a device that then hangs
 // is still reported under its uuid.
@@ -430,6 +559,10 @@ void read_device(const Session& s, unsigned index, DeviceResult& r, DeviceMemory
   d.serial = read_string(a.device_get_serial, dev, nvml::kSerialBufferSize, d);
   d.pci_bus_id = read_pci_bus_id(a, dev, d);
   publish_identity(d);
+  if (s.nvlink_only) {
+    read_nvlinks(a, dev, d);
+    return;
+  }
 
   if (a.device_get_utilization_rates != nullptr) {
     nvml::Utilization u{};
@@ -846,7 +979,9 @@ class XidWatcher {
 class NvmlBackend final : public Backend {
  public:
   NvmlBackend(std::string library, const NvmlBackendOptions& options)
-      : library_(std::move(library)), retry_interval_(options.retry_interval) {}
+      : library_(std::move(library)),
+        retry_interval_(options.retry_interval),
+        nvlink_only_(options.nvlink_only) {}
   NvmlBackend(const NvmlBackend&) = delete;
   NvmlBackend& operator=(const NvmlBackend&) = delete;
 
@@ -941,10 +1076,13 @@ class NvmlBackend final : public Backend {
     if (session_) {
       log_load_state(spdlog::level::info,
                      "nvml: " + library_ + " loaded, driver " + session_->driver_version);
-      if (XidWatcher::supported(session_->api))
-        xid_ = std::make_unique<XidWatcher>(session_);
-      else
-        spdlog::info("nvml: {} has no event API; XID errors are not counted", library_);
+      // The NVLink role leaves XIDs to the accelerator collector.
+      if (!nvlink_only_) {
+        if (XidWatcher::supported(session_->api))
+          xid_ = std::make_unique<XidWatcher>(session_);
+        else
+          spdlog::info("nvml: {} has no event API; XID errors are not counted", library_);
+      }
     }
     return session_;
   }
@@ -967,6 +1105,7 @@ class NvmlBackend final : public Backend {
     auto s = std::make_shared<Session>();
     s->lib = std::move(lib);
     s->library = library_;
+    s->nvlink_only = nvlink_only_;
     const std::vector<std::string> missing = resolve_all(s->lib.get(), s->api);
     if (!missing.empty()) {
       std::string names;
@@ -1039,6 +1178,7 @@ class NvmlBackend final : public Backend {
 
   std::string library_;
   Clock::duration retry_interval_;
+  bool nvlink_only_;
   std::shared_ptr<const Session> session_;
   bool attempted_ = false;
   Clock::time_point next_attempt_{};

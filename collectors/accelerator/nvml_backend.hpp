@@ -21,6 +21,10 @@ struct NvmlBackendOptions {
   // How often an absent or unusable library or driver, or an NVML session
   // dropped after a failure (a driver reload), is tried again.
   std::chrono::steady_clock::duration retry_interval = std::chrono::minutes(1);
+  // The NVLink role (used by the interconnect collector): each device's
+  // sample holds only its identity and its NVLink links; no XID thread.
+  // The default role reads everything else and no NVLink.
+  bool nvlink_only = false;
 };
 std::unique_ptr<Backend> make_nvml_backend(const std::string& library,
                                            const NvmlBackendOptions& options);

@@ -45,6 +45,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -120,6 +121,11 @@ struct State {
   unsigned long long count_error_times = 0;
   std::array<bool, kMaxDevices> no_events{};
   std::array<unsigned, kMaxDevices> c2c_links{};
+  std::array<unsigned, kMaxDevices> nvlinks{};  // nvlink / nvlink5 DEV LINKS
+  std::array<bool, kMaxDevices> nvlink5{};
+  std::map<std::pair<unsigned, unsigned>, bool> nvlink_down;  // (device, link)
+  // nvlink_errors DEV LINK TYPE N: added to the derived value.
+  std::map<std::tuple<unsigned, unsigned, std::string>, unsigned long long> nvlink_errors;
   // Runtime.
   std::string scenario_path;             // FAKE_NVML_SCENARIO at the last nvmlInit
   unsigned long long count_calls = 0;    // kept across nvmlInit while scenario_path stays
@@ -254,6 +260,26 @@ bool apply_line(State& st, const std::string& raw, std::string* error) {
     if (!option(2, "times", &times)) return bad();
     st.count_error = static_cast<nvml::Return>(n);
     st.count_error_times = times;
+  } else if ((cmd == "nvlink" || cmd == "nvlink5") && w.size() == 3 && parse_device(w[1], &dev) &&
+             parse_number(w[2], &n) && n <= 64) {
+    for (unsigned i = 0; i < kMaxDevices; ++i) {
+      if (dev == kAnyDevice || dev == static_cast<int>(i)) {
+        st.nvlinks[i] = static_cast<unsigned>(n);
+        st.nvlink5[i] = cmd == "nvlink5";
+      }
+    }
+  } else if (cmd == "nvlink_down" && w.size() == 3 && parse_device(w[1], &dev) &&
+             parse_number(w[2], &n)) {
+    for (unsigned i = 0; i < kMaxDevices; ++i)
+      if (dev == kAnyDevice || dev == static_cast<int>(i))
+        st.nvlink_down[{i, static_cast<unsigned>(n)}] = true;
+  } else if (cmd == "nvlink_errors" && w.size() == 5 && parse_device(w[1], &dev) &&
+             parse_number(w[2], &n)) {
+    unsigned long long add = 0;
+    if (!parse_number(w[4], &add)) return bad();
+    for (unsigned i = 0; i < kMaxDevices; ++i)
+      if (dev == kAnyDevice || dev == static_cast<int>(i))
+        st.nvlink_errors[{i, static_cast<unsigned>(n), w[3]}] += add;
   } else if (cmd == "c2c" && w.size() == 3 && parse_device(w[1], &dev) && parse_number(w[2], &n)) {
     for (unsigned i = 0; i < kMaxDevices; ++i)
       if (dev == kAnyDevice || dev == static_cast<int>(i))
@@ -354,6 +380,17 @@ unsigned bus_of(unsigned i) {
 unsigned long long memory_used(unsigned i) {
   return (i + 1ull) * kGiB;
 }
+// NVLink error counter `type` of link l on device i: derived, plus what
+// nvlink_errors added. Legacy counters: (id + 1)(i + l); NVLink5 fields:
+// (field - 200)(i + l + 1).
+unsigned long long nvlink_error(unsigned i, unsigned l, const std::string& type,
+                                unsigned long long derived) {
+  auto it = g_state.nvlink_errors.find({i, l, type});
+  return derived + (it == g_state.nvlink_errors.end() ? 0 : it->second);
+}
+constexpr std::array<const char*, 5> kNvlinkLegacyTypes = {"replay", "recovery", "crc_flit",
+                                                           "crc_data", "ecc"};
+
 constexpr unsigned long long kMemoryTotal = 80 * kGiB;
 constexpr unsigned long long kMemoryReserved = 512 * kMiB;
 
@@ -476,10 +513,62 @@ void fill_field(unsigned i, nvml::FieldValue& f) {
       else
         ull(10ull * link);
       break;
-    default:
-      // A field id this "driver" does not know, as a real one answers it.
-      f.nvml_return = nvml::kErrorInvalidArgument;
+    case nvml::kFieldNvlinkLinkCount:
+      if (g_state.nvlinks[i] == 0)
+        f.nvml_return = nvml::kErrorNotSupported;
+      else
+        ui(g_state.nvlinks[i]);
       break;
+    case nvml::kFieldNvlinkSpeedMBps:
+    case nvml::kFieldNvlinkThroughputDataTx:
+    case nvml::kFieldNvlinkThroughputDataRx:
+      if (link >= g_state.nvlinks[i])
+        f.nvml_return = nvml::kErrorNotSupported;
+      else if (f.field_id == nvml::kFieldNvlinkSpeedMBps)
+        ui(g_state.nvlink5[i] ? 50000 : 25000);
+      else
+        ull((f.field_id == nvml::kFieldNvlinkThroughputDataTx ? 1000ull : 2000ull) * (i + 1) +
+            link);
+      break;
+    default: {
+      // NVLink5 counters, only on an "nvlink5" device; a driver without them
+      // does not know the ids.
+      struct Nvlink5 {
+        unsigned field;
+        const char* type;  // null: a byte counter
+      };
+      static constexpr std::array<Nvlink5, 13> kNvlink5 = {{
+          {nvml::kFieldNvlinkCountXmitBytes, nullptr},
+          {nvml::kFieldNvlinkCountRcvBytes, nullptr},
+          {nvml::kFieldNvlinkCountSymbolErrors, "symbol"},
+          {nvml::kFieldNvlinkCountEffectiveErrors, "effective"},
+          {nvml::kFieldNvlinkCountLinkRecoveryEvents, "recovery"},
+          {nvml::kFieldNvlinkCountLinkRecoveryFailedEvents, "recovery_failed"},
+          {nvml::kFieldNvlinkCountMalformedPacketErrors, "malformed_packet"},
+          {nvml::kFieldNvlinkCountBufferOverrunErrors, "buffer_overrun"},
+          {nvml::kFieldNvlinkCountRcvErrors, "receive"},
+          {nvml::kFieldNvlinkCountRcvRemoteErrors, "receive_remote"},
+          {nvml::kFieldNvlinkCountRcvGeneralErrors, "receive_general"},
+          {nvml::kFieldNvlinkCountLocalLinkIntegrityErrors, "local_link_integrity"},
+          {nvml::kFieldNvlinkCountXmitDiscards, "transmit_discard"},
+      }};
+      const Nvlink5* known = nullptr;
+      for (const Nvlink5& n : kNvlink5)
+        if (n.field == f.field_id) known = &n;
+      if (known == nullptr || !g_state.nvlink5[i]) {
+        // A field id this "driver" does not know, as a real one answers it.
+        f.nvml_return = nvml::kErrorInvalidArgument;
+      } else if (link >= g_state.nvlinks[i]) {
+        f.nvml_return = nvml::kErrorNotSupported;
+      } else if (known->type == nullptr) {
+        ull((f.field_id == nvml::kFieldNvlinkCountXmitBytes ? 1000000000ull : 2000000000ull) *
+                (i + 1) +
+            link);
+      } else {
+        ull(nvlink_error(i, link, known->type, (f.field_id - 200ull) * (i + link + 1)));
+      }
+      break;
+    }
   }
   for (const FieldFailRule& r : g_state.field_fails)
     if ((r.device == kAnyDevice || r.device == static_cast<int>(i)) && r.field == f.field_id)
@@ -728,6 +817,35 @@ FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetPcieThroughput(nvml::Device dev, unsi
   return rc;
 }
 
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetNvLinkState(nvml::Device dev, unsigned link,
+                                                       unsigned* is_active) {
+  if (is_active == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc != nvml::kSuccess) return rc;
+  std::lock_guard lock(g_mu);
+  const unsigned links = g_state.nvlinks[dev->index];
+  if (links == 0) return nvml::kErrorNotSupported;
+  if (link >= links) return nvml::kErrorInvalidArgument;
+  *is_active = g_state.nvlink_down.count({dev->index, link}) != 0 ? 0 : 1;
+  return nvml::kSuccess;
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetNvLinkErrorCounter(nvml::Device dev, unsigned link,
+                                                              unsigned counter,
+                                                              unsigned long long* value) {
+  if (value == nullptr || counter >= kNvlinkLegacyTypes.size()) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc != nvml::kSuccess) return rc;
+  std::lock_guard lock(g_mu);
+  const unsigned i = dev->index;
+  const unsigned links = g_state.nvlinks[i];
+  // Blackwell and later: this call is not supported; the NVLink5 fields are.
+  if (links == 0 || g_state.nvlink5[i]) return nvml::kErrorNotSupported;
+  if (link >= links) return nvml::kErrorInvalidArgument;
+  *value = nvlink_error(i, link, kNvlinkLegacyTypes[counter], (counter + 1ull) * (i + link));
+  return nvml::kSuccess;
+}
+
 FAKE_NVML_EXPORT nvml::Return nvmlEventSetCreate(nvml::EventSet* set) {
   if (set == nullptr) return nvml::kErrorInvalidArgument;
   std::lock_guard lock(g_mu);
@@ -888,6 +1006,9 @@ static_assert(std::is_same_v<decltype(&nvmlDeviceGetRemappedRows), nvml::DeviceG
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetPcieReplayCounter), nvml::DeviceGetUintFn>);
 static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetPcieThroughput), nvml::DeviceGetPcieThroughputFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetNvLinkState), nvml::DeviceGetNvLinkStateFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetNvLinkErrorCounter),
+                             nvml::DeviceGetNvLinkErrorCounterFn>);
 static_assert(std::is_same_v<decltype(&nvmlEventSetCreate), nvml::EventSetCreateFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceRegisterEvents), nvml::DeviceRegisterEventsFn>);
 static_assert(std::is_same_v<decltype(&nvmlEventSetWait), nvml::EventSetWaitFn>);

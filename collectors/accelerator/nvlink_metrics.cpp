@@ -1,0 +1,85 @@
+#include "accelerator/nvlink_metrics.hpp"
+
+#include <exception>
+#include <utility>
+
+#include "accelerator/nvml_backend.hpp"
+
+namespace nodewatch::accelerator {
+
+std::vector<MetricDesc> nvlink_metric_descs() {
+  const std::vector<std::string> link = {"accelerator", "uuid", "link"};
+  const std::vector<std::string> dev = {"accelerator", "uuid"};
+  return {
+      {"nodewatch_nvlink_up", MetricType::kGauge, "",
+       "1 if the NVLink link is active, 0 if the driver reports it inactive.", link},
+      {"nodewatch_nvlink_speed_bytes_per_second", MetricType::kGauge, "bytes_per_second",
+       "Speed of the NVLink link, per direction, as the driver reports it.", link},
+      {"nodewatch_nvlink_transmitted_bytes_total", MetricType::kCounter, "bytes",
+       "Data bytes sent over the NVLink link (NVLink5 byte counter, else the data throughput "
+       "counter in KiB).",
+       link},
+      {"nodewatch_nvlink_received_bytes_total", MetricType::kCounter, "bytes",
+       "Data bytes received over the NVLink link.", link},
+      {"nodewatch_nvlink_errors_total",
+       MetricType::kCounter,
+       "",
+       "NVLink link errors by type: crc_flit, crc_data, replay, recovery, ecc (up to Hopper); "
+       "symbol, effective, recovery, recovery_failed and the receive and transmit errors "
+       "(NVLink5).",
+       {"accelerator", "uuid", "link", "type"}},
+      {"nodewatch_accelerator_nvlink_links", MetricType::kGauge, "",
+       "NVLink links the driver reports for the accelerator.", dev},
+      {"nodewatch_accelerator_nvlink_links_active", MetricType::kGauge, "",
+       "NVLink links of the accelerator that are active; compare with the expected count.", dev},
+  };
+}
+
+NvlinkMetrics::NvlinkMetrics(std::unique_ptr<Backend> backend) : backend_(std::move(backend)) {}
+
+std::unique_ptr<NvlinkMetrics> NvlinkMetrics::from_nvml(const std::string& library) {
+  NvmlBackendOptions options;
+  options.nvlink_only = true;
+  return std::make_unique<NvlinkMetrics>(make_nvml_backend(library, options));
+}
+
+void NvlinkMetrics::collect(const CollectContext& ctx, MetricSink& sink) {
+  std::vector<DeviceSample> devices;
+  try {
+    devices = backend_->sample(ctx);
+  } catch (const CollectError& e) {
+    sink.error(e.reason());
+    return;
+  } catch (const std::exception&) {
+    sink.error("nvml_error");
+    return;
+  }
+  for (const DeviceSample& d : devices) {
+    for (const std::string& reason : d.errors) sink.error(reason);
+    // A lost or stuck device has no links to report: its accelerator_up
+    // says so.
+    if (!d.up || d.uuid.empty()) continue;
+    const std::string index = std::to_string(d.index);
+    unsigned active = 0;
+    for (const NvlinkSample& l : d.nvlinks) {
+      const std::string link = std::to_string(l.link);
+      if (l.active) ++active;
+      sink.add("nodewatch_nvlink_up", {index, d.uuid, link}, l.active ? 1 : 0);
+      if (l.speed_bytes_per_second)
+        sink.add("nodewatch_nvlink_speed_bytes_per_second", {index, d.uuid, link},
+                 *l.speed_bytes_per_second);
+      if (l.tx_bytes)
+        sink.add("nodewatch_nvlink_transmitted_bytes_total", {index, d.uuid, link}, *l.tx_bytes);
+      if (l.rx_bytes)
+        sink.add("nodewatch_nvlink_received_bytes_total", {index, d.uuid, link}, *l.rx_bytes);
+      for (const auto& [type, value] : l.errors)
+        sink.add("nodewatch_nvlink_errors_total", {index, d.uuid, link, type}, value);
+    }
+    if (d.nvlink_count) {
+      sink.add("nodewatch_accelerator_nvlink_links", {index, d.uuid}, *d.nvlink_count);
+      sink.add("nodewatch_accelerator_nvlink_links_active", {index, d.uuid}, active);
+    }
+  }
+}
+
+}  // namespace nodewatch::accelerator

@@ -1,0 +1,303 @@
+// NVLink through the fake libnvidia-ml.so.1 (tests/fakes/fake_nvml): the
+// NVML backend in its NVLink role, and the series NvlinkMetrics makes of it.
+// Hopper-like boards with 18 links (one down), Blackwell-like boards with 36
+// NVLink5 links, errors growing between collections, an old driver without
+// field values, a GPU lost mid-read, GPUs without NVLink. The values each
+// fake link reports are in tests/fixtures/nvml/README.md.
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>  // before support/collector_test.hpp
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "accelerator/accelerator_collector.hpp"
+#include "accelerator/nvlink_metrics.hpp"
+#include "accelerator/nvml_backend.hpp"
+#include "support/collector_test.hpp"
+
+namespace nodewatch::accelerator {
+namespace {
+
+using nodewatch::testing::ExpectConformant;
+using nodewatch::testing::ExpectWellFormedTable;
+using namespace std::chrono_literals;
+
+std::string scenario(const char* name) {
+  return (nodewatch::testing::fixtures_dir() / "nvml" / name).string();
+}
+
+std::string uuid(unsigned i) {
+  char b[64];
+  std::snprintf(b, sizeof b, "GPU-00000000-0000-4000-8000-0000000000%02u", i);
+  return b;
+}
+
+const MetricTable& Table() {
+  static const MetricTable t(nvlink_metric_descs());
+  return t;
+}
+
+CollectContext Context() {
+  CollectContext ctx;
+  ctx.deadline = std::chrono::steady_clock::now() + 10s;
+  return ctx;
+}
+
+// NvlinkMetrics over the fake at `library`, reading `scenario_file`.
+class Node {
+ public:
+  Node(const char* library, const std::string& scenario_file) {
+    setenv("FAKE_NVML_SCENARIO", scenario_file.c_str(), 1);
+    NvmlBackendOptions options;
+    options.nvlink_only = true;
+    metrics_ = std::make_unique<NvlinkMetrics>(make_nvml_backend(library, options));
+  }
+  MetricSink Collect() {
+    MetricSink sink(Table());
+    metrics_->collect(Context(), sink);
+    return sink;
+  }
+
+ private:
+  std::unique_ptr<NvlinkMetrics> metrics_;
+};
+
+// The fake's hooks, from the copy the backend loaded.
+class Hooks {
+ public:
+  explicit Hooks(const char* library) : handle_(dlopen(library, RTLD_NOW | RTLD_NOLOAD)) {
+    if (handle_ == nullptr) return;
+    script_ = reinterpret_cast<int (*)(const char*)>(dlsym(handle_, "fake_nvml_script"));
+    calls_ = reinterpret_cast<unsigned long long (*)(const char*, int)>(
+        dlsym(handle_, "fake_nvml_calls"));
+  }
+  ~Hooks() {
+    if (handle_ != nullptr) dlclose(handle_);
+  }
+  Hooks(const Hooks&) = delete;
+  Hooks& operator=(const Hooks&) = delete;
+  bool Script(const char* line) { return script_ != nullptr && script_(line) == 0; }
+  unsigned long long Calls(const char* function) {
+    return calls_ != nullptr ? calls_(function, -1) : ~0ull;
+  }
+
+ private:
+  void* handle_;
+  int (*script_)(const char*) = nullptr;
+  unsigned long long (*calls_)(const char*, int) = nullptr;
+};
+
+double Get(const MetricSink& sink, std::string_view name, std::vector<std::string> labels) {
+  double v = std::nan("");
+  EXPECT_TRUE(sink.get(name, labels, &v)) << name << " " << labels[0] << "/" << labels.back();
+  return v;
+}
+bool Has(const MetricSink& sink, std::string_view name, std::vector<std::string> labels) {
+  double v = 0;
+  return sink.get(name, labels, &v);
+}
+
+TEST(NvlinkTest, TableIsWellFormed) {
+  ExpectWellFormedTable(Table(), "nodewatch_");
+}
+
+TEST(NvlinkTest, HopperEighteenLinksOneDown) {
+  Node node(FAKE_NVML_LIBRARY, scenario("nvlink_hopper.scenario"));
+  MetricSink sink = node.Collect();
+  ExpectConformant(sink);
+  EXPECT_TRUE(sink.errors().empty());
+  const char* kLegacy[] = {"replay", "recovery", "crc_flit", "crc_data", "ecc"};
+  for (unsigned i = 0; i < 8; ++i) {
+    const std::string a = std::to_string(i);
+    EXPECT_EQ(Get(sink, "nodewatch_accelerator_nvlink_links", {a, uuid(i)}), 18);
+    EXPECT_EQ(Get(sink, "nodewatch_accelerator_nvlink_links_active", {a, uuid(i)}),
+              i == 3 ? 17 : 18);
+    for (unsigned l = 0; l < 18; ++l) {
+      const std::vector<std::string> key = {a, uuid(i), std::to_string(l)};
+      EXPECT_EQ(Get(sink, "nodewatch_nvlink_up", key), i == 3 && l == 5 ? 0 : 1);
+      EXPECT_EQ(Get(sink, "nodewatch_nvlink_speed_bytes_per_second", key), 25000e6);
+      // Fields 138/139 are in KiB.
+      EXPECT_EQ(Get(sink, "nodewatch_nvlink_transmitted_bytes_total", key),
+                (1000.0 * (i + 1) + l) * 1024);
+      EXPECT_EQ(Get(sink, "nodewatch_nvlink_received_bytes_total", key),
+                (2000.0 * (i + 1) + l) * 1024);
+      for (unsigned c = 0; c < 5; ++c) {
+        std::vector<std::string> e = key;
+        e.push_back(kLegacy[c]);
+        EXPECT_EQ(Get(sink, "nodewatch_nvlink_errors_total", e), (c + 1.0) * (i + l));
+      }
+      std::vector<std::string> symbol = key;
+      symbol.push_back("symbol");
+      EXPECT_FALSE(Has(sink, "nodewatch_nvlink_errors_total", symbol));  // no NVLink5 fields
+    }
+  }
+  EXPECT_FALSE(Has(sink, "nodewatch_nvlink_up", {"0", uuid(0), "18"}));
+  // 8 GPUs x (2 + 18 links x (up, speed, tx, rx, 5 error types)).
+  EXPECT_EQ(sink.sample_count(), 8u * (2 + 18 * 9));
+}
+
+TEST(NvlinkTest, Nvlink5ThirtySixLinks) {
+  Node node(FAKE_NVML_LIBRARY, scenario("nvlink5.scenario"));
+  MetricSink sink = node.Collect();
+  ExpectConformant(sink);
+  EXPECT_TRUE(sink.errors().empty());
+  struct Type {
+    const char* type;
+    unsigned field;
+  };
+  const Type kTypes[] = {{"symbol", 221},           {"effective", 219},
+                         {"recovery", 215},         {"recovery_failed", 214},
+                         {"malformed_packet", 206}, {"buffer_overrun", 207},
+                         {"receive", 208},          {"receive_remote", 209},
+                         {"receive_general", 210},  {"local_link_integrity", 211},
+                         {"transmit_discard", 212}};
+  for (unsigned i = 0; i < 4; ++i) {
+    const std::string a = std::to_string(i);
+    EXPECT_EQ(Get(sink, "nodewatch_accelerator_nvlink_links", {a, uuid(i)}), 36);
+    EXPECT_EQ(Get(sink, "nodewatch_accelerator_nvlink_links_active", {a, uuid(i)}), 36);
+    for (unsigned l = 0; l < 36; ++l) {
+      const std::vector<std::string> key = {a, uuid(i), std::to_string(l)};
+      EXPECT_EQ(Get(sink, "nodewatch_nvlink_speed_bytes_per_second", key), 50000e6);
+      // The NVLink5 byte counters (fields 202/204), not the KiB ones.
+      EXPECT_EQ(Get(sink, "nodewatch_nvlink_transmitted_bytes_total", key), 1e9 * (i + 1) + l);
+      EXPECT_EQ(Get(sink, "nodewatch_nvlink_received_bytes_total", key), 2e9 * (i + 1) + l);
+      for (const Type& t : kTypes) {
+        std::vector<std::string> e = key;
+        e.push_back(t.type);
+        EXPECT_EQ(Get(sink, "nodewatch_nvlink_errors_total", e), (t.field - 200.0) * (i + l + 1));
+      }
+      std::vector<std::string> crc = key;
+      crc.push_back("crc_flit");
+      EXPECT_FALSE(Has(sink, "nodewatch_nvlink_errors_total", crc));
+    }
+  }
+  EXPECT_EQ(sink.sample_count(), 4u * (2 + 36 * (4 + 11)));
+  // Blackwell answers NOT_SUPPORTED for the per-counter call: asked on the
+  // first link only (5 counters), not on the 35 others.
+  Hooks hooks(FAKE_NVML_LIBRARY);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetNvLinkErrorCounter"), 4u * 5);
+}
+
+TEST(NvlinkTest, ErrorsGrowBetweenCollections) {
+  Node node(FAKE_NVML_LIBRARY, scenario("nvlink_hopper.scenario"));
+  MetricSink first = node.Collect();
+  Hooks hooks(FAKE_NVML_LIBRARY);
+  ASSERT_TRUE(hooks.Script("nvlink_errors 2 7 crc_flit 5"));
+  ASSERT_TRUE(hooks.Script("nvlink_errors 2 7 replay 1"));
+  MetricSink second = node.Collect();
+  const std::vector<std::string> link = {"2", uuid(2), "7"};
+  auto err = [&](const MetricSink& s, const char* type) {
+    std::vector<std::string> k = link;
+    k.push_back(type);
+    return Get(s, "nodewatch_nvlink_errors_total", k);
+  };
+  EXPECT_EQ(err(second, "crc_flit") - err(first, "crc_flit"), 5);
+  EXPECT_EQ(err(second, "replay") - err(first, "replay"), 1);
+  EXPECT_EQ(err(second, "crc_data"), err(first, "crc_data"));
+  // Another link of the same GPU did not move.
+  EXPECT_EQ(Get(second, "nodewatch_nvlink_errors_total", {"2", uuid(2), "6", "crc_flit"}),
+            Get(first, "nodewatch_nvlink_errors_total", {"2", uuid(2), "6", "crc_flit"}));
+}
+
+TEST(NvlinkTest, OldDriverLinksDiscoveredByEnumeration) {
+  // No nvmlDeviceGetFieldValues: no link count field, no speed or bytes.
+  Node node(FAKE_NVML_OLD_LIBRARY, scenario("nvlink_hopper.scenario"));
+  MetricSink sink = node.Collect();
+  ExpectConformant(sink);
+  EXPECT_TRUE(sink.errors().empty());
+  EXPECT_EQ(Get(sink, "nodewatch_accelerator_nvlink_links", {"0", uuid(0)}), 18);
+  EXPECT_EQ(Get(sink, "nodewatch_accelerator_nvlink_links_active", {"3", uuid(3)}), 17);
+  EXPECT_EQ(Get(sink, "nodewatch_nvlink_up", {"3", uuid(3), "5"}), 0);
+  EXPECT_EQ(Get(sink, "nodewatch_nvlink_errors_total", {"1", uuid(1), "17", "crc_data"}),
+            4.0 * (1 + 17));
+  EXPECT_FALSE(Has(sink, "nodewatch_nvlink_transmitted_bytes_total", {"0", uuid(0), "0"}));
+  EXPECT_FALSE(Has(sink, "nodewatch_nvlink_speed_bytes_per_second", {"0", uuid(0), "0"}));
+}
+
+TEST(NvlinkTest, GpusWithoutNvlinkExportNothing) {
+  const std::string path = ::testing::TempDir() + "nvlink_none.scenario";
+  {
+    FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("devices 2\n", f);
+    std::fclose(f);
+  }
+  Node node(FAKE_NVML_LIBRARY, path);
+  MetricSink sink = node.Collect();
+  EXPECT_EQ(sink.sample_count(), 0u);
+  EXPECT_TRUE(sink.errors().empty());
+  Hooks hooks(FAKE_NVML_LIBRARY);
+  // One state call per GPU (link 0: NOT_SUPPORTED), nothing more.
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetNvLinkState"), 2u);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetNvLinkErrorCounter"), 0u);
+}
+
+TEST(NvlinkTest, LostGpuHidesOnlyItsOwnLinks) {
+  const std::string path = ::testing::TempDir() + "nvlink_lost.scenario";
+  {
+    FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("devices 4\nnvlink * 18\nlost 2 from nvmlDeviceGetNvLinkState after_calls 4\n", f);
+    std::fclose(f);
+  }
+  Node node(FAKE_NVML_LIBRARY, path);
+  MetricSink sink = node.Collect();
+  ExpectConformant(sink);
+  EXPECT_EQ(sink.errors().at("gpu_lost"), 1u);
+  EXPECT_FALSE(Has(sink, "nodewatch_accelerator_nvlink_links", {"2", uuid(2)}));
+  EXPECT_FALSE(Has(sink, "nodewatch_nvlink_up", {"2", uuid(2), "0"}));
+  for (unsigned i : {0u, 1u, 3u})
+    EXPECT_EQ(Get(sink, "nodewatch_accelerator_nvlink_links_active", {std::to_string(i), uuid(i)}),
+              18);
+}
+
+TEST(NvlinkTest, NoLibraryIsNotAnError) {
+  NvmlBackendOptions options;
+  options.nvlink_only = true;
+  NvlinkMetrics metrics(make_nvml_backend("/nonexistent/libnvidia-ml.so.1", options));
+  MetricSink sink(Table());
+  metrics.collect(Context(), sink);
+  EXPECT_EQ(sink.sample_count(), 0u);
+  EXPECT_TRUE(sink.errors().empty());
+}
+
+TEST(NvlinkTest, UnusableLibraryIsCountedNotThrown) {
+  NvmlBackendOptions options;
+  options.nvlink_only = true;
+  NvlinkMetrics metrics(make_nvml_backend(FAKE_NVML_BROKEN_LIBRARY, options));
+  MetricSink sink(Table());
+  metrics.collect(Context(), sink);
+  EXPECT_EQ(sink.sample_count(), 0u);
+  EXPECT_EQ(sink.errors().at("library_error"), 1u);
+}
+
+TEST(NvlinkTest, RolesDoNotOverlap) {
+  // The accelerator role asks no NVLink question; the NVLink role registers
+  // no XID events (that thread belongs to the accelerator collector).
+  setenv("FAKE_NVML_SCENARIO", scenario("eight_gpus.scenario").c_str(), 1);
+  {
+    std::vector<std::unique_ptr<Backend>> backends;
+    backends.push_back(make_nvml_backend(FAKE_NVML_LIBRARY));
+    AcceleratorCollector collector(std::move(backends));
+    MetricSink sink(accelerator_metric_table());
+    nodewatch::testing::CollectOnce(collector, sink, 10s);
+    Hooks hooks(FAKE_NVML_LIBRARY);
+    EXPECT_EQ(hooks.Calls("nvmlDeviceGetNvLinkState"), 0u);
+    EXPECT_EQ(hooks.Calls("nvmlDeviceGetNvLinkErrorCounter"), 0u);
+  }
+  Node node(FAKE_NVML_LIBRARY, scenario("eight_gpus.scenario"));
+  MetricSink sink = node.Collect();
+  EXPECT_EQ(Get(sink, "nodewatch_accelerator_nvlink_links_active", {"7", uuid(7)}), 18);
+  Hooks hooks(FAKE_NVML_LIBRARY);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceRegisterEvents"), 0u);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetTotalEccErrors"), 0u);
+}
+
+}  // namespace
+}  // namespace nodewatch::accelerator
