@@ -18,6 +18,8 @@
 #include <string>
 
 #include "accelerator/accelerator_collector.hpp"
+#include "accelerator/nvlink_metrics.hpp"
+#include "accelerator/nvml_backend.hpp"
 #include "exposition.hpp"
 #include "pcie/pcie_collector.hpp"
 #include "storage/storage_collector.hpp"
@@ -73,6 +75,51 @@ void BM_Accelerator_Nvml8Gpu_EmitOnly(benchmark::State& state) {
   state.counters["series"] = static_cast<double>(series);
 }
 BENCHMARK(BM_Accelerator_Nvml8Gpu_EmitOnly)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// NVLink: 8 GPUs x 18 links through the NVML backend's NVLink role, as the
+// interconnect collector reads them, rendered and deflated.
+std::size_t NvlinkRenderDeflate(accelerator::NvlinkMetrics& m, const MetricTable& table) {
+  MetricSink sink(table);
+  m.collect(Context(), sink);
+  auto rendered = make_rendered(sink.render());
+  benchmark::DoNotOptimize(rendered->deflated.data());
+  return sink.sample_count();
+}
+
+void BM_Nvlink_8Gpu18Links_Collect(benchmark::State& state) {
+  setenv("FAKE_NVML_SCENARIO", (kFixtures / "nvml" / "eight_gpus.scenario").c_str(), 1);
+  const MetricTable table(accelerator::nvlink_metric_descs());
+  auto m = accelerator::NvlinkMetrics::from_nvml(FAKE_NVML_LIBRARY);
+  NvlinkRenderDeflate(*m, table);
+  std::size_t series = 0;
+  for (auto _ : state) series = NvlinkRenderDeflate(*m, table);
+  state.counters["series"] = static_cast<double>(series);
+}
+BENCHMARK(BM_Nvlink_8Gpu18Links_Collect)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The baseline: the same samples replayed, without NVML.
+class ReplayBackend final : public accelerator::Backend {
+ public:
+  explicit ReplayBackend(std::vector<accelerator::DeviceSample> s) : samples_(std::move(s)) {}
+  std::string_view name() const override { return "replay"; }
+  std::vector<accelerator::DeviceSample> sample(const CollectContext&) override { return samples_; }
+
+ private:
+  std::vector<accelerator::DeviceSample> samples_;
+};
+
+void BM_Nvlink_8Gpu18Links_EmitOnly(benchmark::State& state) {
+  setenv("FAKE_NVML_SCENARIO", (kFixtures / "nvml" / "eight_gpus.scenario").c_str(), 1);
+  accelerator::NvmlBackendOptions options;
+  options.nvlink_only = true;
+  auto live = accelerator::make_nvml_backend(FAKE_NVML_LIBRARY, options);
+  accelerator::NvlinkMetrics m(std::make_unique<ReplayBackend>(live->sample(Context())));
+  const MetricTable table(accelerator::nvlink_metric_descs());
+  std::size_t series = 0;
+  for (auto _ : state) series = NvlinkRenderDeflate(m, table);
+  state.counters["series"] = static_cast<double>(series);
+}
+BENCHMARK(BM_Nvlink_8Gpu18Links_EmitOnly)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_Accelerator_Amdgpu2Boards_Collect(benchmark::State& state) {
   std::vector<std::unique_ptr<accelerator::Backend>> b;
