@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <set>
 
 #include "asio.hpp"
 #include "http_server.hpp"
@@ -73,6 +74,35 @@ std::vector<CollectorJob> make_jobs(const Config& cfg, const Roots& roots) {
     jobs.push_back(std::move(job));
   }
   return jobs;
+}
+
+// --list-metrics: every family nodewatchd declares (the daemon's own, the
+// process metrics, and every collector's, enabled or not), one per line as
+// "name type", for tools that check dashboards and rules against it.
+int list_metrics(const Config& cfg, const Roots& roots) {
+  std::set<std::string> seen;
+  auto print = [&seen](const MetricTable& t) {
+    for (const MetricDesc& d : t.descs()) {
+      if (!seen.insert(d.name).second) continue;
+      const char* type = d.type == MetricType::kCounter   ? "counter"
+                         : d.type == MetricType::kGauge   ? "gauge"
+                                                          : "histogram";
+      std::cout << d.name << " " << type << "\n";
+    }
+  };
+  print(SelfMetrics::table());
+  print(SelfMetrics::process_table());
+  for (const CollectorConfig& cc : cfg.collectors) {
+    CollectorEnv env{roots, cc.options.get()};
+    try {
+      std::unique_ptr<Collector> c = cc.spec->create(env);
+      print(c->metrics());
+    } catch (const std::exception& e) {
+      std::cerr << "collector " << cc.name() << ": " << e.what() << "\n";
+      return 1;
+    }
+  }
+  return 0;
 }
 
 HttpLimits limits_of(const ServerConfig& s) {
@@ -339,6 +369,7 @@ int run(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
   if (r.config->source == "built-in defaults")
     spdlog::info("{} not found; using built-in defaults", cmd.config_path);
   if (cmd.log_level.empty()) set_log_level(r.config->log.level);
+  if (cmd.list_metrics) return list_metrics(*r.config, cmd.roots);
   if (cmd.once) {
     // Nothing on stdout but the exposition.
     Daemon d(cmd, catalog, std::move(*r.config));

@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   app.add_flag(
       "--once", cmd.once,
       "Run every enabled collector once, print the exposition /metrics would serve, and exit");
+  app.add_flag("--list-metrics", cmd.list_metrics,
+               "Print every metric family nodewatchd can export (name and type) and exit");
   app.add_option("--listen", cmd.listen,
                  "Address to listen on (repeatable; overrides server.listen), e.g. 127.0.0.1:9842");
   app.add_option("--log-level", cmd.log_level,

@@ -1,0 +1,707 @@
+#!/usr/bin/env python3
+"""Generates nodewatch's Grafana dashboards (classic JSON model).
+
+    python3 dashboards/generate.py          # writes dashboards/*.json
+    python3 dashboards/generate.py --check  # exits 1 if a committed file differs
+
+Only the standard library. The dashboards are data: the panel lists below are
+the whole definition, and the JSON files are what this script makes of them
+(the test suite checks that they match). dashboards/lint.py checks the
+conventions on the JSON files themselves.
+
+Every query selects `cluster=~"$cluster", job=~"$job", instance=~"$instance"`
+through sel(); every rate uses $__rate_interval; totals over the dashboard's
+time range use increase(...[$__range]).
+"""
+
+import json
+import os
+import sys
+
+SCHEMA_VERSION = 42
+HERE = os.path.dirname(os.path.abspath(__file__))
+DS = {"type": "prometheus", "uid": "${datasource}"}
+RI = "$__rate_interval"
+FIRING = 'alertstate="firing"'
+CRITICAL = 'alertstate="firing", severity="critical"'
+WARNING = 'alertstate="firing", severity="warning"'
+UNCORRECTED = 'type="uncorrected"'
+SM = 'clock="sm"'
+NOT_MEMORY = 'sensor!="memory"'
+
+
+def sel(extra=""):
+    """The label matchers every query carries, plus `extra`."""
+    m = 'cluster=~"$cluster", job=~"$job", instance=~"$instance"'
+    return "{" + m + (", " + extra if extra else "") + "}"
+
+
+def target(expr, legend="", ref="A", instant=False, table=False):
+    t = {"datasource": DS, "expr": expr, "refId": ref, "legendFormat": legend or "__auto"}
+    if instant:
+        t["instant"] = True
+        t["range"] = False
+    if table:
+        t["format"] = "table"
+    return t
+
+
+def panel(kind, title, description, unit, targets, w=12, h=8, **extra):
+    """One panel. `targets` is a list of (expr, legend) or target dicts."""
+    ts = []
+    for i, t in enumerate(targets):
+        if isinstance(t, tuple):
+            t = target(t[0], t[1] if len(t) > 1 else "")
+        t = dict(t)
+        t["refId"] = chr(ord("A") + i)
+        ts.append(t)
+    p = {
+        "type": kind,
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "targets": ts,
+        "_w": w,
+        "_h": h,
+    }
+    defaults = p["fieldConfig"]["defaults"]
+    if kind == "timeseries":
+        defaults["custom"] = {"lineWidth": 1, "fillOpacity": 0, "showPoints": "never"}
+        p["options"] = {
+            "legend": {"displayMode": "table", "placement": "right", "calcs": ["lastNotNull", "max"]},
+            "tooltip": {"mode": "multi", "sort": "desc"},
+        }
+    elif kind == "stat":
+        p["options"] = {
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            "colorMode": "value",
+            "graphMode": "none",
+            "textMode": "auto",
+        }
+    elif kind == "state-timeline":
+        p["options"] = {"showValue": "never", "mergeValues": True, "rowHeight": 0.9}
+    elif kind == "table":
+        p["options"] = {"showHeader": True, "cellHeight": "sm"}
+    if "thresholds" in extra:
+        defaults["thresholds"] = {"mode": "absolute", "steps": extra.pop("thresholds")}
+        defaults.setdefault("color", {"mode": "thresholds"})
+    if "mappings" in extra:
+        defaults["mappings"] = extra.pop("mappings")
+    if "min" in extra:
+        defaults["min"] = extra.pop("min")
+    if "max" in extra:
+        defaults["max"] = extra.pop("max")
+    p.update(extra)
+    return p
+
+
+def ts(title, description, unit, targets, **kw):
+    return panel("timeseries", title, description, unit, targets, **kw)
+
+
+def stat(title, description, unit, targets, **kw):
+    kw.setdefault("w", 6)
+    kw.setdefault("h", 4)
+    return panel("stat", title, description, unit, targets, **kw)
+
+
+def state_timeline(title, description, unit, targets, **kw):
+    return panel("state-timeline", title, description, unit, targets, **kw)
+
+
+def table(title, description, unit, targets, **kw):
+    """An instant table: each target becomes a column, joined on instance."""
+    ts_ = [target(t[0], t[1], instant=True, table=True) for t in targets]
+    kw.setdefault("w", 24)
+    p = panel("table", title, description, unit, ts_, **kw)
+    p["transformations"] = [
+        {"id": "merge", "options": {}},
+        {
+            "id": "organize",
+            "options": {
+                "excludeByName": {"Time": True},
+                "renameByName": {f"Value #{chr(ord('A') + i)}": t[1] for i, t in enumerate(targets)},
+            },
+        },
+    ]
+    return p
+
+
+def row(title):
+    return {"type": "row", "title": title, "collapsed": False, "panels": []}
+
+
+UP_DOWN = [
+    {"type": "value", "options": {"0": {"text": "down", "color": "red"}, "1": {"text": "up", "color": "green"}}}
+]
+RED_IF_ANY = [{"color": "green", "value": None}, {"color": "red", "value": 1}]
+
+
+def variables():
+    def query_var(name, label, query, all_value):
+        return {
+            "name": name,
+            "label": label,
+            "type": "query",
+            "datasource": DS,
+            "query": {"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
+            "definition": query,
+            "refresh": 2,
+            "includeAll": True,
+            "multi": True,
+            "allValue": all_value,
+            "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+            "sort": 1,
+            "hide": 0,
+        }
+
+    return [
+        {
+            "name": "datasource",
+            "label": "Data Source",
+            "type": "datasource",
+            "query": "prometheus",
+            "current": {},
+            "hide": 0,
+            "refresh": 1,
+            "regex": "",
+        },
+        # Series without a cluster label match ".*", so a single-cluster
+        # setup needs no cluster label at all.
+        query_var("cluster", "cluster", "label_values(nodewatch_build_info, cluster)", ".*"),
+        query_var("job", "job", 'label_values(nodewatch_build_info{cluster=~"$cluster"}, job)', ".+"),
+        query_var(
+            "instance",
+            "instance",
+            'label_values(nodewatch_build_info{cluster=~"$cluster", job=~"$job"}, instance)',
+            ".+",
+        ),
+    ]
+
+
+def layout(items):
+    """Assigns ids and grid positions: panels flow left to right, rows start a new line."""
+    out, x, y, line_h, pid = [], 0, 0, 0, 1
+    for it in items:
+        it = dict(it)
+        it["id"] = pid
+        pid += 1
+        if it["type"] == "row":
+            if x:
+                y += line_h
+            it["gridPos"] = {"h": 1, "w": 24, "x": 0, "y": y}
+            y += 1
+            x, line_h = 0, 0
+        else:
+            w, h = it.pop("_w"), it.pop("_h")
+            if x + w > 24:
+                y += line_h
+                x, line_h = 0, 0
+            it["gridPos"] = {"h": h, "w": w, "x": x, "y": y}
+            x += w
+            line_h = max(line_h, h)
+        out.append(it)
+    return out
+
+
+def dashboard(uid, title, description, items, tags, time_from="now-6h", links=True):
+    d = {
+        "uid": uid,
+        "title": title,
+        "description": description,
+        "tags": ["nodewatch"] + tags,
+        "editable": False,
+        "graphTooltip": 1,
+        "schemaVersion": SCHEMA_VERSION,
+        "version": 1,
+        "time": {"from": time_from, "to": "now"},
+        "timezone": "",
+        "refresh": "1m" if time_from != "now-72h" else "",
+        "annotations": {"list": []},
+        "templating": {"list": variables()},
+        "panels": layout(items),
+    }
+    if links:
+        d["links"] = [
+            {
+                "type": "dashboards",
+                "tags": ["nodewatch"],
+                "asDropdown": True,
+                "title": "nodewatch",
+                "includeVars": True,
+                "keepTime": True,
+            }
+        ]
+    return d
+
+
+# ---------------------------------------------------------------------------
+# Fleet overview.
+
+
+def fleet():
+    items = [
+        row("Coverage"),
+        stat("Nodes up", "nodewatch targets Prometheus scrapes successfully.", "none",
+             [(f"count(up{sel()} == 1)", "up")]),
+        stat("Nodes not scraped", "nodewatch targets that fail to be scraped: those nodes are blind.",
+             "none", [(f"count(up{sel()} == 0) or vector(0)", "down")], thresholds=RED_IF_ANY),
+        stat("Accelerators up", "Accelerators answering their driver, over all selected nodes.",
+             "none", [(f"sum(nodewatch_accelerator_up{sel()})", "up")]),
+        stat("Accelerators not answering",
+             "Accelerators lost, needing a reset or stuck in their driver.", "none",
+             [(f"count(nodewatch_accelerator_up{sel()} == 0) or vector(0)", "down")],
+             thresholds=RED_IF_ANY),
+        stat("Collectors failing", "Collectors whose last collection failed or timed out, over all nodes.",
+             "none", [(f"count(nodewatch_collector_up{sel()} == 0) or vector(0)", "failing")],
+             thresholds=RED_IF_ANY),
+        stat("Critical alerts firing", "nodewatch critical alerts firing now.", "none",
+             [(f"count(ALERTS{sel(CRITICAL)}) or vector(0)", "critical")],
+             thresholds=RED_IF_ANY),
+        stat("Warning alerts firing", "nodewatch warning alerts firing now.", "none",
+             [(f"count(ALERTS{sel(WARNING)}) or vector(0)", "warning")],
+             thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1}]),
+        stat("Exporter CPU", "CPU used by nodewatchd, summed over the selected nodes.", "percentunit",
+             [(f"sum(rate(process_cpu_seconds_total{sel()}[{RI}]))", "cpu")]),
+        table("Firing alerts", "Every nodewatch alert firing now, by node.", "none",
+              [(f"count by (instance, alertname, severity) (ALERTS{sel(FIRING)})", "firing")],
+              h=8),
+        row("Worst nodes"),
+        table("Hottest accelerators", "The ten nodes with the hottest accelerator sensor now.", "celsius",
+              [(f"topk(10, max by (instance) (nodewatch_accelerator_temperature_celsius{sel()}))", "max °C")],
+              w=12),
+        table("Accelerator errors in range",
+              "The ten nodes with the most hardware-class XIDs and uncorrectable ECC errors over the range.",
+              "none",
+              [(f"topk(10, sum by (instance) (increase(accelerator_xid:nodewatch_accelerator_xid_errors_total:hardware{sel()}[$__range])) "
+                f"+ sum by (instance) (increase(nodewatch_accelerator_ecc_errors_total{sel(UNCORRECTED)}[$__range])))",
+                "errors")],
+              w=12),
+        table("NIC drops", "The ten nodes dropping the most packets (receive, transmit and missed) per second.",
+              "pps",
+              [(f"topk(10, sum by (instance) (rate(nodewatch_nic_receive_dropped_total{sel()}[{RI}]) "
+                f"+ rate(nodewatch_nic_transmit_dropped_total{sel()}[{RI}]) + rate(nodewatch_nic_receive_missed_total{sel()}[{RI}])))",
+                "drops/s")],
+              w=12),
+        table("Fabric port errors in range",
+              "The ten nodes with the most fabric symbol, link-integrity and receive errors over the range.",
+              "none",
+              [(f"topk(10, sum by (instance) (increase(nodewatch_interconnect_port_symbol_errors_total{sel()}[$__range]) "
+                f"+ increase(nodewatch_interconnect_port_local_link_integrity_errors_total{sel()}[$__range]) "
+                f"+ increase(nodewatch_interconnect_port_receive_errors_total{sel()}[$__range])))",
+                "errors")],
+              w=12),
+        table("Slowest block devices", "The ten nodes with the highest average read latency now.", "s",
+              [(f"topk(10, max by (instance) (rate(nodewatch_storage_read_time_seconds_total{sel()}[{RI}]) "
+                f"/ rate(nodewatch_storage_reads_completed_total{sel()}[{RI}]) > 0))", "read s/op")],
+              w=12),
+        table("Slowest storage probes", "The ten nodes with the highest 99th-percentile probe latency.", "s",
+              [(f"topk(10, max by (instance) (histogram_quantile(0.99, sum by (instance, path, operation, le) "
+                f"(rate(nodewatch_storage_probe_duration_seconds_bucket{sel()}[{RI}])))))", "p99")],
+              w=12),
+        row("Fleet trends"),
+        ts("Accelerator utilization", "Mean accelerator utilization per node.", "percentunit",
+           [(f"avg by (instance) (nodewatch_accelerator_utilization_ratio{sel()})", "{{instance}}")],
+           min=0, max=1),
+        ts("Fabric throughput", "Fabric bytes sent plus received per node.", "Bps",
+           [(f"sum by (instance) (rate(nodewatch_interconnect_port_transmitted_bytes_total{sel()}[{RI}]) "
+             f"+ rate(nodewatch_interconnect_port_received_bytes_total{sel()}[{RI}]))", "{{instance}}")]),
+    ]
+    return dashboard("nodewatch-fleet", "nodewatch / Fleet overview",
+                     "Nodes and accelerators up, firing alerts and the worst nodes of the fleet.", items, ["fleet"])
+
+
+# ---------------------------------------------------------------------------
+# Node.
+
+
+def node():
+    acc = "{{instance}} {{accelerator}}"
+    items = [
+        row("Accelerators"),
+        state_timeline("Accelerator up", "1 while the accelerator answers its driver; 0 lost, reset required or stuck.",
+                       "none", [(f"nodewatch_accelerator_up{sel()}", acc)], mappings=UP_DOWN, w=24, h=6),
+        ts("Utilization", "Share of time a kernel ran on the accelerator.", "percentunit",
+           [(f"nodewatch_accelerator_utilization_ratio{sel()}", acc)], min=0, max=1),
+        ts("Memory used", "Device memory in use, against the total.", "bytes",
+           [(f"nodewatch_accelerator_memory_used_bytes{sel()}", acc),
+            (f"nodewatch_accelerator_memory_total_bytes{sel()}", acc + " total")]),
+        ts("Temperature", "Accelerator temperatures by sensor.", "celsius",
+           [(f"nodewatch_accelerator_temperature_celsius{sel()}", acc + " {{sensor}}")]),
+        ts("Margin to thermal slowdown", "Slowdown temperature minus the hottest core sensor; alerts below 3 °C.",
+           "celsius",
+           [(f"nodewatch_accelerator_temperature_slowdown_celsius{sel()} - on (job, instance, accelerator, uuid) group_left () "
+             f"max without (sensor) (nodewatch_accelerator_temperature_celsius{sel(NOT_MEMORY)})", acc)]),
+        ts("Power", "Power draw against the enforced limit.", "watt",
+           [(f"nodewatch_accelerator_power_watts{sel()}", acc),
+            (f"nodewatch_accelerator_power_limit_watts{sel()}", acc + " limit")]),
+        ts("Energy", "Energy used per second (from the cumulative energy counter).", "watt",
+           [(f"rate(nodewatch_accelerator_energy_joules_total{sel()}[{RI}])", acc)]),
+        ts("SM clock", "Streaming-multiprocessor clock.", "hertz",
+           [(f"nodewatch_accelerator_clock_hertz{sel(SM)}", acc)]),
+        ts("Throttled time", "Share of time clocks were held down, by reason.", "percentunit",
+           [(f"rate(nodewatch_accelerator_clock_throttle_seconds_total{sel()}[{RI}])", acc + " {{reason}}")]),
+        ts("Throttle reasons active", "Clock throttle reasons active now (1).", "none",
+           [(f"nodewatch_accelerator_clock_throttle_active{sel()} == 1", acc + " {{reason}}")]),
+        ts("ECC errors", "Corrected and uncorrected memory errors per second.", "cps",
+           [(f"rate(nodewatch_accelerator_ecc_errors_total{sel()}[{RI}])", acc + " {{type}}")]),
+        ts("Row remapping", "Remapped rows by cause, and pending or failed remaps.", "none",
+           [(f"nodewatch_accelerator_remapped_rows{sel()}", acc + " {{cause}}"),
+            (f"nodewatch_accelerator_row_remap_pending{sel()}", acc + " pending"),
+            (f"nodewatch_accelerator_row_remap_failed{sel()}", acc + " failed")]),
+        ts("XID events", "XID events by code over the rate window.", "none",
+           [(f"increase(nodewatch_accelerator_xid_errors_total{sel()}[{RI}]) > 0", acc + " xid {{xid}}")]),
+        ts("Memory controller utilization", "Share of time device memory was read or written.", "percentunit",
+           [(f"nodewatch_accelerator_memory_utilization_ratio{sel()}", acc)], min=0, max=1),
+        row("Host links (PCIe)"),
+        ts("Host link throughput", "Bytes per second between host and accelerator.", "Bps",
+           [(f"rate(nodewatch_accelerator_host_link_bytes_total{sel()}[{RI}])", acc + " {{direction}}"),
+            (f"nodewatch_accelerator_host_link_throughput_bytes_per_second{sel()}", acc + " {{direction}} (sampled)")]),
+        ts("PCIe link width", "Lanes trained against the maximum.", "none",
+           [(f"nodewatch_pcie_link_width{sel()}", "{{device}}"),
+            (f"nodewatch_pcie_link_max_width{sel()}", "{{device}} max")]),
+        ts("PCIe link speed", "Transfer rate trained against the maximum; it drops legitimately at idle.", "none",
+           [(f"nodewatch_pcie_link_speed_transfers_per_second{sel()}", "{{device}}"),
+            (f"nodewatch_pcie_link_max_speed_transfers_per_second{sel()}", "{{device}} max")]),
+        ts("Links trained narrow", "1 while a link runs narrower than both ends allow.", "none",
+           [(f"nodewatch_pcie_link_width_degraded{sel()}", "{{device}}")]),
+        ts("PCIe replays", "Accelerator PCIe replays per second.", "cps",
+           [(f"rate(nodewatch_accelerator_pcie_replays_total{sel()}[{RI}])", acc)]),
+        ts("AER errors", "PCIe AER errors per second, by severity and error.", "cps",
+           [(f"rate(nodewatch_pcie_aer_errors_total{sel()}[{RI}]) > 0", "{{device}} {{severity}} {{error}}")]),
+        table("PCIe devices", "Functions the pcie collector watches, with their kind, driver, NUMA node and upstream port.",
+              "none", [(f"nodewatch_pcie_device_info{sel()}", "info")], h=8),
+        ts("NVLink-C2C", "Grace NVLink-C2C links active and their error rate.", "none",
+           [(f"nodewatch_accelerator_c2c_link_active{sel()}", acc + " link {{link}} active"),
+            (f"rate(nodewatch_accelerator_c2c_link_errors_total{sel()}[{RI}])", acc + " link {{link}} errors/s")]),
+        row("NVLink"),
+        ts("NVLink links active", "Active NVLink links per accelerator against the links the driver reports.", "none",
+           [(f"nodewatch_accelerator_nvlink_links_active{sel()}", acc),
+            (f"nodewatch_accelerator_nvlink_links{sel()}", acc + " present")]),
+        state_timeline("NVLink link state", "1 while the link is active.", "none",
+                       [(f"nodewatch_nvlink_up{sel()}", acc + " link {{link}}")], mappings=UP_DOWN),
+        ts("NVLink throughput", "Data bytes per second over all links of each accelerator.", "Bps",
+           [(f"sum without (link) (rate(nodewatch_nvlink_transmitted_bytes_total{sel()}[{RI}]))", acc + " tx"),
+            (f"sum without (link) (rate(nodewatch_nvlink_received_bytes_total{sel()}[{RI}]))", acc + " rx")]),
+        ts("NVLink errors", "NVLink errors per second by type (replay and recovery are the serious ones).", "cps",
+           [(f"sum without (link) (rate(nodewatch_nvlink_errors_total{sel()}[{RI}])) > 0", acc + " {{type}}")]),
+        ts("NVLink speed", "Per-direction link speed as the driver reports it.", "Bps",
+           [(f"min without (link) (nodewatch_nvlink_speed_bytes_per_second{sel()})", acc + " slowest link")]),
+        row("Fabric ports"),
+        state_timeline("Port state", "InfiniBand port state: 4 active; 1 down, 2 init, 3 armed.", "none",
+                       [(f"nodewatch_interconnect_port_state{sel()}", "{{device}}/{{port}}")],
+                       mappings=[{"type": "value", "options": {
+                           "1": {"text": "down", "color": "red"}, "2": {"text": "init", "color": "orange"},
+                           "3": {"text": "armed", "color": "yellow"}, "4": {"text": "active", "color": "green"}}}]),
+        ts("Port rate", "Signalling rate of each port.", "Bps",
+           [(f"nodewatch_interconnect_port_rate_bytes_per_second{sel()}", "{{device}}/{{port}}")]),
+        ts("Port throughput", "Bytes per second sent and received per port.", "Bps",
+           [(f"rate(nodewatch_interconnect_port_transmitted_bytes_total{sel()}[{RI}])", "{{device}}/{{port}} tx"),
+            (f"rate(nodewatch_interconnect_port_received_bytes_total{sel()}[{RI}])", "{{device}}/{{port}} rx")]),
+        ts("Port errors", "Symbol, integrity, overrun, receive and discard errors per second.", "cps",
+           [(f"rate(nodewatch_interconnect_port_symbol_errors_total{sel()}[{RI}])", "{{device}}/{{port}} symbol"),
+            (f"rate(nodewatch_interconnect_port_local_link_integrity_errors_total{sel()}[{RI}])", "{{device}}/{{port}} integrity"),
+            (f"rate(nodewatch_interconnect_port_excessive_buffer_overrun_errors_total{sel()}[{RI}])", "{{device}}/{{port}} overrun"),
+            (f"rate(nodewatch_interconnect_port_receive_errors_total{sel()}[{RI}])", "{{device}}/{{port}} receive"),
+            (f"rate(nodewatch_interconnect_port_transmit_discards_total{sel()}[{RI}])", "{{device}}/{{port}} discards")]),
+        ts("Link flaps", "Link-downed and error-recovery events, and state changes, over the rate window.", "none",
+           [(f"increase(nodewatch_interconnect_port_link_downed_total{sel()}[{RI}])", "{{device}}/{{port}} downed"),
+            (f"increase(nodewatch_interconnect_port_link_error_recovery_total{sel()}[{RI}])", "{{device}}/{{port}} recovery"),
+            (f"increase(nodewatch_interconnect_port_state_changes_total{sel()}[{RI}])", "{{device}}/{{port}} state changes")]),
+        ts("RoCE congestion", "ECN-marked packets, CNPs sent and handled per second.", "pps",
+           [(f"rate(nodewatch_interconnect_roce_ecn_marked_packets_total{sel()}[{RI}])", "{{device}}/{{port}} ECN marked"),
+            (f"rate(nodewatch_interconnect_roce_cnp_sent_total{sel()}[{RI}])", "{{device}}/{{port}} CNP sent"),
+            (f"rate(nodewatch_interconnect_roce_cnp_handled_total{sel()}[{RI}])", "{{device}}/{{port}} CNP handled")]),
+        row("NIC congestion"),
+        ts("NIC throughput", "Bytes per second per interface.", "Bps",
+           [(f"rate(nodewatch_nic_received_bytes_total{sel()}[{RI}])", "{{interface}} rx"),
+            (f"rate(nodewatch_nic_transmitted_bytes_total{sel()}[{RI}])", "{{interface}} tx")]),
+        ts("NIC drops and errors", "Dropped, missed and errored packets per second.", "pps",
+           [(f"rate(nodewatch_nic_receive_dropped_total{sel()}[{RI}])", "{{interface}} rx dropped"),
+            (f"rate(nodewatch_nic_transmit_dropped_total{sel()}[{RI}])", "{{interface}} tx dropped"),
+            (f"rate(nodewatch_nic_receive_missed_total{sel()}[{RI}])", "{{interface}} rx missed"),
+            (f"rate(nodewatch_nic_receive_errors_total{sel()}[{RI}])", "{{interface}} rx errors"),
+            (f"rate(nodewatch_nic_transmit_errors_total{sel()}[{RI}])", "{{interface}} tx errors")]),
+        ts("PFC pause", "Share of time paused by priority flow control, per direction and priority.", "percentunit",
+           [(f"rate(nodewatch_nic_pfc_pause_seconds_total{sel()}[{RI}])", "{{interface}} {{direction}} prio {{priority}}")]),
+        ts("Pause frames", "PFC and link-level pause frames per second.", "pps",
+           [(f"rate(nodewatch_nic_pfc_pause_frames_total{sel()}[{RI}])", "{{interface}} {{direction}} prio {{priority}}"),
+            (f"rate(nodewatch_nic_pause_frames_total{sel()}[{RI}])", "{{interface}} {{direction}} link")]),
+        ts("Discards and out-of-buffer", "Packets discarded by the port or a priority, and receive out-of-buffer drops.", "pps",
+           [(f"rate(nodewatch_nic_discards_total{sel()}[{RI}])", "{{interface}} {{direction}} prio {{priority}}"),
+            (f"rate(nodewatch_nic_out_of_buffer_total{sel()}[{RI}])", "{{interface}} out of buffer"),
+            (f"increase(nodewatch_nic_pause_storm_events_total{sel()}[{RI}])", "{{interface}} pause storm {{level}}")]),
+        ts("Qdisc drops", "Packets dropped by queueing disciplines.", "pps",
+           [(f"rate(nodewatch_nic_qdisc_drops_total{sel()}[{RI}]) > 0", "{{interface}} {{qdisc}} {{handle}}")]),
+        ts("Qdisc backlog", "Bytes queued in queueing disciplines.", "bytes",
+           [(f"nodewatch_nic_qdisc_backlog_bytes{sel()} > 0", "{{interface}} {{qdisc}} {{handle}}")]),
+        ts("FEC", "Corrected and uncorrectable FEC blocks per second.", "cps",
+           [(f"rate(nodewatch_nic_fec_corrected_blocks_total{sel()}[{RI}])", "{{interface}} corrected"),
+            (f"rate(nodewatch_nic_fec_uncorrectable_blocks_total{sel()}[{RI}])", "{{interface}} uncorrectable")]),
+        ts("TCP health", "Retransmitted segments, timeouts, listen drops and UDP buffer errors per second.", "cps",
+           [(f"rate(nodewatch_nic_tcp_retransmitted_segments_total{sel()}[{RI}])", "{{instance}} retransmits"),
+            (f"rate(nodewatch_nic_tcp_timeouts_total{sel()}[{RI}])", "{{instance}} timeouts"),
+            (f"rate(nodewatch_nic_tcp_listen_drops_total{sel()}[{RI}])", "{{instance}} listen drops"),
+            (f"rate(nodewatch_nic_udp_receive_buffer_errors_total{sel()}[{RI}])", "{{instance}} UDP buffer errors")]),
+        ts("Carrier", "Interface operational state (1 up) and carrier changes over the window.", "none",
+           [(f"nodewatch_nic_up{sel()}", "{{interface}} up"),
+            (f"increase(nodewatch_nic_carrier_changes_total{sel()}[{RI}])", "{{interface}} carrier changes")]),
+        row("Storage"),
+        ts("Block read latency", "Average time per completed read.", "s",
+           [(f"rate(nodewatch_storage_read_time_seconds_total{sel()}[{RI}]) / rate(nodewatch_storage_reads_completed_total{sel()}[{RI}])", "{{device}}")]),
+        ts("Block write latency", "Average time per completed write.", "s",
+           [(f"rate(nodewatch_storage_write_time_seconds_total{sel()}[{RI}]) / rate(nodewatch_storage_writes_completed_total{sel()}[{RI}])", "{{device}}")]),
+        ts("Block throughput", "Bytes read and written per second.", "Bps",
+           [(f"rate(nodewatch_storage_read_bytes_total{sel()}[{RI}])", "{{device}} read"),
+            (f"rate(nodewatch_storage_written_bytes_total{sel()}[{RI}])", "{{device}} write")]),
+        ts("Block queue", "Average queue length (weighted I/O time) and utilization.", "none",
+           [(f"rate(nodewatch_storage_io_time_weighted_seconds_total{sel()}[{RI}])", "{{device}} queue"),
+            (f"rate(nodewatch_storage_io_time_seconds_total{sel()}[{RI}])", "{{device}} busy")]),
+        ts("Merged, discarded and flushed", "Reads and writes merged, discards and flushes completed, per second.", "ops",
+           [(f"rate(nodewatch_storage_reads_merged_total{sel()}[{RI}])", "{{device}} reads merged"),
+            (f"rate(nodewatch_storage_writes_merged_total{sel()}[{RI}])", "{{device}} writes merged"),
+            (f"rate(nodewatch_storage_discards_completed_total{sel()}[{RI}])", "{{device}} discards"),
+            (f"rate(nodewatch_storage_discards_merged_total{sel()}[{RI}])", "{{device}} discards merged"),
+            (f"rate(nodewatch_storage_flushes_completed_total{sel()}[{RI}])", "{{device}} flushes")]),
+        ts("Flush and discard latency", "Average time per completed flush and per completed discard.", "s",
+           [(f"rate(nodewatch_storage_flush_time_seconds_total{sel()}[{RI}]) / rate(nodewatch_storage_flushes_completed_total{sel()}[{RI}])", "{{device}} flush"),
+            (f"rate(nodewatch_storage_discard_time_seconds_total{sel()}[{RI}]) / rate(nodewatch_storage_discards_completed_total{sel()}[{RI}])", "{{device}} discard")]),
+        ts("Discarded bytes", "Bytes discarded (TRIM) per second.", "Bps",
+           [(f"rate(nodewatch_storage_discarded_bytes_total{sel()}[{RI}])", "{{device}}")]),
+        ts("I/O in flight", "Requests issued to the device and not yet completed, against its queue depth.", "none",
+           [(f"nodewatch_storage_io_in_progress{sel()}", "{{device}}"),
+            (f"nodewatch_storage_queue_depth{sel()}", "{{device}} queue depth")]),
+        table("Block devices", "Model, serial and rotational flag of each device, with its logical block size.", "none",
+              [(f"nodewatch_storage_device_info{sel()}", "info"),
+               (f"nodewatch_storage_logical_block_size_bytes{sel()}", "block size")], h=8),
+        ts("NFS RTT per operation", "Average round-trip time per NFS operation, by mount and operation.", "s",
+           [(f"rate(nodewatch_storage_nfs_rtt_seconds_total{sel()}[{RI}]) / rate(nodewatch_storage_nfs_operations_total{sel()}[{RI}])", "{{mountpoint}} {{op}}")]),
+        ts("NFS operations", "NFS operations per second, and major timeouts and retransmits.", "ops",
+           [(f"rate(nodewatch_storage_nfs_operations_total{sel()}[{RI}])", "{{mountpoint}} {{op}}"),
+            (f"rate(nodewatch_storage_nfs_major_timeouts_total{sel()}[{RI}]) > 0", "{{mountpoint}} {{op}} major timeouts"),
+            (f"rate(nodewatch_storage_nfs_transport_retransmits_total{sel()}[{RI}]) > 0", "{{mountpoint}} retransmits")]),
+        ts("Probe latency p99", "99th percentile of each probe operation.", "s",
+           [(f"histogram_quantile(0.99, sum by (instance, path, operation, le) (rate(nodewatch_storage_probe_duration_seconds_bucket{sel()}[{RI}])))", "{{path}} {{operation}}")]),
+        ts("Probe health", "Last probe result (1 success), and 1 while a probe is stuck past its timeout.", "none",
+           [(f"nodewatch_storage_probe_success{sel()}", "{{path}} {{operation}} success"),
+            (f"nodewatch_storage_probe_stuck{sel()}", "{{path}} stuck")]),
+        row("Exporter health"),
+        state_timeline("Collectors up", "1 while the collector's last collection succeeded within its timeout.", "none",
+                       [(f"nodewatch_collector_up{sel()}", "{{instance}} {{collector}}")], mappings=UP_DOWN),
+        ts("Collection duration", "Duration of each collector's last collection.", "s",
+           [(f"nodewatch_collector_duration_seconds{sel()}", "{{instance}} {{collector}}")]),
+        ts("Duration over interval", "Last collection's duration over the collector's interval; near 1 it cannot keep up.",
+           "percentunit",
+           [(f"nodewatch_collector_duration_seconds{sel()} / nodewatch_collector_interval_seconds{sel()}", "{{instance}} {{collector}}")]),
+        ts("Since last success", "Seconds since each collector last succeeded.", "s",
+           [(f"time() - nodewatch_collector_last_success_timestamp_seconds{sel()}", "{{instance}} {{collector}}")]),
+        ts("Configuration", "1 if the last load or reload succeeded; seconds since the last successful one.", "none",
+           [(f"nodewatch_config_last_reload_successful{sel()}", "{{instance}} ok"),
+            (f"time() - nodewatch_config_last_reload_success_timestamp_seconds{sel()}", "{{instance}} seconds since")]),
+        ts("HTTP requests", "Responses per second by path and status code.", "reqps",
+           [(f"rate(nodewatch_http_requests_total{sel()}[{RI}])", "{{instance}} {{path}} {{code}}")]),
+        ts("File descriptors", "Open file descriptors over the limit.", "percentunit",
+           [(f"process_open_fds{sel()} / process_max_fds{sel()}", "{{instance}}")]),
+        ts("Uptime", "Seconds since nodewatchd started.", "s",
+           [(f"time() - process_start_time_seconds{sel()}", "{{instance}}")]),
+        ts("Collector errors", "Skipped values and failures per second, by collector and reason.", "cps",
+           [(f"rate(nodewatch_collector_errors_total{sel()}[{RI}]) > 0", "{{instance}} {{collector}} {{reason}}")]),
+        ts("Exporter CPU", "CPU seconds per second used by nodewatchd.", "percentunit",
+           [(f"rate(process_cpu_seconds_total{sel()}[{RI}])", "{{instance}} cpu")]),
+        ts("Exporter memory", "Resident memory of nodewatchd.", "bytes",
+           [(f"process_resident_memory_bytes{sel()}", "{{instance}}")]),
+        ts("Scrape duration", "How long Prometheus takes to scrape nodewatch.", "s",
+           [(f"scrape_duration_seconds{sel()}", "{{instance}}")]),
+    ]
+    return dashboard("nodewatch-node", "nodewatch / Node",
+                     "One node, one row per subsystem: accelerators, host links, NVLink, fabric ports, NIC, storage, exporter.",
+                     items, ["node"])
+
+
+# ---------------------------------------------------------------------------
+# Fabric.
+
+
+def fabric():
+    port = "{{instance}} {{device}}/{{port}}"
+    items = [
+        row("Throughput"),
+        ts("Transmit per port", "Bytes per second sent per fabric port.", "Bps",
+           [(f"rate(nodewatch_interconnect_port_transmitted_bytes_total{sel()}[{RI}])", port)]),
+        ts("Receive per port", "Bytes per second received per fabric port.", "Bps",
+           [(f"rate(nodewatch_interconnect_port_received_bytes_total{sel()}[{RI}])", port)]),
+        ts("Utilization of the port rate", "Larger of transmit and receive over the port's signalling rate.", "percentunit",
+           [(f"((rate(nodewatch_interconnect_port_transmitted_bytes_total{sel()}[{RI}]) "
+             f">= rate(nodewatch_interconnect_port_received_bytes_total{sel()}[{RI}])) "
+             f"or rate(nodewatch_interconnect_port_received_bytes_total{sel()}[{RI}])) "
+             f"/ on (job, instance, device, port) group_left () nodewatch_interconnect_port_rate_bytes_per_second{sel()}",
+             port)],
+           min=0, max=1),
+        ts("Packets", "Packets per second sent and received.", "pps",
+           [(f"rate(nodewatch_interconnect_port_transmitted_packets_total{sel()}[{RI}])", port + " tx"),
+            (f"rate(nodewatch_interconnect_port_received_packets_total{sel()}[{RI}])", port + " rx")]),
+        ts("Transmit wait", "Ticks per second a port had data to send but no credit: back-pressure from the fabric.", "cps",
+           [(f"rate(nodewatch_interconnect_port_transmit_wait_total{sel()}[{RI}])", port)]),
+        ts("Port rate", "Signalling rate per port; a port below its peers trained down.", "Bps",
+           [(f"nodewatch_interconnect_port_rate_bytes_per_second{sel()}", port)]),
+        row("Link state"),
+        state_timeline("Port state over time", "4 active; anything else is a port down or training.", "none",
+                       [(f"nodewatch_interconnect_port_state{sel()}", port)],
+                       mappings=[{"type": "value", "options": {
+                           "1": {"text": "down", "color": "red"}, "2": {"text": "init", "color": "orange"},
+                           "3": {"text": "armed", "color": "yellow"}, "4": {"text": "active", "color": "green"}}}],
+                       w=24, h=10),
+        state_timeline("Physical state over time", "5 LinkUp; 2 polling, 3 disabled, 7 link error recovery.", "none",
+                       [(f"nodewatch_interconnect_port_physical_state{sel()}", port)],
+                       mappings=[{"type": "value", "options": {"5": {"text": "LinkUp", "color": "green"}}},
+                                 {"type": "range", "options": {"from": 0, "to": 4, "result": {"text": "not up", "color": "red"}}}],
+                       w=24, h=10),
+        ts("Link downed and recoveries", "Link-downed and link-error-recovery events over the rate window.", "none",
+           [(f"increase(nodewatch_interconnect_port_link_downed_total{sel()}[{RI}]) > 0", port + " downed"),
+            (f"increase(nodewatch_interconnect_port_link_error_recovery_total{sel()}[{RI}]) > 0", port + " recovery")]),
+        table("Ports", "Every port with its link layer, network device, firmware and board.", "none",
+              [(f"nodewatch_interconnect_port_info{sel()}", "info")], h=8, w=12),
+        row("Errors"),
+        ts("Symbol errors", "Symbol errors per second (IBTA BER 1e-12 allows about 120 per hour).", "cps",
+           [(f"rate(nodewatch_interconnect_port_symbol_errors_total{sel()}[{RI}])", port)]),
+        ts("Integrity and overrun", "Local link integrity and excessive buffer overrun errors per second.", "cps",
+           [(f"rate(nodewatch_interconnect_port_local_link_integrity_errors_total{sel()}[{RI}])", port + " integrity"),
+            (f"rate(nodewatch_interconnect_port_excessive_buffer_overrun_errors_total{sel()}[{RI}])", port + " overrun")]),
+        ts("Receive errors", "Receive errors and remote physical errors per second.", "cps",
+           [(f"rate(nodewatch_interconnect_port_receive_errors_total{sel()}[{RI}])", port),
+            (f"rate(nodewatch_interconnect_port_receive_remote_physical_errors_total{sel()}[{RI}])", port + " remote physical")]),
+        ts("Discards", "Transmit discards and VL15 drops per second.", "cps",
+           [(f"rate(nodewatch_interconnect_port_transmit_discards_total{sel()}[{RI}])", port + " discards"),
+            (f"rate(nodewatch_interconnect_port_vl15_dropped_total{sel()}[{RI}])", port + " VL15")]),
+        ts("Other hardware counters", "Hardware counters without a curated name, per second.", "cps",
+           [(f"rate(nodewatch_interconnect_hw_counter_total{sel()}[{RI}]) > 0", port + " {{counter}}")]),
+        row("Congestion (RoCE)"),
+        ts("ECN marked", "RoCE packets that arrived ECN-marked, per second.", "pps",
+           [(f"rate(nodewatch_interconnect_roce_ecn_marked_packets_total{sel()}[{RI}])", port)]),
+        ts("CNPs", "Congestion notification packets sent (as receiver), handled and ignored (as sender), per second.", "pps",
+           [(f"rate(nodewatch_interconnect_roce_cnp_sent_total{sel()}[{RI}])", port + " sent"),
+            (f"rate(nodewatch_interconnect_roce_cnp_handled_total{sel()}[{RI}])", port + " handled"),
+            (f"rate(nodewatch_interconnect_roce_cnp_ignored_total{sel()}[{RI}])", port + " ignored")]),
+        ts("RoCE drops and retries", "Out-of-buffer, out-of-sequence, sequence errors, ACK timeouts and retransmits per second.", "cps",
+           [(f"rate(nodewatch_interconnect_roce_out_of_buffer_total{sel()}[{RI}])", port + " out of buffer"),
+            (f"rate(nodewatch_interconnect_roce_out_of_sequence_total{sel()}[{RI}])", port + " out of sequence"),
+            (f"rate(nodewatch_interconnect_roce_packet_sequence_errors_total{sel()}[{RI}])", port + " sequence errors"),
+            (f"rate(nodewatch_interconnect_roce_local_ack_timeouts_total{sel()}[{RI}])", port + " ACK timeouts"),
+            (f"rate(nodewatch_interconnect_roce_retransmits_total{sel()}[{RI}])", port + " retransmits")]),
+        ts("NIC PFC pause (RoCE netdevs)", "Share of time paused by PFC on each interface, per direction and priority.", "percentunit",
+           [(f"rate(nodewatch_nic_pfc_pause_seconds_total{sel()}[{RI}])", "{{instance}} {{interface}} {{direction}} prio {{priority}}")]),
+    ]
+    return dashboard("nodewatch-fabric", "nodewatch / Fabric",
+                     "InfiniBand and RoCE ports: throughput, link state over time, errors and congestion.", items, ["fabric"])
+
+
+# ---------------------------------------------------------------------------
+# 72-hour soak report.
+
+# (column, expression over the dashboard's range) per failure class; each a
+# count per node. A node passes when every class is 0.
+SOAK_CLASSES = [
+    ("Accelerator lost", "count by (instance) (min_over_time(nodewatch_accelerator_up{S}[$__range]) == 0)"),
+    ("Hardware XIDs", "sum by (instance) (increase(accelerator_xid:nodewatch_accelerator_xid_errors_total:hardware{S}[$__range]))"),
+    ("Uncorrectable ECC", 'sum by (instance) (increase(nodewatch_accelerator_ecc_errors_total{S,type="uncorrected"}[$__range]))'),
+    ("Row remap failed", "count by (instance) (max_over_time(nodewatch_accelerator_row_remap_failed{S}[$__range]) == 1)"),
+    ("Thermal throttle (s)", 'sum by (instance) (increase(nodewatch_accelerator_clock_throttle_seconds_total{S,reason=~"hw_thermal|sw_thermal|hw_slowdown|hw_power_brake"}[$__range]))'),
+    ("PCIe trained narrow", "count by (instance) (max_over_time(nodewatch_pcie_link_width_degraded{S}[$__range]) == 1)"),
+    ("PCIe AER fatal/non-fatal", 'sum by (instance) (increase(nodewatch_pcie_aer_errors_total{S,severity=~"fatal|nonfatal"}[$__range]))'),
+    ("NVLink errors", 'sum by (instance) (increase(nodewatch_nvlink_errors_total{S,type=~"replay|recovery|recovery_failed|crc_flit|crc_data|symbol"}[$__range]))'),
+    ("NVLink inactive", "count by (instance) (min_over_time(nodewatch_nvlink_up{S}[$__range]) == 0)"),
+    ("Fabric link downed", "sum by (instance) (increase(nodewatch_interconnect_port_link_downed_total{S}[$__range]))"),
+    ("Fabric bit errors", "sum by (instance) (increase(nodewatch_interconnect_port_symbol_errors_total{S}[$__range]) + increase(nodewatch_interconnect_port_local_link_integrity_errors_total{S}[$__range]))"),
+    ("NIC pause storms", 'sum by (instance) (increase(nodewatch_nic_pause_storm_events_total{S,level="error"}[$__range]))'),
+    ("Storage probe stuck", "count by (instance) (max_over_time(nodewatch_storage_probe_stuck{S}[$__range]) == 1)"),
+    ("Critical alerts", 'count by (instance) (max_over_time(ALERTS{S,alertstate="firing",severity="critical"}[$__range]))'),
+]
+
+
+def soak_expr(template):
+    matchers = 'cluster=~"$cluster", job=~"$job", instance=~"$instance"'
+    return template.replace("{S,", "{" + matchers + ", ").replace("{S}", "{" + matchers + "}")
+
+
+def soak():
+    classes = [(soak_expr(e), name) for name, e in SOAK_CLASSES]
+    # The verdict: 1 (FAIL) where any class is above 0, else 0 (PASS), for
+    # every scraped node.
+    any_failure = " or ".join(f"({e}) > 0" for e, _ in classes)
+    verdict = (f"max by (instance) (clamp_max((({any_failure})) > 0, 1)) "
+               f"or max by (instance) (0 * up{sel()})")
+    verdict_mapping = [{"type": "value", "options": {"0": {"text": "PASS", "color": "green"},
+                                                      "1": {"text": "FAIL", "color": "red"}}}]
+    report = table("Per-node verdict",
+                   "For the dashboard's time range (set it to the 72 hours of the soak): per node, the count of "
+                   "each failure class and the verdict (FAIL when any class is above 0).",
+                   "none", [(verdict, "Verdict")] + classes, h=14)
+    report["fieldConfig"]["overrides"] = [
+        {"matcher": {"id": "byName", "options": "Verdict"},
+         "properties": [{"id": "mappings", "value": verdict_mapping},
+                        {"id": "custom.cellOptions", "value": {"type": "color-background"}}]},
+    ]
+    totals = [
+        stat("Nodes", "Nodes scraped during the range.", "none",
+             [(f"count(max_over_time(up{sel()}[$__range]))", "nodes")], w=4),
+        stat("Nodes failing", "Nodes with at least one failure class above 0.", "none",
+             [(f"count(({any_failure})) or vector(0)", "failing")], thresholds=RED_IF_ANY, w=4),
+        stat("Nodes passing", "Nodes scraped during the range with no failure.", "none",
+             [(f"count(max_over_time(up{sel()}[$__range])) - (count(({any_failure})) or vector(0))", "passing")], w=4),
+        stat("Worst scrape coverage", "Lowest share of successful scrapes of any node over the range: a node that was unreachable hides its failures.",
+             "percentunit", [(f"min(avg_over_time(up{sel()}[$__range]))", "coverage")], w=4,
+             thresholds=[{"color": "red", "value": None}, {"color": "green", "value": 0.99}]),
+    ]
+    class_totals = [
+        stat(name, f"Total over every selected node and the range: {name.lower()}.", "none",
+             [(f"sum({e}) or vector(0)", name)], w=4, h=3, thresholds=RED_IF_ANY)
+        for e, name in classes
+    ]
+    items = [row("Verdict")] + totals + [report, row("Totals by failure class")] + class_totals
+    return dashboard("nodewatch-soak", "nodewatch / 72-hour soak report",
+                     "Burn-in verdict for a fixed time range: per node, the count of each failure class and pass/fail.",
+                     items, ["soak"], time_from="now-72h")
+
+
+DASHBOARDS = {
+    "nodewatch-fleet.json": fleet,
+    "nodewatch-node.json": node,
+    "nodewatch-fabric.json": fabric,
+    "nodewatch-soak.json": soak,
+}
+
+
+def render(make):
+    return json.dumps(make(), indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+
+
+def main(argv):
+    check = "--check" in argv[1:]
+    out_dir = HERE
+    for a in argv[1:]:
+        if a.startswith("--out="):
+            out_dir = a[len("--out="):]
+    stale = []
+    for name, make in DASHBOARDS.items():
+        text = render(make)
+        path = os.path.join(out_dir, name)
+        if check:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    if f.read() != text:
+                        stale.append(name)
+            except OSError:
+                stale.append(name)
+        else:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+    if stale:
+        print("dashboards differ from what dashboards/generate.py produces: " + ", ".join(stale) +
+              "\nrun: python3 dashboards/generate.py", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
