@@ -7,6 +7,7 @@
 #include "app.hpp"
 #include "pcie/pcie_collector.hpp"
 #include "storage/storage_collector.hpp"
+#include "textfile/textfile_collector.hpp"
 
 namespace nodewatch {
 
@@ -15,6 +16,7 @@ std::span<const CollectorSpec> builtin_collectors() {
       accelerator_collector_spec(),
       pcie_collector_spec(),
       storage_collector_spec(),
+      textfile_collector_spec(),
   };
   return kCatalog;
 }

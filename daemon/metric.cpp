@@ -217,6 +217,11 @@ bool MetricSink::add_impl(std::string_view name, const std::string_view* values,
   return true;
 }
 
+void MetricSink::add_external(std::string text, std::size_t samples) {
+  external_ += text;
+  samples_ += samples;
+}
+
 void MetricSink::error(std::string_view reason, std::uint64_t n) {
   auto it = errors_.find(reason);
   if (it == errors_.end()) it = errors_.emplace(std::string(reason), 0).first;
@@ -286,10 +291,11 @@ std::string MetricSink::render() const {
     }
     families.push_back(std::move(fam));
   }
-  if (families.empty()) return {};
+  if (families.empty()) return external_;
   prometheus::TextSerializer serializer;
   std::ostringstream out;
   serializer.Serialize(out, families);
+  out << external_;
   return std::move(out).str();
 }
 

@@ -92,6 +92,13 @@ class MetricSink {
   bool add_histogram(std::string_view name, std::initializer_list<std::string_view> label_values,
                      const Histogram& histogram);
 
+  // Appends exposition text that did not come from the table: families the
+  // caller parsed, validated and rendered itself (the textfile collector's
+  // inputs). `text` must be complete text-format families ending in '\n';
+  // render() puts it after the table's families. `samples` counts toward
+  // sample_count().
+  void add_external(std::string text, std::size_t samples);
+
   // Counts a partial failure (one device, file or counter skipped) under `reason`.
   // Reasons are short snake_case words: they become label values.
   void error(std::string_view reason, std::uint64_t n = 1);
@@ -125,6 +132,7 @@ class MetricSink {
   std::vector<std::vector<Sample>> samples_by_family_;
   std::unordered_set<std::string> series_;  // name + '\0' + values joined, for duplicate detection
   std::vector<Histogram> histograms_;
+  std::string external_;
   std::vector<std::string> violations_;
   std::map<std::string, std::uint64_t, std::less<>> errors_;
   std::size_t samples_ = 0;

@@ -1,0 +1,59 @@
+#pragma once
+// The textfile collector: burn-in jobs, inventory scripts and health checks
+// publish their own results next to the hardware metrics by writing
+// Prometheus text-format files (*.prom) into one directory.
+//
+// Each file is parsed strictly (textfile_parse.hpp) and taken whole or
+// refused whole: a malformed file, one over the size limit, one that is not a
+// regular file, one that would redefine a family of another file with another
+// type or repeat one of its series, or one that uses a name nodewatch exports
+// itself, is skipped and counted (nodewatch_collector_errors_total{collector=
+// "textfile",reason}), and nodewatch_textfile_file_valid{file} is 0 for it;
+// the other files are unaffected. Write files atomically (to a temporary name
+// that does not end in .prom, then rename): a half-written file without its
+// final newline is refused anyway.
+//
+// Families with the same name in several files are merged (one file per GPU
+// writing the same metric with a different label is the usual pattern).
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "nodewatch/collector.hpp"
+
+namespace nodewatch {
+
+// The catalog entry: name "textfile", on by default, on a thread of its own
+// (the directory may sit on a network file system).
+const CollectorSpec& textfile_collector_spec();
+
+namespace textfile {
+
+inline constexpr std::string_view kDefaultDirectory = "/var/lib/nodewatch/textfile";
+
+struct TextfileOptions {
+  std::string directory{kDefaultDirectory};  // absolute
+  std::int64_t max_file_bytes = 1 << 20;
+  std::int64_t max_files = 256;
+};
+
+// Reads [collectors.textfile]; a relative directory is a configuration error.
+TextfileOptions read_textfile_options(OptionReader& r);
+
+class TextfileCollector final : public Collector {
+ public:
+  explicit TextfileCollector(TextfileOptions options);
+
+  const MetricTable& metrics() const override;
+  void collect(const CollectContext& ctx, MetricSink& out) override;
+
+ private:
+  TextfileOptions options_;
+  std::map<std::string, std::string> last_error_;  // file -> why it was refused ("" taken)
+  std::string last_dir_error_;
+};
+
+}  // namespace textfile
+}  // namespace nodewatch

@@ -1,0 +1,298 @@
+// The textfile collector: the strict text-format parser (each malformation
+// refused with its line), the canonical rendering, and the collector over a
+// real directory (files taken whole or refused whole, merged across files,
+// conflicts, reserved names, a FIFO, an oversized file, a missing
+// directory), with promtool checking what it renders.
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "nodewatch/config.hpp"
+#include "support/collector_test.hpp"
+#include "support/daemon_process.hpp"
+#include "textfile/textfile_collector.hpp"
+#include "textfile/textfile_parse.hpp"
+
+namespace nodewatch::textfile {
+namespace {
+
+using nodewatch::testing::CollectOnce;
+using nodewatch::testing::TempDir;
+using nodewatch::testing::Value;
+
+std::string ParseError(std::string_view text) {
+  ParseResult r = parse(text);
+  EXPECT_FALSE(r.ok()) << "accepted: " << text;
+  return r.error;
+}
+
+TEST(TextfileParse, EveryTypeRoundTripsToCanonicalText) {
+  const std::string text =
+      "# A comment.\n"
+      "# HELP burnin_allreduce_bus_bandwidth_bytes_per_second NCCL all-reduce bus bandwidth.\n"
+      "# TYPE burnin_allreduce_bus_bandwidth_bytes_per_second gauge\n"
+      "burnin_allreduce_bus_bandwidth_bytes_per_second{size=\"8GiB\"} 3.6e+11\n"
+      "\n"
+      "# TYPE burnin_runs_total counter\n"
+      "burnin_runs_total{result=\"pass\"}   12\n"
+      "burnin_runs_total{result=\"fail\",} 0\n"
+      "burnin_note{text=\"say \\\"hi\\\"\\\\ \\n\"} 1\n"
+      "# HELP burnin_step_seconds Step time.\\nSecond line \\\\ done.\n"
+      "# TYPE burnin_step_seconds histogram\n"
+      "burnin_step_seconds_bucket{le=\"0.5\"} 3\n"
+      "burnin_step_seconds_bucket{le=\"+Inf\"} 4\n"
+      "burnin_step_seconds_sum 1.75\n"
+      "burnin_step_seconds_count 4\n"
+      "# TYPE burnin_latency_seconds summary\n"
+      "burnin_latency_seconds{quantile=\"0.99\"} NaN\n"
+      "burnin_latency_seconds_sum +Inf\n"
+      "burnin_latency_seconds_count 0\n"
+      "burnin_temperature_delta_celsius -2.5\r\n";
+  ParseResult r = parse(text);
+  ASSERT_TRUE(r.ok()) << r.error;
+  ASSERT_EQ(r.families.size(), 6u);
+  EXPECT_EQ(r.families[1].type, FamilyType::kCounter);
+  EXPECT_EQ(r.families[2].type, FamilyType::kUntyped);
+  EXPECT_EQ(r.families[2].samples[0].labels[0].second, "say \"hi\"\\ \n");
+  EXPECT_EQ(r.families[3].help, "Step time.\nSecond line \\ done.");
+  EXPECT_EQ(render(r.families),
+            "# HELP burnin_allreduce_bus_bandwidth_bytes_per_second NCCL all-reduce bus "
+            "bandwidth.\n"
+            "# TYPE burnin_allreduce_bus_bandwidth_bytes_per_second gauge\n"
+            "burnin_allreduce_bus_bandwidth_bytes_per_second{size=\"8GiB\"} 3.6e+11\n"
+            "# TYPE burnin_runs_total counter\n"
+            "burnin_runs_total{result=\"pass\"} 12\n"
+            "burnin_runs_total{result=\"fail\"} 0\n"
+            "# TYPE burnin_note untyped\n"
+            "burnin_note{text=\"say \\\"hi\\\"\\\\ \\n\"} 1\n"
+            "# HELP burnin_step_seconds Step time.\\nSecond line \\\\ done.\n"
+            "# TYPE burnin_step_seconds histogram\n"
+            "burnin_step_seconds_bucket{le=\"0.5\"} 3\n"
+            "burnin_step_seconds_bucket{le=\"+Inf\"} 4\n"
+            "burnin_step_seconds_sum 1.75\n"
+            "burnin_step_seconds_count 4\n"
+            "# TYPE burnin_latency_seconds summary\n"
+            "burnin_latency_seconds{quantile=\"0.99\"} NaN\n"
+            "burnin_latency_seconds_sum +Inf\n"
+            "burnin_latency_seconds_count 0\n"
+            "# TYPE burnin_temperature_delta_celsius untyped\n"
+            "burnin_temperature_delta_celsius -2.5\n");
+}
+
+TEST(TextfileParse, EmptyAndCommentOnlyFilesAreValid) {
+  EXPECT_TRUE(parse("").ok());
+  ParseResult r = parse("# nothing yet\n# TYPE x gauge\n");
+  EXPECT_TRUE(r.ok());
+  EXPECT_TRUE(r.families.empty());  // a family without samples is dropped
+}
+
+TEST(TextfileParse, RefusesEachMalformation) {
+  EXPECT_EQ(ParseError("a 1\nb 2"),
+            "line 2: the last line does not end with a newline (a file still being written?)");
+  EXPECT_EQ(ParseError("a 1 1700000000000\n"), "line 1: timestamps are not accepted in a textfile");
+  EXPECT_EQ(ParseError("1a 1\n"), "line 1: invalid metric name");
+  EXPECT_EQ(ParseError("a{1b=\"x\"} 1\n"), "line 1: invalid label name \"\"");
+  EXPECT_EQ(ParseError("a{__name__=\"x\"} 1\n"), "line 1: invalid label name \"__name__\"");
+  EXPECT_EQ(ParseError("a{b=\"x\",b=\"y\"} 1\n"), "line 1: label b given twice");
+  EXPECT_EQ(ParseError("a{b=\"\\t\"} 1\n"), "line 1: bad escape \\t in label b");
+  EXPECT_EQ(ParseError("a{b=\"x} 1\n"), "line 1: unterminated value of label b");
+  EXPECT_EQ(ParseError("a{b=\"\xff\"} 1\n"), "line 1: label b is not valid UTF-8");
+  EXPECT_EQ(ParseError("a{b=x} 1\n"), "line 1: expected '\"' for label b");
+  EXPECT_EQ(ParseError("a one\n"), "line 1: invalid value \"one\"");
+  EXPECT_EQ(ParseError("a 1\nb 1\na 2\n"), "line 3: family a appears in two separate blocks");
+  EXPECT_EQ(ParseError("a 1\n# TYPE a gauge\n"), "line 2: TYPE of a after its samples");
+  EXPECT_EQ(ParseError("# TYPE a gauge\n# TYPE a counter\n"), "line 2: second TYPE for a");
+  EXPECT_EQ(ParseError("# HELP a x\n# HELP a y\n"), "line 2: second HELP for a");
+  EXPECT_EQ(ParseError("# TYPE a gauges\n"), "line 1: unknown type \"gauges\"");
+  EXPECT_EQ(ParseError("a{b=\"1\"} 1\na{b=\"1\"} 2\n"), "line 2: duplicate series a");
+  EXPECT_EQ(ParseError("# TYPE h histogram\nh_bucket 1\n"),
+            "line 2: histogram bucket h_bucket without a valid le label");
+  EXPECT_EQ(ParseError("# TYPE h histogram\nh 1\n"), "line 2: h is not a sample of histogram h");
+  EXPECT_EQ(ParseError("# TYPE s summary\ns 1\n"), "line 2: summary sample s without quantile");
+  EXPECT_EQ(ParseError("# TYPE c counter\nc -1\n"), "line 2: counter c is negative or NaN");
+}
+
+TEST(TextfileParse, SameSeriesWithLabelsInAnotherOrderIsADuplicate) {
+  EXPECT_EQ(ParseError("a{x=\"1\",y=\"2\"} 1\na{y=\"2\",x=\"1\"} 1\n"),
+            "line 2: duplicate series a");
+}
+
+// A collector over a directory of this test's.
+struct Dir {
+  TempDir dir;
+  TextfileOptions options() const {
+    TextfileOptions o;
+    o.directory = dir.path().string();
+    return o;
+  }
+};
+
+double Get(const MetricSink& sink, const std::string& name, const std::string& file) {
+  return Value(sink, name, {file});
+}
+
+std::uint64_t Errors(const MetricSink& sink, const std::string& reason) {
+  auto it = sink.errors().find(reason);
+  return it == sink.errors().end() ? 0 : it->second;
+}
+
+TEST(TextfileCollector, TableIsWellFormed) {
+  TextfileCollector c({});
+  nodewatch::testing::ExpectWellFormedTable(c.metrics(), "nodewatch_textfile_");
+}
+
+TEST(TextfileCollector, TakesValidFilesWholeAndRefusesMalformedOnesWhole) {
+  Dir d;
+  d.dir.write("burnin.prom",
+              "# HELP burnin_result 1 if the burn-in step passed.\n"
+              "# TYPE burnin_result gauge\n"
+              "burnin_result{step=\"nccl\"} 1\n"
+              "burnin_result{step=\"hbm\"} 0\n");
+  // Valid first line, malformed second: nothing of it may appear.
+  d.dir.write("broken.prom", "broken_first 1\nbroken_second{ 2\n");
+  d.dir.write("ignored.txt", "not_a_prom_file 1\n");
+  TextfileCollector c(d.options());
+  MetricSink sink(c.metrics());
+  CollectOnce(c, sink);
+  const std::string text = sink.render();
+  EXPECT_NE(text.find("burnin_result{step=\"nccl\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("burnin_result{step=\"hbm\"} 0\n"), std::string::npos);
+  EXPECT_EQ(text.find("broken_first"), std::string::npos) << text;
+  EXPECT_EQ(text.find("not_a_prom_file"), std::string::npos);
+  EXPECT_EQ(Get(sink, "nodewatch_textfile_file_valid", "burnin.prom"), 1);
+  EXPECT_EQ(Get(sink, "nodewatch_textfile_file_valid", "broken.prom"), 0);
+  EXPECT_EQ(Errors(sink, "parse_error"), 1u);
+  struct stat st {};
+  ASSERT_EQ(stat((d.dir.path() / "burnin.prom").c_str(), &st), 0);
+  EXPECT_DOUBLE_EQ(Get(sink, "nodewatch_textfile_file_mtime_seconds", "burnin.prom"),
+                   st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9);
+  // 2 burn-in samples + 2 mtimes + 2 valid.
+  EXPECT_EQ(sink.sample_count(), 6u);
+
+  // Fixed in place: taken on the next collection.
+  d.dir.write("broken.prom", "broken_first 1\nbroken_second 2\n");
+  MetricSink again(c.metrics());
+  CollectOnce(c, again);
+  EXPECT_EQ(Get(again, "nodewatch_textfile_file_valid", "broken.prom"), 1);
+  EXPECT_NE(again.render().find("broken_second 2\n"), std::string::npos);
+}
+
+TEST(TextfileCollector, MergesAFamilyAcrossFilesAndRefusesConflicts) {
+  Dir d;
+  d.dir.write("gpu0.prom", "# TYPE burnin_gpu_pass gauge\nburnin_gpu_pass{gpu=\"0\"} 1\n");
+  d.dir.write("gpu1.prom",
+              "# HELP burnin_gpu_pass Pass.\n# TYPE burnin_gpu_pass gauge\n"
+              "burnin_gpu_pass{gpu=\"1\"} 0\n");
+  d.dir.write("gpu2.prom", "# TYPE burnin_gpu_pass counter\nburnin_gpu_pass{gpu=\"2\"} 1\n");
+  d.dir.write("gpu3.prom", "burnin_other 1\nburnin_gpu_pass{gpu=\"0\"} 1\n");
+  TextfileCollector c(d.options());
+  MetricSink sink(c.metrics());
+  CollectOnce(c, sink);
+  const std::string text = sink.render();
+  // One block, HELP from the file that had one, both series.
+  EXPECT_NE(text.find("# HELP burnin_gpu_pass Pass.\n# TYPE burnin_gpu_pass gauge\n"
+                      "burnin_gpu_pass{gpu=\"0\"} 1\nburnin_gpu_pass{gpu=\"1\"} 0\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(Get(sink, "nodewatch_textfile_file_valid", "gpu2.prom"), 0);  // other type
+  EXPECT_EQ(Get(sink, "nodewatch_textfile_file_valid", "gpu3.prom"), 0);  // repeated series
+  EXPECT_EQ(text.find("burnin_other"), std::string::npos);                // refused whole
+  EXPECT_EQ(Errors(sink, "conflict"), 2u);
+}
+
+TEST(TextfileCollector, RefusesNamesNodewatchExports) {
+  Dir d;
+  d.dir.write("fake.prom", "nodewatch_accelerator_up{accelerator=\"0\"} 1\n");
+  d.dir.write("proc.prom", "process_open_fds 3\n");
+  TextfileCollector c(d.options());
+  MetricSink sink(c.metrics());
+  CollectOnce(c, sink);
+  EXPECT_EQ(Errors(sink, "reserved_name"), 2u);
+  EXPECT_EQ(sink.render().find("nodewatch_accelerator_up"), std::string::npos);
+}
+
+TEST(TextfileCollector, AFifoDoesNotBlockAndIsRefused) {
+  Dir d;
+  ASSERT_EQ(mkfifo((d.dir.path() / "pipe.prom").c_str(), 0600), 0);
+  d.dir.write("ok.prom", "ok_metric 1\n");
+  TextfileCollector c(d.options());
+  MetricSink sink(c.metrics());
+  CollectOnce(c, sink);  // would hang here if the FIFO were opened for a blocking read
+  EXPECT_EQ(Errors(sink, "not_regular_file"), 1u);
+  EXPECT_EQ(Get(sink, "nodewatch_textfile_file_valid", "pipe.prom"), 0);
+  EXPECT_EQ(Get(sink, "nodewatch_textfile_file_valid", "ok.prom"), 1);
+}
+
+TEST(TextfileCollector, OversizedFileAndTooManyFiles) {
+  Dir d;
+  d.dir.write("a.prom", "a 1\n");
+  d.dir.write("b.prom", std::string(100, '#') + "\n");
+  d.dir.write("c.prom", "c 1\n");
+  TextfileOptions o = d.options();
+  o.max_file_bytes = 50;
+  o.max_files = 2;
+  TextfileCollector c(o);
+  MetricSink sink(c.metrics());
+  CollectOnce(c, sink);
+  EXPECT_EQ(Errors(sink, "too_large"), 1u);
+  EXPECT_EQ(Errors(sink, "too_many_files"), 1u);
+  EXPECT_EQ(Get(sink, "nodewatch_textfile_file_valid", "a.prom"), 1);
+  double v = 0;
+  EXPECT_FALSE(sink.get("nodewatch_textfile_file_valid", {"c.prom"}, &v));  // past max_files
+}
+
+TEST(TextfileCollector, MissingDirectory) {
+  TextfileCollector quiet({});  // the default directory, absent on a node without inputs
+  if (std::filesystem::exists(std::string(kDefaultDirectory)))
+    GTEST_SKIP() << kDefaultDirectory << " exists on this machine";
+  MetricSink a(quiet.metrics());
+  CollectOnce(quiet, a);
+  EXPECT_TRUE(a.errors().empty());
+  EXPECT_EQ(a.sample_count(), 0u);
+
+  TextfileOptions o;
+  o.directory = "/nonexistent/textfile";
+  TextfileCollector configured(o);
+  MetricSink b(configured.metrics());
+  CollectOnce(configured, b);
+  EXPECT_EQ(Errors(b, "read_error"), 1u);
+}
+
+TEST(TextfileCollector, RelativeDirectoryIsAConfigurationError) {
+  std::vector<CollectorSpec> catalog = {textfile_collector_spec()};
+  ConfigResult r =
+      parse_config("[collectors.textfile]\ndirectory = \"var/lib\"\n", "t.toml", catalog);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].key, "collectors.textfile.directory");
+  EXPECT_EQ(r.errors[0].message, "must be an absolute path");
+}
+
+TEST(TextfileCollector, RenderPassesPromtool) {
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "promtool not installed (packaging/install-deps.sh --test installs it)";
+  Dir d;
+  d.dir.write(
+      "burnin.prom",
+      "# HELP burnin_step_seconds Step time.\n# TYPE burnin_step_seconds histogram\n"
+      "burnin_step_seconds_bucket{le=\"0.5\"} 3\nburnin_step_seconds_bucket{le=\"+Inf\"} 4\n"
+      "burnin_step_seconds_sum 1.75\nburnin_step_seconds_count 4\n"
+      "# HELP burnin_runs_total Runs.\n# TYPE burnin_runs_total counter\n"
+      "burnin_runs_total 3\n");
+  TextfileCollector c(d.options());
+  MetricSink sink(c.metrics());
+  CollectOnce(c, sink);
+  const auto out = d.dir.write("out.txt", sink.render());
+  const std::string cmd = "promtool check metrics < " + out.string() + " > " +
+                          (d.dir.path() / "promtool.log").string() + " 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0)
+      << nodewatch::testing::ReadFile(d.dir.path() / "promtool.log") << sink.render();
+}
+
+}  // namespace
+}  // namespace nodewatch::textfile
