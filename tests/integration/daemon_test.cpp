@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include "app.hpp"
 #include "support/daemon_process.hpp"
 #include "support/http_client.hpp"
 
@@ -150,9 +151,10 @@ TEST(DaemonTest, ReloadIsAllOrNothing) {
   EXPECT_EQ(interval(), 30);
 
   // Disabling a collector withdraws its series.
-  dir.write("nodewatch.toml",
-            "[collectors.storage]\nenabled = false\n[collectors.pcie]\nenabled = false\n"
-            "[collectors.accelerator]\nenabled = false\n");
+  std::string all_off;
+  for (const CollectorSpec& spec : builtin_collectors())
+    all_off += "[collectors." + std::string(spec.name) + "]\nenabled = false\n";
+  dir.write("nodewatch.toml", all_off);
   d.signal(SIGHUP);
   ASSERT_TRUE(d.wait_log("configuration reloaded; 0 collector"));
   auto body = Request(*port, "GET", "/metrics")->body;
