@@ -23,28 +23,29 @@ struct LinkStatMetric {
 };
 
 constexpr std::array<LinkStatMetric, kLinkStatCount> kLinkStatMetrics = {{
-    {"nodewatch_nic_received_packets_total", "", "Packets received (rtnl_link_stats64 rx_packets)."},
+    {"nodewatch_nic_received_packets_total", "",
+     "Packets received (rtnl_link_stats64 rx_packets)."},
     {"nodewatch_nic_transmitted_packets_total", "", "Packets transmitted (tx_packets)."},
     {"nodewatch_nic_received_bytes_total", "bytes", "Bytes received (rx_bytes)."},
     {"nodewatch_nic_transmitted_bytes_total", "bytes", "Bytes transmitted (tx_bytes)."},
     {"nodewatch_nic_receive_errors_total", "", "Bad packets received (rx_errors)."},
-    {"nodewatch_nic_transmit_errors_total", "", "Packets that could not be transmitted (tx_errors)."},
+    {"nodewatch_nic_transmit_errors_total", "",
+     "Packets that could not be transmitted (tx_errors)."},
     {"nodewatch_nic_receive_dropped_total", "",
      "Received packets dropped by the kernel or driver, e.g. no buffer space (rx_dropped)."},
     {"nodewatch_nic_transmit_dropped_total", "",
      "Packets dropped on the way to the device, e.g. link down (tx_dropped)."},
-    {"nodewatch_nic_received_multicast_packets_total", "", "Multicast packets received (multicast)."},
+    {"nodewatch_nic_received_multicast_packets_total", "",
+     "Multicast packets received (multicast)."},
     {"nodewatch_nic_collisions_total", "", "Collisions on a half-duplex medium (collisions)."},
     {"nodewatch_nic_receive_length_errors_total", "",
      "Received frames with a wrong length (rx_length_errors)."},
-    {"nodewatch_nic_receive_over_errors_total", "",
-     "Receive ring overflows (rx_over_errors)."},
+    {"nodewatch_nic_receive_over_errors_total", "", "Receive ring overflows (rx_over_errors)."},
     {"nodewatch_nic_receive_crc_errors_total", "",
      "Received frames with a bad CRC/FCS (rx_crc_errors)."},
     {"nodewatch_nic_receive_frame_errors_total", "",
      "Received frames with alignment errors (rx_frame_errors)."},
-    {"nodewatch_nic_receive_fifo_errors_total", "",
-     "Receive FIFO overruns (rx_fifo_errors)."},
+    {"nodewatch_nic_receive_fifo_errors_total", "", "Receive FIFO overruns (rx_fifo_errors)."},
     {"nodewatch_nic_receive_missed_total", "",
      "Packets the device missed for lack of host buffers (rx_missed_errors)."},
     {"nodewatch_nic_transmit_aborted_errors_total", "",
@@ -161,8 +162,7 @@ const MetricTable& nic_metric_table() {
       add(m.name, MetricType::kCounter, m.unit, m.help, iface);
     }
     const std::vector<std::string> q = {"interface", "qdisc", "handle", "parent"};
-    add(kQdiscBytes, MetricType::kCounter, "bytes", "Bytes sent through a queueing discipline.",
-        q);
+    add(kQdiscBytes, MetricType::kCounter, "bytes", "Bytes sent through a queueing discipline.", q);
     add(kQdiscPackets, MetricType::kCounter, "",
         "Packets sent through a queueing discipline (64-bit, or 32-bit with wraps accumulated).",
         q);
@@ -304,8 +304,7 @@ NicOptions read_nic_options(OptionReader& r) {
     }
   }
   if (counters_ok) out.driver_counters = std::move(counters);
-  out.max_driver_counters =
-      r.get_int("max_driver_counters", out.max_driver_counters, 0, 4096);
+  out.max_driver_counters = r.get_int("max_driver_counters", out.max_driver_counters, 0, 4096);
   out.qdiscs = r.get_bool("qdiscs", out.qdiscs);
   out.driver_statistics = r.get_bool("driver_statistics", out.driver_statistics);
   out.protocol_statistics = r.get_bool("protocol_statistics", out.protocol_statistics);
@@ -390,10 +389,10 @@ void NicCollector::emit_link(const LinkRecord& link, InterfaceState& state, Metr
     state.info_cycle = cycle_;
   }
   std::string_view operstate = link.operstate ? operstate_name(*link.operstate) : "unknown";
-  out.add(kInfo,
-          {ifname, state.info.driver, state.info.firmware, state.info.bus_info, link.mac,
-           operstate},
-          1.0);
+  out.add(
+      kInfo,
+      {ifname, state.info.driver, state.info.firmware, state.info.bus_info, link.mac, operstate},
+      1.0);
   out.add(kUp, {ifname}, link.operstate && *link.operstate == kOperUp ? 1.0 : 0.0);
   if (link.carrier) out.add(kCarrier, {ifname}, *link.carrier ? 1.0 : 0.0);
   if (link.carrier_changes) out.add(kCarrierChanges, {ifname}, *link.carrier_changes);
@@ -410,8 +409,10 @@ void NicCollector::emit_link(const LinkRecord& link, InterfaceState& state, Metr
   if (options_.driver_statistics) {
     emit_driver_stats(link, state, pause_.contains(link.ifindex), out);
     if (auto p = pause_.find(link.ifindex); p != pause_.end()) {
-      if (p->second.rx_frames) out.add(kPauseFrames, {ifname, "rx"}, as_double(*p->second.rx_frames));
-      if (p->second.tx_frames) out.add(kPauseFrames, {ifname, "tx"}, as_double(*p->second.tx_frames));
+      if (p->second.rx_frames)
+        out.add(kPauseFrames, {ifname, "rx"}, as_double(*p->second.rx_frames));
+      if (p->second.tx_frames)
+        out.add(kPauseFrames, {ifname, "tx"}, as_double(*p->second.tx_frames));
     }
     if (auto f = fec_.find(link.ifindex); f != fec_.end()) {
       if (f->second.corrected_blocks) {
@@ -528,9 +529,7 @@ void NicCollector::emit_driver_stats(const LinkRecord& link, InterfaceState& sta
         }
         break;
       case DriverMetric::kPauseStorm: out.add(kPauseStorm, {ifname, m.level}, v); break;
-      case DriverMetric::kDiscards:
-        out.add(kDiscards, {ifname, m.direction, m.priority}, v);
-        break;
+      case DriverMetric::kDiscards: out.add(kDiscards, {ifname, m.direction, m.priority}, v); break;
       case DriverMetric::kOutOfBuffer: out.add(kOutOfBuffer, {ifname}, v); break;
       case DriverMetric::kGeneric: out.add(kDriverCounter, {ifname, c.name}, v); break;
     }
@@ -660,8 +659,8 @@ const CollectorSpec& nic_collector_spec() {
     spec.default_timeout = std::chrono::seconds(10);
     spec.options = [](OptionReader& r) { nic::read_nic_options(r); };
     spec.create = [](const CollectorEnv& env) -> std::unique_ptr<Collector> {
-      return std::make_unique<nic::NicCollector>(
-          env.roots, reread_options(env, "nic", nic::read_nic_options));
+      return std::make_unique<nic::NicCollector>(env.roots,
+                                                 reread_options(env, "nic", nic::read_nic_options));
     };
     return spec;
   }();

@@ -69,9 +69,9 @@ struct NicOptions {
   // At most this many driver statistics per interface (the rest is counted
   // as sink.error("driver_counter_limit")).
   std::int64_t max_driver_counters = 128;
-  bool qdiscs = true;              // the RTM_GETQDISC dump
-  bool driver_statistics = true;   // ethtool ioctl and netlink statistics
-  bool protocol_statistics = true; // <procfs>/net/snmp and netstat
+  bool qdiscs = true;               // the RTM_GETQDISC dump
+  bool driver_statistics = true;    // ethtool ioctl and netlink statistics
+  bool protocol_statistics = true;  // <procfs>/net/snmp and netstat
 };
 
 // Reads the keys above through `r`; an invalid regular expression is

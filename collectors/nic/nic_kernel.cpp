@@ -239,7 +239,8 @@ class RealKernelSource final : public KernelSource {
   Status stats_values(const std::string& ifname, std::uint32_t count,
                       std::vector<std::uint64_t>* values) override {
     std::uint32_t room = count + kStatsSlack;
-    std::vector<std::uint8_t> buf(sizeof(ethtool_stats) + std::size_t{room} * sizeof(std::uint64_t));
+    std::vector<std::uint8_t> buf(sizeof(ethtool_stats) +
+                                  std::size_t{room} * sizeof(std::uint64_t));
     ethtool_stats hdr{};
     hdr.cmd = ETHTOOL_GSTATS;
     hdr.n_stats = count;
@@ -283,7 +284,9 @@ class RealKernelSource final : public KernelSource {
     return fd;
   }
 
-  static std::string bounded(const char* s, std::size_t max) { return std::string(s, strnlen(s, max)); }
+  static std::string bounded(const char* s, std::size_t max) {
+    return std::string(s, strnlen(s, max));
+  }
 
   Status ethtool_ioctl(const std::string& ifname, void* data) {
     if (ioctl_fd_.get() < 0) return Status::kError;

@@ -16,11 +16,11 @@ namespace nodewatch::nic {
 namespace {
 
 // The fixed headers, by size, as the uapi defines them.
-constexpr std::size_t kNlmsghdrSize = sizeof(nlmsghdr);  // 16
+constexpr std::size_t kNlmsghdrSize = sizeof(nlmsghdr);    // 16
 constexpr std::size_t kIfinfomsgSize = sizeof(ifinfomsg);  // 16
-constexpr std::size_t kTcmsgSize = sizeof(tcmsg);  // 20
-constexpr std::size_t kGenlmsghdrSize = GENL_HDRLEN;  // 4
-constexpr std::size_t kNlaHeaderSize = NLA_HDRLEN;  // 4
+constexpr std::size_t kTcmsgSize = sizeof(tcmsg);          // 20
+constexpr std::size_t kGenlmsghdrSize = GENL_HDRLEN;       // 4
+constexpr std::size_t kNlaHeaderSize = NLA_HDRLEN;         // 4
 
 template <class T>
 T load(const std::uint8_t* p) {
@@ -179,8 +179,8 @@ constexpr DriverPattern kDriverPatterns[] = {
 }  // namespace
 
 std::string_view operstate_name(std::uint8_t operstate) {
-  static constexpr std::string_view kNames[] = {
-      "unknown", "notpresent", "down", "lowerlayerdown", "testing", "dormant", "up"};
+  static constexpr std::string_view kNames[] = {"unknown", "notpresent", "down", "lowerlayerdown",
+                                                "testing", "dormant",    "up"};
   if (operstate < std::size(kNames)) return kNames[operstate];
   return "unknown";
 }
@@ -343,9 +343,10 @@ std::map<std::string, std::uint64_t, std::less<>> parse_proc_net_pairs(std::stri
     std::string_view prefix = head[0];
     if (prefix.empty() || prefix.back() != ':' || values[0] != prefix ||
         values.size() != head.size()) {
-      // Resynchronise on the next line: one bad pair must not shift the rest.
+      // One bad pair must not shift the rest: a value line with the same
+      // prefix goes with it, anything else is where the next pair starts.
       ++*malformed;
-      ++i;
+      i += values[0] == prefix ? 2 : 1;
       continue;
     }
     std::string_view proto = prefix.substr(0, prefix.size() - 1);

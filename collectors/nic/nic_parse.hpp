@@ -66,8 +66,8 @@ inline constexpr std::uint8_t kOperUp = 6;
 // One RTM_NEWLINK message of a link dump.
 struct LinkRecord {
   int ifindex = 0;
-  std::string name;                 // IFLA_IFNAME
-  std::string mac;                  // IFLA_ADDRESS as "aa:bb:cc:dd:ee:ff", "" when absent
+  std::string name;  // IFLA_IFNAME
+  std::string mac;   // IFLA_ADDRESS as "aa:bb:cc:dd:ee:ff", "" when absent
   std::optional<std::uint8_t> operstate;
   std::optional<std::uint8_t> carrier;  // IFLA_CARRIER, 0 or 1
   std::optional<std::uint32_t> carrier_changes;
@@ -88,11 +88,13 @@ struct QdiscRecord {
   int ifindex = 0;
   std::uint32_t handle = 0;
   std::uint32_t parent = 0;
-  std::string kind;  // TCA_KIND, "tbf", "fq_codel", "noqueue", ...
+  std::string kind;        // TCA_KIND, "tbf", "fq_codel", "noqueue", ...
   bool has_basic = false;  // TCA_STATS_BASIC present
   std::uint64_t bytes = 0;
   std::uint32_t packets32 = 0;  // gnet_stats_basic.packets, wraps at 2^32
-  std::optional<std::uint64_t> packets64;  // TCA_STATS_PKT64, kernel 5.5+
+  // TCA_STATS_PKT64 (kernel 5.5+), sent only once the count no longer fits
+  // in 32 bits (___gnet_stats_copy_basic in net/core/gen_stats.c).
+  std::optional<std::uint64_t> packets64;
   bool has_queue = false;  // TCA_STATS_QUEUE present; the counters below are 32-bit
   std::uint32_t qlen = 0;
   std::uint32_t backlog = 0;
