@@ -1,0 +1,166 @@
+#pragma once
+// Parsing for the nic collector: pure functions over the bytes the kernel
+// sends (one netlink message, header included) and over the text of
+// <procfs>/net/snmp and <procfs>/net/netstat, so that they can be tested
+// with captured content. Layouts are those of the kernel's uapi headers
+// (linux/rtnetlink.h, if_link.h, pkt_sched.h, gen_stats.h,
+// ethtool_netlink.h) and of net/ipv4/proc.c.
+//
+// Failure contract: a message that is truncated or whose attributes overrun
+// it yields nullopt (the caller counts a parse error and skips that one
+// interface or qdisc); attributes the parser does not know are skipped, so a
+// newer kernel's additions never break it.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace nodewatch::nic {
+
+using Bytes = std::span<const std::uint8_t>;
+
+// The fields of struct rtnl_link_stats64 (IFLA_STATS64), in the kernel's
+// order. Older kernels send fewer: 23 before 4.6 (no rx_nohandler), 24
+// before 5.19 (no rx_otherhost_dropped); the parser keeps what was sent.
+enum LinkStat : std::size_t {
+  kRxPackets,
+  kTxPackets,
+  kRxBytes,
+  kTxBytes,
+  kRxErrors,
+  kTxErrors,
+  kRxDropped,
+  kTxDropped,
+  kMulticast,
+  kCollisions,
+  kRxLengthErrors,
+  kRxOverErrors,
+  kRxCrcErrors,
+  kRxFrameErrors,
+  kRxFifoErrors,
+  kRxMissedErrors,
+  kTxAbortedErrors,
+  kTxCarrierErrors,
+  kTxFifoErrors,
+  kTxHeartbeatErrors,
+  kTxWindowErrors,
+  kRxCompressed,
+  kTxCompressed,
+  kRxNohandler,
+  kRxOtherhostDropped,
+  kLinkStatCount
+};
+
+// RFC 2863 operational states as IFLA_OPERSTATE numbers them (IF_OPER_*).
+// Returns the name sysfs uses ("up", "down", "lowerlayerdown", ...), or
+// "unknown" for a number the kernel does not define.
+std::string_view operstate_name(std::uint8_t operstate);
+inline constexpr std::uint8_t kOperUp = 6;
+
+// One RTM_NEWLINK message of a link dump.
+struct LinkRecord {
+  int ifindex = 0;
+  std::string name;  // IFLA_IFNAME
+  std::string mac;   // IFLA_ADDRESS as "aa:bb:cc:dd:ee:ff", "" when absent
+  std::optional<std::uint8_t> operstate;
+  std::optional<std::uint8_t> carrier;  // IFLA_CARRIER, 0 or 1
+  std::optional<std::uint32_t> carrier_changes;
+  std::optional<std::uint32_t> carrier_up_count;    // kernel 4.16+
+  std::optional<std::uint32_t> carrier_down_count;  // kernel 4.16+
+  std::optional<std::uint32_t> mtu;
+  std::array<std::uint64_t, kLinkStatCount> stats{};
+  std::size_t stat_count = 0;  // how many leading fields of `stats` the kernel sent
+};
+
+// Parses one RTM_NEWLINK message (nlmsghdr + ifinfomsg + attributes).
+// nullopt when it is not an RTM_NEWLINK, is truncated, has no name, or an
+// attribute overruns the message.
+std::optional<LinkRecord> parse_link_message(Bytes msg);
+
+// One RTM_NEWQDISC message of a qdisc dump (TCA_STATS2 nest).
+struct QdiscRecord {
+  int ifindex = 0;
+  std::uint32_t handle = 0;
+  std::uint32_t parent = 0;
+  std::string kind;        // TCA_KIND, "tbf", "fq_codel", "noqueue", ...
+  bool has_basic = false;  // TCA_STATS_BASIC present
+  std::uint64_t bytes = 0;
+  std::uint32_t packets32 = 0;  // gnet_stats_basic.packets, wraps at 2^32
+  // TCA_STATS_PKT64 (kernel 5.5+), sent only once the count no longer fits
+  // in 32 bits (___gnet_stats_copy_basic in net/core/gen_stats.c).
+  std::optional<std::uint64_t> packets64;
+  bool has_queue = false;  // TCA_STATS_QUEUE present; the counters below are 32-bit
+  std::uint32_t qlen = 0;
+  std::uint32_t backlog = 0;
+  std::uint32_t drops = 0;
+  std::uint32_t requeues = 0;
+  std::uint32_t overlimits = 0;
+};
+
+std::optional<QdiscRecord> parse_qdisc_message(Bytes msg);
+
+// A tc handle or parent as `tc qdisc show` prints it: the handle as "1:",
+// "ffff:", "0:" (major only); a parent as "root" (TC_H_ROOT), "ffff:fff1"
+// (ingress), "1:1", ":1" (minor only), "" when unset.
+std::string format_qdisc_handle(std::uint32_t handle);
+std::string format_qdisc_parent(std::uint32_t parent);
+
+// Replies of the generic-netlink family "ethtool" (nlmsghdr + genlmsghdr +
+// attributes). The device is named by the nested ETHTOOL_A_*_HEADER.
+struct PauseStats {
+  int ifindex = 0;
+  std::optional<std::uint64_t> tx_frames;  // ETHTOOL_A_PAUSE_STAT_TX_FRAMES
+  std::optional<std::uint64_t> rx_frames;
+};
+std::optional<PauseStats> parse_ethtool_pause_reply(Bytes msg);
+
+struct FecStats {
+  int ifindex = 0;
+  // The first u64 of each array attribute: the total; per-lane values follow.
+  std::optional<std::uint64_t> corrected_blocks;
+  std::optional<std::uint64_t> uncorrectable_blocks;
+};
+std::optional<FecStats> parse_ethtool_fec_reply(Bytes msg);
+
+// <procfs>/net/snmp and <procfs>/net/netstat: pairs of lines, a header
+// naming the fields and a line of values with the same prefix:
+//   Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens ... RetransSegs InErrs ...
+//   Tcp: 1 200 120000 -1 12345 ... 678 0 ...
+// Returns "Tcp.RetransSegs" -> 678 for every unsigned field (MaxConn, -1,
+// is left out). A pair whose prefixes or field counts differ, or an unpaired
+// line, is skipped and counted in *malformed.
+std::map<std::string, std::uint64_t, std::less<>> parse_proc_net_pairs(std::string_view text,
+                                                                       std::size_t* malformed);
+
+// Driver statistic names (ETHTOOL_GSTRINGS, ETH_SS_STATS) mapped to the
+// collector's curated metrics. Pure and table-driven: see kDriverPatterns in
+// nic_parse.cpp for the ConnectX (mlx5) and Intel E800 (ice) names.
+enum class DriverMetric {
+  kGeneric,           // nodewatch_nic_driver_counter_total{counter}
+  kPfcPauseFrames,    // {direction, priority}
+  kPfcPauseDuration,  // {direction, priority}, value in microseconds
+  kPauseFrames,       // {direction}, link-level pause
+  kPauseStorm,        // {level}
+  kDiscards,          // {direction, priority}; priority "" for port-level
+  kOutOfBuffer,
+};
+
+struct DriverCounterMapping {
+  DriverMetric metric = DriverMetric::kGeneric;
+  std::string direction;  // "rx" or "tx"
+  std::string priority;   // "0".."7", or ""
+  std::string level;      // "warning" or "error"
+};
+
+DriverCounterMapping map_driver_counter(std::string_view name);
+
+// Formats a hardware address as lowercase colon-separated hex.
+std::string format_mac(Bytes addr);
+
+}  // namespace nodewatch::nic

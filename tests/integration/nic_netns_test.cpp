@@ -1,0 +1,377 @@
+// The nic collector against the real kernel: each test creates two network
+// namespaces joined by a veth pair (addresses from 198.18.0.0/15, the range
+// reserved for network tests), makes bounded traffic on that veth only, and
+// compares what the collector reports with what `ip -s -s -j link` and
+// `tc -s -j qdisc` report at the same moment. The namespaces are deleted by
+// an RAII guard, also when a test fails.
+//
+// The collector's kernel source is created on a thread that entered the
+// test namespace (setns): netlink and ioctl sockets belong to the namespace
+// they were created in, so collect() then reads that namespace from the
+// test's own thread.
+//
+// Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN for setns) and iproute2; skips
+// with the reason otherwise.
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>  // before support/collector_test.hpp, which uses std::nan
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/unique_fd.hpp"
+#include "nic/nic_collector.hpp"
+#include "nic/nic_kernel.hpp"
+#include "support/collector_test.hpp"
+
+namespace nodewatch::nic {
+namespace {
+
+using nodewatch::testing::CollectOnce;
+using nodewatch::testing::Value;
+
+struct CmdResult {
+  int status = -1;
+  std::string output;
+};
+
+CmdResult run(const std::string& cmd) {
+  CmdResult r;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  r.status = ::pclose(p);
+  return r;
+}
+
+std::string must(const std::string& cmd) {
+  CmdResult r = run(cmd);
+  EXPECT_EQ(r.status, 0) << cmd << ": " << r.output;
+  return r.output;
+}
+
+// Why the real-kernel tests cannot run here, or "" when they can.
+std::string cannot_run() {
+  if (::geteuid() != 0) return "needs root to create network namespaces";
+  if (run("ip -V").status != 0) return "iproute2 (ip) is not installed";
+  if (run("tc -V").status != 0) return "iproute2 (tc) is not installed";
+  return "";
+}
+
+// The number after "key": following each anchor in turn (iproute2's -j output).
+double json_number(const std::string& json, std::initializer_list<std::string> path) {
+  std::size_t pos = 0;
+  for (const std::string& key : path) {
+    pos = json.find("\"" + key + "\":", pos);
+    if (pos == std::string::npos) {
+      ADD_FAILURE() << "no " << key << " in " << json;
+      return std::nan("");
+    }
+    pos += key.size() + 3;
+  }
+  return std::stod(json.substr(pos));
+}
+
+std::string json_string(const std::string& json, const std::string& key) {
+  std::size_t pos = json.find("\"" + key + "\":\"");
+  if (pos == std::string::npos) return "";
+  pos += key.size() + 4;
+  return json.substr(pos, json.find('"', pos) - pos);
+}
+
+// Two namespaces, veth nwt0 (in a, 198.18.0.1/30) <-> nwt1 (in b, .2), IPv6
+// off so that the kernel sends nothing of its own on them.
+class VethPair {
+ public:
+  VethPair() {
+    static int counter = 0;
+    std::string base = "nwtest-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    a_ = base + "a";
+    b_ = base + "b";
+    ok_ = run("ip netns add " + a_).status == 0 && run("ip netns add " + b_).status == 0;
+    if (!ok_) return;
+    for (const std::string& ns : {a_, b_}) {
+      must("ip netns exec " + ns + " sysctl -qw net.ipv6.conf.all.disable_ipv6=1");
+      must("ip netns exec " + ns + " sysctl -qw net.ipv6.conf.default.disable_ipv6=1");
+    }
+    must("ip link add nwt0 netns " + a_ + " type veth peer name nwt1 netns " + b_);
+    must("ip -n " + a_ + " addr add 198.18.0.1/30 dev nwt0");
+    must("ip -n " + b_ + " addr add 198.18.0.2/30 dev nwt1");
+    must("ip -n " + a_ + " link set nwt0 up");
+    must("ip -n " + b_ + " link set nwt1 up");
+    // The peer's address resolved once and for all: no ARP during a test.
+    std::string mac = json_string(must("ip -n " + b_ + " -j link show dev nwt1"), "address");
+    must("ip -n " + a_ + " neigh replace 198.18.0.2 lladdr " + mac + " dev nwt0 nud permanent");
+  }
+  ~VethPair() {
+    // Deleting a namespace destroys the interfaces in it.
+    if (!a_.empty()) run("ip netns del " + a_);
+    if (!b_.empty()) run("ip netns del " + b_);
+  }
+  VethPair(const VethPair&) = delete;
+  VethPair& operator=(const VethPair&) = delete;
+
+  bool ok() const { return ok_; }
+  const std::string& a() const { return a_; }
+  const std::string& b() const { return b_; }
+
+  // Runs fn on a thread inside namespace `ns` and waits for it.
+  static void in_netns(const std::string& ns, const std::function<void()>& fn) {
+    std::thread t([&] {
+      UniqueFd fd(::open(("/var/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC));
+      ASSERT_GE(fd.get(), 0) << "cannot open namespace " << ns;
+      ASSERT_EQ(::setns(fd.get(), CLONE_NEWNET), 0) << "setns " << ns;
+      fn();
+    });
+    t.join();
+  }
+
+  // A collector that reads namespace a, selecting the test's interfaces.
+  std::unique_ptr<NicCollector> collector(NicOptions options = {}) const {
+    options.interfaces_include = "^nwt";
+    options.interfaces_exclude = "";
+    options.protocol_statistics = false;
+    std::unique_ptr<KernelSource> source;
+    in_netns(a_, [&] { source = make_kernel_source(); });
+    return std::make_unique<NicCollector>(Roots{}, std::move(options), std::move(source));
+  }
+
+  // `count` UDP datagrams of `size` bytes from a to b's discard port, from a
+  // socket of the test's own. b's (rate-limited) ICMP port-unreachable
+  // replies only add to nwt0's rx, which the comparisons read at the same
+  // moment as the collector.
+  void send_udp(int count, int size) const {
+    in_netns(a_, [&] {
+      UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+      ASSERT_GE(s.get(), 0);
+      sockaddr_in to{};
+      to.sin_family = AF_INET;
+      to.sin_port = htons(9);
+      ::inet_pton(AF_INET, "198.18.0.2", &to.sin_addr);
+      std::string payload(static_cast<std::size_t>(size), 'x');
+      for (int i = 0; i < count; ++i) {
+        // ENOBUFS and EAGAIN are expected when the qdisc drops.
+        (void)::sendto(s.get(), payload.data(), payload.size(), 0, reinterpret_cast<sockaddr*>(&to),
+                       sizeof(to));
+      }
+    });
+  }
+
+  std::string ip_link(const std::string& ns, const std::string& dev) const {
+    return must("ip -n " + ns + " -s -s -j link show dev " + dev);
+  }
+  std::string tc_qdisc(const std::string& dev) const {
+    return must("tc -n " + a_ + " -s -j qdisc show dev " + dev);
+  }
+
+ private:
+  std::string a_;
+  std::string b_;
+  bool ok_ = false;
+};
+
+#define SKIP_UNLESS_KERNEL_TESTS_CAN_RUN()                                      \
+  do {                                                                          \
+    std::string why = cannot_run();                                             \
+    if (!why.empty()) GTEST_SKIP() << "real-kernel nic tests skipped: " << why; \
+  } while (0)
+
+// Waits (bounded) until fn() is true.
+bool eventually(const std::function<bool()>& fn) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < end) {
+    if (fn()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return fn();
+}
+
+TEST(NicNetns, TbfDropsAndLinkCountersAgreeWithTcAndIp) {
+  SKIP_UNLESS_KERNEL_TESTS_CAN_RUN();
+  VethPair v;
+  ASSERT_TRUE(v.ok());
+  // 80 kbit/s, a 1600-byte bucket and a 3000-byte queue: a burst of 100
+  // datagrams of 1000 bytes mostly overflows the queue, which then drains
+  // in well under a second.
+  must("tc -n " + v.a() +
+       " qdisc add dev nwt0 root handle 1: tbf rate 80kbit burst 1600 limit 3000");
+  auto c = v.collector();
+  v.send_udp(100, 1000);
+  // Compare at a quiet moment: the queue has drained and tc says the same
+  // before and after the collect.
+  ASSERT_TRUE(eventually([&] { return json_number(v.tc_qdisc("nwt0"), {"qlen"}) == 0; }));
+  for (int attempt = 0;; ++attempt) {
+    std::string tc_before = v.tc_qdisc("nwt0");
+    std::string ip_before = v.ip_link(v.a(), "nwt0");
+    MetricSink sink(c->metrics());
+    CollectOnce(*c, sink);
+    std::string tc = v.tc_qdisc("nwt0");
+    std::string ip = v.ip_link(v.a(), "nwt0");
+    if ((tc != tc_before || ip != ip_before) && attempt < 3) continue;
+    const std::vector<std::string> q = {"nwt0", "tbf", "1:", "root"};
+    double drops = json_number(tc, {"drops"});
+    EXPECT_GT(drops, 0) << tc;
+    EXPECT_EQ(Value(sink, "nodewatch_nic_qdisc_drops_total", q), drops);
+    EXPECT_EQ(Value(sink, "nodewatch_nic_qdisc_bytes_total", q), json_number(tc, {"bytes"}));
+    EXPECT_EQ(Value(sink, "nodewatch_nic_qdisc_packets_total", q), json_number(tc, {"packets"}));
+    EXPECT_EQ(Value(sink, "nodewatch_nic_qdisc_overlimits_total", q),
+              json_number(tc, {"overlimits"}));
+    EXPECT_EQ(Value(sink, "nodewatch_nic_qdisc_requeues_total", q), json_number(tc, {"requeues"}));
+    EXPECT_EQ(Value(sink, "nodewatch_nic_qdisc_backlog_bytes", q), json_number(tc, {"backlog"}));
+    EXPECT_EQ(Value(sink, "nodewatch_nic_qdisc_queue_length_packets", q),
+              json_number(tc, {"qlen"}));
+    const std::vector<std::string> i = {"nwt0"};
+    EXPECT_EQ(Value(sink, "nodewatch_nic_transmitted_bytes_total", i),
+              json_number(ip, {"tx", "bytes"}));
+    EXPECT_EQ(Value(sink, "nodewatch_nic_transmitted_packets_total", i),
+              json_number(ip, {"tx", "packets"}));
+    EXPECT_EQ(Value(sink, "nodewatch_nic_transmit_dropped_total", i),
+              json_number(ip, {"tx", "dropped"}));
+    EXPECT_EQ(Value(sink, "nodewatch_nic_received_bytes_total", i),
+              json_number(ip, {"rx", "bytes"}));
+    EXPECT_EQ(Value(sink, "nodewatch_nic_received_packets_total", i),
+              json_number(ip, {"rx", "packets"}));
+    EXPECT_EQ(Value(sink, "nodewatch_nic_mtu_bytes", i), json_number(ip, {"mtu"}));
+    // What got through the shaper left the veth: the link's tx agrees with tc.
+    EXPECT_EQ(json_number(ip, {"tx", "packets"}), json_number(tc, {"packets"}));
+    break;
+  }
+}
+
+TEST(NicNetns, PeerDownGivesTransmitDropsAsTheKernelReports) {
+  SKIP_UNLESS_KERNEL_TESTS_CAN_RUN();
+  VethPair v;
+  ASSERT_TRUE(v.ok());
+  auto c = v.collector();
+  double before = 0;
+  {
+    MetricSink sink(c->metrics());
+    CollectOnce(*c, sink);
+    before = Value(sink, "nodewatch_nic_transmit_dropped_total", {"nwt0"});
+  }
+  must("ip -n " + v.b() + " link set nwt1 down");
+  ASSERT_TRUE(eventually(
+      [&] { return v.ip_link(v.a(), "nwt0").find("\"operstate\":\"UP\"") == std::string::npos; }));
+  const int kSent = 20;
+  v.send_udp(kSent, 200);
+  MetricSink sink(c->metrics());
+  CollectOnce(*c, sink);
+  std::string ip = v.ip_link(v.a(), "nwt0");
+  double dropped = Value(sink, "nodewatch_nic_transmit_dropped_total", {"nwt0"});
+  EXPECT_EQ(dropped, json_number(ip, {"tx", "dropped"}));
+  EXPECT_EQ(Value(sink, "nodewatch_nic_transmit_errors_total", {"nwt0"}),
+            json_number(ip, {"tx", "errors"}));
+  EXPECT_EQ(Value(sink, "nodewatch_nic_transmit_carrier_errors_total", {"nwt0"}),
+            json_number(ip, {"tx", "carrier_errors"}));
+  // Every datagram sent while the peer was down was dropped on nwt0.
+  EXPECT_GE(dropped - before, kSent);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_up", {"nwt0"}), 0);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_carrier", {"nwt0"}), 0);
+}
+
+TEST(NicNetns, CarrierCyclesShowInChangesAndUp) {
+  SKIP_UNLESS_KERNEL_TESTS_CAN_RUN();
+  VethPair v;
+  ASSERT_TRUE(v.ok());
+  auto c = v.collector();
+  double before = 0;
+  double ups_before = 0;
+  double downs_before = 0;
+  {
+    MetricSink sink(c->metrics());
+    CollectOnce(*c, sink);
+    before = Value(sink, "nodewatch_nic_carrier_changes_total", {"nwt0"});
+    ups_before = Value(sink, "nodewatch_nic_carrier_up_changes_total", {"nwt0"});
+    downs_before = Value(sink, "nodewatch_nic_carrier_down_changes_total", {"nwt0"});
+    EXPECT_EQ(Value(sink, "nodewatch_nic_up", {"nwt0"}), 1);
+  }
+  const int kCycles = 3;
+  for (int i = 0; i < kCycles; ++i) {
+    must("ip -n " + v.b() + " link set nwt1 down");
+    must("ip -n " + v.b() + " link set nwt1 up");
+  }
+  ASSERT_TRUE(eventually(
+      [&] { return v.ip_link(v.a(), "nwt0").find("\"operstate\":\"UP\"") != std::string::npos; }));
+  MetricSink sink(c->metrics());
+  CollectOnce(*c, sink);
+  std::string ip = v.ip_link(v.a(), "nwt0");
+  double changes = Value(sink, "nodewatch_nic_carrier_changes_total", {"nwt0"});
+  EXPECT_EQ(changes, json_number(ip, {"carrier_changes"}));
+  EXPECT_EQ(changes - before, 2 * kCycles);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_carrier_up_changes_total", {"nwt0"}) - ups_before, kCycles);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_carrier_down_changes_total", {"nwt0"}) - downs_before,
+            kCycles);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_up", {"nwt0"}), 1);
+}
+
+TEST(NicNetns, InterfacesAppearAndDisappearBetweenCollects) {
+  SKIP_UNLESS_KERNEL_TESTS_CAN_RUN();
+  VethPair v;
+  ASSERT_TRUE(v.ok());
+  auto c = v.collector();
+  auto has_up = [](const MetricSink& s, const std::string& dev) {
+    double x = 0;
+    return s.get("nodewatch_nic_up", {dev}, &x);
+  };
+  {
+    MetricSink sink(c->metrics());
+    CollectOnce(*c, sink);
+    EXPECT_TRUE(has_up(sink, "nwt0"));
+    EXPECT_FALSE(has_up(sink, "nwt2"));
+  }
+  must("ip -n " + v.a() + " link add nwt2 type veth peer name nwt3");
+  {
+    MetricSink sink(c->metrics());
+    CollectOnce(*c, sink);
+    EXPECT_TRUE(has_up(sink, "nwt2"));
+    EXPECT_TRUE(has_up(sink, "nwt3"));
+    EXPECT_EQ(c->tracked_interfaces(), 4u);  // lo is in the dump too, unselected
+  }
+  must("ip -n " + v.a() + " link del nwt2");
+  MetricSink sink(c->metrics());
+  CollectOnce(*c, sink);
+  EXPECT_FALSE(has_up(sink, "nwt2"));
+  EXPECT_FALSE(has_up(sink, "nwt3"));
+  EXPECT_TRUE(has_up(sink, "nwt0"));
+  EXPECT_EQ(c->tracked_interfaces(), 2u);
+}
+
+TEST(NicNetns, EthtoolReadsTheVethDriversStatistics) {
+  SKIP_UNLESS_KERNEL_TESTS_CAN_RUN();
+  VethPair v;
+  ASSERT_TRUE(v.ok());
+  NicOptions o;
+  // veth's ETHTOOL_GSTATS: peer_ifindex, then per-queue XDP counters.
+  o.driver_counters = {"peer_ifindex", R"(rx_queue_0_xdp_packets)"};
+  auto c = v.collector(o);
+  MetricSink sink(c->metrics());
+  CollectOnce(*c, sink);
+  std::string peer = must("ip -n " + v.b() + " -j link show dev nwt1");
+  EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counter_total", {"nwt0", "peer_ifindex"}),
+            json_number(peer, {"ifindex"}));
+  EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counter_total", {"nwt0", "rx_queue_0_xdp_packets"}),
+            0);
+  // ETHTOOL_GDRVINFO and the speed the kernel also shows in sysfs (read in
+  // the namespace, where `ip netns exec` mounts its own sysfs).
+  std::string mac = json_string(v.ip_link(v.a(), "nwt0"), "address");
+  EXPECT_EQ(Value(sink, "nodewatch_nic_info", {"nwt0", "veth", "", "", mac, "up"}), 1);
+  double mbps = std::stod(must("ip netns exec " + v.a() + " cat /sys/class/net/nwt0/speed"));
+  EXPECT_EQ(Value(sink, "nodewatch_nic_speed_bytes_per_second", {"nwt0"}), mbps * 1e6 / 8);
+  EXPECT_TRUE(sink.errors().empty());
+}
+
+}  // namespace
+}  // namespace nodewatch::nic
