@@ -48,11 +48,16 @@ std::vector<std::string> FixtureArgs(const TempDir& dir) {
       }
     }
   }
+  // Burn-in and inventory files, as jobs on the node would write them.
+  fs::create_directories(dir.path() / "node" / "textfile");
+  for (const auto& e : fs::directory_iterator(kFixtures / "textfile"))
+    if (e.path().extension() == ".prom") fs::copy(e.path(), dir.path() / "node" / "textfile");
   // The accelerator collector loads the fake NVML (8 GPUs) built by the
   // tests; the configuration names it, as an operator would a driver path.
   std::ofstream(dir.path() / "nodewatch.toml")
       << ReadFile(kConfig) << "\n[collectors.accelerator]\ninterval = \"1h\"\nnvml_library = \""
-      << FAKE_NVML_LIBRARY << "\"\n";
+      << FAKE_NVML_LIBRARY << "\"\n[collectors.textfile]\ninterval = \"1h\"\ndirectory = \""
+      << (dir.path() / "node" / "textfile").string() << "\"\n";
   return {"--config", (dir.path() / "nodewatch.toml").string(),
           "--sysfs",  (dir.path() / "node" / "sys").string(),
           "--procfs", (dir.path() / "node" / "proc").string()};
@@ -69,7 +74,8 @@ std::vector<std::string> FixtureEnv() {
 std::string Normalize(const std::string& text) {
   static const std::set<std::string> kVolatile = {
       "nodewatch_collector_duration_seconds", "nodewatch_collector_last_success_timestamp_seconds",
-      "nodewatch_config_last_reload_success_timestamp_seconds"};
+      "nodewatch_config_last_reload_success_timestamp_seconds",
+      "nodewatch_textfile_file_mtime_seconds"};
   static const std::regex kRevision(R"(revision="[^"]*")");
   std::istringstream in(text);
   std::string line, out;
@@ -112,7 +118,8 @@ std::string RunOnce(const TempDir& dir) {
 TEST(E2ETest, OnceMatchesGolden) {
   TempDir dir;
   std::string out = RunOnce(dir);
-  for (const char* family : {"nodewatch_storage_", "nodewatch_pcie_", "nodewatch_accelerator_"})
+  for (const char* family : {"nodewatch_storage_", "nodewatch_pcie_", "nodewatch_accelerator_",
+                             "nodewatch_textfile_", "burnin_check_success"})
     ASSERT_NE(out.find(family), std::string::npos) << family << " missing:\n" << out;
   CompareWithGolden(Normalize(out));
 }
