@@ -599,33 +599,21 @@ def fabric():
 # ---------------------------------------------------------------------------
 # 72-hour soak report.
 
-# (column, expression over the dashboard's range) per failure class; each a
-# count per node. A node passes when every class is 0.
-SOAK_CLASSES = [
-    ("Accelerator lost", "count by (instance) (min_over_time(nodewatch_accelerator_up{S}[$__range]) == 0)"),
-    ("Hardware XIDs", "sum by (instance) (increase(accelerator_xid:nodewatch_accelerator_xid_errors_total:hardware{S}[$__range]))"),
-    ("Uncorrectable ECC", 'sum by (instance) (increase(nodewatch_accelerator_ecc_errors_total{S,type="uncorrected"}[$__range]))'),
-    ("Row remap failed", "count by (instance) (max_over_time(nodewatch_accelerator_row_remap_failed{S}[$__range]) == 1)"),
-    ("Thermal throttle (s)", 'sum by (instance) (increase(nodewatch_accelerator_clock_throttle_seconds_total{S,reason=~"hw_thermal|sw_thermal|hw_slowdown|hw_power_brake"}[$__range]))'),
-    ("PCIe trained narrow", "count by (instance) (max_over_time(nodewatch_pcie_link_width_degraded{S}[$__range]) == 1)"),
-    ("PCIe AER fatal/non-fatal", 'sum by (instance) (increase(nodewatch_pcie_aer_errors_total{S,severity=~"fatal|nonfatal"}[$__range]))'),
-    ("NVLink errors", 'sum by (instance) (increase(nodewatch_nvlink_errors_total{S,type=~"replay|recovery|recovery_failed|crc_flit|crc_data|symbol"}[$__range]))'),
-    ("NVLink inactive", "count by (instance) (min_over_time(nodewatch_nvlink_up{S}[$__range]) == 0)"),
-    ("Fabric link downed", "sum by (instance) (increase(nodewatch_interconnect_port_link_downed_total{S}[$__range]))"),
-    ("Fabric bit errors", "sum by (instance) (increase(nodewatch_interconnect_port_symbol_errors_total{S}[$__range]) + increase(nodewatch_interconnect_port_local_link_integrity_errors_total{S}[$__range]))"),
-    ("NIC pause storms", 'sum by (instance) (increase(nodewatch_nic_pause_storm_events_total{S,level="error"}[$__range]))'),
-    ("Storage probe stuck", "count by (instance) (max_over_time(nodewatch_storage_probe_stuck{S}[$__range]) == 1)"),
-    ("Critical alerts", 'count by (instance) (max_over_time(ALERTS{S,alertstate="firing",severity="critical"}[$__range]))'),
-]
-
-
-def soak_expr(template):
+def soak_classes():
+    """The failure classes, from their one definition in nodewatch-soak-report."""
+    import importlib.machinery
+    import importlib.util
+    path = os.path.join(HERE, "..", "packaging", "nodewatch-soak-report")
+    loader = importlib.machinery.SourceFileLoader("nodewatch_soak_report", path)
+    spec = importlib.util.spec_from_loader("nodewatch_soak_report", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
     matchers = 'cluster=~"$cluster", job=~"$job", instance=~"$instance"'
-    return template.replace("{S,", "{" + matchers + ", ").replace("{S}", "{" + matchers + "}")
+    return [(module.expression(t, matchers, "$__range"), title) for _, title, t in module.SOAK_CLASSES]
 
 
 def soak():
-    classes = [(soak_expr(e), name) for name, e in SOAK_CLASSES]
+    classes = soak_classes()
     # The verdict: 1 (FAIL) where any class is above 0, else 0 (PASS), for
     # every scraped node.
     any_failure = " or ".join(f"({e}) > 0" for e, _ in classes)
