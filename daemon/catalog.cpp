@@ -5,6 +5,7 @@
 
 #include "accelerator/accelerator_collector.hpp"
 #include "app.hpp"
+#include "interconnect/interconnect_collector.hpp"
 #include "pcie/pcie_collector.hpp"
 #include "storage/storage_collector.hpp"
 
@@ -14,6 +15,7 @@ std::span<const CollectorSpec> builtin_collectors() {
   static const std::vector<CollectorSpec> kCatalog = {
       accelerator_collector_spec(),
       pcie_collector_spec(),
+      interconnect_collector_spec(),
       storage_collector_spec(),
   };
   return kCatalog;
