@@ -150,9 +150,10 @@ TEST(DaemonTest, ReloadIsAllOrNothing) {
   EXPECT_EQ(interval(), 30);
 
   // Disabling a collector withdraws its series.
-  dir.write("nodewatch.toml",
-            "[collectors.storage]\nenabled = false\n[collectors.pcie]\nenabled = false\n"
-            "[collectors.accelerator]\nenabled = false\n");
+  dir.write(
+      "nodewatch.toml",
+      "[collectors.storage]\nenabled = false\n[collectors.pcie]\nenabled = false\n"
+      "[collectors.accelerator]\nenabled = false\n[collectors.interconnect]\nenabled = false\n");
   d.signal(SIGHUP);
   ASSERT_TRUE(d.wait_log("configuration reloaded; 0 collector"));
   auto body = Request(*port, "GET", "/metrics")->body;
