@@ -69,7 +69,7 @@ enum class PmaMetric {
   kExcessiveBufferOverrunErrors,
   kVl15Dropped,
   kCount,
-  kGeneric = kCount,  // nodewatch_interconnect_port_pma_counter_total{counter=...}
+  kGeneric = kCount,  // nodewatch_interconnect_port_pma_total{counter=...}
 };
 
 struct PmaFile {

@@ -22,7 +22,7 @@ constexpr std::string_view kPhysState = "nodewatch_interconnect_port_physical_st
 constexpr std::string_view kRate = "nodewatch_interconnect_port_rate_bytes_per_second";
 constexpr std::string_view kWidth = "nodewatch_interconnect_port_width";
 constexpr std::string_view kStateChanges = "nodewatch_interconnect_port_state_changes_total";
-constexpr std::string_view kPmaGeneric = "nodewatch_interconnect_port_pma_counter_total";
+constexpr std::string_view kPmaGeneric = "nodewatch_interconnect_port_pma_total";
 constexpr std::string_view kHwGeneric = "nodewatch_interconnect_hw_counter_total";
 
 struct CuratedMetric {
