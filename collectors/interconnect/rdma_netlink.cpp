@@ -7,6 +7,7 @@
 #include <rdma/rdma_netlink.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
