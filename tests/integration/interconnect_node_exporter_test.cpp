@@ -232,8 +232,8 @@ TEST(InterconnectCrossCheck, AgreesWithNodeExporterInfiniband) {
              {"node_infiniband_multicast_packets_received_total", "multicast_rcv_packets"},
              {"node_infiniband_multicast_packets_transmitted_total", "multicast_xmit_packets"}}) {
       std::optional<double> a = Get(theirs, t, dev, "1");
-      auto b = ours.find(std::string("nodewatch_interconnect_port_pma_total{device=\"") +
-                         dev + "\",port=\"1\",counter=\"" + c + "\"}");
+      auto b = ours.find(std::string("nodewatch_interconnect_port_pma_total{device=\"") + dev +
+                         "\",port=\"1\",counter=\"" + c + "\"}");
       ASSERT_TRUE(a) << t;
       ASSERT_NE(b, ours.end()) << c;
       EXPECT_EQ(*a, b->second) << t << " on " << dev;
