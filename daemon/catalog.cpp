@@ -6,6 +6,7 @@
 #include "accelerator/accelerator_collector.hpp"
 #include "app.hpp"
 #include "nic/nic_collector.hpp"
+#include "interconnect/interconnect_collector.hpp"
 #include "pcie/pcie_collector.hpp"
 #include "storage/storage_collector.hpp"
 #include "textfile/textfile_collector.hpp"
@@ -17,6 +18,7 @@ std::span<const CollectorSpec> builtin_collectors() {
       accelerator_collector_spec(),
       pcie_collector_spec(),
       nic_collector_spec(),
+      interconnect_collector_spec(),
       storage_collector_spec(),
       textfile_collector_spec(),
   };

@@ -1,0 +1,51 @@
+#pragma once
+// The interconnect collector: the fabric between nodes (InfiniBand and RoCE
+// ports, ib_ports.hpp) and, later, between accelerators (NVLink). Each
+// source is a part with its own declarations (a function returning
+// std::vector<MetricDesc>) and its own collect(); the collector's table is
+// their concatenation, so that a part is added without touching the others.
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "interconnect/ib_ports.hpp"
+#include "nodewatch/collector.hpp"
+
+namespace nodewatch {
+
+// The catalog entry: name "interconnect", on by default, on a thread of its
+// own (a PMA read is a firmware MAD, which a wedged HCA can hold for seconds).
+const CollectorSpec& interconnect_collector_spec();
+
+namespace interconnect {
+
+// [collectors.interconnect] keys.
+struct InterconnectOptions {
+  IbOptions ib;
+  bool netlink = true;  // RDMA netlink for hw_counters where the kernel has it
+  bool verbs = true;    // libibverbs async events where /dev/infiniband exists
+};
+
+// Reads the keys above through `r`; an invalid regular expression is
+// reported at its key, and its default kept.
+InterconnectOptions read_interconnect_options(OptionReader& r);
+
+// Every metric the collector can emit.
+const MetricTable& interconnect_metric_table();
+
+class InterconnectCollector final : public Collector {
+ public:
+  explicit InterconnectCollector(std::unique_ptr<IbPorts> ib);
+
+  const MetricTable& metrics() const override;
+  void collect(const CollectContext& ctx, MetricSink& out) override;
+
+  IbPorts& ib() { return *ib_; }
+
+ private:
+  std::unique_ptr<IbPorts> ib_;
+};
+
+}  // namespace interconnect
+}  // namespace nodewatch
