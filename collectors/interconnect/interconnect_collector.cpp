@@ -37,14 +37,17 @@ InterconnectOptions read_interconnect_options(OptionReader& r) {
   o.ib.devices_exclude = read_regex(r, "devices_exclude");
   o.netlink = r.get_bool("netlink", o.netlink);
   o.verbs = r.get_bool("verbs", o.verbs);
+  o.nvlink = r.get_bool("nvlink", o.nvlink);
+  o.nvml_library = r.get_string("nvml_library", o.nvml_library);
+  if (o.nvml_library.empty()) r.error("nvml_library", "must not be empty");
   return o;
 }
 
 const MetricTable& interconnect_metric_table() {
   static const MetricTable kTable = [] {
     std::vector<MetricDesc> descs;
-    // One list per part, concatenated (the NVLink part adds its own).
-    for (auto part : {&IbPorts::metric_descs}) {
+    // One list per part, concatenated.
+    for (auto part : {&IbPorts::metric_descs, &accelerator::nvlink_metric_descs}) {
       for (MetricDesc& d : part()) descs.push_back(std::move(d));
     }
     return MetricTable(std::move(descs));
@@ -52,7 +55,9 @@ const MetricTable& interconnect_metric_table() {
   return kTable;
 }
 
-InterconnectCollector::InterconnectCollector(std::unique_ptr<IbPorts> ib) : ib_(std::move(ib)) {}
+InterconnectCollector::InterconnectCollector(std::unique_ptr<IbPorts> ib,
+                                             std::unique_ptr<accelerator::NvlinkMetrics> nvlink)
+    : ib_(std::move(ib)), nvlink_(std::move(nvlink)) {}
 
 const MetricTable& InterconnectCollector::metrics() const {
   return interconnect_metric_table();
@@ -60,6 +65,8 @@ const MetricTable& InterconnectCollector::metrics() const {
 
 void InterconnectCollector::collect(const CollectContext& ctx, MetricSink& out) {
   ib_->collect(ctx, out);
+  // NVLink never throws: an unusable NVML is counted, the ports stay.
+  if (nvlink_ && !ctx.should_stop()) nvlink_->collect(ctx, out);
 }
 
 }  // namespace interconnect
@@ -70,7 +77,7 @@ const CollectorSpec& interconnect_collector_spec() {
     spec.name = "interconnect";
     spec.description =
         "InfiniBand and RoCE port state, rate, PMA and hw_counters, from sysfs, RDMA netlink and "
-        "libibverbs";
+        "libibverbs; NVLink links through NVML";
     spec.enabled_by_default = true;
     spec.own_thread = true;
     spec.default_interval = std::chrono::seconds(15);
@@ -86,8 +93,8 @@ const CollectorSpec& interconnect_collector_spec() {
       auto verbs =
           interconnect::make_verbs_source("libibverbs.so.1", o.verbs ? "/dev/infiniband" : "");
       return std::make_unique<interconnect::InterconnectCollector>(
-          std::make_unique<interconnect::IbPorts>(env.roots, o.ib, std::move(hw),
-                                                  std::move(verbs)));
+          std::make_unique<interconnect::IbPorts>(env.roots, o.ib, std::move(hw), std::move(verbs)),
+          o.nvlink ? accelerator::NvlinkMetrics::from_nvml(o.nvml_library) : nullptr);
     };
     return spec;
   }();

@@ -1,6 +1,7 @@
 #pragma once
 // The interconnect collector: the fabric between nodes (InfiniBand and RoCE
-// ports, ib_ports.hpp) and, later, between accelerators (NVLink). Each
+// ports, ib_ports.hpp) and between accelerators (NVLink, through the NVML
+// backend in its NVLink role: accelerator/nvlink_metrics.hpp). Each
 // source is a part with its own declarations (a function returning
 // std::vector<MetricDesc>) and its own collect(); the collector's table is
 // their concatenation, so that a part is added without touching the others.
@@ -9,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "accelerator/nvlink_metrics.hpp"
 #include "interconnect/ib_ports.hpp"
 #include "nodewatch/collector.hpp"
 
@@ -25,6 +27,8 @@ struct InterconnectOptions {
   IbOptions ib;
   bool netlink = true;  // RDMA netlink for hw_counters where the kernel has it
   bool verbs = true;    // libibverbs async events where /dev/infiniband exists
+  bool nvlink = true;   // NVLink links through NVML
+  std::string nvml_library = "libnvidia-ml.so.1";
 };
 
 // Reads the keys above through `r`; an invalid regular expression is
@@ -36,7 +40,9 @@ const MetricTable& interconnect_metric_table();
 
 class InterconnectCollector final : public Collector {
  public:
-  explicit InterconnectCollector(std::unique_ptr<IbPorts> ib);
+  // `nvlink` may be null (NVLink off).
+  explicit InterconnectCollector(std::unique_ptr<IbPorts> ib,
+                                 std::unique_ptr<accelerator::NvlinkMetrics> nvlink = nullptr);
 
   const MetricTable& metrics() const override;
   void collect(const CollectContext& ctx, MetricSink& out) override;
@@ -45,6 +51,7 @@ class InterconnectCollector final : public Collector {
 
  private:
   std::unique_ptr<IbPorts> ib_;
+  std::unique_ptr<accelerator::NvlinkMetrics> nvlink_;
 };
 
 }  // namespace interconnect

@@ -19,6 +19,8 @@
 #include "accelerator/accelerator_collector.hpp"
 #include "accelerator/nvlink_metrics.hpp"
 #include "accelerator/nvml_backend.hpp"
+#include "interconnect/interconnect_collector.hpp"
+#include "nodewatch/config.hpp"
 #include "support/collector_test.hpp"
 
 namespace nodewatch::accelerator {
@@ -297,6 +299,34 @@ TEST(NvlinkTest, RolesDoNotOverlap) {
   Hooks hooks(FAKE_NVML_LIBRARY);
   EXPECT_EQ(hooks.Calls("nvmlDeviceRegisterEvents"), 0u);
   EXPECT_EQ(hooks.Calls("nvmlDeviceGetTotalEccErrors"), 0u);
+}
+
+// The interconnect collector carries NVLink next to the fabric ports: both
+// from one collection, configured as an operator would.
+TEST(NvlinkTest, InterconnectCollectorCarriesNvlinkNextToThePorts) {
+  setenv("FAKE_NVML_SCENARIO", scenario("nvlink_hopper.scenario").c_str(), 1);
+  std::vector<CollectorSpec> catalog = {interconnect_collector_spec()};
+  ConfigResult cfg = parse_config(
+      std::string("[collectors.interconnect]\nnvml_library = \"") + FAKE_NVML_LIBRARY + "\"\n",
+      "t.toml", catalog);
+  ASSERT_TRUE(cfg.config) << cfg.errors.front().str();
+  Roots roots{nodewatch::testing::fixtures_dir() / "interconnect" / "sys", "/nonexistent"};
+  CollectorEnv env{roots, cfg.config->collectors[0].options.get()};
+  std::unique_ptr<Collector> c = catalog[0].create(env);
+  MetricSink sink(c->metrics());
+  nodewatch::testing::CollectOnce(*c, sink);
+  EXPECT_EQ(Get(sink, "nodewatch_accelerator_nvlink_links_active", {"3", uuid(3)}), 17);
+  EXPECT_NE(sink.render().find("nodewatch_interconnect_port_state{"), std::string::npos);
+
+  // nvlink = false: the ports only.
+  ConfigResult off = parse_config("[collectors.interconnect]\nnvlink = false\n", "t.toml", catalog);
+  ASSERT_TRUE(off.config);
+  CollectorEnv env_off{roots, off.config->collectors[0].options.get()};
+  std::unique_ptr<Collector> ports_only = catalog[0].create(env_off);
+  MetricSink s2(ports_only->metrics());
+  nodewatch::testing::CollectOnce(*ports_only, s2);
+  EXPECT_EQ(s2.render().find("nodewatch_nvlink_"), std::string::npos);
+  EXPECT_NE(s2.render().find("nodewatch_interconnect_port_state{"), std::string::npos);
 }
 
 }  // namespace
