@@ -50,6 +50,13 @@ std::vector<CollectorSpec> storage_catalog() {
   return {storage_collector_spec()};
 }
 
+StorageOptions device_options(std::string include, std::string exclude) {
+  StorageOptions o;
+  o.devices_include = std::move(include);
+  o.devices_exclude = std::move(exclude);
+  return o;
+}
+
 bool has_series(const MetricSink& sink, std::string_view name, const std::string& device) {
   double v = 0;
   return sink.get(name, {device}, &v);
@@ -291,6 +298,28 @@ TEST(StorageCollector, TableIsWellFormed) {
       "nodewatch_storage_device_info",
       "nodewatch_storage_queue_depth",
       "nodewatch_storage_logical_block_size_bytes",
+      // NFS client operations (issue 6's contract), then per mount.
+      "nodewatch_storage_nfs_operations_total",
+      "nodewatch_storage_nfs_transmissions_total",
+      "nodewatch_storage_nfs_major_timeouts_total",
+      "nodewatch_storage_nfs_errors_total",
+      "nodewatch_storage_nfs_sent_bytes_total",
+      "nodewatch_storage_nfs_received_bytes_total",
+      "nodewatch_storage_nfs_queue_seconds_total",
+      "nodewatch_storage_nfs_rtt_seconds_total",
+      "nodewatch_storage_nfs_execute_seconds_total",
+      "nodewatch_storage_nfs_transport_retransmits_total",
+      "nodewatch_storage_nfs_transport_sends_total",
+      "nodewatch_storage_nfs_transport_receives_total",
+      "nodewatch_storage_nfs_transport_bad_xids_total",
+      "nodewatch_storage_nfs_transport_connects_total",
+      "nodewatch_storage_nfs_mount_info",
+      // Active probes.
+      "nodewatch_storage_probe_duration_seconds",
+      "nodewatch_storage_probe_success",
+      "nodewatch_storage_probe_errors_total",
+      "nodewatch_storage_probe_stuck",
+      "nodewatch_storage_probe_last_success_timestamp_seconds",
   };
   EXPECT_EQ(c.metrics().descs().size(), std::size(expected));
   for (const char* name : expected) EXPECT_GE(c.metrics().find(name), 0) << name;
@@ -379,8 +408,13 @@ TEST(StorageCollector, ValuesFromTheFixture) {
   EXPECT_EQ(sink.errors().size(), 1u);
 
   // nvme0n1 20 + sda 20 (17 + info, depth, block size) + vda 18 + dm-0 19 + md0 13.
-  EXPECT_EQ(sink.sample_count(), 90u);
   std::string text = sink.render();
+  std::size_t block_samples = 0;
+  for (std::size_t pos = 0; (pos = text.find("\nnodewatch_storage_", pos)) != std::string::npos;
+       ++pos) {
+    block_samples += text.compare(pos + 1, 22, "nodewatch_storage_nfs_") != 0;
+  }
+  EXPECT_EQ(block_samples, 90u);
   EXPECT_NE(text.find("# TYPE nodewatch_storage_reads_completed_total counter"), std::string::npos);
   EXPECT_NE(text.find("# TYPE nodewatch_storage_io_in_progress gauge"), std::string::npos);
 }
@@ -411,7 +445,7 @@ TEST(StorageCollector, DefaultExcludeRegex) {
 
 TEST(StorageCollector, IncludeRegex) {
   StorageCollector c(fixture_roots(),
-                     StorageOptions{"^(nvme|sd)", std::string(kDefaultDevicesExclude)});
+                     device_options("^(nvme|sd)", std::string(kDefaultDevicesExclude)));
   MetricSink sink(c.metrics());
   CollectOnce(c, sink);
   EXPECT_TRUE(has_series(sink, "nodewatch_storage_reads_completed_total", "nvme0n1"));
@@ -422,7 +456,7 @@ TEST(StorageCollector, IncludeRegex) {
 }
 
 TEST(StorageCollector, EmptyExcludeExportsEverything) {
-  StorageCollector c(fixture_roots(), StorageOptions{"", ""});
+  StorageCollector c(fixture_roots(), device_options("", ""));
   MetricSink sink(c.metrics());
   CollectOnce(c, sink);
   for (const char* name :
@@ -435,7 +469,7 @@ TEST(StorageCollector, EmptyExcludeExportsEverything) {
 }
 
 TEST(StorageCollector, DeviceInfoFromSysfs) {
-  StorageCollector c(fixture_roots(), StorageOptions{"", ""});
+  StorageCollector c(fixture_roots(), device_options("", ""));
   MetricSink sink(c.metrics());
   CollectOnce(c, sink);
   const char* info = "nodewatch_storage_device_info";
@@ -457,7 +491,7 @@ TEST(StorageCollector, DeviceInfoFromSysfs) {
 }
 
 TEST(StorageCollector, InvalidRegexThrowsAtConstruction) {
-  EXPECT_THROW(StorageCollector(fixture_roots(), StorageOptions{"(", ""}), std::regex_error);
+  EXPECT_THROW(StorageCollector(fixture_roots(), device_options("(", "")), std::regex_error);
 }
 
 TEST(StorageCollector, MissingDiskstatsIsACollectError) {
