@@ -12,6 +12,7 @@
 #include <fstream>
 #include <limits>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -746,6 +747,65 @@ TEST(StorageConfig, CreateWithoutOptionsTable) {
   MetricSink sink(c->metrics());
   CollectOnce(*c, sink);
   EXPECT_TRUE(has_series(sink, "nodewatch_storage_reads_completed_total", "sda"));
+}
+
+// ---------------------------------------------------------------------------
+// Whole files, one per kernel layout (tests/fixtures/storage/diskstats, see
+// the README there): every line parses, with the layout of its kernel, and
+// every statistic equals the file's own field.
+
+void ExpectWholeFile(const std::string& name, std::size_t stat_count, std::size_t lines) {
+  SCOPED_TRACE(name);
+  std::ifstream in(nodewatch::testing::fixtures_dir() / "storage" / "diskstats" / name);
+  ASSERT_TRUE(in) << name;
+  std::string line;
+  std::size_t parsed = 0;
+  while (std::getline(in, line)) {
+    std::optional<DiskStatsLine> l = parse_diskstats_line(line);
+    ASSERT_TRUE(l) << line;
+    EXPECT_EQ(l->stat_count, stat_count) << line;
+    std::istringstream words(line);
+    std::uint64_t major = 0, minor = 0;
+    std::string dev;
+    words >> major >> minor >> dev;
+    EXPECT_EQ(l->major, major);
+    EXPECT_EQ(l->minor, minor);
+    EXPECT_EQ(l->name, dev);
+    for (std::size_t i = 0; i < stat_count; ++i) {
+      std::uint64_t v = 0;
+      ASSERT_TRUE(words >> v);
+      EXPECT_EQ(l->stats[i], v) << line << " statistic " << i + 1;
+    }
+    ++parsed;
+  }
+  EXPECT_EQ(parsed, lines);
+}
+
+TEST(DiskstatsFiles, Kernel4Has14Fields) {
+  ExpectWholeFile("linux-4.15.txt", kBaseStatCount, 11);
+}
+
+TEST(DiskstatsFiles, Kernel5Before5Point5Has18Fields) {
+  ExpectWholeFile("linux-5.4.txt", kDiscardStatCount, 7);
+}
+
+TEST(DiskstatsFiles, Kernel6Has20Fields) {
+  ExpectWholeFile("linux-6.18-vm.txt", kFlushStatCount, 10);
+}
+
+TEST(DiskstatsFiles, ThisMachinesKernel) {
+  // The running kernel's own file: 20 fields since 5.5.
+  std::ifstream in("/proc/diskstats");
+  if (!in) GTEST_SKIP() << "SKIPPED: no /proc/diskstats on this machine";
+  std::string line;
+  std::size_t parsed = 0;
+  while (std::getline(in, line)) {
+    std::optional<DiskStatsLine> l = parse_diskstats_line(line);
+    ASSERT_TRUE(l) << line;
+    EXPECT_GE(l->stat_count, kBaseStatCount);
+    ++parsed;
+  }
+  EXPECT_GT(parsed, 0u);
 }
 
 }  // namespace
