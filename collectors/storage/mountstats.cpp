@@ -57,8 +57,7 @@ std::string_view option_value(std::string_view opts, std::string_view key) {
     std::size_t comma = opts.find(',');
     std::string_view item = opts.substr(0, comma);
     opts.remove_prefix(comma == std::string_view::npos ? opts.size() : comma + 1);
-    if (item.size() > key.size() && item.substr(0, key.size()) == key &&
-        item[key.size()] == '=') {
+    if (item.size() > key.size() && item.substr(0, key.size()) == key && item[key.size()] == '=') {
       return item.substr(key.size() + 1);
     }
   }

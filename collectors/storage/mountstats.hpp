@@ -62,7 +62,7 @@ struct NfsOpStats {
 };
 
 struct NfsTransport {
-  std::string protocol;  // "tcp", "udp", "rdma"
+  std::string protocol;        // "tcp", "udp", "rdma"
   std::uint64_t connects = 0;  // 0 for udp, which does not connect
   std::uint64_t sends = 0;
   std::uint64_t receives = 0;

@@ -55,8 +55,7 @@ std::size_t round_up(std::size_t n, std::size_t to) {
 }
 
 double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 int retry_eintr_open(const char* path, int flags, mode_t mode = 0) {
@@ -185,7 +184,7 @@ class Runner {
   }
 
   int do_stat() {
-    struct stat st{};
+    struct stat st {};
     return ::stat(file_.c_str(), &st) == 0 ? 0 : errno;
   }
 
@@ -217,8 +216,10 @@ class Runner {
     int fd = -1;
     if (direct_) {
       fd = retry_eintr_open(file_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_DIRECT);
-      if (fd < 0 && errno == EINVAL) direct_ = false;  // the file system refuses O_DIRECT
-      else if (fd < 0) return errno;
+      if (fd < 0 && errno == EINVAL)
+        direct_ = false;  // the file system refuses O_DIRECT
+      else if (fd < 0)
+        return errno;
     }
     if (!direct_) {
       fd = retry_eintr_open(file_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -304,9 +305,9 @@ std::optional<ProbeOp> parse_probe_op(std::string_view name) {
 }
 
 const std::vector<double>& probe_buckets() {
-  static const std::vector<double> kBuckets = {
-      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-      0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30};
+  static const std::vector<double> kBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                               0.01,   0.025,   0.05,   0.1,   0.25,   0.5,
+                                               1,      2.5,     5,      10,    30};
   return kBuckets;
 }
 
@@ -333,9 +334,8 @@ Probe::Probe(ProbeConfig config, std::string file_name)
   for (ProbeOp op : config_.operations) {
     shared_->ops[static_cast<std::size_t>(op)].histogram.emplace(probe_buckets());
   }
-  thread_ = std::thread([runner = std::make_shared<Runner>(shared_, config_, file_path())] {
-    runner->run();
-  });
+  thread_ = std::thread(
+      [runner = std::make_shared<Runner>(shared_, config_, file_path())] { runner->run(); });
 }
 
 Probe::~Probe() {

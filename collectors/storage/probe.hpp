@@ -64,7 +64,7 @@ std::string errno_name(int err);
 inline constexpr std::size_t kMaxProbeSize = std::size_t{1} << 20;
 
 struct ProbeConfig {
-  std::string path;  // absolute directory
+  std::string path;                 // absolute directory
   std::vector<ProbeOp> operations;  // in the cycle's order, without duplicates
   std::chrono::milliseconds interval{10000};
   std::chrono::milliseconds timeout{5000};
@@ -75,7 +75,7 @@ struct ProbeOpState {
   bool observed = false;  // at least one attempt finished
   bool success = false;   // the last attempt
   double last_success_unix = 0;
-  std::optional<Histogram> histogram;  // configured operations only
+  std::optional<Histogram> histogram;           // configured operations only
   std::map<std::string, std::uint64_t> errors;  // by errno name
 };
 

@@ -104,10 +104,10 @@ struct NfsOpMetric {
 constexpr std::array<NfsOpMetric, 8> kNfsOpMetrics = {{
     {&NfsOpStats::operations, Conversion::kNone, "nodewatch_storage_nfs_operations_total", "",
      "NFS operations of this type completed by the client (mountstats per-op field 1)."},
-    {&NfsOpStats::transmissions, Conversion::kNone, "nodewatch_storage_nfs_transmissions_total",
-     "", "RPC transmissions of this operation, retransmissions included (field 2)."},
-    {&NfsOpStats::major_timeouts, Conversion::kNone,
-     "nodewatch_storage_nfs_major_timeouts_total", "",
+    {&NfsOpStats::transmissions, Conversion::kNone, "nodewatch_storage_nfs_transmissions_total", "",
+     "RPC transmissions of this operation, retransmissions included (field 2)."},
+    {&NfsOpStats::major_timeouts, Conversion::kNone, "nodewatch_storage_nfs_major_timeouts_total",
+     "",
      "Major timeouts of this operation: the server did not answer within retrans tries (field 3)."},
     {&NfsOpStats::sent_bytes, Conversion::kNone, "nodewatch_storage_nfs_sent_bytes_total", "bytes",
      "Bytes sent for this operation, RPC headers included (field 4)."},
@@ -184,22 +184,18 @@ const MetricTable& storage_metric_table() {
       descs.push_back(MetricDesc{std::string(m.name), MetricType::kCounter, std::string(m.unit),
                                  std::string(m.help), op_labels});
     }
-    descs.push_back(MetricDesc{std::string(kNfsErrors),
-                               MetricType::kCounter,
-                               "",
+    descs.push_back(MetricDesc{std::string(kNfsErrors), MetricType::kCounter, "",
                                "Operations of this type that ended in an error (per-op field 9, "
                                "Linux 5.3+; absent on older kernels).",
                                op_labels});
     const std::vector<std::string> mount_labels = {"mountpoint", "export"};
-    descs.push_back(MetricDesc{std::string(kNfsRetransmits),
-                               MetricType::kCounter,
-                               "",
+    descs.push_back(MetricDesc{std::string(kNfsRetransmits), MetricType::kCounter, "",
                                "RPC retransmissions on the mount: transmissions minus operations, "
                                "summed over every operation type.",
                                mount_labels});
     for (const NfsTransportMetric& m : kNfsTransportMetrics) {
-      descs.push_back(MetricDesc{
-          std::string(m.name), MetricType::kCounter, "", std::string(m.help), mount_labels});
+      descs.push_back(MetricDesc{std::string(m.name), MetricType::kCounter, "", std::string(m.help),
+                                 mount_labels});
     }
     descs.push_back(MetricDesc{std::string(kNfsMountInfo),
                                MetricType::kGauge,
@@ -347,7 +343,7 @@ std::optional<int> check_directory(const std::string& path, std::chrono::millise
   auto result = std::make_shared<std::promise<int>>();
   std::future<int> done = result->get_future();
   std::thread([path, result] {
-    struct stat st{};
+    struct stat st {};
     int err = ::stat(path.c_str(), &st) == 0 ? (S_ISDIR(st.st_mode) ? 0 : ENOTDIR) : errno;
     result->set_value(err);
   }).detach();
@@ -388,8 +384,8 @@ std::optional<ProbeConfig> read_probe(OptionReader& p, bool check_paths,
   for (const std::string& name : names) {
     std::optional<ProbeOp> op = parse_probe_op(name);
     if (!op) {
-      p.error("operations", who + "unknown operation \"" + name +
-                                "\" (known: stat, write, fsync, read)");
+      p.error("operations",
+              who + "unknown operation \"" + name + "\" (known: stat, write, fsync, read)");
       ok = false;
     } else {
       ops.insert(*op);
@@ -434,8 +430,9 @@ StorageOptions read_storage_options(OptionReader& r, bool check_paths) {
   std::filesystem::path rel(mountstats);
   bool escapes = std::any_of(rel.begin(), rel.end(), [](const auto& part) { return part == ".."; });
   if (mountstats.empty() || rel.is_absolute() || escapes) {
-    r.error("mountstats", "must be a path relative to the procfs root, such as "
-                          "\"self/mountstats\" or \"1/mountstats\"");
+    r.error("mountstats",
+            "must be a path relative to the procfs root, such as "
+            "\"self/mountstats\" or \"1/mountstats\"");
   } else {
     out.mountstats = mountstats;
   }
@@ -491,7 +488,8 @@ void StorageCollector::collect_nfs(MetricSink& out) {
       }
       mountstats_buffer_.resize(mountstats_buffer_.size() * 2);
     }
-    ssize_t n = ::read(fd.get(), mountstats_buffer_.data() + used, mountstats_buffer_.size() - used);
+    ssize_t n =
+        ::read(fd.get(), mountstats_buffer_.data() + used, mountstats_buffer_.size() - used);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       out.error("mountstats_read_error");
@@ -512,8 +510,8 @@ void StorageCollector::collect_nfs(MetricSink& out) {
     std::string export_name = attribute_label(m.export_name);
     if (!seen.insert(mountpoint).second) continue;
     out.add(kNfsMountInfo,
-            {mountpoint, export_name, attribute_label(m.server), attribute_label(m.transport.protocol),
-             attribute_label(m.version)},
+            {mountpoint, export_name, attribute_label(m.server),
+             attribute_label(m.transport.protocol), attribute_label(m.version)},
             1.0);
     std::uint64_t retransmits = 0;
     for (const NfsOpStats& op : m.ops) {

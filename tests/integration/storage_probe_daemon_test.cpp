@@ -95,11 +95,9 @@ TEST(StorageProbeDaemon, HungProbeIsReportedStuckWithoutHurtingAnythingElse) {
   auto port = d.port();
   ASSERT_TRUE(port) << d.log();
   const std::string p = "{path=\"" + data.string() + "\"";
-  const std::string read_success =
-      "nodewatch_storage_probe_success" + p + ",operation=\"read\"}";
+  const std::string read_success = "nodewatch_storage_probe_success" + p + ",operation=\"read\"}";
   const std::string stuck = "nodewatch_storage_probe_stuck" + p + "}";
-  ASSERT_TRUE(eventually([&] { return scrape_value(*port, read_success) == 1.0; }, 10s))
-      << d.log();
+  ASSERT_TRUE(eventually([&] { return scrape_value(*port, read_success) == 1.0; }, 10s)) << d.log();
   EXPECT_EQ(scrape_value(*port, stuck), 0.0);
 
   // The probe file becomes a FIFO with no writer: the next read's open() blocks.
@@ -155,8 +153,7 @@ TEST(StorageProbeDaemon, HungProbeIsReportedStuckWithoutHurtingAnythingElse) {
   std::filesystem::remove(file);
   ::close(writer);
   ASSERT_TRUE(eventually([&] { return scrape_value(*port, stuck) == 0.0; }, 5s)) << d.log();
-  ASSERT_TRUE(eventually([&] { return scrape_value(*port, read_success) == 1.0; }, 5s))
-      << d.log();
+  ASSERT_TRUE(eventually([&] { return scrape_value(*port, read_success) == 1.0; }, 5s)) << d.log();
   EXPECT_TRUE(std::filesystem::is_regular_file(file));
 
   // Hung again, then SIGTERM: the daemon exits within 5 s all the same.
@@ -168,9 +165,9 @@ TEST(StorageProbeDaemon, HungProbeIsReportedStuckWithoutHurtingAnythingElse) {
   auto rc = d.wait(5s);
   ASSERT_TRUE(rc) << "still running 5 s after SIGTERM with a probe blocked\n" << d.log();
   EXPECT_EQ(*rc, 0) << d.log();
-  std::printf("exit after SIGTERM with a blocked probe: %.0f ms\n",
-              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                  .count());
+  std::printf(
+      "exit after SIGTERM with a blocked probe: %.0f ms\n",
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
 }
 
 // ---------------------------------------------------------------------------
@@ -438,8 +435,8 @@ TEST(NodeExporterAgreement, DiskstatsAndMountstats) {
     std::string base = "{export=\"" + export_name + "\",mountaddr=\"192.0.2.1\"";
     for (const std::string& op : storage::kDefaultNfsOperations) {
       for (const Pair& p : ops) {
-        std::string key = std::string("node_mountstats_nfs_") + p.theirs + base +
-                          ",operation=\"" + op + "\",protocol=\"tcp\"}";
+        std::string key = std::string("node_mountstats_nfs_") + p.theirs + base + ",operation=\"" +
+                          op + "\",protocol=\"tcp\"}";
         double ours = 0;
         bool have_ours = sink.get(std::string("nodewatch_storage_nfs_") + p.ours,
                                   {mountpoint, export_name, op}, &ours);
@@ -461,8 +458,8 @@ TEST(NodeExporterAgreement, DiskstatsAndMountstats) {
       ++nfs_compared;
     }
   }
-  std::printf("mountstats: %zu values of %zu NFS mounts agree with node_exporter\n",
-              nfs_compared, nfs_mounts.size());
+  std::printf("mountstats: %zu values of %zu NFS mounts agree with node_exporter\n", nfs_compared,
+              nfs_mounts.size());
   EXPECT_GE(nfs_compared, 100u);
 }
 

@@ -211,7 +211,7 @@ TEST(MountstatsParse, MalformedBlockDoesNotHideTheOthers) {
                      "device srv:/c mounted on /mnt/c with fstype nfs statvers=1.1\n"
                      "\txprt:\ttcp 1 2 3\n"  // too few for tcp 1.1
                      "\tper-op statistics\n\n" +
-                     "device srv:/d mounted at /mnt/d\n" +  // not a header
+                     "device srv:/d mounted at /mnt/d\n" +                  // not a header
                      "device srv:/e mounted on /mnt/e with fstype nfs\n" +  // no statvers
                      with_mountpoint("/mnt/f");
   MountstatsResult r = parse_mountstats(text);
@@ -297,12 +297,10 @@ TEST(StorageNfs, ValuesFromTheFixture) {
                    read[7] / 1000.0);
   std::vector<std::uint64_t> lookup = raw_numbers(text, "LOOKUP:", "/mnt/datasets");
   EXPECT_EQ(Value(sink, "nodewatch_storage_nfs_errors_total", {ds, dsx, "LOOKUP"}), lookup[8]);
+  EXPECT_EQ(Value(sink, "nodewatch_storage_nfs_mount_info", {ds, dsx, "10.20.0.5", "tcp", "3"}), 1);
   EXPECT_EQ(Value(sink, "nodewatch_storage_nfs_mount_info",
-                  {ds, dsx, "10.20.0.5", "tcp", "3"}),
-            1);
-  EXPECT_EQ(Value(sink, "nodewatch_storage_nfs_mount_info",
-                  {"/mnt/checkpoints", "fs01.cluster.example:/checkpoints",
-                   "fs01.cluster.example", "tcp", "4.1"}),
+                  {"/mnt/checkpoints", "fs01.cluster.example:/checkpoints", "fs01.cluster.example",
+                   "tcp", "4.1"}),
             1);
   EXPECT_EQ(Value(sink, "nodewatch_storage_nfs_mount_info",
                   {"/mnt/scratch", "192.168.100.2:/scratch", "192.168.100.2", "rdma", "3"}),
@@ -312,10 +310,10 @@ TEST(StorageNfs, ValuesFromTheFixture) {
             1);
   // Statvers 1.0 op lines have no error count: no errors series.
   double v = 0;
-  EXPECT_FALSE(sink.get("nodewatch_storage_nfs_errors_total", {"/home", "filer:/vol/home", "READ"},
-                        &v));
-  EXPECT_TRUE(sink.get("nodewatch_storage_nfs_operations_total",
-                       {"/home", "filer:/vol/home", "READ"}, &v));
+  EXPECT_FALSE(
+      sink.get("nodewatch_storage_nfs_errors_total", {"/home", "filer:/vol/home", "READ"}, &v));
+  EXPECT_TRUE(
+      sink.get("nodewatch_storage_nfs_operations_total", {"/home", "filer:/vol/home", "READ"}, &v));
   // Not in the default op set.
   EXPECT_FALSE(sink.get("nodewatch_storage_nfs_operations_total",
                         {"/mnt/checkpoints", "fs01.cluster.example:/checkpoints", "CLOSE"}, &v));

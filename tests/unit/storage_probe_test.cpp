@@ -143,15 +143,15 @@ TEST(Probe, EveryOperationOnARealDirectory) {
   MetricSink sink(c.metrics());
   CollectOnce(c, sink);
   const std::string path = dir.path().string();
-  double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-                   .count();
+  double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   EXPECT_EQ(Value(sink, "nodewatch_storage_probe_stuck", {path}), 0);
   for (const char* op : {"stat", "write", "fsync", "read"}) {
     SCOPED_TRACE(op);
     const Histogram* h = sink.get_histogram("nodewatch_storage_probe_duration_seconds", {path, op});
     ASSERT_NE(h, nullptr);
     EXPECT_GE(h->count(), 3u);
-    EXPECT_GT(h->sum(), 0.0);       // real time was spent
+    EXPECT_GT(h->sum(), 0.0);               // real time was spent
     EXPECT_LT(h->sum() / h->count(), 0.1);  // and on a local disk, well under 100 ms each
     EXPECT_EQ(Value(sink, "nodewatch_storage_probe_success", {path, op}), 1);
     double last = Value(sink, "nodewatch_storage_probe_last_success_timestamp_seconds", {path, op});
@@ -159,15 +159,15 @@ TEST(Probe, EveryOperationOnARealDirectory) {
     EXPECT_GT(last, now - 10);
   }
   // Created once with `size` bytes, rewritten in place: the only file there.
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(file.c_str(), &st), 0);
   EXPECT_EQ(st.st_size, 6000);
   ino_t inode = st.st_ino;
   std::size_t entries = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++entries;
   EXPECT_EQ(entries, 1u);
-  std::uint64_t before = probe.snapshot().ops[static_cast<std::size_t>(ProbeOp::kWrite)]
-                             .histogram->count();
+  std::uint64_t before =
+      probe.snapshot().ops[static_cast<std::size_t>(ProbeOp::kWrite)].histogram->count();
   ASSERT_TRUE(eventually([&] {
     return probe.snapshot().ops[static_cast<std::size_t>(ProbeOp::kWrite)].histogram->count() >
            before + 1;
@@ -234,8 +234,7 @@ TEST(Probe, CollectorWithProbesIsDestroyedPromptly) {
   pc.timeout = 1s;
   o.probes = {pc};
   auto c = std::make_unique<StorageCollector>(fixture_roots(), o, "h");
-  ASSERT_TRUE(eventually(
-      [&] { return c->probes()[0]->snapshot().ops[0].observed; }));
+  ASSERT_TRUE(eventually([&] { return c->probes()[0]->snapshot().ops[0].observed; }));
   auto t0 = std::chrono::steady_clock::now();
   c.reset();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 100ms);
