@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "storage/mountstats.hpp"
 #include "storage/storage_collector.hpp"
 
 namespace nodewatch {
@@ -91,6 +92,15 @@ void BM_Nfs20Mounts_ReadFileOnly(benchmark::State& state) {
   state.counters["bytes"] = static_cast<double>(bytes);
 }
 BENCHMARK(BM_Nfs20Mounts_ReadFileOnly)->Unit(benchmark::kMicrosecond);
+
+void BM_Nfs20Mounts_ParseOnly(benchmark::State& state) {
+  std::string text = read_text(Tree().root / "self" / "mountstats");
+  for (auto _ : state) {
+    storage::MountstatsResult r = storage::parse_mountstats(text);
+    benchmark::DoNotOptimize(r.mounts.data());
+  }
+}
+BENCHMARK(BM_Nfs20Mounts_ParseOnly)->Unit(benchmark::kMicrosecond);
 
 void BM_Nfs20Mounts_CollectParseEmitRender(benchmark::State& state) {
   storage::StorageCollector c(Roots{kFixtures / "sys", Tree().root}, storage::StorageOptions{});

@@ -313,7 +313,9 @@ const std::vector<double>& probe_buckets() {
 
 std::string errno_name(int err) {
   if (const char* name = ::strerrorname_np(err)) return name;
-  return "E" + std::to_string(err);
+  std::string out = "E";  // appended, not "E" + ...: GCC 12's -Wrestrict false positive at -O3
+  out += std::to_string(err);
+  return out;
 }
 
 std::string probe_file_name(std::string_view hostname) {

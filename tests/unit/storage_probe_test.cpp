@@ -3,6 +3,7 @@
 // of this machine (every operation, real latencies in the histogram, the
 // probe file created once, rewritten in place, never grown).
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -222,6 +223,41 @@ TEST(Probe, FileRemovedUnderItIsCreatedAgain) {
     return std::filesystem::exists(p.file_path()) &&
            p.snapshot().ops[static_cast<std::size_t>(ProbeOp::kStat)].success;
   }));
+}
+
+TEST(Probe, StuckWhileBlockedThenRecoversByItself) {
+  TempDir dir;
+  StorageOptions o;
+  ProbeConfig pc;
+  pc.path = dir.path().string();
+  pc.operations = {ProbeOp::kRead};
+  pc.interval = 100ms;
+  pc.timeout = 50ms;
+  o.probes = {pc};
+  StorageCollector c(fixture_roots(), o, "h");
+  const Probe& p = *c.probes()[0];
+  auto read_state = [&] { return p.snapshot().ops[static_cast<std::size_t>(ProbeOp::kRead)]; };
+  ASSERT_TRUE(eventually([&] { return read_state().success; }));
+  // A FIFO with no writer in place of the file: the next open() blocks.
+  std::filesystem::remove(p.file_path());
+  ASSERT_EQ(::mkfifo(p.file_path().c_str(), 0644), 0);
+  ASSERT_TRUE(eventually([&] { return p.snapshot().stuck; }));
+  std::uint64_t attempts = read_state().histogram->count();
+  std::this_thread::sleep_for(300ms);  // three intervals: no second operation started
+  EXPECT_TRUE(p.snapshot().stuck);
+  EXPECT_EQ(read_state().histogram->count(), attempts);
+  MetricSink sink(c.metrics());
+  CollectOnce(c, sink);  // does not wait on the blocked thread
+  EXPECT_EQ(Value(sink, "nodewatch_storage_probe_stuck", {pc.path}), 1);
+  int writer = ::open(p.file_path().c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(writer, 0);
+  std::filesystem::remove(p.file_path());
+  ::close(writer);
+  ASSERT_TRUE(eventually([&] { return !p.snapshot().stuck && read_state().success; }));
+  // The blocked call was observed (longer than the timeout: ETIMEDOUT or the
+  // open's own error), and the file was made again.
+  EXPECT_GT(read_state().histogram->count(), attempts);
+  EXPECT_TRUE(std::filesystem::is_regular_file(p.file_path()));
 }
 
 TEST(Probe, CollectorWithProbesIsDestroyedPromptly) {
