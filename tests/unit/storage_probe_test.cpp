@@ -212,7 +212,8 @@ TEST(Probe, FileRemovedUnderItIsCreatedAgain) {
   StorageCollector c(fixture_roots(), o, "h");
   const Probe& p = *c.probes()[0];
   auto stat_errors = [&] {
-    const auto& e = p.snapshot().ops[static_cast<std::size_t>(ProbeOp::kStat)].errors;
+    ProbeSnapshot snap = p.snapshot();
+    const auto& e = snap.ops[static_cast<std::size_t>(ProbeOp::kStat)].errors;
     auto it = e.find("ENOENT");
     return it == e.end() ? 0u : it->second;
   };
