@@ -12,6 +12,7 @@
 #include <fstream>
 #include <limits>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,13 @@ Roots fixture_roots() {
 
 std::vector<CollectorSpec> storage_catalog() {
   return {storage_collector_spec()};
+}
+
+StorageOptions device_options(std::string include, std::string exclude) {
+  StorageOptions o;
+  o.devices_include = std::move(include);
+  o.devices_exclude = std::move(exclude);
+  return o;
 }
 
 bool has_series(const MetricSink& sink, std::string_view name, const std::string& device) {
@@ -291,6 +299,28 @@ TEST(StorageCollector, TableIsWellFormed) {
       "nodewatch_storage_device_info",
       "nodewatch_storage_queue_depth",
       "nodewatch_storage_logical_block_size_bytes",
+      // NFS client operations (issue 6's contract), then per mount.
+      "nodewatch_storage_nfs_operations_total",
+      "nodewatch_storage_nfs_transmissions_total",
+      "nodewatch_storage_nfs_major_timeouts_total",
+      "nodewatch_storage_nfs_errors_total",
+      "nodewatch_storage_nfs_sent_bytes_total",
+      "nodewatch_storage_nfs_received_bytes_total",
+      "nodewatch_storage_nfs_queue_seconds_total",
+      "nodewatch_storage_nfs_rtt_seconds_total",
+      "nodewatch_storage_nfs_execute_seconds_total",
+      "nodewatch_storage_nfs_transport_retransmits_total",
+      "nodewatch_storage_nfs_transport_sends_total",
+      "nodewatch_storage_nfs_transport_receives_total",
+      "nodewatch_storage_nfs_transport_bad_xids_total",
+      "nodewatch_storage_nfs_transport_connects_total",
+      "nodewatch_storage_nfs_mount_info",
+      // Active probes.
+      "nodewatch_storage_probe_duration_seconds",
+      "nodewatch_storage_probe_success",
+      "nodewatch_storage_probe_errors_total",
+      "nodewatch_storage_probe_stuck",
+      "nodewatch_storage_probe_last_success_timestamp_seconds",
   };
   EXPECT_EQ(c.metrics().descs().size(), std::size(expected));
   for (const char* name : expected) EXPECT_GE(c.metrics().find(name), 0) << name;
@@ -379,8 +409,13 @@ TEST(StorageCollector, ValuesFromTheFixture) {
   EXPECT_EQ(sink.errors().size(), 1u);
 
   // nvme0n1 20 + sda 20 (17 + info, depth, block size) + vda 18 + dm-0 19 + md0 13.
-  EXPECT_EQ(sink.sample_count(), 90u);
   std::string text = sink.render();
+  std::size_t block_samples = 0;
+  for (std::size_t pos = 0; (pos = text.find("\nnodewatch_storage_", pos)) != std::string::npos;
+       ++pos) {
+    block_samples += text.compare(pos + 1, 22, "nodewatch_storage_nfs_") != 0;
+  }
+  EXPECT_EQ(block_samples, 90u);
   EXPECT_NE(text.find("# TYPE nodewatch_storage_reads_completed_total counter"), std::string::npos);
   EXPECT_NE(text.find("# TYPE nodewatch_storage_io_in_progress gauge"), std::string::npos);
 }
@@ -411,7 +446,7 @@ TEST(StorageCollector, DefaultExcludeRegex) {
 
 TEST(StorageCollector, IncludeRegex) {
   StorageCollector c(fixture_roots(),
-                     StorageOptions{"^(nvme|sd)", std::string(kDefaultDevicesExclude)});
+                     device_options("^(nvme|sd)", std::string(kDefaultDevicesExclude)));
   MetricSink sink(c.metrics());
   CollectOnce(c, sink);
   EXPECT_TRUE(has_series(sink, "nodewatch_storage_reads_completed_total", "nvme0n1"));
@@ -422,7 +457,7 @@ TEST(StorageCollector, IncludeRegex) {
 }
 
 TEST(StorageCollector, EmptyExcludeExportsEverything) {
-  StorageCollector c(fixture_roots(), StorageOptions{"", ""});
+  StorageCollector c(fixture_roots(), device_options("", ""));
   MetricSink sink(c.metrics());
   CollectOnce(c, sink);
   for (const char* name :
@@ -435,7 +470,7 @@ TEST(StorageCollector, EmptyExcludeExportsEverything) {
 }
 
 TEST(StorageCollector, DeviceInfoFromSysfs) {
-  StorageCollector c(fixture_roots(), StorageOptions{"", ""});
+  StorageCollector c(fixture_roots(), device_options("", ""));
   MetricSink sink(c.metrics());
   CollectOnce(c, sink);
   const char* info = "nodewatch_storage_device_info";
@@ -457,7 +492,7 @@ TEST(StorageCollector, DeviceInfoFromSysfs) {
 }
 
 TEST(StorageCollector, InvalidRegexThrowsAtConstruction) {
-  EXPECT_THROW(StorageCollector(fixture_roots(), StorageOptions{"(", ""}), std::regex_error);
+  EXPECT_THROW(StorageCollector(fixture_roots(), device_options("(", "")), std::regex_error);
 }
 
 TEST(StorageCollector, MissingDiskstatsIsACollectError) {
@@ -712,6 +747,65 @@ TEST(StorageConfig, CreateWithoutOptionsTable) {
   MetricSink sink(c->metrics());
   CollectOnce(*c, sink);
   EXPECT_TRUE(has_series(sink, "nodewatch_storage_reads_completed_total", "sda"));
+}
+
+// ---------------------------------------------------------------------------
+// Whole files, one per kernel layout (tests/fixtures/storage/diskstats, see
+// the README there): every line parses, with the layout of its kernel, and
+// every statistic equals the file's own field.
+
+void ExpectWholeFile(const std::string& name, std::size_t stat_count, std::size_t lines) {
+  SCOPED_TRACE(name);
+  std::ifstream in(nodewatch::testing::fixtures_dir() / "storage" / "diskstats" / name);
+  ASSERT_TRUE(in) << name;
+  std::string line;
+  std::size_t parsed = 0;
+  while (std::getline(in, line)) {
+    std::optional<DiskStatsLine> l = parse_diskstats_line(line);
+    ASSERT_TRUE(l) << line;
+    EXPECT_EQ(l->stat_count, stat_count) << line;
+    std::istringstream words(line);
+    std::uint64_t major = 0, minor = 0;
+    std::string dev;
+    words >> major >> minor >> dev;
+    EXPECT_EQ(l->major, major);
+    EXPECT_EQ(l->minor, minor);
+    EXPECT_EQ(l->name, dev);
+    for (std::size_t i = 0; i < stat_count; ++i) {
+      std::uint64_t v = 0;
+      ASSERT_TRUE(words >> v);
+      EXPECT_EQ(l->stats[i], v) << line << " statistic " << i + 1;
+    }
+    ++parsed;
+  }
+  EXPECT_EQ(parsed, lines);
+}
+
+TEST(DiskstatsFiles, Kernel4Has14Fields) {
+  ExpectWholeFile("linux-4.15.txt", kBaseStatCount, 11);
+}
+
+TEST(DiskstatsFiles, Kernel5Before5Point5Has18Fields) {
+  ExpectWholeFile("linux-5.4.txt", kDiscardStatCount, 7);
+}
+
+TEST(DiskstatsFiles, Kernel6Has20Fields) {
+  ExpectWholeFile("linux-6.18-vm.txt", kFlushStatCount, 10);
+}
+
+TEST(DiskstatsFiles, ThisMachinesKernel) {
+  // The running kernel's own file: 20 fields since 5.5.
+  std::ifstream in("/proc/diskstats");
+  if (!in) GTEST_SKIP() << "SKIPPED: no /proc/diskstats on this machine";
+  std::string line;
+  std::size_t parsed = 0;
+  while (std::getline(in, line)) {
+    std::optional<DiskStatsLine> l = parse_diskstats_line(line);
+    ASSERT_TRUE(l) << line;
+    EXPECT_GE(l->stat_count, kBaseStatCount);
+    ++parsed;
+  }
+  EXPECT_GT(parsed, 0u);
 }
 
 }  // namespace

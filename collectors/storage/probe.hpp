@@ -1,0 +1,120 @@
+#pragma once
+// Active latency probes of the storage collector: each configured directory
+// gets a thread of its own that times real file-system operations on a
+// small file of its own, every `interval`.
+//
+// The probe file is <path>/.nodewatch-probe-<hostname>: probes from many
+// nodes on one shared file system never collide. It is created once with
+// `size` bytes and afterwards rewritten in place at offset 0 (it never grows
+// past `size`); nothing else under the path is touched. One cycle runs the
+// configured operations in this order:
+//   stat   stat() of the probe file (a LOOKUP/GETATTR on NFS);
+//   write  open(O_WRONLY) and pwrite() of `size` bytes at offset 0 (and
+//          close(), unless fsync is probed too);
+//   fsync  fsync() of the written file, then close() (an open of its own
+//          when write is not probed);
+//   read   open(O_RDONLY | O_DIRECT), pread() of the file, close(). Where the
+//          file system refuses O_DIRECT (EINVAL, e.g. tmpfs) the file is
+//          opened normally and posix_fadvise(DONTNEED) drops its cached
+//          pages first, so that the read still goes to the storage where
+//          the file system allows it.
+// Creating the file is not timed; its failures are counted under the
+// operation "create" and the cycle's other operations are skipped.
+//
+// The thread never holds the state's mutex while it is in the file system:
+// snapshot() never blocks on a hung mount. While an operation has been in
+// the file system longer than `timeout`, snapshot().stuck is true; the
+// thread cannot start another one until the kernel returns, and recovers by
+// itself when it does. An operation that returns after `timeout` counts as a
+// failure with errno "ETIMEDOUT" (its duration is still observed).
+//
+// Destruction asks the thread to stop and waits at most a short grace
+// period: a thread still blocked in the kernel is detached (it owns its
+// state through a shared_ptr and exits when the kernel lets it go).
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "nodewatch/metric.hpp"
+
+namespace nodewatch::storage {
+
+enum class ProbeOp : std::size_t { kStat = 0, kWrite, kFsync, kRead, kCreate, kCount };
+inline constexpr std::size_t kProbeOpCount = static_cast<std::size_t>(ProbeOp::kCount);
+
+// "stat", "write", "fsync", "read", "create".
+std::string_view probe_op_name(ProbeOp op);
+// The configurable operations ("create" is not one); nullopt when unknown.
+std::optional<ProbeOp> parse_probe_op(std::string_view name);
+
+// Histogram upper bounds, 100 us to 30 s in 1-2.5-5 steps.
+const std::vector<double>& probe_buckets();
+
+// The symbolic name of an errno value ("ENOSPC"), or "E<number>".
+std::string errno_name(int err);
+
+inline constexpr std::size_t kMaxProbeSize = std::size_t{1} << 20;
+
+struct ProbeConfig {
+  std::string path;                 // absolute directory
+  std::vector<ProbeOp> operations;  // in the cycle's order, without duplicates
+  std::chrono::milliseconds interval{10000};
+  std::chrono::milliseconds timeout{5000};
+  std::size_t size = 4096;
+};
+
+struct ProbeOpState {
+  bool observed = false;  // at least one attempt finished
+  bool success = false;   // the last attempt
+  double last_success_unix = 0;
+  std::optional<Histogram> histogram;           // configured operations only
+  std::map<std::string, std::uint64_t> errors;  // by errno name
+};
+
+struct ProbeSnapshot {
+  bool stuck = false;
+  std::array<ProbeOpState, kProbeOpCount> ops;
+};
+
+class Probe {
+ public:
+  // Starts the thread. `file_name` is the probe file's name under the path.
+  Probe(ProbeConfig config, std::string file_name);
+  ~Probe();
+  Probe(const Probe&) = delete;
+  Probe& operator=(const Probe&) = delete;
+
+  const ProbeConfig& config() const { return config_; }
+  std::string file_path() const;
+
+  // A copy of the state, taken under the mutex (never waits on the file system).
+  ProbeSnapshot snapshot() const;
+
+  // Asks the thread to stop, without waiting.
+  void request_stop();
+  // Waits until `deadline` for the thread to end; joins it if it did and
+  // detaches it otherwise. Returns true when it ended.
+  bool finish(std::chrono::steady_clock::time_point deadline);
+
+  struct Shared;
+
+ private:
+  ProbeConfig config_;
+  std::string file_name_;
+  std::shared_ptr<Shared> shared_;
+  std::thread thread_;
+};
+
+// The probe file name for this host: ".nodewatch-probe-<hostname>", with
+// characters other than [A-Za-z0-9._-] replaced by '_'.
+std::string probe_file_name(std::string_view hostname);
+
+}  // namespace nodewatch::storage

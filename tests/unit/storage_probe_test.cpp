@@ -1,0 +1,281 @@
+// Tests of the storage collector's active probes: configuration validation
+// (each error names the probe and its key), and a probe of a real directory
+// of this machine (every operation, real latencies in the histogram, the
+// probe file created once, rewritten in place, never grown).
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>  // before support/collector_test.hpp
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nodewatch/config.hpp"
+#include "storage/probe.hpp"
+#include "storage/storage_collector.hpp"
+#include "support/collector_test.hpp"
+#include "support/daemon_process.hpp"
+
+namespace nodewatch::storage {
+namespace {
+
+using namespace std::chrono_literals;
+using nodewatch::testing::CollectOnce;
+using nodewatch::testing::TempDir;
+using nodewatch::testing::Value;
+
+Roots fixture_roots() {
+  std::filesystem::path base = nodewatch::testing::fixtures_dir() / "storage";
+  return Roots{base / "sys", base / "proc"};
+}
+
+ConfigResult parse(const std::string& probe_body) {
+  static const std::vector<CollectorSpec> catalog = {storage_collector_spec()};
+  return parse_config("[[collectors.storage.probe]]\n" + probe_body, "n.toml", catalog);
+}
+
+// Polls `pred` until it holds or `limit` passes.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit = 10s) {
+  auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return pred();
+}
+
+TEST(ProbeConfig, ValidProbeIsAccepted) {
+  TempDir dir;
+  ConfigResult r = parse("path = \"" + dir.path().string() +
+                         "\"\noperations = [\"read\", \"stat\"]\ninterval = \"10s\"\n"
+                         "timeout = \"5s\"\nsize = \"64KiB\"\n");
+  ASSERT_TRUE(r.config) << r.errors[0].str();
+}
+
+TEST(ProbeConfig, EachErrorNamesTheProbe) {
+  TempDir dir;
+  std::string file = dir.write("plain", "x").string();
+  std::string ok = dir.path().string();
+  struct Case {
+    std::string body;
+    std::string key;
+    std::string words;
+  };
+  const std::vector<Case> cases = {
+      {"path = \"data/training\"\n", "path", "must be absolute"},
+      {"path = \"" + ok + "/missing\"\n", "path", "No such file or directory"},
+      {"path = \"" + file + "\"\n", "path", "not a directory"},
+      {"path = \"" + ok + "\"\ninterval = \"1s\"\ntimeout = \"2s\"\n", "timeout",
+       "longer than interval"},
+      {"path = \"" + ok + "\"\nsize = \"2MiB\"\n", "size", "over the maximum"},
+      {"path = \"" + ok + "\"\nsize = \"4 parsecs\"\n", "size", "not a size"},
+      {"path = \"" + ok + "\"\noperations = [\"stat\", \"unlink\"]\n", "operations",
+       "unknown operation \"unlink\""},
+      {"path = \"" + ok + "\"\noperations = []\n", "operations", "no operation"},
+  };
+  for (const Case& c : cases) {
+    ConfigResult r = parse(c.body);
+    EXPECT_FALSE(r.config) << c.body;
+    ASSERT_EQ(r.errors.size(), 1u) << c.body;
+    const ConfigError& e = r.errors[0];
+    EXPECT_EQ(e.key, "collectors.storage.probe[0]." + c.key) << e.str();
+    EXPECT_NE(e.message.find(c.words), std::string::npos) << e.str();
+    EXPECT_NE(e.message.find("probe \""), std::string::npos) << e.str();
+  }
+  ConfigResult twice = parse_config("[[collectors.storage.probe]]\npath = \"" + ok +
+                                        "\"\n[[collectors.storage.probe]]\npath = \"" + ok + "\"\n",
+                                    "n.toml", std::vector<CollectorSpec>{storage_collector_spec()});
+  ASSERT_EQ(twice.errors.size(), 1u);
+  EXPECT_EQ(twice.errors[0].key, "collectors.storage.probe[1].path");
+  EXPECT_NE(twice.errors[0].message.find("probed twice"), std::string::npos);
+}
+
+TEST(ProbeConfig, Sizes) {
+  EXPECT_EQ(parse_size("4KiB"), 4096u);
+  EXPECT_EQ(parse_size("1MiB"), 1048576u);
+  EXPECT_EQ(parse_size("512B"), 512u);
+  EXPECT_EQ(parse_size("4096"), 4096u);
+  EXPECT_FALSE(parse_size("4kb"));
+  EXPECT_FALSE(parse_size("KiB"));
+  EXPECT_FALSE(parse_size("-1"));
+}
+
+TEST(ProbeConfig, Names) {
+  EXPECT_EQ(errno_name(ENOSPC), "ENOSPC");
+  EXPECT_EQ(errno_name(EACCES), "EACCES");
+  EXPECT_EQ(errno_name(EROFS), "EROFS");
+  EXPECT_EQ(errno_name(99999), "E99999");
+  EXPECT_EQ(probe_file_name("node-17.cluster"), ".nodewatch-probe-node-17.cluster");
+  EXPECT_EQ(probe_file_name("a/b c"), ".nodewatch-probe-a_b_c");
+  EXPECT_EQ(probe_buckets().front(), 0.0001);
+  EXPECT_EQ(probe_buckets().back(), 30.0);
+}
+
+// ---------------------------------------------------------------------------
+// A probe of a real directory (/tmp is a real file system on the build machines)
+
+TEST(Probe, EveryOperationOnARealDirectory) {
+  TempDir dir;
+  StorageOptions o;
+  ProbeConfig pc;
+  pc.path = dir.path().string();
+  pc.operations = {ProbeOp::kStat, ProbeOp::kWrite, ProbeOp::kFsync, ProbeOp::kRead};
+  pc.interval = 100ms;
+  pc.timeout = 100ms;
+  pc.size = 6000;  // not a multiple of the block size: the O_DIRECT read still reads it all
+  o.probes = {pc};
+  StorageCollector c(fixture_roots(), o, "test-host");
+  ASSERT_EQ(c.probes().size(), 1u);
+  const Probe& probe = *c.probes()[0];
+  // Three full cycles.
+  ASSERT_TRUE(eventually([&] {
+    ProbeSnapshot s = probe.snapshot();
+    return s.ops[static_cast<std::size_t>(ProbeOp::kRead)].histogram->count() >= 3;
+  }));
+  std::filesystem::path file = dir.path() / ".nodewatch-probe-test-host";
+  EXPECT_EQ(probe.file_path(), file.string());
+  MetricSink sink(c.metrics());
+  CollectOnce(c, sink);
+  const std::string path = dir.path().string();
+  double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  EXPECT_EQ(Value(sink, "nodewatch_storage_probe_stuck", {path}), 0);
+  for (const char* op : {"stat", "write", "fsync", "read"}) {
+    SCOPED_TRACE(op);
+    const Histogram* h = sink.get_histogram("nodewatch_storage_probe_duration_seconds", {path, op});
+    ASSERT_NE(h, nullptr);
+    EXPECT_GE(h->count(), 3u);
+    EXPECT_GT(h->sum(), 0.0);               // real time was spent
+    EXPECT_LT(h->sum() / h->count(), 0.1);  // and on a local disk, well under 100 ms each
+    EXPECT_EQ(Value(sink, "nodewatch_storage_probe_success", {path, op}), 1);
+    double last = Value(sink, "nodewatch_storage_probe_last_success_timestamp_seconds", {path, op});
+    EXPECT_LE(last, now);
+    EXPECT_GT(last, now - 10);
+  }
+  // Created once with `size` bytes, rewritten in place: the only file there.
+  struct stat st {};
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 6000);
+  ino_t inode = st.st_ino;
+  std::size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++entries;
+  EXPECT_EQ(entries, 1u);
+  std::uint64_t before =
+      probe.snapshot().ops[static_cast<std::size_t>(ProbeOp::kWrite)].histogram->count();
+  ASSERT_TRUE(eventually([&] {
+    return probe.snapshot().ops[static_cast<std::size_t>(ProbeOp::kWrite)].histogram->count() >
+           before + 1;
+  }));
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 6000);
+  EXPECT_EQ(st.st_ino, inode);
+  double v = 0;
+  EXPECT_FALSE(sink.get("nodewatch_storage_probe_errors_total", {path, "write", "EROFS"}, &v));
+}
+
+TEST(Probe, OnlyTheConfiguredOperationsAreTimed) {
+  TempDir dir;
+  StorageOptions o;
+  ProbeConfig pc;
+  pc.path = dir.path().string();
+  pc.operations = {ProbeOp::kStat};
+  pc.interval = 100ms;
+  pc.timeout = 100ms;
+  o.probes = {pc};
+  StorageCollector c(fixture_roots(), o, "h");
+  ASSERT_TRUE(eventually([&] {
+    return c.probes()[0]->snapshot().ops[static_cast<std::size_t>(ProbeOp::kStat)].observed;
+  }));
+  MetricSink sink(c.metrics());
+  CollectOnce(c, sink);
+  EXPECT_EQ(Value(sink, "nodewatch_storage_probe_success", {pc.path, "stat"}), 1);
+  EXPECT_EQ(sink.get_histogram("nodewatch_storage_probe_duration_seconds", {pc.path, "read"}),
+            nullptr);
+}
+
+TEST(Probe, FileRemovedUnderItIsCreatedAgain) {
+  TempDir dir;
+  StorageOptions o;
+  ProbeConfig pc;
+  pc.path = dir.path().string();
+  pc.operations = {ProbeOp::kStat, ProbeOp::kRead};
+  pc.interval = 100ms;
+  pc.timeout = 100ms;
+  o.probes = {pc};
+  StorageCollector c(fixture_roots(), o, "h");
+  const Probe& p = *c.probes()[0];
+  auto stat_errors = [&] {
+    ProbeSnapshot snap = p.snapshot();
+    const auto& e = snap.ops[static_cast<std::size_t>(ProbeOp::kStat)].errors;
+    auto it = e.find("ENOENT");
+    return it == e.end() ? 0u : it->second;
+  };
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(p.file_path()); }));
+  std::filesystem::remove(p.file_path());
+  ASSERT_TRUE(eventually([&] { return stat_errors() >= 1; }));
+  ASSERT_TRUE(eventually([&] {
+    return std::filesystem::exists(p.file_path()) &&
+           p.snapshot().ops[static_cast<std::size_t>(ProbeOp::kStat)].success;
+  }));
+}
+
+TEST(Probe, StuckWhileBlockedThenRecoversByItself) {
+  TempDir dir;
+  StorageOptions o;
+  ProbeConfig pc;
+  pc.path = dir.path().string();
+  pc.operations = {ProbeOp::kRead};
+  pc.interval = 100ms;
+  pc.timeout = 50ms;
+  o.probes = {pc};
+  StorageCollector c(fixture_roots(), o, "h");
+  const Probe& p = *c.probes()[0];
+  auto read_state = [&] { return p.snapshot().ops[static_cast<std::size_t>(ProbeOp::kRead)]; };
+  ASSERT_TRUE(eventually([&] { return read_state().success; }));
+  // A FIFO with no writer in place of the file: the next open() blocks.
+  std::filesystem::remove(p.file_path());
+  ASSERT_EQ(::mkfifo(p.file_path().c_str(), 0644), 0);
+  ASSERT_TRUE(eventually([&] { return p.snapshot().stuck; }));
+  std::uint64_t attempts = read_state().histogram->count();
+  std::this_thread::sleep_for(300ms);  // three intervals: no second operation started
+  EXPECT_TRUE(p.snapshot().stuck);
+  EXPECT_EQ(read_state().histogram->count(), attempts);
+  MetricSink sink(c.metrics());
+  CollectOnce(c, sink);  // does not wait on the blocked thread
+  EXPECT_EQ(Value(sink, "nodewatch_storage_probe_stuck", {pc.path}), 1);
+  int writer = ::open(p.file_path().c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(writer, 0);
+  std::filesystem::remove(p.file_path());
+  ::close(writer);
+  ASSERT_TRUE(eventually([&] { return !p.snapshot().stuck && read_state().success; }));
+  // The blocked call was observed (longer than the timeout: ETIMEDOUT or the
+  // open's own error), and the file was made again.
+  EXPECT_GT(read_state().histogram->count(), attempts);
+  EXPECT_TRUE(std::filesystem::is_regular_file(p.file_path()));
+}
+
+TEST(Probe, CollectorWithProbesIsDestroyedPromptly) {
+  TempDir dir;
+  StorageOptions o;
+  ProbeConfig pc;
+  pc.path = dir.path().string();
+  pc.operations = {ProbeOp::kStat};
+  pc.interval = 3600s;  // the thread sleeps between cycles: the stop must wake it
+  pc.timeout = 1s;
+  o.probes = {pc};
+  auto c = std::make_unique<StorageCollector>(fixture_roots(), o, "h");
+  ASSERT_TRUE(eventually([&] { return c->probes()[0]->snapshot().ops[0].observed; }));
+  auto t0 = std::chrono::steady_clock::now();
+  c.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 100ms);
+}
+
+}  // namespace
+}  // namespace nodewatch::storage
