@@ -575,7 +575,7 @@ def fabric():
            [(f"rate(nodewatch_interconnect_port_transmit_discards_total{sel()}[{RI}])", port + " discards"),
             (f"rate(nodewatch_interconnect_port_vl15_dropped_total{sel()}[{RI}])", port + " VL15")]),
         ts("Other hardware counters", "Hardware counters without a curated name, per second.", "cps",
-           [(f"rate(nodewatch_interconnect_hw_counter_total{sel()}[{RI}]) > 0", port + " {{counter}}")]),
+           [(f"rate(nodewatch_interconnect_hw_counters_total{sel()}[{RI}]) > 0", port + " {{counter}}")]),
         row("Congestion (RoCE)"),
         ts("ECN marked", "RoCE packets that arrived ECN-marked, per second.", "pps",
            [(f"rate(nodewatch_interconnect_roce_ecn_marked_packets_total{sel()}[{RI}])", port)]),

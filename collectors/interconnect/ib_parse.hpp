@@ -102,7 +102,7 @@ enum class HwMetric {
   kLocalAckTimeouts,
   kRetransmits,
   kCount,
-  kGeneric = kCount,  // nodewatch_interconnect_hw_counter_total{counter=...}
+  kGeneric = kCount,  // nodewatch_interconnect_hw_counters_total{counter=...}
   kSkip,              // not a counter: `lifespan` (the driver's cache time, ms)
 };
 HwMetric classify_hw_counter(std::string_view name);

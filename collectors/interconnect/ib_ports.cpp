@@ -23,7 +23,7 @@ constexpr std::string_view kRate = "nodewatch_interconnect_port_rate_bytes_per_s
 constexpr std::string_view kWidth = "nodewatch_interconnect_port_width";
 constexpr std::string_view kStateChanges = "nodewatch_interconnect_port_state_changes_total";
 constexpr std::string_view kPmaGeneric = "nodewatch_interconnect_port_pma_total";
-constexpr std::string_view kHwGeneric = "nodewatch_interconnect_hw_counter_total";
+constexpr std::string_view kHwGeneric = "nodewatch_interconnect_hw_counters_total";
 
 struct CuratedMetric {
   std::string_view name;

@@ -91,7 +91,7 @@ constexpr std::string_view kDiscards = "nodewatch_nic_discards_total";
 constexpr std::string_view kOutOfBuffer = "nodewatch_nic_out_of_buffer_total";
 constexpr std::string_view kFecCorrected = "nodewatch_nic_fec_corrected_blocks_total";
 constexpr std::string_view kFecUncorrectable = "nodewatch_nic_fec_uncorrectable_blocks_total";
-constexpr std::string_view kDriverCounter = "nodewatch_nic_driver_counter_total";
+constexpr std::string_view kDriverCounter = "nodewatch_nic_driver_counters_total";
 
 // Node-level TCP/IP counters: metric, then the "Proto.Field" keys of
 // /proc/net/snmp or netstat whose sum it is.

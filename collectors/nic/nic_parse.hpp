@@ -142,7 +142,7 @@ std::map<std::string, std::uint64_t, std::less<>> parse_proc_net_pairs(std::stri
 // collector's curated metrics. Pure and table-driven: see kDriverPatterns in
 // nic_parse.cpp for the ConnectX (mlx5) and Intel E800 (ice) names.
 enum class DriverMetric {
-  kGeneric,           // nodewatch_nic_driver_counter_total{counter}
+  kGeneric,           // nodewatch_nic_driver_counters_total{counter}
   kPfcPauseFrames,    // {direction, priority}
   kPfcPauseDuration,  // {direction, priority}, value in microseconds
   kPauseFrames,       // {direction}, link-level pause

@@ -39,7 +39,7 @@ std::vector<std::string> FixtureArgs(const TempDir& dir) {
   namespace fs = std::filesystem;
   const auto opts = fs::copy_options::recursive | fs::copy_options::copy_symlinks |
                     fs::copy_options::skip_existing;
-  for (const char* tree : {"storage", "pcie", "amdgpu"}) {
+  for (const char* tree : {"storage", "pcie", "amdgpu", "interconnect"}) {
     for (const char* root : {"sys", "proc"}) {
       fs::path from = kFixtures / tree / root;
       if (fs::exists(from)) {
@@ -56,6 +56,7 @@ std::vector<std::string> FixtureArgs(const TempDir& dir) {
   // tests; the configuration names it, as an operator would a driver path.
   std::ofstream(dir.path() / "nodewatch.toml")
       << ReadFile(kConfig) << "\n[collectors.accelerator]\ninterval = \"1h\"\nnvml_library = \""
+      << FAKE_NVML_LIBRARY << "\"\n[collectors.interconnect]\ninterval = \"1h\"\nnvml_library = \""
       << FAKE_NVML_LIBRARY << "\"\n[collectors.textfile]\ninterval = \"1h\"\ndirectory = \""
       << (dir.path() / "node" / "textfile").string() << "\"\n";
   return {"--config", (dir.path() / "nodewatch.toml").string(),
@@ -119,7 +120,9 @@ TEST(E2ETest, OnceMatchesGolden) {
   TempDir dir;
   std::string out = RunOnce(dir);
   for (const char* family : {"nodewatch_storage_", "nodewatch_pcie_", "nodewatch_accelerator_",
-                             "nodewatch_textfile_", "burnin_check_success"})
+                             "nodewatch_textfile_", "burnin_check_success",
+                             "nodewatch_interconnect_port_state", "nodewatch_nvlink_up",
+                             "nodewatch_storage_nfs_operations_total"})
     ASSERT_NE(out.find(family), std::string::npos) << family << " missing:\n" << out;
   CompareWithGolden(Normalize(out));
 }

@@ -360,9 +360,9 @@ TEST(NicNetns, EthtoolReadsTheVethDriversStatistics) {
   MetricSink sink(c->metrics());
   CollectOnce(*c, sink);
   std::string peer = must("ip -n " + v.b() + " -j link show dev nwt1");
-  EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counter_total", {"nwt0", "peer_ifindex"}),
+  EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counters_total", {"nwt0", "peer_ifindex"}),
             json_number(peer, {"ifindex"}));
-  EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counter_total", {"nwt0", "rx_queue_0_xdp_packets"}),
+  EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counters_total", {"nwt0", "rx_queue_0_xdp_packets"}),
             0);
   // ETHTOOL_GDRVINFO and the speed the kernel also shows in sysfs (read in
   // the namespace, where `ip netns exec` mounts its own sysfs).

@@ -61,7 +61,7 @@ constexpr const char* kOos = "nodewatch_interconnect_roce_out_of_sequence_total"
 constexpr const char* kSeqErr = "nodewatch_interconnect_roce_packet_sequence_errors_total";
 constexpr const char* kAckTimeouts = "nodewatch_interconnect_roce_local_ack_timeouts_total";
 constexpr const char* kRetrans = "nodewatch_interconnect_roce_retransmits_total";
-constexpr const char* kHw = "nodewatch_interconnect_hw_counter_total";
+constexpr const char* kHw = "nodewatch_interconnect_hw_counters_total";
 
 // A netlink source that is never there (as on this machine).
 class NoNetlink final : public HwCounterSource {

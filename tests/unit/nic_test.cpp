@@ -608,7 +608,7 @@ TEST(NicCollector, TableIsWellFormedAndHasTheContractNames) {
                                 "nodewatch_nic_out_of_buffer_total",
                                 "nodewatch_nic_fec_corrected_blocks_total",
                                 "nodewatch_nic_fec_uncorrectable_blocks_total",
-                                "nodewatch_nic_driver_counter_total",
+                                "nodewatch_nic_driver_counters_total",
                                 "nodewatch_nic_tcp_retransmitted_segments_total",
                                 "nodewatch_nic_tcp_timeouts_total",
                                 "nodewatch_nic_tcp_listen_overflows_total",
@@ -639,12 +639,12 @@ TEST(NicCollector, ConnectX7PfcDiscardsAndPauseStorms) {
   EXPECT_EQ(Value(sink, "nodewatch_nic_discards_total", {cx, "rx", "0"}), 0);
   EXPECT_EQ(Value(sink, "nodewatch_nic_out_of_buffer_total", {cx}), 5521);
   EXPECT_EQ(Value(sink, "nodewatch_nic_pause_frames_total", {cx, "rx"}), 0);
-  EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counter_total", {cx, "rx_crc_errors_phy"}), 3);
-  EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counter_total", {cx, "rx_symbol_err_phy"}), 17);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counters_total", {cx, "rx_crc_errors_phy"}), 3);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counters_total", {cx, "rx_symbol_err_phy"}), 17);
   // Not in the default allow-list: per-ring, per-priority traffic, transitions.
-  EXPECT_FALSE(has(sink, "nodewatch_nic_driver_counter_total", {cx, "rx0_packets"}));
-  EXPECT_FALSE(has(sink, "nodewatch_nic_driver_counter_total", {cx, "rx_prio3_bytes"}));
-  EXPECT_FALSE(has(sink, "nodewatch_nic_driver_counter_total", {cx, "rx_prio3_pause_transition"}));
+  EXPECT_FALSE(has(sink, "nodewatch_nic_driver_counters_total", {cx, "rx0_packets"}));
+  EXPECT_FALSE(has(sink, "nodewatch_nic_driver_counters_total", {cx, "rx_prio3_bytes"}));
+  EXPECT_FALSE(has(sink, "nodewatch_nic_driver_counters_total", {cx, "rx_prio3_pause_transition"}));
   EXPECT_EQ(Value(sink, "nodewatch_nic_speed_bytes_per_second", {cx}), 400000 * 1e6 / 8);
   EXPECT_EQ(Value(sink, "nodewatch_nic_info",
                   {cx, "mlx5_core", "28.39.1002 (MT_0000000834)", "0000:17:00.0",
@@ -666,9 +666,9 @@ TEST(NicCollector, E810PfcAndPortDrops) {
   EXPECT_EQ(Value(sink, "nodewatch_nic_pause_frames_total", {e, "tx"}), 0);
   EXPECT_EQ(Value(sink, "nodewatch_nic_discards_total", {e, "rx", ""}), 3310);
   EXPECT_EQ(Value(sink, "nodewatch_nic_discards_total", {e, "tx", ""}), 14);
-  EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counter_total", {e, "rx_crc_errors.nic"}), 2);
-  EXPECT_FALSE(has(sink, "nodewatch_nic_driver_counter_total", {e, "rx_priority_3_xon.nic"}));
-  EXPECT_FALSE(has(sink, "nodewatch_nic_driver_counter_total", {e, "rx_dropped"}));
+  EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counters_total", {e, "rx_crc_errors.nic"}), 2);
+  EXPECT_FALSE(has(sink, "nodewatch_nic_driver_counters_total", {e, "rx_priority_3_xon.nic"}));
+  EXPECT_FALSE(has(sink, "nodewatch_nic_driver_counters_total", {e, "rx_dropped"}));
 }
 
 TEST(NicCollector, StandardPauseAndFecStatisticsFromNetlink) {
@@ -681,7 +681,7 @@ TEST(NicCollector, StandardPauseAndFecStatisticsFromNetlink) {
   EXPECT_EQ(Value(sink, "nodewatch_nic_pause_frames_total", {cx, "tx"}), 777);
   EXPECT_EQ(Value(sink, "nodewatch_nic_pause_frames_total", {cx, "rx"}), 888);
   // The driver's own copy of the same count keeps its name.
-  EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counter_total", {cx, "rx_pause_ctrl_phy"}), 0);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counters_total", {cx, "rx_pause_ctrl_phy"}), 0);
   EXPECT_EQ(Value(sink, "nodewatch_nic_fec_corrected_blocks_total", {cx}), 1000);
   EXPECT_EQ(Value(sink, "nodewatch_nic_fec_uncorrectable_blocks_total", {cx}), 2);
   EXPECT_FALSE(has(sink, "nodewatch_nic_fec_corrected_blocks_total", {"ens2f0"}));
@@ -694,12 +694,12 @@ TEST(NicCollector, AllowListIsConfigurable) {
   MetricSink sink(node.collector->metrics());
   CollectOnce(*node.collector, sink);
   const std::string cx = "ens1f0np0";
-  EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counter_total", {cx, "rx0_packets"}), 459136822);
-  EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counter_total", {cx, "rx_prio3_pause_transition"}),
+  EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counters_total", {cx, "rx0_packets"}), 459136822);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counters_total", {cx, "rx_prio3_pause_transition"}),
             91368);
   EXPECT_FALSE(has(sink, "nodewatch_nic_pfc_pause_frames_total", {cx, "rx", "3"}));
   // A name must match a whole expression: rx0_packets does not select rx10_packets.
-  EXPECT_FALSE(has(sink, "nodewatch_nic_driver_counter_total", {cx, "rx1_packets"}));
+  EXPECT_FALSE(has(sink, "nodewatch_nic_driver_counters_total", {cx, "rx1_packets"}));
 }
 
 TEST(NicCollector, DriverCounterLimitIsCounted) {
@@ -711,7 +711,7 @@ TEST(NicCollector, DriverCounterLimitIsCounted) {
   CollectOnce(*node.collector, sink);
   std::size_t cx_series = 0;
   for (const std::string& name : node.source->devices["ens1f0np0"].names) {
-    if (has(sink, "nodewatch_nic_driver_counter_total", {"ens1f0np0", name})) ++cx_series;
+    if (has(sink, "nodewatch_nic_driver_counters_total", {"ens1f0np0", name})) ++cx_series;
   }
   EXPECT_LE(cx_series, 10u);
   std::size_t total =
