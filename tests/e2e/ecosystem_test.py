@@ -90,7 +90,7 @@ def main():
     ap.add_argument("--fake-nvml", required=True)
     ap.add_argument("--source", required=True)
     a = ap.parse_args()
-    src = a.source
+    src = os.path.abspath(a.source)
     if shutil.which("prometheus") is None or shutil.which("promtool") is None:
         print("FAIL: prometheus is not installed: run packaging/install-deps.sh --test")
         return 1
@@ -116,13 +116,13 @@ def main():
         nw_port = free_port()
         with open(os.path.join(tmp, "nodewatch.toml"), "w") as f:
             f.write(f'[server]\nlisten = ["127.0.0.1:{nw_port}"]\n'
-                    f'[collectors.accelerator]\ninterval = "1s"\nnvml_library = "{a.fake_nvml}"\n'
-                    f'[collectors.interconnect]\ninterval = "1s"\nnvml_library = "{a.fake_nvml}"\n'
-                    f'[collectors.textfile]\ninterval = "1s"\ndirectory = "{textfile}"\n'
-                    f'[collectors.storage]\ninterval = "1s"\n'
+                    f'[collectors.accelerator]\ninterval = "1s"\ntimeout = "1s"\nnvml_library = "{a.fake_nvml}"\n'
+                    f'[collectors.interconnect]\ninterval = "1s"\ntimeout = "1s"\nnvml_library = "{a.fake_nvml}"\n'
+                    f'[collectors.textfile]\ninterval = "1s"\ntimeout = "1s"\ndirectory = "{textfile}"\n'
+                    f'[collectors.storage]\ninterval = "1s"\ntimeout = "1s"\n'
                     f'[[collectors.storage.probe]]\npath = "{probe_dir}"\n'
                     f'operations = ["stat", "read", "write", "fsync"]\ninterval = "1s"\ntimeout = "1s"\n'
-                    f'[collectors.pcie]\ninterval = "1s"\n[collectors.nic]\ninterval = "1s"\n')
+                    f'[collectors.pcie]\ninterval = "1s"\ntimeout = "1s"\n[collectors.nic]\ninterval = "1s"\ntimeout = "1s"\n')
         env = dict(os.environ, FAKE_NVML_SCENARIO=os.path.join(fixtures, "nvml", "eight_gpus.scenario"))
         nw_log = open(os.path.join(tmp, "nodewatch.log"), "w")
         procs.append(subprocess.Popen(
@@ -177,6 +177,7 @@ def main():
 
         # Dashboards.
         checked = 0
+        with_data = 0
         for fn in sorted(os.listdir(os.path.join(src, "dashboards"))):
             if not fn.endswith(".json"):
                 continue
@@ -217,25 +218,31 @@ def main():
                         got = True
                     if not filters(t["expr"]) and inputs_present(t["expr"]):
                         expect = True
+                if expect:
+                    with_data += 1
                 if expect and not got:
                     problems.append(f"{fn}: panel {p['title']!r} returns no series though the node exports its metrics")
-        print(f"dashboards: {checked} expressions executed")
+        print(f"dashboards: {checked} expressions executed, {with_data} panels required to return series")
+        if with_data < 70:
+            problems.append(f"only {with_data} panels were required to return series: the fixture node lost a collector?")
 
         # Rules: evaluated without error (after a few evaluations).
         r = prom.get("/api/v1/rules")
         groups = r.get("data", {}).get("groups", [])
         n_rules = 0
+        n_recorded = 0
         for g in groups:
             for rule in g["rules"]:
                 n_rules += 1
                 if rule.get("health") != "ok":
                     problems.append(f"rule {rule.get('name')} in {g['name']}: health {rule.get('health')}: {rule.get('lastError')}")
                 if rule["type"] == "recording" and not filters(rule["query"]) and inputs_present(rule["query"]):
+                    n_recorded += 1
                     if not has_series(rule["name"]):
                         problems.append(f"recording rule {rule['name']} records nothing though its inputs exist")
         if n_rules < 50:
             problems.append(f"only {n_rules} rules loaded")
-        print(f"rules: {n_rules} evaluated")
+        print(f"rules: {n_rules} evaluated, {n_recorded} recording rules required to record series")
 
         # The failure the fixture node was built to show.
         r = prom.query('ALERTS{alertname="NodewatchBurninCheckFailed",alertstate="firing",check="hbm_stress"}')
