@@ -15,6 +15,34 @@ run() {
     echo "check.sh: unexpected output from '$*'" >&2; status=1
   fi
 }
+command -v python3 >/dev/null || { echo "python3 not found" >&2; exit 2; }
+# The rules are the rendering of the template with thresholds.toml's defaults.
+python3 alerts/render.py --check || status=1
 run promtool check rules --lint=all --lint-fatal alerts/*.yml
 run promtool test rules alerts/tests/*.yml
+# An override renders valid rules that carry it (and only what it changes).
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+printf '[NodewatchNicPacketDropsHigh]\nratio = 0.02\n' > "$tmp/site.toml"
+if python3 alerts/render.py --config "$tmp/site.toml" --set 'selectors.job=job="gpu-nodes"' \
+    --set NodewatchExporterDown.for=2m --out "$tmp/rules.yml"; then
+  run promtool check rules --lint=all --lint-fatal "$tmp/rules.yml"
+  for want in 'up{job="gpu-nodes"} == 0' 'for: 2m' 'ratio_rate5m > 0.02'; do
+    grep -qF "$want" "$tmp/rules.yml" || { echo "check.sh: override '$want' not rendered" >&2; status=1; }
+  done
+  if [ "$(diff alerts/nodewatch-rules.yml "$tmp/rules.yml" | grep -c '^>')" -ne 7 ]; then
+    echo "check.sh: the overrides changed other lines than theirs" >&2; status=1
+  fi
+else
+  status=1
+fi
+# A wrong override is refused, naming the key.
+if python3 alerts/render.py --set NodewatchExporterDown.for=soon >/dev/null 2>"$tmp/err" ||
+   ! grep -q 'NodewatchExporterDown.for' "$tmp/err"; then
+  echo "check.sh: a bad duration was not refused" >&2; status=1
+fi
+if python3 alerts/render.py --set NodewatchExporterDown.bogus=1 >/dev/null 2>"$tmp/err" ||
+   ! grep -q 'unknown key NodewatchExporterDown.bogus' "$tmp/err"; then
+  echo "check.sh: an unknown key was not refused" >&2; status=1
+fi
 exit "$status"
