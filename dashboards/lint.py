@@ -176,6 +176,21 @@ def lint_dashboard(path, metrics, records):
     return out
 
 
+def load(path):
+    """A dashboard and its panels, rows' own panels included."""
+    with open(path, encoding="utf-8") as f:
+        d = json.load(f)
+    panels = list(d.get("panels", []))
+    for p in d.get("panels", []):
+        panels.extend(p.get("panels", []))
+    return d, panels
+
+
+def variable_query(v):
+    q = v.get("query")
+    return q.get("query", "") if isinstance(q, dict) else str(q or "")
+
+
 def not_charted(readme):
     names, inside = set(), False
     with open(readme, encoding="utf-8") as f:
@@ -191,15 +206,9 @@ def not_charted(readme):
 def coverage_problems(metrics, dashboard_paths, rule_paths, readme):
     text = []
     for path in dashboard_paths:
-        with open(path, encoding="utf-8") as f:
-            d = json.load(f)
-        panels = list(d.get("panels", []))
-        for p in d.get("panels", []):
-            panels.extend(p.get("panels", []))
+        d, panels = load(path)
         text += [t.get("expr", "") for p in panels for t in p.get("targets", [])]
-        for v in d.get("templating", {}).get("list", []):
-            q = v.get("query")
-            text.append(q.get("query", "") if isinstance(q, dict) else str(q or ""))
+        text += [variable_query(v) for v in d.get("templating", {}).get("list", [])]
     for path in rule_paths:
         with open(path, encoding="utf-8") as f:
             text.append(f.read())
@@ -227,17 +236,12 @@ def promtool_problems(dashboard_paths):
     import tempfile
     exprs = []
     for path in dashboard_paths:
-        with open(path, encoding="utf-8") as f:
-            d = json.load(f)
-        panels = list(d.get("panels", []))
-        for p in d.get("panels", []):
-            panels.extend(p.get("panels", []))
+        d, panels = load(path)
         for p in panels:
             for t in p.get("targets", []):
                 exprs.append((f"{os.path.basename(path)}: panel {p.get('id')} target {t.get('refId')}", t.get("expr", "")))
         for v in d.get("templating", {}).get("list", []):
-            q = v.get("query")
-            q = q.get("query", "") if isinstance(q, dict) else ""
+            q = variable_query(v)
             m = re.match(r"label_values\((.*),\s*\w+\)$", q or "")
             if m:
                 exprs.append((f"{os.path.basename(path)}: variable {v.get('name')}", m.group(1)))

@@ -5,14 +5,13 @@
 #include <charconv>
 #include <cmath>
 
+#include "common/text.hpp"
 #include "nodewatch/metric.hpp"
 
 namespace nodewatch::interconnect {
 namespace {
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\0';
-}
+using text::is_space;
 
 bool parse_u64(std::string_view s, std::uint64_t* out) {
   if (s.empty()) return false;
@@ -129,23 +128,11 @@ constexpr std::array<std::string_view, 26> kQCounters = {
 }  // namespace
 
 std::string_view trim(std::string_view raw) {
-  while (!raw.empty() && is_space(raw.front())) raw.remove_prefix(1);
-  while (!raw.empty() && is_space(raw.back())) raw.remove_suffix(1);
-  return raw;
+  return text::trim(raw);
 }
 
 std::string attribute_label(std::string_view raw) {
-  std::string out(trim(raw));
-  bool utf8 = is_valid_utf8(out);
-  for (char& c : out) {
-    auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      c = ' ';
-    } else if (!utf8 && u >= 0x80) {
-      c = '?';
-    }
-  }
-  return out;
+  return text::label_value(raw);
 }
 
 std::optional<unsigned> parse_numbered_state(std::string_view raw) {

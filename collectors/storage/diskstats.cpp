@@ -1,5 +1,7 @@
 #include "storage/diskstats.hpp"
 
+#include "common/text.hpp"
+
 #include <charconv>
 #include <system_error>
 
@@ -11,21 +13,8 @@ namespace {
 constexpr std::uint64_t kTwoPow31 = std::uint64_t{1} << 31;
 constexpr std::uint64_t kTwoPow32 = std::uint64_t{1} << 32;
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' || c == '\0';
-}
-
-// Returns the next whitespace-separated token of `rest` and advances past it;
-// "" when none is left.
-std::string_view next_token(std::string_view& rest) {
-  std::size_t begin = 0;
-  while (begin < rest.size() && is_space(rest[begin])) ++begin;
-  std::size_t end = begin;
-  while (end < rest.size() && !is_space(rest[end])) ++end;
-  std::string_view token = rest.substr(begin, end - begin);
-  rest.remove_prefix(end);
-  return token;
-}
+using text::is_space;
+using text::next_token;
 
 template <typename T>
 bool parse_decimal(std::string_view token, T* out) {
@@ -97,9 +86,7 @@ std::uint64_t CounterAccumulator::update(std::uint64_t raw) {
 }
 
 std::string_view trim_attribute(std::string_view raw) {
-  while (!raw.empty() && is_space(raw.front())) raw.remove_prefix(1);
-  while (!raw.empty() && is_space(raw.back())) raw.remove_suffix(1);
-  return raw;
+  return text::trim(raw);
 }
 
 std::optional<std::uint64_t> parse_attribute_uint(std::string_view raw) {
@@ -109,17 +96,7 @@ std::optional<std::uint64_t> parse_attribute_uint(std::string_view raw) {
 }
 
 std::string attribute_label(std::string_view raw) {
-  std::string out(trim_attribute(raw));
-  bool utf8 = is_valid_utf8(out);
-  for (char& c : out) {
-    auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      c = ' ';
-    } else if (!utf8 && u >= 0x80) {
-      c = '?';
-    }
-  }
-  return out;
+  return text::label_value(raw);
 }
 
 std::string sysfs_block_name(std::string_view diskstats_name) {

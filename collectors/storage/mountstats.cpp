@@ -7,28 +7,14 @@
 
 #include "storage/diskstats.hpp"
 
+#include "common/text.hpp"
+
 namespace nodewatch::storage {
 namespace {
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
-}
-
-std::string_view next_token(std::string_view& rest) {
-  std::size_t begin = 0;
-  while (begin < rest.size() && is_space(rest[begin])) ++begin;
-  std::size_t end = begin;
-  while (end < rest.size() && !is_space(rest[end])) ++end;
-  std::string_view token = rest.substr(begin, end - begin);
-  rest.remove_prefix(end);
-  return token;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
+using text::is_space;
+using text::next_token;
+using text::trim;
 
 bool parse_u64(std::string_view token, std::uint64_t* out) {
   if (token.empty()) return false;

@@ -17,18 +17,6 @@ using testing::TempDir;
 
 const std::filesystem::path kFixtures = NODEWATCH_FIXTURES_DIR;
 
-std::uint16_t FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 TEST(PrometheusTest, RealPrometheusScrapesTheDaemon) {
   if (std::system("command -v prometheus >/dev/null 2>&1") != 0) {
     FAIL() << "prometheus is not installed: run packaging/install-deps.sh --test";
@@ -43,7 +31,7 @@ TEST(PrometheusTest, RealPrometheusScrapesTheDaemon) {
   auto port = d.port();
   ASSERT_TRUE(port) << d.log();
 
-  std::uint16_t prom_port = FreePort();
+  std::uint16_t prom_port = nodewatch::testing::FreeLoopbackPort();
   dir.write("prometheus.yml",
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
             "scrape_configs:\n  - job_name: nodewatch\n    static_configs:\n"

@@ -75,18 +75,6 @@ std::optional<std::string> Get10(std::uint16_t port, const std::string& target) 
   return all.substr(body + 4);
 }
 
-std::uint16_t FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 class Child {
  public:
   explicit Child(std::vector<std::string> argv) {
@@ -129,7 +117,7 @@ TEST(InterconnectCrossCheck, AgreesWithNodeExporterInfiniband) {
   for (const char* d : {"mlx5_2", "rxe0"}) fs::remove_all(sys / "class" / "infiniband" / d);
 
   // node_exporter, scraped once it answers.
-  std::uint16_t port = FreePort();
+  std::uint16_t port = nodewatch::testing::FreeLoopbackPort();
   Child ne({kNodeExporter, "--collector.disable-defaults", "--collector.infiniband",
             "--path.sysfs=" + sys.native(),
             "--web.listen-address=127.0.0.1:" + std::to_string(port)});

@@ -243,18 +243,6 @@ TEST(StorageProbeErrors, ReadOnlyRemountCountsWriteErrorsByErrno) {
 
 constexpr const char* kNodeExporter = "/usr/bin/prometheus-node-exporter";
 
-std::uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // "name{labels}" -> value, from an exposition.
 std::map<std::string, double> samples(const std::string& body) {
   std::map<std::string, double> out;
@@ -320,7 +308,7 @@ TEST(NodeExporterAgreement, DiskstatsAndMountstats) {
   std::filesystem::create_directory_symlink("4242", proc / "self");
   std::filesystem::path sys = storage_fixtures() / "sys";
 
-  std::uint16_t port = free_port();
+  std::uint16_t port = nodewatch::testing::FreeLoopbackPort();
   pid_t pid = ::fork();
   if (pid == 0) {
     int null = ::open("/dev/null", O_WRONLY);

@@ -136,4 +136,18 @@ inline std::optional<TestConnection::Response> Request(std::uint16_t port, std::
   return c.read_response(method == "HEAD");
 }
 
+// A loopback TCP port that was free a moment ago, for a child server (a
+// Prometheus, a node_exporter) that must be told its port up front.
+inline std::uint16_t FreeLoopbackPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
 }  // namespace nodewatch::testing

@@ -1,0 +1,51 @@
+#pragma once
+// Small text helpers the collectors' parsers share: whitespace, tokens,
+// trimming, and turning a sysfs attribute into a safe label value.
+
+#include <string>
+#include <string_view>
+
+#include "nodewatch/metric.hpp"
+
+namespace nodewatch::text {
+
+// ASCII whitespace, and NUL (sysfs pads some attributes with it).
+inline bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' || c == '\0';
+}
+
+// Returns the next whitespace-separated token of `rest` and advances past
+// it; "" when none is left.
+inline std::string_view next_token(std::string_view& rest) {
+  std::size_t begin = 0;
+  while (begin < rest.size() && is_space(rest[begin])) ++begin;
+  std::size_t end = begin;
+  while (end < rest.size() && !is_space(rest[end])) ++end;
+  std::string_view token = rest.substr(begin, end - begin);
+  rest.remove_prefix(end);
+  return token;
+}
+
+inline std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// A sysfs attribute as a label value: trimmed, control characters as
+// spaces, and, when the bytes are not valid UTF-8, every non-ASCII byte as
+// '?' (a label value must be UTF-8).
+inline std::string label_value(std::string_view raw) {
+  std::string out(trim(raw));
+  const bool utf8 = is_valid_utf8(out);
+  for (char& c : out) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f)
+      c = ' ';
+    else if (!utf8 && u >= 0x80)
+      c = '?';
+  }
+  return out;
+}
+
+}  // namespace nodewatch::text
