@@ -425,24 +425,17 @@ void NicCollector::emit_link(const LinkRecord& link, InterfaceState& state, Metr
   }
 }
 
-void NicCollector::refresh_driver_names(const std::string& ifname, DriverStats& stats,
-                                        MetricSink& out) {
+void NicCollector::refresh_driver_names(std::vector<std::string> names, DriverStats& stats) {
   stats.valid = false;
   stats.selected.clear();
   stats.over_limit = 0;
-  std::vector<std::string> names;
-  Status s = source_->stats_names(ifname, stats.count, &names);
-  if (s == Status::kError) out.error("ethtool_error");
-  if (s != Status::kOk) return;
-  if (names.size() != stats.count) {
-    out.error("driver_stats_changed");
-    return;
-  }
+  stats.names = std::move(names);
+  const std::vector<std::string>& all = stats.names;
   // Two driver names that would land on the same curated series: the second
   // stays a generic driver counter.
   std::set<std::tuple<DriverMetric, std::string, std::string, std::string>> curated;
-  for (std::uint32_t i = 0; i < names.size(); ++i) {
-    const std::string& name = names[i];
+  for (std::uint32_t i = 0; i < all.size(); ++i) {
+    const std::string& name = all[i];
     if (name.empty() || !is_valid_utf8(name)) continue;
     bool allowed = false;
     for (const std::regex& re : driver_counters_) {
@@ -489,9 +482,20 @@ void NicCollector::emit_driver_stats(const LinkRecord& link, InterfaceState& sta
     stats.read_cycle = cycle_;
     return;
   }
-  if (!stats.valid || count != stats.count || refresh_due) {
+  // The names are read every cycle (no firmware access): a driver may
+  // reorder or rename its statistics without changing their number (mlx5
+  // when PFC moves to another priority), and values must never land under
+  // another counter's labels.
+  std::vector<std::string> names;
+  s = source_->stats_names(link.name, count, &names);
+  if (s != Status::kOk || names.size() != count) {
+    out.error(s == Status::kOk ? "driver_stats_changed" : "ethtool_error");
+    stats.valid = false;
+    return;
+  }
+  if (!stats.valid || count != stats.count || names != stats.names || refresh_due) {
     stats.count = count;
-    refresh_driver_names(link.name, stats, out);
+    refresh_driver_names(std::move(names), stats);
     if (!stats.valid) return;
   }
   if (stats.over_limit > 0) out.error("driver_counter_limit", stats.over_limit);
@@ -655,6 +659,9 @@ const CollectorSpec& nic_collector_spec() {
     spec.description =
         "Network interfaces: link statistics, qdiscs, driver counters (PFC, discards), TCP/IP";
     spec.enabled_by_default = true;
+    // SIOCETHTOOL runs under RTNL, which a NIC's firmware command can hold for
+    // tens of seconds: the collector must not take a shared worker with it.
+    spec.own_thread = true;
     spec.default_interval = std::chrono::seconds(15);
     spec.default_timeout = std::chrono::seconds(10);
     spec.options = [](OptionReader& r) { nic::read_nic_options(r); };

@@ -104,6 +104,7 @@ class NicCollector final : public Collector {
     bool valid = false;
     std::uint32_t count = 0;
     std::uint64_t read_cycle = 0;
+    std::vector<std::string> names;  // the driver's statistic names when `selected` was built
     std::vector<SelectedCounter> selected;
     std::uint64_t over_limit = 0;
   };
@@ -126,7 +127,8 @@ class NicCollector final : public Collector {
   void emit_link(const LinkRecord& link, InterfaceState& state, MetricSink& out);
   void emit_driver_stats(const LinkRecord& link, InterfaceState& state, bool has_std_pause,
                          MetricSink& out);
-  void refresh_driver_names(const std::string& ifname, DriverStats& stats, MetricSink& out);
+  // Rebuilds the selection of statistics from the driver's `names`.
+  void refresh_driver_names(std::vector<std::string> names, DriverStats& stats);
   void collect_ethtool_netlink(MetricSink& out);
   void collect_qdiscs(MetricSink& out);
   void collect_protocols(MetricSink& out);

@@ -13,6 +13,7 @@
 #include <netlink/netlink.h>
 #include <netlink/socket.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -33,9 +34,41 @@ namespace {
 constexpr int kReceiveTimeoutSeconds = 5;
 
 // Driver statistics may grow between ETHTOOL_GSSET_INFO and the GSTRINGS or
-// GSTATS that follows (the kernel writes as many as the driver has *now*):
-// buffers get this much room beyond the count just read.
+// GSTATS that follows (the kernel writes as many as the driver has *now*,
+// whatever length we pass): buffers get this much room beyond the count just
+// read, and end at an inaccessible page (GuardedBuffer), so that a larger
+// growth fails the call with EFAULT instead of writing past the buffer.
 constexpr std::uint32_t kStatsSlack = 256;
+
+class GuardedBuffer {
+ public:
+  explicit GuardedBuffer(std::size_t bytes) {
+    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    const std::size_t rounded = (bytes + 7) / 8 * 8;
+    const std::size_t data = (rounded + page - 1) / page * page;
+    size_ = data + page;
+    void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return;
+    base_ = static_cast<std::uint8_t*>(p);
+    if (::mprotect(base_ + data, page, PROT_NONE) != 0) {
+      ::munmap(base_, size_);
+      base_ = nullptr;
+      return;
+    }
+    data_ = base_ + data - rounded;  // the buffer's end touches the guard page
+  }
+  ~GuardedBuffer() {
+    if (base_ != nullptr) ::munmap(base_, size_);
+  }
+  GuardedBuffer(const GuardedBuffer&) = delete;
+  GuardedBuffer& operator=(const GuardedBuffer&) = delete;
+  std::uint8_t* data() { return data_; }  // null when the mapping failed
+
+ private:
+  std::uint8_t* base_ = nullptr;
+  std::uint8_t* data_ = nullptr;
+  std::size_t size_ = 0;
+};
 // A driver reporting more statistics than this is not believed.
 constexpr std::uint32_t kMaxStats = 1 << 16;
 
@@ -217,7 +250,8 @@ class RealKernelSource final : public KernelSource {
   Status stats_names(const std::string& ifname, std::uint32_t count,
                      std::vector<std::string>* names) override {
     std::uint32_t room = count + kStatsSlack;
-    std::vector<std::uint8_t> buf(sizeof(ethtool_gstrings) + std::size_t{room} * ETH_GSTRING_LEN);
+    GuardedBuffer buf(sizeof(ethtool_gstrings) + std::size_t{room} * ETH_GSTRING_LEN);
+    if (buf.data() == nullptr) return Status::kError;
     ethtool_gstrings hdr{};
     hdr.cmd = ETHTOOL_GSTRINGS;
     hdr.string_set = ETH_SS_STATS;
@@ -239,8 +273,8 @@ class RealKernelSource final : public KernelSource {
   Status stats_values(const std::string& ifname, std::uint32_t count,
                       std::vector<std::uint64_t>* values) override {
     std::uint32_t room = count + kStatsSlack;
-    std::vector<std::uint8_t> buf(sizeof(ethtool_stats) +
-                                  std::size_t{room} * sizeof(std::uint64_t));
+    GuardedBuffer buf(sizeof(ethtool_stats) + std::size_t{room} * sizeof(std::uint64_t));
+    if (buf.data() == nullptr) return Status::kError;
     ethtool_stats hdr{};
     hdr.cmd = ETHTOOL_GSTATS;
     hdr.n_stats = count;

@@ -719,7 +719,7 @@ TEST(NicCollector, DriverCounterLimitIsCounted) {
   EXPECT_EQ(error_count(sink, "driver_counter_limit"), total - 20);
 }
 
-TEST(NicCollector, StringSetRefreshedWhenTheCountChanges) {
+TEST(NicCollector, StringSetFollowsTheDriverEveryCycle) {
   FakeNode node = two_vendor_node();
   FakeDevice& cx = node.source->devices["ens1f0np0"];
   {
@@ -727,21 +727,29 @@ TEST(NicCollector, StringSetRefreshedWhenTheCountChanges) {
     CollectOnce(*node.collector, sink);
   }
   EXPECT_EQ(cx.names_calls, 1);
-  {
-    MetricSink sink(node.collector->metrics());
-    CollectOnce(*node.collector, sink);
-    EXPECT_EQ(cx.names_calls, 1);  // cached
-  }
-  // PFC enabled on priority 5 too: two more names, read again.
+  // PFC enabled on priority 5 too: two more names.
   cx.names.push_back("rx_prio5_pause");
   cx.values.push_back(31);
   cx.names.push_back("tx_prio5_pause");
   cx.values.push_back(32);
+  {
+    MetricSink sink(node.collector->metrics());
+    CollectOnce(*node.collector, sink);
+    EXPECT_EQ(cx.names_calls, 2);
+    EXPECT_EQ(Value(sink, "nodewatch_nic_pfc_pause_frames_total", {"ens1f0np0", "rx", "5"}), 31);
+    EXPECT_EQ(Value(sink, "nodewatch_nic_pfc_pause_frames_total", {"ens1f0np0", "tx", "5"}), 32);
+  }
+  // PFC moved from priority 5 to 6: the same number of statistics, other
+  // names. The values follow their names, never the old labels.
+  for (std::string& n : cx.names) {
+    if (n == "rx_prio5_pause") n = "rx_prio6_pause";
+    if (n == "tx_prio5_pause") n = "tx_prio6_pause";
+  }
   MetricSink sink(node.collector->metrics());
   CollectOnce(*node.collector, sink);
-  EXPECT_EQ(cx.names_calls, 2);
-  EXPECT_EQ(Value(sink, "nodewatch_nic_pfc_pause_frames_total", {"ens1f0np0", "rx", "5"}), 31);
-  EXPECT_EQ(Value(sink, "nodewatch_nic_pfc_pause_frames_total", {"ens1f0np0", "tx", "5"}), 32);
+  EXPECT_EQ(cx.names_calls, 3);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_pfc_pause_frames_total", {"ens1f0np0", "rx", "6"}), 31);
+  EXPECT_FALSE(has(sink, "nodewatch_nic_pfc_pause_frames_total", {"ens1f0np0", "rx", "5"}));
 }
 
 TEST(NicCollector, ValuesOfAnotherSetAreNotExported) {
