@@ -127,6 +127,7 @@ TextfileOptions read_textfile_options(OptionReader& r) {
     r.error("directory", "must be an absolute path");
   o.max_file_bytes = r.get_int("max_file_bytes", o.max_file_bytes, 1, 64 << 20);
   o.max_files = r.get_int("max_files", o.max_files, 1, 10000);
+  o.max_total_bytes = r.get_int("max_total_bytes", o.max_total_bytes, 1, std::int64_t{1} << 30);
   return o;
 }
 
@@ -159,12 +160,20 @@ void TextfileCollector::collect(const CollectContext& ctx, MetricSink& out) {
   std::map<std::string, std::size_t, std::less<>> by_name;
   std::set<std::string> series;
   std::map<std::string, std::string> errors;  // this cycle's
+  std::int64_t total_bytes = 0;
   for (const std::string& name : files) {
     if (ctx.should_stop()) break;
     const std::string path = options_.directory + "/" + name;
     Read r = read_file(path, options_.max_file_bytes);
     std::string error = r.error;
     std::string reason = r.reason;
+    if (error.empty() &&
+        total_bytes + static_cast<std::int64_t>(r.text.size()) > options_.max_total_bytes) {
+      error = "over max_total_bytes (" + std::to_string(options_.max_total_bytes) +
+              ") with the files before it";
+      reason = "budget";
+    }
+    if (error.empty()) total_bytes += static_cast<std::int64_t>(r.text.size());
     ParseResult parsed;
     if (error.empty()) {
       parsed = parse(r.text);

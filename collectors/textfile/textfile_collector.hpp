@@ -37,6 +37,9 @@ struct TextfileOptions {
   std::string directory{kDefaultDirectory};  // absolute
   std::int64_t max_file_bytes = 1 << 20;
   std::int64_t max_files = 256;
+  // All files together: past this many bytes, later files (in name order)
+  // are refused ("budget"), so the daemon's memory stays bounded.
+  std::int64_t max_total_bytes = 16 << 20;
 };
 
 // Reads [collectors.textfile]; a relative directory is a configuration error.

@@ -299,12 +299,18 @@ const char* type_name(FamilyType t) {
 std::string series_key(const Sample& s) {
   std::vector<std::pair<std::string, std::string>> labels = s.labels;
   std::sort(labels.begin(), labels.end());
-  std::string key = s.name;
+  // Each field length-prefixed: label values may contain any byte, NUL
+  // included, so no separator is safe.
+  auto field = [](std::string& out, std::string_view f) {
+    out += std::to_string(f.size());
+    out += ':';
+    out += f;
+  };
+  std::string key;
+  field(key, s.name);
   for (const auto& [k, v] : labels) {
-    key += '\0';
-    key += k;
-    key += '\0';
-    key += v;
+    field(key, k);
+    field(key, v);
   }
   return key;
 }

@@ -247,6 +247,34 @@ TEST(TextfileCollector, OversizedFileAndTooManyFiles) {
   EXPECT_FALSE(sink.get("nodewatch_textfile_file_valid", {"c.prom"}, &v));  // past max_files
 }
 
+TEST(TextfileCollector, TotalBudgetRefusesLaterFiles) {
+  Dir d;
+  d.dir.write("a.prom", "a_metric 1\n");         // 11 bytes
+  d.dir.write("b.prom", "b_metric_longer 1\n");  // 18 bytes: 29 > 20
+  d.dir.write("c.prom", "c 1\n");                // 4 bytes: 15 <= 20
+  TextfileOptions o = d.options();
+  o.max_total_bytes = 20;
+  TextfileCollector c(o);
+  MetricSink sink(c.metrics());
+  CollectOnce(c, sink);
+  EXPECT_EQ(Errors(sink, "budget"), 1u);
+  EXPECT_EQ(Get(sink, "nodewatch_textfile_file_valid", "a.prom"), 1);
+  EXPECT_EQ(Get(sink, "nodewatch_textfile_file_valid", "b.prom"), 0);
+  EXPECT_EQ(Get(sink, "nodewatch_textfile_file_valid", "c.prom"), 1);
+  EXPECT_EQ(sink.render().find("b_metric_longer"), std::string::npos);
+}
+
+TEST(TextfileParse, LabelValuesWithNulDoNotCollide) {
+  // {a="x\0b\0y"} and {a="x",b="y"} are different series.
+  std::string text = "m{a=\"x";
+  text += '\0';
+  text += "b";
+  text += '\0';
+  text += "y\"} 1\nm{a=\"x\",b=\"y\"} 2\n";
+  ParseResult r = parse(text);
+  EXPECT_TRUE(r.ok()) << r.error;
+}
+
 TEST(TextfileCollector, MissingDirectory) {
   TextfileCollector quiet({});  // the default directory, absent on a node without inputs
   if (std::filesystem::exists(std::string(kDefaultDirectory)))
