@@ -117,15 +117,17 @@ void parse_xprt(std::string_view rest, Block* b) {
     b->broken = true;
     return;
   }
+  // A mount with nconnect=N (or session trunking) prints one xprt line per
+  // transport: the mount's counters are their sum.
   if (protocol == "udp") {
-    t.sends = v[2];
-    t.receives = v[3];
-    t.bad_xids = v[4];
+    t.sends += v[2];
+    t.receives += v[3];
+    t.bad_xids += v[4];
   } else {
-    t.connects = v[2];
-    t.sends = v[5];
-    t.receives = v[6];
-    t.bad_xids = v[7];
+    t.connects += v[2];
+    t.sends += v[5];
+    t.receives += v[6];
+    t.bad_xids += v[7];
   }
 }
 

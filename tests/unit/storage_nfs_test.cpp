@@ -114,6 +114,24 @@ TEST(MountstatsParse, Nfs3OverTcp) {
   EXPECT_EQ(m.transport.bad_xids, x[7]);
 }
 
+TEST(MountstatsParse, NconnectTransportsAreSummed) {
+  // nconnect=2: the kernel prints one xprt line per transport.
+  std::string text = ReadFile(fixture("nfs41-tcp.txt"));
+  const std::string one = "\txprt:\ttcp 912 1 3 0 4 1063395 1063393 0 95212544 0 128 4523 1203\n";
+  const std::string two = "\txprt:\ttcp 913 1 2 0 4 1000 999 1 9000 0 12 45 12\n";
+  auto at = text.find(one);
+  ASSERT_NE(at, std::string::npos);
+  text.insert(at + one.size(), two);
+  MountstatsResult r = parse_mountstats(text);
+  EXPECT_EQ(r.malformed, 0u);
+  ASSERT_EQ(r.mounts.size(), 1u);
+  const NfsTransport& t = r.mounts[0].transport;
+  EXPECT_EQ(t.connects, 3u + 2u);
+  EXPECT_EQ(t.sends, 1063395u + 1000u);
+  EXPECT_EQ(t.receives, 1063393u + 999u);
+  EXPECT_EQ(t.bad_xids, 0u + 1u);
+}
+
 TEST(MountstatsParse, Nfs41OverTcp) {
   std::string text = ReadFile(fixture("nfs41-tcp.txt"));
   MountstatsResult r = parse_mountstats(text);
