@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <system_error>
 #include <thread>
 
 // <infiniband/verbs.h> turns some entry points into macros over inline
@@ -52,7 +53,15 @@ class DeviceWatch {
       fatal_ = true;  // no way to stop a thread: watch nothing
       return;
     }
-    thread_ = std::thread([this] { run(); });
+    try {
+      thread_ = std::thread([this] { run(); });
+    } catch (const std::system_error&) {
+      // No thread to spare (TasksMax, RLIMIT_NPROC): watch nothing; the
+      // destructor still closes the device.
+      ::close(wake_fd_);
+      wake_fd_ = -1;
+      fatal_ = true;
+    }
   }
   ~DeviceWatch() {
     std::uint64_t one = 1;
@@ -63,6 +72,15 @@ class DeviceWatch {
   }
   DeviceWatch(const DeviceWatch&) = delete;
   DeviceWatch& operator=(const DeviceWatch&) = delete;
+
+  // False when no thread could be started for the device.
+  bool started() const { return thread_.joinable(); }
+  // True once the device went fatal or was disassociated (driver reload,
+  // reset): it is closed and opened afresh.
+  bool dead() {
+    std::lock_guard lock(mu_);
+    return fatal_;
+  }
 
   std::optional<std::uint64_t> changes(unsigned port) {
     std::lock_guard lock(mu_);
@@ -141,7 +159,11 @@ class DlVerbsSource final : public VerbsSource {
   std::uint64_t sync(const std::vector<std::string>& devices) override {
     if (handle_ == nullptr) return 0;
     std::set<std::string, std::less<>> wanted(devices.begin(), devices.end());
-    std::erase_if(watches_, [&](const auto& e) { return !wanted.contains(e.first); });
+    // Gone devices are closed; dead ones too, to be opened again below (a
+    // reset or driver reload leaves a stale context behind, which would also
+    // hold up the driver's unregistration).
+    std::erase_if(watches_,
+                  [&](const auto& e) { return !wanted.contains(e.first) || e.second->dead(); });
     std::erase_if(failed_, [&](const std::string& d) { return !wanted.contains(d); });
     std::vector<std::string> to_open;
     for (const std::string& d : wanted) {
@@ -166,7 +188,14 @@ class DlVerbsSource final : public VerbsSource {
         ++failures;
         continue;
       }
-      watches_.emplace(d, std::make_unique<DeviceWatch>(api_, ctx));
+      auto watch = std::make_unique<DeviceWatch>(api_, ctx);
+      if (!watch->started()) {
+        // Closed with `watch`; not tried again until the device comes back.
+        failed_.insert(d);
+        ++failures;
+        continue;
+      }
+      watches_.emplace(d, std::move(watch));
     }
     if (list != nullptr) api_.free_device_list(list);
     return failures;
