@@ -310,7 +310,17 @@ struct DeviceMemory {
   // the exported sum of CRC and replay errors uses it for a field that
   // failed this cycle, so the counter never goes backwards.
   std::map<std::pair<unsigned, unsigned>, double> c2c_errors;
+  // NVLink: where each link's byte counters come from, once one answered
+  // (kNvlink5Bytes or kKibThroughput), so that a field failing for a cycle
+  // never switches a series to another counter; and whether the device's
+  // per-counter error call ever answered (then its "recovery" is the one
+  // exported, never the NVLink5 field's).
+  std::map<unsigned, int> nvlink_bytes_source;
+  bool nvlink_legacy_errors = false;
 };
+
+constexpr int kNvlink5Bytes = 1;
+constexpr int kKibThroughput = 2;
 
 // One device's query: the sample, and the answer of
 // nvmlDeviceGetHandleByIndex (not SUCCESS: nothing else was asked).
@@ -418,7 +428,7 @@ void read_fields(const Api& a, nvml::Device dev, DeviceSample& d, DeviceMemory& 
 // The NVLink links of one device. The number of links is discovered, never
 // assumed: field 91 where the driver has it, else nvmlDeviceGetNvLinkState
 // on link 0, 1, ... until the driver says there is no such link.
-void read_nvlinks(const Api& a, nvml::Device dev, DeviceSample& d) {
+void read_nvlinks(const Api& a, nvml::Device dev, DeviceSample& d, DeviceMemory& memory) {
   if (a.device_get_nvlink_state == nullptr) return;
   std::optional<unsigned> count;
   if (a.device_get_field_values != nullptr) {
@@ -472,7 +482,10 @@ void read_nvlinks(const Api& a, nvml::Device dev, DeviceSample& d) {
         unsigned long long v = 0;
         const nvml::Return rc = a.device_get_nvlink_error_counter(dev, link.link, c.id, &v);
         if (rc != nvml::kErrorNotSupported) any = true;
-        if (ok(rc, d)) link.errors[c.type] = static_cast<double>(v);
+        if (ok(rc, d)) {
+          link.errors[c.type] = static_cast<double>(v);
+          memory.nvlink_legacy_errors = true;
+        }
       }
       if (!any) break;
     }
@@ -520,17 +533,28 @@ void read_nvlinks(const Api& a, nvml::Device dev, DeviceSample& d) {
     // NVML's "MBps": megabytes (10^6) per second [inferred; check on hardware].
     if (auto mbps = value(0)) link.speed_bytes_per_second = *mbps * 1e6;
     // NVLink5's byte counters where the driver has them, else the data
-    // throughput counters, in KiB.
-    if (auto tx = value(3))
-      link.tx_bytes = *tx;
-    else if (auto tx_kib = value(1))
-      link.tx_bytes = *tx_kib * 1024;
-    if (auto rx = value(4))
-      link.rx_bytes = *rx;
-    else if (auto rx_kib = value(2))
-      link.rx_bytes = *rx_kib * 1024;
+    // throughput counters, in KiB; the first that answered stays the source.
+    int& source = memory.nvlink_bytes_source[link.link];
+    if (source != kKibThroughput) {
+      auto tx = value(3);
+      auto rx = value(4);
+      if (tx || rx) source = kNvlink5Bytes;
+      if (tx) link.tx_bytes = *tx;
+      if (rx) link.rx_bytes = *rx;
+    }
+    if (source != kNvlink5Bytes) {
+      auto tx_kib = value(1);
+      auto rx_kib = value(2);
+      if (tx_kib || rx_kib) source = kKibThroughput;
+      if (tx_kib) link.tx_bytes = *tx_kib * 1024;
+      if (rx_kib) link.rx_bytes = *rx_kib * 1024;
+    }
     for (std::size_t k = 5; k < kFields.size(); ++k) {
-      // A type the per-counter call already gave (recovery) keeps that value.
+      // The per-counter call's "recovery" (DL recovery), once it has
+      // answered, is never replaced by the NVLink5 field (all recovery
+      // events): two counters under one series would read as resets.
+      if (memory.nvlink_legacy_errors && std::string_view(kFields[k].error_type) == "recovery")
+        continue;
       if (auto e = value(k)) link.errors.emplace(kFields[k].error_type, *e);
     }
   }
@@ -560,7 +584,7 @@ void read_device(const Session& s, unsigned index, DeviceResult& r, DeviceMemory
   d.pci_bus_id = read_pci_bus_id(a, dev, d);
   publish_identity(d);
   if (s.nvlink_only) {
-    read_nvlinks(a, dev, d);
+    read_nvlinks(a, dev, d, memory);
     return;
   }
 

@@ -207,6 +207,22 @@ TEST(NvlinkTest, ErrorsGrowBetweenCollections) {
             Get(first, "nodewatch_nvlink_errors_total", {"2", uuid(2), "6", "crc_flit"}));
 }
 
+TEST(NvlinkTest, ByteCountersNeverSwitchSource) {
+  // NVLink5 byte counters answered first; when they fail for a cycle the
+  // series is absent, never filled from the KiB counters (a switch would
+  // read as a counter reset and a false rate).
+  Node node(FAKE_NVML_LIBRARY, scenario("nvlink5.scenario"));
+  MetricSink first = node.Collect();
+  EXPECT_EQ(Get(first, "nodewatch_nvlink_transmitted_bytes_total", {"0", uuid(0), "3"}), 1e9 + 3);
+  Hooks hooks(FAKE_NVML_LIBRARY);
+  ASSERT_TRUE(hooks.Script("field_fail 0 202 999"));
+  MetricSink second = node.Collect();
+  EXPECT_FALSE(Has(second, "nodewatch_nvlink_transmitted_bytes_total", {"0", uuid(0), "3"}));
+  EXPECT_EQ(Get(second, "nodewatch_nvlink_received_bytes_total", {"0", uuid(0), "3"}), 2e9 + 3);
+  EXPECT_EQ(Get(second, "nodewatch_nvlink_transmitted_bytes_total", {"1", uuid(1), "3"}), 2e9 + 3);
+  EXPECT_GT(second.errors().at("nvml_error"), 0u);
+}
+
 TEST(NvlinkTest, OldDriverLinksDiscoveredByEnumeration) {
   // No nvmlDeviceGetFieldValues: no link count field, no speed or bytes.
   Node node(FAKE_NVML_OLD_LIBRARY, scenario("nvlink_hopper.scenario"));
