@@ -101,8 +101,12 @@ namespace {
 // name, buffer) or `shared`, which it locks only around bookkeeping.
 class Runner {
  public:
-  Runner(std::shared_ptr<Probe::Shared> shared, ProbeConfig config, std::string file)
-      : shared_(std::move(shared)), config_(std::move(config)), file_(std::move(file)) {
+  Runner(std::shared_ptr<Probe::Shared> shared, ProbeConfig config, std::string file,
+         std::shared_ptr<Probe::Shared> predecessor)
+      : shared_(std::move(shared)),
+        config_(std::move(config)),
+        file_(std::move(file)),
+        predecessor_(std::move(predecessor)) {
     capacity_ = round_up(std::max<std::size_t>(config_.size, 1), kAlignment);
     buffer_.reset(static_cast<char*>(std::aligned_alloc(kAlignment, capacity_)));
     if (buffer_) std::memset(buffer_.get(), 'n', capacity_);
@@ -112,16 +116,18 @@ class Runner {
   }
 
   void run() {
-    for (;;) {
-      Clock::time_point cycle = Clock::now();
-      {
-        std::lock_guard lock(shared_->mu);
+    if (wait_for_predecessor()) {
+      for (;;) {
+        Clock::time_point cycle = Clock::now();
+        {
+          std::lock_guard lock(shared_->mu);
+          if (shared_->stop) break;
+        }
+        run_cycle();
+        std::unique_lock lock(shared_->mu);
+        shared_->cv.wait_until(lock, cycle + config_.interval, [&] { return shared_->stop; });
         if (shared_->stop) break;
       }
-      run_cycle();
-      std::unique_lock lock(shared_->mu);
-      shared_->cv.wait_until(lock, cycle + config_.interval, [&] { return shared_->stop; });
-      if (shared_->stop) break;
     }
     std::lock_guard lock(shared_->mu);
     shared_->done = true;
@@ -129,6 +135,34 @@ class Runner {
   }
 
  private:
+  // The probe of the same file before a reload may still be blocked in the
+  // kernel (its thread was detached). Nothing is started on the path until
+  // it returns, and its operation is reported as this probe's meanwhile, so
+  // reloads during a hang never pile up blocked threads. False when asked to
+  // stop first.
+  bool wait_for_predecessor() {
+    while (predecessor_) {
+      Clock::time_point started;
+      {
+        std::lock_guard lock(predecessor_->mu);
+        if (predecessor_->done || !predecessor_->in_op) break;
+        started = predecessor_->op_started;
+      }
+      std::unique_lock lock(shared_->mu);
+      shared_->in_op = true;
+      shared_->op_started = started;
+      shared_->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return shared_->stop; });
+      if (shared_->stop) {
+        shared_->in_op = false;
+        return false;
+      }
+    }
+    predecessor_.reset();
+    std::lock_guard lock(shared_->mu);
+    shared_->in_op = false;
+    return true;
+  }
+
   bool stopping() {
     std::lock_guard lock(shared_->mu);
     return shared_->stop;
@@ -274,6 +308,7 @@ class Runner {
   std::shared_ptr<Probe::Shared> shared_;
   ProbeConfig config_;
   std::string file_;
+  std::shared_ptr<Probe::Shared> predecessor_;  // until it is no longer blocked
   AlignedBuffer buffer_;
   std::size_t capacity_ = 0;
   Fd fd_;
@@ -336,8 +371,31 @@ Probe::Probe(ProbeConfig config, std::string file_name)
   for (ProbeOp op : config_.operations) {
     shared_->ops[static_cast<std::size_t>(op)].histogram.emplace(probe_buckets());
   }
-  thread_ = std::thread(
-      [runner = std::make_shared<Runner>(shared_, config_, file_path())] { runner->run(); });
+  // The probes of this file in the process (a reload replaces them): the
+  // newest, and the one a newer probe waits for because it is blocked in the
+  // kernel. The new thread waits for the blocked one while it is not done.
+  struct Lineage {
+    std::weak_ptr<Shared> newest;
+    std::weak_ptr<Shared> blocked;
+  };
+  static std::mutex registry_mu;
+  static std::map<std::string, Lineage> registry;
+  std::shared_ptr<Shared> predecessor;
+  {
+    std::lock_guard lock(registry_mu);
+    Lineage& lineage = registry[file_path()];
+    predecessor = lineage.blocked.lock();
+    if (predecessor) {
+      std::lock_guard plock(predecessor->mu);
+      if (predecessor->done) predecessor.reset();
+    }
+    if (!predecessor) predecessor = lineage.newest.lock();
+    lineage.newest = shared_;
+    lineage.blocked = predecessor;
+  }
+  thread_ =
+      std::thread([runner = std::make_shared<Runner>(shared_, config_, file_path(),
+                                                     std::move(predecessor))] { runner->run(); });
 }
 
 Probe::~Probe() {

@@ -9,7 +9,9 @@
 #include <cerrno>
 #include <charconv>
 #include <future>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <span>
 #include <stdexcept>
@@ -339,14 +341,34 @@ namespace {
 // must not hang the configuration check. Returns the errno (0 when it is a
 // directory, ENOTDIR when it is something else), or nullopt when the call
 // did not return in time (the helper thread is left to finish on its own).
+// A check still blocked from an earlier load is waited on again, never
+// started twice: reloads during a hang do not pile up blocked threads.
 std::optional<int> check_directory(const std::string& path, std::chrono::milliseconds limit) {
-  auto result = std::make_shared<std::promise<int>>();
-  std::future<int> done = result->get_future();
-  std::thread([path, result] {
-    struct stat st {};
-    int err = ::stat(path.c_str(), &st) == 0 ? (S_ISDIR(st.st_mode) ? 0 : ENOTDIR) : errno;
-    result->set_value(err);
-  }).detach();
+  static std::mutex mu;
+  static std::map<std::string, std::shared_future<int>> in_flight;
+  std::shared_future<int> done;
+  {
+    std::lock_guard lock(mu);
+    auto it = in_flight.find(path);
+    if (it != in_flight.end() &&
+        it->second.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      done = it->second;
+    } else {
+      auto result = std::make_shared<std::promise<int>>();
+      done = result->get_future().share();
+      in_flight[path] = done;
+      try {
+        std::thread([path, result] {
+          struct stat st {};
+          int err = ::stat(path.c_str(), &st) == 0 ? (S_ISDIR(st.st_mode) ? 0 : ENOTDIR) : errno;
+          result->set_value(err);
+        }).detach();
+      } catch (const std::system_error&) {
+        in_flight.erase(path);
+        return std::nullopt;  // no thread to spare: treated as not answering
+      }
+    }
+  }
   if (done.wait_for(limit) != std::future_status::ready) return std::nullopt;
   return done.get();
 }

@@ -261,6 +261,49 @@ TEST(Probe, StuckWhileBlockedThenRecoversByItself) {
   EXPECT_TRUE(std::filesystem::is_regular_file(p.file_path()));
 }
 
+TEST(Probe, AReplacementWaitsForItsBlockedPredecessorInsteadOfPilingUp) {
+  // A reload during a hang replaces the probe: the new one must start
+  // nothing on the path while the old thread is blocked, report stuck, stop
+  // promptly itself, and take over once the old call returns.
+  TempDir dir;
+  ProbeConfig pc;
+  pc.path = dir.path().string();
+  pc.operations = {ProbeOp::kRead};
+  pc.interval = 100ms;
+  pc.timeout = 50ms;
+  const std::string file = "nodewatch-probe-predecessor-test";
+  auto read_of = [](const Probe& p) {
+    return p.snapshot().ops[static_cast<std::size_t>(ProbeOp::kRead)];
+  };
+  auto first = std::make_unique<Probe>(pc, file);
+  ASSERT_TRUE(eventually([&] { return read_of(*first).success; }));
+  std::filesystem::remove(first->file_path());
+  ASSERT_EQ(::mkfifo(first->file_path().c_str(), 0644), 0);
+  ASSERT_TRUE(eventually([&] { return first->snapshot().stuck; }));
+  const std::string fifo = first->file_path();
+  first->request_stop();
+  EXPECT_FALSE(first->finish(std::chrono::steady_clock::now() + 100ms));  // blocked: detached
+  first.reset();
+
+  for (int generation = 0; generation < 3; ++generation) {
+    Probe next(pc, file);
+    ASSERT_TRUE(eventually([&] { return next.snapshot().stuck; })) << generation;
+    std::this_thread::sleep_for(300ms);
+    EXPECT_FALSE(read_of(next).observed) << "an operation was started on a blocked path";
+    next.request_stop();
+    EXPECT_TRUE(next.finish(std::chrono::steady_clock::now() + 1s))
+        << "the waiting thread must stop (generation " << generation << ")";
+  }
+
+  Probe last(pc, file);
+  ASSERT_TRUE(eventually([&] { return last.snapshot().stuck; }));
+  int writer = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(writer, 0);
+  std::filesystem::remove(fifo);
+  ::close(writer);
+  ASSERT_TRUE(eventually([&] { return !last.snapshot().stuck && read_of(last).success; }));
+}
+
 TEST(Probe, CollectorWithProbesIsDestroyedPromptly) {
   TempDir dir;
   StorageOptions o;
