@@ -1,0 +1,110 @@
+// The interconnect collector's verbs source through its real dlopen path,
+// over a fake libibverbs.so.1 (tests/fakes/fake_ibverbs): port up/down
+// events counted per port, other events ignored, a device gone fatal closed
+// and opened again, a device that left closed, one that cannot be opened
+// not retried, everything closed with the source.
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <infiniband/verbs.h>
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "interconnect/ib_verbs.hpp"
+#include "support/daemon_process.hpp"
+
+namespace nodewatch::interconnect {
+namespace {
+
+using namespace std::chrono_literals;
+
+class Fake {
+ public:
+  Fake() : handle_(dlopen(FAKE_IBVERBS_LIBRARY, RTLD_NOW | RTLD_LOCAL)) {
+    set_devices_ = reinterpret_cast<void (*)(const char*)>(dlsym(handle_, "fake_ibv_set_devices"));
+    event_ = reinterpret_cast<int (*)(const char*, int, int)>(dlsym(handle_, "fake_ibv_event"));
+    count_ = reinterpret_cast<unsigned long (*)(const char*)>(dlsym(handle_, "fake_ibv_count"));
+    fail_open_ = reinterpret_cast<void (*)(const char*)>(dlsym(handle_, "fake_ibv_fail_open"));
+  }
+  ~Fake() {
+    if (handle_ != nullptr) dlclose(handle_);
+  }
+  Fake(const Fake&) = delete;
+  Fake& operator=(const Fake&) = delete;
+  bool ok() const { return set_devices_ && event_ && count_ && fail_open_; }
+  void devices(const char* names) { set_devices_(names); }
+  bool event(const char* device, ibv_event_type type, int port) {
+    return event_(device, type, port) == 0;
+  }
+  unsigned long count(const char* what) { return count_(what); }
+  void fail_open(const char* device) { fail_open_(device); }
+
+ private:
+  void* handle_;
+  void (*set_devices_)(const char*) = nullptr;
+  int (*event_)(const char*, int, int) = nullptr;
+  unsigned long (*count_)(const char*) = nullptr;
+  void (*fail_open_)(const char*) = nullptr;
+};
+
+template <class Pred>
+bool eventually(Pred pred) {
+  for (int i = 0; i < 500; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return pred();
+}
+
+TEST(VerbsSourceWithLibrary, CountsPortEventsAndFollowsDevices) {
+  testing::TempDir dev;  // stands in for /dev/infiniband
+  Fake fake;             // the same copy the source dlopens (one per process)
+  ASSERT_TRUE(fake.ok());
+  fake.devices("mlx5_0,mlx5_1");
+  auto source = make_verbs_source(FAKE_IBVERBS_LIBRARY, dev.path().string());
+  ASSERT_TRUE(verbs_source_loaded(*source));
+  const unsigned long opened_before = fake.count("open");
+  EXPECT_EQ(source->sync({"mlx5_0", "mlx5_1"}), 0u);
+  EXPECT_EQ(fake.count("open") - opened_before, 2u);
+  EXPECT_EQ(source->state_changes("mlx5_0", 1), 0u);
+
+  // A flap of port 1: down then up. A LID change is not a state change.
+  ASSERT_TRUE(fake.event("mlx5_0", IBV_EVENT_PORT_ERR, 1));
+  ASSERT_TRUE(fake.event("mlx5_0", IBV_EVENT_LID_CHANGE, 1));
+  ASSERT_TRUE(fake.event("mlx5_0", IBV_EVENT_PORT_ACTIVE, 1));
+  EXPECT_TRUE(eventually([&] { return source->state_changes("mlx5_0", 1) == 2u; }));
+  EXPECT_TRUE(eventually([&] { return fake.count("acked") >= 3; }));  // every event acked
+  EXPECT_EQ(source->state_changes("mlx5_0", 2), 0u);
+  EXPECT_EQ(source->state_changes("mlx5_1", 1), 0u);
+
+  // mlx5_1 goes fatal (a firmware reset): no value until it is opened again
+  // at the next sync, counting afresh.
+  ASSERT_TRUE(fake.event("mlx5_1", IBV_EVENT_DEVICE_FATAL, 0));
+  EXPECT_TRUE(eventually([&] { return !source->state_changes("mlx5_1", 1).has_value(); }));
+  const unsigned long opened = fake.count("open");
+  EXPECT_EQ(source->sync({"mlx5_0", "mlx5_1"}), 0u);
+  EXPECT_EQ(fake.count("open"), opened + 1);
+  EXPECT_EQ(source->state_changes("mlx5_1", 1), 0u);
+  EXPECT_EQ(source->state_changes("mlx5_0", 1), 2u);  // the healthy device kept its count
+
+  // mlx5_1 leaves: closed. mlx5_2 cannot be opened: counted once, not retried.
+  fake.fail_open("mlx5_2");
+  fake.devices("mlx5_0,mlx5_2");
+  const unsigned long closed = fake.count("close");
+  EXPECT_EQ(source->sync({"mlx5_0", "mlx5_2"}), 1u);
+  EXPECT_EQ(fake.count("close"), closed + 1);
+  EXPECT_FALSE(source->state_changes("mlx5_1", 1).has_value());
+  EXPECT_FALSE(source->state_changes("mlx5_2", 1).has_value());
+  const unsigned long attempts = fake.count("open");
+  EXPECT_EQ(source->sync({"mlx5_0", "mlx5_2"}), 0u);
+  EXPECT_EQ(fake.count("open"), attempts);
+
+  // The source closes what it holds.
+  source.reset();
+  EXPECT_EQ(fake.count("close"), fake.count("open") - fake.count("open_failed"));
+}
+
+}  // namespace
+}  // namespace nodewatch::interconnect
