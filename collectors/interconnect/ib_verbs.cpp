@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cerrno>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <set>
@@ -42,95 +43,12 @@ bool resolve(void* handle, const char* name, Fn* out) {
   return true;
 }
 
-// One opened device and the thread that drains its async events.
-class DeviceWatch {
- public:
-  DeviceWatch(const VerbsApi& api, ibv_context* ctx) : api_(api), ctx_(ctx) {
-    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    int flags = ::fcntl(ctx_->async_fd, F_GETFL);
-    ::fcntl(ctx_->async_fd, F_SETFL, flags | O_NONBLOCK);
-    if (wake_fd_ < 0) {
-      fatal_ = true;  // no way to stop a thread: watch nothing
-      return;
-    }
-    try {
-      thread_ = std::thread([this] { run(); });
-    } catch (const std::system_error&) {
-      // No thread to spare (TasksMax, RLIMIT_NPROC): watch nothing; the
-      // destructor still closes the device.
-      ::close(wake_fd_);
-      wake_fd_ = -1;
-      fatal_ = true;
-    }
-  }
-  ~DeviceWatch() {
-    std::uint64_t one = 1;
-    if (wake_fd_ >= 0) (void)!::write(wake_fd_, &one, sizeof(one));
-    if (thread_.joinable()) thread_.join();
-    if (wake_fd_ >= 0) ::close(wake_fd_);
-    api_.close_device(ctx_);
-  }
-  DeviceWatch(const DeviceWatch&) = delete;
-  DeviceWatch& operator=(const DeviceWatch&) = delete;
-
-  // False when no thread could be started for the device.
-  bool started() const { return thread_.joinable(); }
-  // True once the device went fatal or was disassociated (driver reload,
-  // reset): it is closed and opened afresh.
-  bool dead() {
-    std::lock_guard lock(mu_);
-    return fatal_;
-  }
-
-  std::optional<std::uint64_t> changes(unsigned port) {
-    std::lock_guard lock(mu_);
-    if (fatal_) return std::nullopt;
-    if (port >= changes_.size()) return std::nullopt;
-    return changes_[port];
-  }
-
- private:
-  void run() {
-    std::array<pollfd, 2> fds{{{ctx_->async_fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}}};
-    for (;;) {
-      int n = ::poll(fds.data(), fds.size(), -1);
-      if (n < 0 && errno != EINTR) return;
-      if (fds[1].revents & POLLIN) return;
-      if (!(fds[0].revents & (POLLIN | POLLERR | POLLHUP))) continue;
-      ibv_async_event ev{};
-      while (api_.get_async_event(ctx_, &ev) == 0) {
-        {
-          std::lock_guard lock(mu_);
-          switch (ev.event_type) {
-            case IBV_EVENT_PORT_ACTIVE:
-            case IBV_EVENT_PORT_ERR:
-              if (static_cast<unsigned>(ev.element.port_num) < changes_.size()) {
-                ++changes_[static_cast<unsigned>(ev.element.port_num)];
-              }
-              break;
-            case IBV_EVENT_DEVICE_FATAL: fatal_ = true; break;
-            default: break;
-          }
-        }
-        api_.ack_async_event(&ev);
-      }
-      if (fds[0].revents & (POLLERR | POLLHUP)) {
-        // The device was disassociated (driver unbound, hot-unplug).
-        std::lock_guard lock(mu_);
-        fatal_ = true;
-        return;
-      }
-    }
-  }
-  const VerbsApi& api_;
-  ibv_context* ctx_;
-  int wake_fd_ = -1;
-  std::thread thread_;
-  std::mutex mu_;
-  bool fatal_ = false;
-  std::array<std::uint64_t, 256> changes_{};  // by port number (u8)
-};
-
+// Every opened device's async events are drained by one thread, which polls
+// all their event file descriptors (a node with many RDMA devices, SR-IOV
+// functions included, must not cost a thread each: the unit runs with
+// TasksMax). The thread only touches the devices of the set it took at the
+// top of its loop; sync() closes a device only after the thread has taken a
+// set without it.
 class DlVerbsSource final : public VerbsSource {
  public:
   DlVerbsSource(const std::string& library, const std::string& dev_dir) {
@@ -150,26 +68,61 @@ class DlVerbsSource final : public VerbsSource {
     }
   }
   ~DlVerbsSource() override {
-    watches_.clear();  // joins the threads and closes the devices first
+    if (thread_.joinable()) {
+      {
+        std::lock_guard lock(mu_);
+        stop_ = true;
+      }
+      wake();
+      thread_.join();
+    }
+    for (auto& [name, dev] : devices_) api_.close_device(dev->ctx);
+    devices_.clear();
+    if (wake_fd_ >= 0) ::close(wake_fd_);
     if (handle_ != nullptr) ::dlclose(handle_);
   }
+  DlVerbsSource(const DlVerbsSource&) = delete;
+  DlVerbsSource& operator=(const DlVerbsSource&) = delete;
 
   bool loaded() const { return handle_ != nullptr; }
 
   std::uint64_t sync(const std::vector<std::string>& devices) override {
     if (handle_ == nullptr) return 0;
     std::set<std::string, std::less<>> wanted(devices.begin(), devices.end());
-    // Gone devices are closed; dead ones too, to be opened again below (a
-    // reset or driver reload leaves a stale context behind, which would also
-    // hold up the driver's unregistration).
-    std::erase_if(watches_,
-                  [&](const auto& e) { return !wanted.contains(e.first) || e.second->dead(); });
+    // Gone devices are closed; dead ones (fatal, disassociated by a reset or
+    // driver reload) too, to be opened again below: a stale context would
+    // also hold up the driver's unregistration.
+    std::vector<std::unique_ptr<Device>> doomed;
+    {
+      std::lock_guard lock(mu_);
+      for (auto it = devices_.begin(); it != devices_.end();) {
+        if (!wanted.contains(it->first) || it->second->fatal) {
+          doomed.push_back(std::move(it->second));
+          it = devices_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
     std::erase_if(failed_, [&](const std::string& d) { return !wanted.contains(d); });
+    if (!doomed.empty()) {
+      wait_for_new_set();
+      for (auto& dev : doomed) api_.close_device(dev->ctx);
+    }
     std::vector<std::string> to_open;
-    for (const std::string& d : wanted) {
-      if (!watches_.contains(d) && !failed_.contains(d)) to_open.push_back(d);
+    {
+      std::lock_guard lock(mu_);
+      for (const std::string& d : wanted) {
+        if (!devices_.contains(d) && !failed_.contains(d)) to_open.push_back(d);
+      }
     }
     if (to_open.empty()) return 0;
+    if (!start_thread()) {
+      // No thread to spare (TasksMax, RLIMIT_NPROC): nothing is opened, and
+      // the devices are not tried again until they come back.
+      for (const std::string& d : to_open) failed_.insert(d);
+      return to_open.size();
+    }
     std::uint64_t failures = 0;
     int n = 0;
     ibv_device** list = api_.get_device_list(&n);
@@ -188,30 +141,129 @@ class DlVerbsSource final : public VerbsSource {
         ++failures;
         continue;
       }
-      auto watch = std::make_unique<DeviceWatch>(api_, ctx);
-      if (!watch->started()) {
-        // Closed with `watch`; not tried again until the device comes back.
-        failed_.insert(d);
-        ++failures;
-        continue;
-      }
-      watches_.emplace(d, std::move(watch));
+      int flags = ::fcntl(ctx->async_fd, F_GETFL);
+      ::fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK);
+      auto dev = std::make_unique<Device>();
+      dev->ctx = ctx;
+      std::lock_guard lock(mu_);
+      devices_.emplace(d, std::move(dev));
+      ++generation_;
     }
     if (list != nullptr) api_.free_device_list(list);
+    wake();
     return failures;
   }
 
   std::optional<std::uint64_t> state_changes(std::string_view device, unsigned port) override {
-    auto it = watches_.find(device);
-    if (it == watches_.end()) return std::nullopt;
-    return it->second->changes(port);
+    std::lock_guard lock(mu_);
+    auto it = devices_.find(device);
+    if (it == devices_.end() || it->second->fatal || port >= it->second->changes.size())
+      return std::nullopt;
+    return it->second->changes[port];
   }
 
  private:
+  struct Device {
+    ibv_context* ctx = nullptr;
+    bool fatal = false;
+    std::array<std::uint64_t, 256> changes{};  // by port number (u8)
+  };
+
+  bool start_thread() {
+    if (thread_.joinable()) return true;
+    if (wake_fd_ < 0) wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake_fd_ < 0) return false;
+    try {
+      thread_ = std::thread([this] { run(); });
+    } catch (const std::system_error&) {
+      return false;
+    }
+    return true;
+  }
+
+  void wake() {
+    std::uint64_t one = 1;
+    if (wake_fd_ >= 0) (void)!::write(wake_fd_, &one, sizeof(one));
+  }
+
+  // Waits until the thread has taken a device set newer than the current
+  // one (after devices were removed from it).
+  void wait_for_new_set() {
+    std::unique_lock lock(mu_);
+    const std::uint64_t wanted = ++generation_;
+    if (!thread_.joinable()) return;
+    lock.unlock();
+    wake();
+    lock.lock();
+    cv_.wait(lock, [&] { return seen_generation_ >= wanted || stop_; });
+  }
+
+  void run() {
+    std::vector<pollfd> fds;
+    std::vector<Device*> polled;
+    for (;;) {
+      fds.assign(1, pollfd{wake_fd_, POLLIN, 0});
+      polled.clear();
+      {
+        std::lock_guard lock(mu_);
+        if (stop_) return;
+        seen_generation_ = generation_;
+        cv_.notify_all();
+        for (auto& [name, dev] : devices_) {
+          if (dev->fatal) continue;
+          fds.push_back(pollfd{dev->ctx->async_fd, POLLIN, 0});
+          polled.push_back(dev.get());
+        }
+      }
+      int n = ::poll(fds.data(), fds.size(), -1);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      if (fds[0].revents & POLLIN) {
+        std::uint64_t drained = 0;
+        (void)!::read(wake_fd_, &drained, sizeof(drained));
+        continue;  // the set changed, or stop
+      }
+      for (std::size_t k = 1; k < fds.size(); ++k) {
+        if (!(fds[k].revents & (POLLIN | POLLERR | POLLHUP))) continue;
+        Device* dev = polled[k - 1];
+        ibv_async_event ev{};
+        while (api_.get_async_event(dev->ctx, &ev) == 0) {
+          {
+            std::lock_guard lock(mu_);
+            switch (ev.event_type) {
+              case IBV_EVENT_PORT_ACTIVE:
+              case IBV_EVENT_PORT_ERR:
+                if (static_cast<unsigned>(ev.element.port_num) < dev->changes.size())
+                  ++dev->changes[static_cast<unsigned>(ev.element.port_num)];
+                break;
+              case IBV_EVENT_DEVICE_FATAL: dev->fatal = true; break;
+              default: break;
+            }
+          }
+          api_.ack_async_event(&ev);
+        }
+        if (fds[k].revents & (POLLERR | POLLHUP)) {
+          // The device was disassociated (driver unbound, hot-unplug).
+          std::lock_guard lock(mu_);
+          dev->fatal = true;
+        }
+      }
+    }
+  }
+
   void* handle_ = nullptr;
   VerbsApi api_;
-  std::map<std::string, std::unique_ptr<DeviceWatch>, std::less<>> watches_;
-  std::set<std::string, std::less<>> failed_;
+  std::set<std::string, std::less<>> failed_;  // touched by sync() only
+  std::thread thread_;
+  int wake_fd_ = -1;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::uint64_t generation_ = 0;       // bumped when the device set changes
+  std::uint64_t seen_generation_ = 0;  // the set the thread polls now
+  std::map<std::string, std::unique_ptr<Device>, std::less<>> devices_;
 };
 
 }  // namespace

@@ -106,5 +106,35 @@ TEST(VerbsSourceWithLibrary, CountsPortEventsAndFollowsDevices) {
   EXPECT_EQ(fake.count("close"), fake.count("open") - fake.count("open_failed"));
 }
 
+int Threads() {
+  std::string status = testing::ReadFile("/proc/self/status");
+  auto at = status.find("Threads:");
+  return at == std::string::npos ? -1 : std::stoi(status.substr(at + 8));
+}
+
+TEST(VerbsSourceWithLibrary, OneEventThreadForEveryDevice) {
+  // 40 devices (SR-IOV functions are RDMA devices too) cost one thread, not
+  // forty: the unit runs with TasksMax.
+  testing::TempDir dev;
+  Fake fake;
+  ASSERT_TRUE(fake.ok());
+  std::string names;
+  std::vector<std::string> list;
+  for (int i = 0; i < 40; ++i) {
+    list.push_back("mlx5_" + std::to_string(100 + i));
+    names += list.back() + ",";
+  }
+  fake.devices(names.c_str());
+  const int before = Threads();
+  auto source = make_verbs_source(FAKE_IBVERBS_LIBRARY, dev.path().string());
+  EXPECT_EQ(source->sync(list), 0u);
+  EXPECT_EQ(Threads(), before + 1);
+  ASSERT_TRUE(fake.event("mlx5_139", IBV_EVENT_PORT_ERR, 1));
+  EXPECT_TRUE(eventually([&] { return source->state_changes("mlx5_139", 1) == 1u; }));
+  EXPECT_EQ(source->state_changes("mlx5_100", 1), 0u);
+  source.reset();
+  EXPECT_EQ(Threads(), before);
+}
+
 }  // namespace
 }  // namespace nodewatch::interconnect
