@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""nodewatch-soak-report against a scripted Prometheus HTTP API: the verdicts
+it can give (PASS, FAIL with when, INCONCLUSIVE below the scrape coverage),
+its exit status, the selector it sends, and its refusals (no target, an
+unreachable server, a bad range). The end-to-end run against a real
+Prometheus is in ecosystem_test.py."""
+
+import http.server
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+import urllib.parse
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPORT = os.path.join(ROOT, "packaging", "nodewatch-soak-report")
+
+
+class FakePrometheus:
+    """Answers /api/v1/query and /api/v1/query_range from `answer(path, params)`."""
+
+    def __init__(self, answer):
+        self.queries = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                url = urllib.parse.urlparse(self.path)
+                params = {k: v[0] for k, v in urllib.parse.parse_qs(url.query).items()}
+                outer.queries.append((url.path, params))
+                body = json.dumps(answer(url.path, params)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def vector(*samples):
+    return {"status": "success", "data": {"resultType": "vector",
+                                          "result": [{"metric": m, "value": [1000, str(v)]} for m, v in samples]}}
+
+
+def matrix(*series):
+    return {"status": "success", "data": {"resultType": "matrix",
+                                          "result": [{"metric": m, "values": vals} for m, vals in series]}}
+
+
+def run(url, *extra):
+    with tempfile.TemporaryDirectory() as d:
+        js = os.path.join(d, "r.json")
+        r = subprocess.run([sys.executable, REPORT, "--prometheus", url, "--start", "1000", "--end", "4600",
+                            "--json", js, *extra], capture_output=True, text=True, timeout=60)
+        report = None
+        if os.path.exists(js):
+            with open(js, encoding="utf-8") as f:
+                report = json.load(f)
+        return r.returncode, r.stdout, r.stderr, report
+
+
+class SoakReportTest(unittest.TestCase):
+    def test_verdicts_and_when(self):
+        def answer(path, params):
+            q = params.get("query", "")
+            if q.startswith("avg by (instance) (avg_over_time(up"):
+                return vector(({"instance": "n1"}, 1), ({"instance": "n2"}, 1), ({"instance": "n3"}, 0.9))
+            if path == "/api/v1/query" and "nodewatch_interconnect_port_link_downed_total" in q:
+                return vector(({"instance": "n1"}, 3))
+            if path == "/api/v1/query_range" and "nodewatch_interconnect_port_link_downed_total" in q:
+                return matrix(({"instance": "n1"}, [[1500, "0"], [2000, "1"], [2500, "0"], [3000, "2"]]))
+            return vector() if path == "/api/v1/query" else matrix()
+
+        prom = FakePrometheus(answer)
+        try:
+            rc, md, err, rep = run(prom.url, "--selector", 'job="nodewatch",cluster="a"')
+        finally:
+            prom.close()
+        self.assertEqual(rc, 1, err)
+        verdicts = {n["instance"]: n["verdict"] for n in rep["nodes"]}
+        self.assertEqual(verdicts, {"n1": "FAIL", "n2": "PASS", "n3": "INCONCLUSIVE"})
+        n1 = rep["nodes"][0]
+        self.assertEqual(n1["instance"], "n1")  # failures first
+        downed = n1["failures"]["fabric_link_downed"]
+        self.assertEqual(downed["count"], 3)
+        step = 60  # a one-hour soak: one-minute steps
+        self.assertEqual(downed["first_seen"], "1970-01-01T00:32:20Z")  # 2000 - step
+        self.assertEqual(downed["last_seen"], "1970-01-01T00:50:00Z")   # 3000
+        self.assertEqual(rep["totals"], {"PASS": 1, "FAIL": 1, "INCONCLUSIVE": 1})
+        self.assertEqual(rep["nodes_failing_by_class"]["fabric_link_downed"], 1)
+        self.assertIn("| n1 | FAIL | 100.0% | Fabric link downed (3) |", md)
+        self.assertIn("| n3 | INCONCLUSIVE | 90.0% | none |", md)
+        # Every class was asked with the selector and the soak's duration.
+        class_queries = [p["query"] for path, p in prom.queries if path == "/api/v1/query"][1:]
+        self.assertEqual(len(class_queries), len(rep["classes"]))
+        for q in class_queries:
+            self.assertIn('job="nodewatch",cluster="a"', q)
+            self.assertIn("[3600s]", q)
+        ranged = [p for path, p in prom.queries if path == "/api/v1/query_range"]
+        self.assertEqual(len(ranged), 1)  # only the failing class is looked up in time
+        self.assertEqual(ranged[0]["step"], str(step))
+
+    def test_all_pass_exits_zero(self):
+        prom = FakePrometheus(lambda path, params: vector(({"instance": "n1"}, 1))
+                              if params.get("query", "").startswith("avg by (instance)") else vector())
+        try:
+            rc, md, err, rep = run(prom.url)
+        finally:
+            prom.close()
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(rep["nodes"][0]["verdict"], "PASS")
+        self.assertNotIn("## When", md)
+
+    def test_refusals(self):
+        prom = FakePrometheus(lambda path, params: vector())
+        try:
+            rc, _, err, _ = run(prom.url)
+            self.assertEqual(rc, 2)
+            self.assertIn("no target matches", err)
+        finally:
+            prom.close()
+        prom = FakePrometheus(lambda path, params: {"status": "error", "errorType": "bad_data",
+                                                    "error": "parse error"})
+        try:
+            rc, _, err, _ = run(prom.url)
+            self.assertEqual(rc, 2)
+            self.assertIn("bad_data: parse error", err)
+        finally:
+            prom.close()
+        rc, _, err, _ = run("http://127.0.0.1:1")
+        self.assertEqual(rc, 2)
+        self.assertIn("cannot query", err)
+        r = subprocess.run([sys.executable, REPORT, "--start", "2000", "--end", "1000"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--start must be before --end", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
