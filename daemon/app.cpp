@@ -84,9 +84,9 @@ int list_metrics(const Config& cfg, const Roots& roots) {
   auto print = [&seen](const MetricTable& t) {
     for (const MetricDesc& d : t.descs()) {
       if (!seen.insert(d.name).second) continue;
-      const char* type = d.type == MetricType::kCounter   ? "counter"
-                         : d.type == MetricType::kGauge   ? "gauge"
-                                                          : "histogram";
+      const char* type = d.type == MetricType::kCounter ? "counter"
+                         : d.type == MetricType::kGauge ? "gauge"
+                                                        : "histogram";
       std::cout << d.name << " " << type << "\n";
     }
   };

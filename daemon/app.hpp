@@ -17,7 +17,7 @@ struct CommandLine {
   bool config_explicit = false;  // --config given: a missing file is an error
   bool check_config = false;
   bool once = false;
-  bool list_metrics = false;  // print every metric family that can be exported, and exit
+  bool list_metrics = false;        // print every metric family that can be exported, and exit
   std::vector<std::string> listen;  // overrides server.listen when not empty
   std::string log_level;            // overrides log.level when not empty
   Roots roots;

@@ -5,8 +5,8 @@
 
 #include "accelerator/accelerator_collector.hpp"
 #include "app.hpp"
-#include "nic/nic_collector.hpp"
 #include "interconnect/interconnect_collector.hpp"
+#include "nic/nic_collector.hpp"
 #include "pcie/pcie_collector.hpp"
 #include "storage/storage_collector.hpp"
 #include "textfile/textfile_collector.hpp"
@@ -15,12 +15,8 @@ namespace nodewatch {
 
 std::span<const CollectorSpec> builtin_collectors() {
   static const std::vector<CollectorSpec> kCatalog = {
-      accelerator_collector_spec(),
-      pcie_collector_spec(),
-      nic_collector_spec(),
-      interconnect_collector_spec(),
-      storage_collector_spec(),
-      textfile_collector_spec(),
+      accelerator_collector_spec(),  pcie_collector_spec(),    nic_collector_spec(),
+      interconnect_collector_spec(), storage_collector_spec(), textfile_collector_spec(),
   };
   return kCatalog;
 }

@@ -119,10 +119,10 @@ std::string RunOnce(const TempDir& dir) {
 TEST(E2ETest, OnceMatchesGolden) {
   TempDir dir;
   std::string out = RunOnce(dir);
-  for (const char* family : {"nodewatch_storage_", "nodewatch_pcie_", "nodewatch_accelerator_",
-                             "nodewatch_textfile_", "burnin_check_success",
-                             "nodewatch_interconnect_port_state", "nodewatch_nvlink_up",
-                             "nodewatch_storage_nfs_operations_total"})
+  for (const char* family :
+       {"nodewatch_storage_", "nodewatch_pcie_", "nodewatch_accelerator_", "nodewatch_textfile_",
+        "burnin_check_success", "nodewatch_interconnect_port_state", "nodewatch_nvlink_up",
+        "nodewatch_storage_nfs_operations_total"})
     ASSERT_NE(out.find(family), std::string::npos) << family << " missing:\n" << out;
   CompareWithGolden(Normalize(out));
 }
