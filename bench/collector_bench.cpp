@@ -22,6 +22,7 @@
 #include "accelerator/nvml_backend.hpp"
 #include "exposition.hpp"
 #include "pcie/pcie_collector.hpp"
+#include "ratio_reporter.hpp"
 #include "storage/storage_collector.hpp"
 
 namespace nodewatch {
@@ -149,37 +150,15 @@ void BM_Storage_Fixture_Collect(benchmark::State& state) {
 }
 BENCHMARK(BM_Storage_Fixture_Collect)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-// Keeps each run's time so that main() can print the ratio.
-class RatioReporter : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    // Single runs by name; with --benchmark_repetitions, the median.
-    for (const Run& r : runs) {
-      if (r.run_type == Run::RT_Iteration) real_us_[r.run_name.str()] = r.GetAdjustedRealTime();
-      if (r.run_type == Run::RT_Aggregate && r.aggregate_name == "median")
-        real_us_[r.run_name.str()] = r.GetAdjustedRealTime();
-    }
-    ConsoleReporter::ReportRuns(runs);
-  }
-  std::map<std::string, double> real_us_;
-};
-
 }  // namespace
 }  // namespace nodewatch
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  nodewatch::RatioReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  auto& t = reporter.real_us_;
-  auto collect = t.find("BM_Accelerator_Nvml8Gpu_Collect/real_time");
-  auto base = t.find("BM_Accelerator_Nvml8Gpu_EmitOnly/real_time");
-  if (collect != t.end() && base != t.end() && base->second > 0) {
-    std::printf(
-        "\n8-GPU fake NVML node: one collection %.1f us; emit+render+deflate alone %.1f us; "
-        "ratio %.2fx (what reading the devices adds)\n",
-        collect->second, base->second, collect->second / base->second);
-  }
-  benchmark::Shutdown();
-  return 0;
+  return nodewatch::bench::run_with_ratios(argc, argv, [](const auto& r) {
+    // What reading the devices adds to emitting, rendering and deflating.
+    r.print_ratios("BM_Accelerator_Nvml8Gpu_EmitOnly",
+                   {{"8-GPU fake NVML node, one collection", "BM_Accelerator_Nvml8Gpu_Collect"}});
+    r.print_ratios("BM_Nvlink_8Gpu18Links_EmitOnly",
+                   {{"8 GPUs x 18 NVLinks, one collection", "BM_Nvlink_8Gpu18Links_Collect"}});
+  });
 }

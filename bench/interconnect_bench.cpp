@@ -26,6 +26,7 @@
 
 #include "exposition.hpp"
 #include "interconnect/interconnect_collector.hpp"
+#include "ratio_reporter.hpp"
 
 namespace nodewatch {
 namespace {
@@ -222,37 +223,13 @@ void BM_Interconnect_8Hca_EmitOnly(benchmark::State& state) {
 }
 BENCHMARK(BM_Interconnect_8Hca_EmitOnly)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-// Keeps each run's real time (the median with --benchmark_repetitions).
-class RatioReporter : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs) {
-      if (r.run_type == Run::RT_Iteration ||
-          (r.run_type == Run::RT_Aggregate && r.aggregate_name == "median"))
-        real_us[r.run_name.str()] = r.GetAdjustedRealTime();
-    }
-    ConsoleReporter::ReportRuns(runs);
-  }
-  std::map<std::string, double> real_us;
-};
-
 }  // namespace
 }  // namespace nodewatch
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  nodewatch::RatioReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  auto& t = reporter.real_us;
-  auto base = t.find("BM_Interconnect_8Hca_EmitOnly/real_time");
-  for (const char* name : {"BM_Interconnect_8Hca_Collect/real_time",
-                           "BM_Interconnect_8Hca_CollectWithPmaRead/real_time"}) {
-    auto c = t.find(name);
-    if (c != t.end() && base != t.end() && base->second > 0) {
-      std::printf("%s: %.1f us; emit+render+deflate alone %.1f us; ratio %.2fx\n", name, c->second,
-                  base->second, c->second / base->second);
-    }
-  }
-  benchmark::Shutdown();
-  return 0;
+  return nodewatch::bench::run_with_ratios(argc, argv, [](const auto& r) {
+    r.print_ratios("BM_Interconnect_8Hca_EmitOnly",
+                   {{"8 HCAs, between PMA reads", "BM_Interconnect_8Hca_Collect"},
+                    {"8 HCAs, with the PMA read", "BM_Interconnect_8Hca_CollectWithPmaRead"}});
+  });
 }
