@@ -4,15 +4,16 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <set>
 
 #include "asio.hpp"
+#include "config.hpp"
 #include "http_server.hpp"
 #include "logging.hpp"
-#include "nodewatch/config.hpp"
 #include "nodewatch/version.hpp"
 #include "router.hpp"
 #include "scheduler.hpp"
@@ -55,22 +56,35 @@ void print_errors(const std::vector<ConfigError>& errors) {
   for (const auto& e : errors) std::cerr << e.str() << "\n";
 }
 
-// Builds the collectors a configuration enables. Throws on failure.
-std::vector<CollectorJob> make_jobs(const Config& cfg, const Roots& roots) {
+// Builds the collectors a configuration enables. With `previous` (a
+// reload), a collector whose configuration is unchanged is not built again:
+// its job says keep, and the scheduler keeps the running instance. Throws on
+// failure.
+std::vector<CollectorJob> make_jobs(const Config& cfg, const Roots& roots, Services& services,
+                                    const Config* previous = nullptr) {
   std::vector<CollectorJob> jobs;
   for (const CollectorConfig& cc : cfg.collectors) {
     if (!cc.enabled) continue;
-    CollectorEnv env{roots, cc.options.get()};
     CollectorJob job;
     job.name = std::string(cc.name());
+    job.interval = cc.interval;
+    job.timeout = cc.timeout;
+    job.own_thread = cc.spec->own_thread;
+    if (previous != nullptr && previous->shared == cfg.shared) {
+      auto old = std::find_if(previous->collectors.begin(), previous->collectors.end(),
+                              [&](const CollectorConfig& o) { return o.spec == cc.spec; });
+      if (old != previous->collectors.end() && old->same_as(cc)) {
+        job.keep = true;
+        jobs.push_back(std::move(job));
+        continue;
+      }
+    }
+    CollectorEnv env{roots, cc.options, cfg.shared, &services};
     try {
       job.collector = cc.spec->create(env);
     } catch (const std::exception& e) {
       throw std::runtime_error("collector " + job.name + ": " + e.what());
     }
-    job.interval = cc.interval;
-    job.timeout = cc.timeout;
-    job.own_thread = cc.spec->own_thread;
     jobs.push_back(std::move(job));
   }
   return jobs;
@@ -78,8 +92,10 @@ std::vector<CollectorJob> make_jobs(const Config& cfg, const Roots& roots) {
 
 // --list-metrics: every family nodewatchd declares (the daemon's own, the
 // process metrics, and every collector's, enabled or not), one per line as
-// "name type", for tools that check dashboards and rules against it.
-int list_metrics(const Config& cfg, const Roots& roots) {
+// "name type", for tools that check dashboards and rules against it. Read
+// from the specs: no collector is built, no thread started, no device or
+// path touched.
+int list_metrics(std::span<const CollectorSpec> catalog) {
   std::set<std::string> seen;
   auto print = [&seen](const MetricTable& t) {
     for (const MetricDesc& d : t.descs()) {
@@ -92,15 +108,12 @@ int list_metrics(const Config& cfg, const Roots& roots) {
   };
   print(SelfMetrics::table());
   print(SelfMetrics::process_table());
-  for (const CollectorConfig& cc : cfg.collectors) {
-    CollectorEnv env{roots, cc.options.get()};
-    try {
-      std::unique_ptr<Collector> c = cc.spec->create(env);
-      print(c->metrics());
-    } catch (const std::exception& e) {
-      std::cerr << "collector " << cc.name() << ": " << e.what() << "\n";
+  for (const CollectorSpec& spec : catalog) {
+    if (!spec.metrics) {
+      std::cerr << "collector " << spec.name << " declares no metric table\n";
       return 1;
     }
+    print(spec.metrics());
   }
   return 0;
 }
@@ -132,7 +145,7 @@ class Daemon {
   int once() {
     std::vector<CollectorJob> jobs;
     try {
-      jobs = make_jobs(config_, cmd_.roots);
+      jobs = make_jobs(config_, cmd_.roots, services_);
     } catch (const std::exception& e) {
       spdlog::error("{}", e.what());
       return 1;
@@ -152,7 +165,7 @@ class Daemon {
   int serve() {
     std::vector<CollectorJob> jobs;
     try {
-      jobs = make_jobs(config_, cmd_.roots);
+      jobs = make_jobs(config_, cmd_.roots, services_);
     } catch (const std::exception& e) {
       spdlog::error("{}", e.what());
       return 1;
@@ -265,7 +278,7 @@ class Daemon {
     }
     std::vector<CollectorJob> jobs;
     try {
-      jobs = make_jobs(*r.config, cmd_.roots);
+      jobs = make_jobs(*r.config, cmd_.roots, services_, &config_);
     } catch (const std::exception& e) {
       spdlog::error("reload rejected: {}", e.what());
       finish_reload(false);
@@ -285,8 +298,12 @@ class Daemon {
     set_log_level(level);
     server_.set_limits(limits_of(r.config->server));
     config_ = std::move(*r.config);
+    std::size_t kept =
+        std::count_if(jobs.begin(), jobs.end(), [](const auto& j) { return j.keep; });
+    std::size_t total = jobs.size();
     scheduler_.start(std::move(jobs));
-    spdlog::info("configuration reloaded; {} collector(s) enabled", scheduler_.statuses().size());
+    spdlog::info("configuration reloaded; {} collector(s) enabled, {} unchanged and kept", total,
+                 kept);
     finish_reload(true);
   }
 
@@ -331,6 +348,8 @@ class Daemon {
   Config config_;
   asio::io_context io_;
   asio::signal_set signals_;
+  // Before the scheduler: the collectors it holds share these services.
+  Services services_;
   SnapshotStore store_;
   SelfMetrics self_;
   Scheduler scheduler_;
@@ -369,7 +388,7 @@ int run(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
   if (r.config->source == "built-in defaults")
     spdlog::info("{} not found; using built-in defaults", cmd.config_path);
   if (cmd.log_level.empty()) set_log_level(r.config->log.level);
-  if (cmd.list_metrics) return list_metrics(*r.config, cmd.roots);
+  if (cmd.list_metrics) return list_metrics(catalog);
   if (cmd.once) {
     // Nothing on stdout but the exposition.
     Daemon d(cmd, catalog, std::move(*r.config));

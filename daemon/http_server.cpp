@@ -7,7 +7,7 @@
 
 #include <boost/beast/core.hpp>
 
-#include "nodewatch/config.hpp"
+#include "config.hpp"
 
 namespace nodewatch {
 

@@ -22,6 +22,7 @@
 #include <boost/beast/http.hpp>
 #include "asio.hpp"
 #include "logging.hpp"
+#include "nodewatch/failure_log.hpp"
 
 namespace nodewatch {
 

@@ -6,7 +6,7 @@
 #include <ctime>
 #include <optional>
 
-#include "nodewatch/config.hpp"
+#include "config.hpp"
 #include "nodewatch/version.hpp"
 
 namespace nodewatch {

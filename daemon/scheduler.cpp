@@ -2,9 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 
-#include "nodewatch/config.hpp"
+#include "config.hpp"
 
 namespace nodewatch {
 
@@ -27,6 +28,9 @@ struct Scheduler::Entry {
   Clock::time_point started{};
   std::atomic<bool> cancel{false};
   CollectorStatus status;
+  // (reason, subject) pairs failing in the last completed collection, as
+  // logged through the failure log.
+  std::set<MetricSink::FailureKey> failing;
 };
 
 struct Scheduler::Result {
@@ -37,10 +41,19 @@ struct Scheduler::Result {
   double seconds = 0;
   std::map<std::string, std::uint64_t, std::less<>> partial_errors;
   std::vector<std::string> violations;
+  std::map<MetricSink::FailureKey, std::string> failures;
   std::shared_ptr<const RenderedText> rendered;
 };
 
 namespace {
+// A collector with many failing subjects logs the first ones by name and
+// the rest as one count (a node losing 200 disks at once is one story).
+constexpr std::size_t kMaxSubjectsLogged = 32;
+
+std::string subject_key(const std::string& collector, const MetricSink::FailureKey& k) {
+  return collector + ": " + k.first + ": " + k.second;
+}
+
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -60,14 +73,28 @@ Scheduler::~Scheduler() {
 }
 
 void Scheduler::start(std::vector<CollectorJob> jobs) {
-  std::map<std::string, CollectorStatus, std::less<>> previous;
-  for (auto& e : entries_) previous.emplace(e->job.name, e->status);
-  stop();
+  std::map<std::string, std::shared_ptr<Entry>, std::less<>> previous;
+  for (auto& e : entries_) previous.emplace(e->job.name, e);
+  std::vector<std::shared_ptr<Entry>> next;
+  std::set<std::string, std::less<>> kept;
+  for (auto& j : jobs) {
+    if (!j.keep) continue;
+    auto it = previous.find(j.name);
+    if (it == previous.end()) {
+      // Only the daemon's reload asks to keep, and only what it started.
+      spdlog::error("scheduler: no running collector {} to keep; it is not started", j.name);
+      continue;
+    }
+    kept.insert(j.name);
+  }
+  for (auto& e : entries_)
+    if (kept.count(e->job.name) == 0) stop_entry(*e);
   // The replaced collectors are destroyed on a worker, not here on the io
   // thread: a destructor may wait for threads of its own (the NVML
   // backend's), and scrapes must not wait for it. A collector still in a
   // collect() is released by that job when it returns.
   for (auto& e : entries_) {
+    if (kept.count(e->job.name) != 0) continue;
     if (e->status.in_flight || !e->job.collector) continue;
     auto doomed = std::make_shared<std::unique_ptr<Collector>>(std::move(e->job.collector));
     shared_pool_->post([doomed] { doomed->reset(); });
@@ -76,10 +103,14 @@ void Scheduler::start(std::vector<CollectorJob> jobs) {
     std::lock_guard lock(link_->mu);
     link_->io = &io_;
   }
-  entries_.clear();
-  first_round_done_ = false;
+  std::vector<std::shared_ptr<Entry>> fresh;
   for (auto& j : jobs) {
+    if (j.keep) {
+      if (auto it = previous.find(j.name); it != previous.end()) next.push_back(it->second);
+      continue;
+    }
     auto e = std::make_shared<Entry>(io_, std::move(j));
+    ++entries_built_;
     e->status.name = e->job.name;
     e->status.interval = e->job.interval;
     // The scheduler's own failure reasons exist from the start at 0, so that
@@ -88,9 +119,9 @@ void Scheduler::start(std::vector<CollectorJob> jobs) {
     e->status.errors["skipped_overlap"] = 0;
     // Counters survive a reload so that errors_total never goes backwards.
     if (auto it = previous.find(e->job.name); it != previous.end()) {
-      e->status.errors = it->second.errors;
-      e->status.last_success_unix_seconds = it->second.last_success_unix_seconds;
-      e->status.runs = it->second.runs;
+      e->status.errors = it->second->status.errors;
+      e->status.last_success_unix_seconds = it->second->status.last_success_unix_seconds;
+      e->status.runs = it->second->status.runs;
     }
     auto& busy = busy_[e->job.name];
     if (!busy) busy = std::make_shared<bool>(false);
@@ -98,19 +129,20 @@ void Scheduler::start(std::vector<CollectorJob> jobs) {
     if (e->job.own_thread && own_pools_.count(e->job.name) == 0) {
       own_pools_.emplace(e->job.name, std::make_unique<WorkerPool>(1, "nw-" + e->job.name));
     }
-    entries_.push_back(std::move(e));
+    next.push_back(e);
+    fresh.push_back(e);
   }
+  entries_ = std::move(next);
   store_.retain([&](const std::string& name) {
     for (auto& e : entries_)
       if (e->job.name == name) return true;
     return false;
   });
-  if (entries_.empty()) {
-    first_round_done_ = true;
-    if (first_round_cb_) asio::post(io_, first_round_cb_);
-  }
+  first_round_done_ =
+      std::all_of(entries_.begin(), entries_.end(), [](const auto& e) { return e->status.ran; });
+  if (first_round_done_ && first_round_cb_) asio::post(io_, first_round_cb_);
   auto now = Clock::now();
-  for (auto& e : entries_) {
+  for (auto& e : fresh) {
     e->next_due = now;
     launch(e);
     schedule(e);
@@ -118,12 +150,14 @@ void Scheduler::start(std::vector<CollectorJob> jobs) {
 }
 
 void Scheduler::stop() {
-  for (auto& e : entries_) {
-    e->stopped = true;
-    e->cancel = true;
-    e->tick.cancel();
-    e->deadline.cancel();
-  }
+  for (auto& e : entries_) stop_entry(*e);
+}
+
+void Scheduler::stop_entry(Entry& e) {
+  e.stopped = true;
+  e.cancel = true;
+  e.tick.cancel();
+  e.deadline.cancel();
 }
 
 bool Scheduler::shutdown_workers(std::chrono::milliseconds grace) {
@@ -186,6 +220,7 @@ Scheduler::Result Scheduler::run_collect(Entry& e, Clock::time_point deadline) {
     r.ok = true;
     r.partial_errors = sink.errors();
     r.violations = sink.violations();
+    r.failures = sink.failures();
     r.rendered = make_rendered(sink.render());
   } catch (const CollectError& ex) {
     r.reason = ex.reason();
@@ -268,6 +303,7 @@ void Scheduler::complete(const std::shared_ptr<Entry>& e, std::uint64_t run_id, 
   bool was_up = e->status.up;
   e->status.last_duration_seconds = r.seconds;
   for (const auto& [reason, n] : r.partial_errors) e->status.errors[reason] += n;
+  if (r.ok) log_partial_failures(*e, r);
   if (!r.violations.empty()) {
     // A collector emitted something its table does not declare: a bug. The
     // offending samples were dropped; say so once per change.
@@ -291,6 +327,30 @@ void Scheduler::complete(const std::shared_ptr<Entry>& e, std::uint64_t run_id, 
   }
   mark_ran(*e);
   if (was_up != e->status.up && state_cb_) state_cb_();
+}
+
+// One line when a (reason, subject) starts failing, one when it stops, with
+// the count of collections in between (FailureLog); never one per cycle.
+void Scheduler::log_partial_failures(Entry& e, const Result& r) {
+  std::set<MetricSink::FailureKey> now;
+  std::size_t unlogged = 0;
+  for (const auto& [key, detail] : r.failures) {
+    if (now.size() >= kMaxSubjectsLogged && e.failing.count(key) == 0) {
+      ++unlogged;
+      continue;
+    }
+    now.insert(key);
+    failures_.failed(subject_key(e.job.name, key), detail.empty() ? "failing" : detail);
+  }
+  for (const auto& key : e.failing)
+    if (now.count(key) == 0) failures_.succeeded(subject_key(e.job.name, key));
+  e.failing = std::move(now);
+  std::string more = e.job.name + " (more failing subjects)";
+  if (unlogged > 0)
+    failures_.failed(more, "more than " + std::to_string(kMaxSubjectsLogged) +
+                               " subjects failing; the rest are counted, not named");
+  else
+    failures_.succeeded(more);
 }
 
 void Scheduler::mark_ran(Entry& e) {

@@ -16,12 +16,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "asio.hpp"
-#include "logging.hpp"
 #include "nodewatch/collector.hpp"
+#include "nodewatch/failure_log.hpp"
 #include "snapshot_store.hpp"
 #include "worker_pool.hpp"
 
@@ -29,7 +30,12 @@ namespace nodewatch {
 
 struct CollectorJob {
   std::string name;
+  // Null with `keep`: the running instance of `name` goes on.
   std::unique_ptr<Collector> collector;
+  // The configuration of this collector did not change: start() keeps the
+  // running entry as it is (instance, timers, snapshot, counters), so a
+  // reload is invisible to it and to Prometheus.
+  bool keep = false;
   std::chrono::milliseconds interval{15000};
   std::chrono::milliseconds timeout{10000};
   bool own_thread = false;
@@ -56,9 +62,12 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   // Replaces the running set of collectors with `jobs` (first start or a
-  // reload). Collectors no longer configured are withdrawn. Every job is
-  // started at once.
+  // reload). Collectors no longer configured are withdrawn. A job with
+  // `keep` keeps its running entry untouched; every other job is started at
+  // once.
   void start(std::vector<CollectorJob> jobs);
+  // Entries that start() built (not kept) since the scheduler was made.
+  std::uint64_t entries_built() const { return entries_built_; }
   // Stops every timer; in-flight collects are abandoned (results dropped).
   void stop();
   // Waits up to `grace` for running collects to return, then gives up on
@@ -85,6 +94,8 @@ class Scheduler {
   void complete(const std::shared_ptr<Entry>& e, std::uint64_t run_id, Result r);
   void on_deadline(const std::shared_ptr<Entry>& e, std::uint64_t run_id);
   void mark_ran(Entry& e);
+  void stop_entry(Entry& e);
+  void log_partial_failures(Entry& e, const Result& r);
   WorkerPool& pool_for(const Entry& e);
 
   // Shared with workers so a late completion can tell the scheduler is gone.
@@ -104,6 +115,7 @@ class Scheduler {
   std::function<void()> first_round_cb_;
   std::function<void()> state_cb_;
   bool first_round_done_ = false;
+  std::uint64_t entries_built_ = 0;
 };
 
 }  // namespace nodewatch

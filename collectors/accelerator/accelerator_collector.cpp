@@ -3,7 +3,7 @@
 #include <optional>
 #include <string>
 
-#include "nodewatch/config.hpp"
+#include "nodewatch/options.hpp"
 
 namespace nodewatch {
 namespace accelerator {
@@ -182,8 +182,8 @@ void AcceleratorCollector::collect(const CollectContext& ctx, MetricSink& out) {
 
 AcceleratorOptions read_accelerator_options(OptionReader& r) {
   AcceleratorOptions o;
-  o.nvml_library = r.get_string("nvml_library", o.nvml_library);
-  if (o.nvml_library.empty()) r.error("nvml_library", "must not be empty");
+  // One NVML for the whole daemon: [nvml] library.
+  r.refuse_moved("nvml_library", "library in [nvml]");
   return o;
 }
 

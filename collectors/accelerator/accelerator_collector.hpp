@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "accelerator/backend.hpp"
-#include "logging.hpp"
 #include "nodewatch/collector.hpp"
+#include "nodewatch/failure_log.hpp"
 
 namespace nodewatch {
 
@@ -19,8 +19,9 @@ const CollectorSpec& accelerator_collector_spec();
 
 namespace accelerator {
 
+// No options of its own yet: the NVML library is [nvml] library.
 struct AcceleratorOptions {
-  std::string nvml_library = "libnvidia-ml.so.1";
+  bool operator==(const AcceleratorOptions&) const = default;
 };
 AcceleratorOptions read_accelerator_options(OptionReader& r);
 

@@ -2,7 +2,7 @@
 // is built from.
 
 #include "accelerator/accelerator_collector.hpp"
-#include "nodewatch/config.hpp"
+#include "nodewatch/options.hpp"
 
 namespace nodewatch {
 
@@ -17,12 +17,12 @@ const CollectorSpec& accelerator_collector_spec() {
     s.own_thread = true;
     s.default_interval = std::chrono::seconds(15);
     s.default_timeout = std::chrono::seconds(10);
-    s.options = [](OptionReader& r) { accelerator::read_accelerator_options(r); };
+    s.read_options =
+        typed_options<accelerator::AcceleratorOptions>(accelerator::read_accelerator_options);
+    s.metrics = accelerator::accelerator_metric_table;
     s.create = [](const CollectorEnv& env) -> std::unique_ptr<Collector> {
-      accelerator::AcceleratorOptions o =
-          reread_options(env, "accelerator", accelerator::read_accelerator_options);
       std::vector<std::unique_ptr<accelerator::Backend>> backends;
-      backends.push_back(accelerator::make_nvml_backend(o.nvml_library));
+      backends.push_back(accelerator::make_nvml_backend(env.shared.nvml_library));
       backends.push_back(accelerator::make_amdgpu_backend(env.roots));
       return std::make_unique<accelerator::AcceleratorCollector>(std::move(backends));
     };

@@ -1,5 +1,5 @@
 #include "accelerator/amdgpu_backend.hpp"
-#include "common/unique_fd.hpp"
+#include "nodewatch/unique_fd.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -5,8 +5,8 @@
 #include <charconv>
 #include <cmath>
 
-#include "common/text.hpp"
 #include "nodewatch/metric.hpp"
+#include "nodewatch/text.hpp"
 
 namespace nodewatch::interconnect {
 namespace {

@@ -54,6 +54,7 @@ struct IbOptions {
   std::chrono::milliseconds pma_interval{30000};
   std::string devices_include;  // ECMAScript regex on the device name; "" = all
   std::string devices_exclude;  // "" = none
+  bool operator==(const IbOptions&) const = default;
 };
 
 // Facts read now and then. Exposed for tests.

@@ -2,7 +2,7 @@
 
 #include <regex>
 
-#include "nodewatch/config.hpp"
+#include "nodewatch/options.hpp"
 
 namespace nodewatch {
 namespace interconnect {
@@ -38,8 +38,7 @@ InterconnectOptions read_interconnect_options(OptionReader& r) {
   o.netlink = r.get_bool("netlink", o.netlink);
   o.verbs = r.get_bool("verbs", o.verbs);
   o.nvlink = r.get_bool("nvlink", o.nvlink);
-  o.nvml_library = r.get_string("nvml_library", o.nvml_library);
-  if (o.nvml_library.empty()) r.error("nvml_library", "must not be empty");
+  r.refuse_moved("nvml_library", "library in [nvml]");
   return o;
 }
 
@@ -82,10 +81,11 @@ const CollectorSpec& interconnect_collector_spec() {
     spec.own_thread = true;
     spec.default_interval = std::chrono::seconds(15);
     spec.default_timeout = std::chrono::seconds(10);
-    spec.options = [](OptionReader& r) { interconnect::read_interconnect_options(r); };
+    spec.read_options =
+        typed_options<interconnect::InterconnectOptions>(interconnect::read_interconnect_options);
+    spec.metrics = interconnect::interconnect_metric_table;
     spec.create = [](const CollectorEnv& env) -> std::unique_ptr<Collector> {
-      interconnect::InterconnectOptions o =
-          reread_options(env, "interconnect", interconnect::read_interconnect_options);
+      const auto& o = env.options_as<interconnect::InterconnectOptions>();
       auto hw = o.netlink ? interconnect::make_netlink_hw_counter_source()
                           : interconnect::make_disabled_hw_counter_source();
       // /dev is not moved by --sysfs: a test root has no verbs devices, and
@@ -94,7 +94,7 @@ const CollectorSpec& interconnect_collector_spec() {
           interconnect::make_verbs_source("libibverbs.so.1", o.verbs ? "/dev/infiniband" : "");
       return std::make_unique<interconnect::InterconnectCollector>(
           std::make_unique<interconnect::IbPorts>(env.roots, o.ib, std::move(hw), std::move(verbs)),
-          o.nvlink ? accelerator::NvlinkMetrics::from_nvml(o.nvml_library) : nullptr);
+          o.nvlink ? accelerator::NvlinkMetrics::from_nvml(env.shared.nvml_library) : nullptr);
     };
     return spec;
   }();

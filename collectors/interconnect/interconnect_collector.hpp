@@ -27,8 +27,8 @@ struct InterconnectOptions {
   IbOptions ib;
   bool netlink = true;  // RDMA netlink for hw_counters where the kernel has it
   bool verbs = true;    // libibverbs async events where /dev/infiniband exists
-  bool nvlink = true;   // NVLink links through NVML
-  std::string nvml_library = "libnvidia-ml.so.1";
+  bool nvlink = true;   // NVLink links through NVML ([nvml] library)
+  bool operator==(const InterconnectOptions&) const = default;
 };
 
 // Reads the keys above through `r`; an invalid regular expression is

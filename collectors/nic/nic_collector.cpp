@@ -8,8 +8,8 @@
 #include <set>
 #include <span>
 
-#include "common/unique_fd.hpp"
-#include "nodewatch/config.hpp"
+#include "nodewatch/options.hpp"
+#include "nodewatch/unique_fd.hpp"
 
 namespace nodewatch {
 namespace nic {
@@ -664,10 +664,10 @@ const CollectorSpec& nic_collector_spec() {
     spec.own_thread = true;
     spec.default_interval = std::chrono::seconds(15);
     spec.default_timeout = std::chrono::seconds(10);
-    spec.options = [](OptionReader& r) { nic::read_nic_options(r); };
+    spec.read_options = typed_options<nic::NicOptions>(nic::read_nic_options);
+    spec.metrics = nic::nic_metric_table;
     spec.create = [](const CollectorEnv& env) -> std::unique_ptr<Collector> {
-      return std::make_unique<nic::NicCollector>(env.roots,
-                                                 reread_options(env, "nic", nic::read_nic_options));
+      return std::make_unique<nic::NicCollector>(env.roots, env.options_as<nic::NicOptions>());
     };
     return spec;
   }();

@@ -72,6 +72,7 @@ struct NicOptions {
   bool qdiscs = true;               // the RTM_GETQDISC dump
   bool driver_statistics = true;    // ethtool ioctl and netlink statistics
   bool protocol_statistics = true;  // <procfs>/net/snmp and netstat
+  bool operator==(const NicOptions&) const = default;
 };
 
 // Reads the keys above through `r`; an invalid regular expression is

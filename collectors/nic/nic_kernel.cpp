@@ -21,9 +21,9 @@
 #include <cstring>
 #include <functional>
 
-#include "common/unique_fd.hpp"
 #include "nic/nic_kernel.hpp"
 #include "nodewatch/collector.hpp"
+#include "nodewatch/unique_fd.hpp"
 
 namespace nodewatch::nic {
 namespace {

@@ -1,5 +1,5 @@
 #include "pcie/pcie_collector.hpp"
-#include "common/unique_fd.hpp"
+#include "nodewatch/unique_fd.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -382,8 +382,9 @@ const CollectorSpec& pcie_collector_spec() {
     // (see pcie_collector.hpp): not more often than this by default.
     spec.default_interval = std::chrono::seconds(30);
     spec.default_timeout = std::chrono::seconds(10);
-    // No options: spec.options stays empty, so any key besides enabled,
+    // No options: spec.read_options stays empty, so any key besides enabled,
     // interval and timeout is reported as unknown.
+    spec.metrics = pcie::pcie_metric_table;
     spec.create = [](const CollectorEnv& env) -> std::unique_ptr<Collector> {
       return std::make_unique<pcie::PcieCollector>(env.roots);
     };

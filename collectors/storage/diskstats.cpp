@@ -1,6 +1,6 @@
 #include "storage/diskstats.hpp"
 
-#include "common/text.hpp"
+#include "nodewatch/text.hpp"
 
 #include <charconv>
 #include <system_error>

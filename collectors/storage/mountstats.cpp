@@ -7,7 +7,7 @@
 
 #include "storage/diskstats.hpp"
 
-#include "common/text.hpp"
+#include "nodewatch/text.hpp"
 
 namespace nodewatch::storage {
 namespace {

@@ -69,6 +69,7 @@ struct ProbeConfig {
   std::chrono::milliseconds interval{10000};
   std::chrono::milliseconds timeout{5000};
   std::size_t size = 4096;
+  bool operator==(const ProbeConfig&) const = default;
 };
 
 struct ProbeOpState {

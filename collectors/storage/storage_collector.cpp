@@ -1,5 +1,5 @@
 #include "storage/storage_collector.hpp"
-#include "common/unique_fd.hpp"
+#include "nodewatch/unique_fd.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -18,7 +18,7 @@
 #include <system_error>
 #include <vector>
 
-#include "nodewatch/config.hpp"
+#include "nodewatch/options.hpp"
 #include "storage/mountstats.hpp"
 
 namespace nodewatch {
@@ -730,12 +730,12 @@ const CollectorSpec& storage_collector_spec() {
     spec.own_thread = true;
     spec.default_interval = std::chrono::seconds(15);
     spec.default_timeout = std::chrono::seconds(10);
-    spec.options = [](OptionReader& r) { storage::read_storage_options(r, /*check_paths=*/true); };
+    spec.read_options = typed_options<storage::StorageOptions>(
+        [](OptionReader& r) { return storage::read_storage_options(r, /*check_paths=*/true); });
+    spec.metrics = storage::storage_metric_table;
     spec.create = [](const CollectorEnv& env) -> std::unique_ptr<Collector> {
-      return std::make_unique<storage::StorageCollector>(
-          env.roots, reread_options(env, "storage", [](OptionReader& r) {
-            return storage::read_storage_options(r, /*check_paths=*/false);
-          }));
+      return std::make_unique<storage::StorageCollector>(env.roots,
+                                                         env.options_as<storage::StorageOptions>());
     };
     return spec;
   }();

@@ -75,6 +75,7 @@ struct StorageOptions {
   std::string mountstats{"self/mountstats"};
   std::vector<std::string> nfs_operations{kDefaultNfsOperations};
   std::vector<ProbeConfig> probes;
+  bool operator==(const StorageOptions&) const = default;
 };
 
 // Reads the keys above through `r`; an invalid value is reported with

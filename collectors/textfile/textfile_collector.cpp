@@ -12,8 +12,8 @@
 #include <set>
 #include <vector>
 
-#include "common/unique_fd.hpp"
-#include "nodewatch/config.hpp"
+#include "nodewatch/options.hpp"
+#include "nodewatch/unique_fd.hpp"
 #include "textfile/textfile_parse.hpp"
 
 namespace nodewatch {
@@ -256,10 +256,11 @@ const CollectorSpec& textfile_collector_spec() {
     s.own_thread = true;
     s.default_interval = std::chrono::seconds(15);
     s.default_timeout = std::chrono::seconds(10);
-    s.options = [](OptionReader& r) { textfile::read_textfile_options(r); };
+    s.read_options = typed_options<textfile::TextfileOptions>(textfile::read_textfile_options);
+    s.metrics = textfile::table;
     s.create = [](const CollectorEnv& env) -> std::unique_ptr<Collector> {
-      auto o = reread_options(env, "textfile", textfile::read_textfile_options);
-      return std::make_unique<textfile::TextfileCollector>(std::move(o));
+      return std::make_unique<textfile::TextfileCollector>(
+          env.options_as<textfile::TextfileOptions>());
     };
     return s;
   }();

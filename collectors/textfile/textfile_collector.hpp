@@ -40,6 +40,7 @@ struct TextfileOptions {
   // All files together: past this many bytes, later files (in name order)
   // are refused ("budget"), so the daemon's memory stays bounded.
   std::int64_t max_total_bytes = 16 << 20;
+  bool operator==(const TextfileOptions&) const = default;
 };
 
 // Reads [collectors.textfile]; a relative directory is a configuration error.

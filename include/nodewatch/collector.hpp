@@ -26,16 +26,10 @@
 #include <string_view>
 
 #include "nodewatch/metric.hpp"
-
-namespace toml {
-inline namespace v3 {
-class table;
-}
-}  // namespace toml
+#include "nodewatch/options.hpp"
+#include "nodewatch/services.hpp"
 
 namespace nodewatch {
-
-class OptionReader;
 
 // Where file-system reads are rooted. Tests and containers move these.
 struct Roots {
@@ -77,11 +71,40 @@ class Collector {
   virtual void collect(const CollectContext& ctx, MetricSink& out) = 0;
 };
 
+// Settings that several collectors share: the configuration's top-level
+// tables other than server and log ([nvml]).
+struct SharedSettings {
+  std::string nvml_library = "libnvidia-ml.so.1";
+  bool operator==(const SharedSettings&) const = default;
+};
+
 struct CollectorEnv {
   Roots roots;
-  // The collector's own table from the configuration ([collectors.<name>]),
-  // already validated by the spec's options() function; never null.
-  const toml::table* options = nullptr;
+  // The collector's options as its spec's read_options() returned them;
+  // null for a collector without options.
+  std::shared_ptr<const CollectorOptions> options;
+  SharedSettings shared = {};
+  // The daemon's long-lived services (services.hpp); null in tests that
+  // build a collector alone, which then gets services of its own.
+  Services* services = nullptr;
+
+  // The typed options. Throws std::invalid_argument when they are missing or
+  // of another type (a bug in the spec).
+  template <class T>
+  const T& options_as() const {
+    const auto* typed = dynamic_cast<const TypedOptions<T>*>(options.get());
+    if (typed == nullptr) throw std::invalid_argument("collector options missing or mistyped");
+    return typed->value();
+  }
+
+  // The service of type T under `key`, shared with every other collector
+  // that asks for the same one; made with `make()` when none is alive. With
+  // no Services (a test), a private one.
+  template <class T, class Make>
+  std::shared_ptr<T> service(std::string_view key, Make make) const {
+    if (services == nullptr) return make();
+    return services->get<T>(key, make);
+  }
 };
 
 struct CollectorSpec {
@@ -93,11 +116,18 @@ struct CollectorSpec {
   bool own_thread = false;
   std::chrono::milliseconds default_interval{15000};
   std::chrono::milliseconds default_timeout{10000};
-  // Reads (and so validates) the collector-specific keys; the common keys
-  // enabled/interval/timeout are handled by the configuration. May be empty
-  // when the collector has no options.
-  std::function<void(OptionReader&)> options;
+  // Reads and validates the collector-specific keys into a typed value
+  // (typed_options<T>(read)); the common keys enabled/interval/timeout are
+  // handled by the configuration. Empty when the collector has no options.
+  OptionsReadFn read_options;
+  // The collector's metric table, without building a collector
+  // (--list-metrics starts no thread and touches no device).
+  std::function<const MetricTable&()> metrics;
   std::function<std::unique_ptr<Collector>(const CollectorEnv&)> create;
 };
+
+// The options a spec reads from an empty table: its defaults. Throws
+// std::invalid_argument if the defaults do not validate (a bug).
+std::shared_ptr<const CollectorOptions> default_options(const CollectorSpec& spec);
 
 }  // namespace nodewatch

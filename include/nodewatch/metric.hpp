@@ -19,6 +19,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace nodewatch {
@@ -102,9 +103,19 @@ class MetricSink {
   // Counts a partial failure (one device, file or counter skipped) under `reason`.
   // Reasons are short snake_case words: they become label values.
   void error(std::string_view reason, std::uint64_t n = 1);
+  // Counts one partial failure of `subject` (the device, port, file or mount
+  // it concerns: "sda", "mlx5_0/1", "0000:17:00.0") under `reason`, with an
+  // optional `detail` ("EIO reading link_state"). The scheduler logs a
+  // (reason, subject) when it starts failing and when it stops, with a
+  // count: collectors never log partial failures themselves.
+  void error(std::string_view reason, std::string_view subject, std::string_view detail = {});
 
   const std::vector<std::string>& violations() const { return violations_; }
   const std::map<std::string, std::uint64_t, std::less<>>& errors() const { return errors_; }
+  // The subjects that failed in this collection: (reason, subject) -> the
+  // first detail given (may be empty).
+  using FailureKey = std::pair<std::string, std::string>;
+  const std::map<FailureKey, std::string>& failures() const { return failures_; }
   std::size_t sample_count() const { return samples_; }
 
   // Looks up the value of one series, for tests. Returns false if absent.
@@ -135,6 +146,7 @@ class MetricSink {
   std::string external_;
   std::vector<std::string> violations_;
   std::map<std::string, std::uint64_t, std::less<>> errors_;
+  std::map<FailureKey, std::string> failures_;
   std::size_t samples_ = 0;
 };
 

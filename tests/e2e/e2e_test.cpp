@@ -55,9 +55,10 @@ std::vector<std::string> FixtureArgs(const TempDir& dir) {
   // The accelerator collector loads the fake NVML (8 GPUs) built by the
   // tests; the configuration names it, as an operator would a driver path.
   std::ofstream(dir.path() / "nodewatch.toml")
-      << ReadFile(kConfig) << "\n[collectors.accelerator]\ninterval = \"1h\"\nnvml_library = \""
-      << FAKE_NVML_LIBRARY << "\"\n[collectors.interconnect]\ninterval = \"1h\"\nnvml_library = \""
-      << FAKE_NVML_LIBRARY << "\"\n[collectors.textfile]\ninterval = \"1h\"\ndirectory = \""
+      << ReadFile(kConfig) << "\n[nvml]\nlibrary = \"" << FAKE_NVML_LIBRARY
+      << "\"\n[collectors.accelerator]\ninterval = \"1h\"\n"
+      << "[collectors.interconnect]\ninterval = \"1h\"\n[collectors.textfile]\ninterval = "
+         "\"1h\"\ndirectory = \""
       << (dir.path() / "node" / "textfile").string() << "\"\n";
   return {"--config", (dir.path() / "nodewatch.toml").string(),
           "--sysfs",  (dir.path() / "node" / "sys").string(),

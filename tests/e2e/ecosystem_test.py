@@ -116,8 +116,9 @@ def main():
         nw_port = free_port()
         with open(os.path.join(tmp, "nodewatch.toml"), "w") as f:
             f.write(f'[server]\nlisten = ["127.0.0.1:{nw_port}"]\n'
-                    f'[collectors.accelerator]\ninterval = "1s"\ntimeout = "1s"\nnvml_library = "{a.fake_nvml}"\n'
-                    f'[collectors.interconnect]\ninterval = "1s"\ntimeout = "1s"\nnvml_library = "{a.fake_nvml}"\n'
+                    f'[nvml]\nlibrary = "{a.fake_nvml}"\n'
+                    f'[collectors.accelerator]\ninterval = "1s"\ntimeout = "1s"\n'
+                    f'[collectors.interconnect]\ninterval = "1s"\ntimeout = "1s"\n'
                     f'[collectors.textfile]\ninterval = "1s"\ntimeout = "1s"\ndirectory = "{textfile}"\n'
                     f'[collectors.storage]\ninterval = "1s"\ntimeout = "1s"\n'
                     f'[[collectors.storage.probe]]\npath = "{probe_dir}"\n'

@@ -251,9 +251,9 @@ class DaemonGpuFaultTest : public ::testing::TestWithParam<GpuFault> {};
 TEST_P(DaemonGpuFaultTest, OtherDevicesCollectorsAndScrapeKeepWorking) {
   const GpuFault& f = GetParam();
   TempDir dir;
-  auto config =
-      dir.write("nodewatch.toml", std::string("[collectors.accelerator]\ninterval = \"2s\"\n") +
-                                      "timeout = \"1s\"\nnvml_library = \"" + f.library + "\"\n");
+  auto config = dir.write(
+      "nodewatch.toml", std::string("[nvml]\nlibrary = \"") + f.library + "\"\n" +
+                            "[collectors.accelerator]\ninterval = \"2s\"\n" + "timeout = \"1s\"\n");
   DaemonProcess::Options o;
   o.args = BaseArgs(config);
   o.env = {"FAKE_NVML_SCENARIO=" +

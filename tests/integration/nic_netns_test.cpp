@@ -30,9 +30,9 @@
 #include <string>
 #include <thread>
 
-#include "common/unique_fd.hpp"
 #include "nic/nic_collector.hpp"
 #include "nic/nic_kernel.hpp"
+#include "nodewatch/unique_fd.hpp"
 #include "support/collector_test.hpp"
 
 namespace nodewatch::nic {

@@ -2,12 +2,13 @@
 // become series (the vendor backends have tests of their own).
 
 #include "accelerator/accelerator_collector.hpp"
+#include "interconnect/interconnect_collector.hpp"
 
 #include <gtest/gtest.h>
 
 #include <toml++/toml.h>
 
-#include "nodewatch/config.hpp"
+#include "config.hpp"
 #include "support/collector_test.hpp"
 
 namespace nodewatch::accelerator {
@@ -178,15 +179,31 @@ TEST(AcceleratorTest, ABrokenBackendDoesNotHideAnotherBackendsDevices) {
   EXPECT_EQ(sink.errors().at("library_error"), 1u);
 }
 
-TEST(AcceleratorTest, OptionsAreValidated) {
-  std::vector<ConfigError> errors;
-  toml::table t;
-  t.insert("nvml_library", "");
-  OptionReader r(t, "collectors.accelerator", "x.toml", &errors);
-  read_accelerator_options(r);
-  r.finish();
-  ASSERT_EQ(errors.size(), 1u);
-  EXPECT_EQ(errors[0].key, "collectors.accelerator.nvml_library");
+// The library moved to [nvml]: the old key is refused with a message that
+// names the new one, for both collectors that used to have it.
+TEST(AcceleratorTest, OldNvmlLibraryKeysAreRefusedWithTheNewPlace) {
+  std::vector<CollectorSpec> catalog = {accelerator_collector_spec(),
+                                        interconnect_collector_spec()};
+  ConfigResult r = parse_config(
+      "[collectors.accelerator]\nnvml_library = \"/x.so\"\n"
+      "[collectors.interconnect]\nnvml_library = \"/x.so\"\n",
+      "x.toml", catalog);
+  ASSERT_EQ(r.errors.size(), 2u);
+  EXPECT_EQ(r.errors[0].key, "collectors.accelerator.nvml_library");
+  EXPECT_EQ(r.errors[1].key, "collectors.interconnect.nvml_library");
+  for (const auto& e : r.errors) {
+    EXPECT_NE(e.message.find("[nvml]"), std::string::npos) << e.str();
+    EXPECT_EQ(e.line, e.key.find("accelerator") != std::string::npos ? 2 : 4) << e.str();
+  }
+  ConfigResult ok = parse_config("[nvml]\nlibrary = \"/x.so\"\n", "x.toml", catalog);
+  ASSERT_TRUE(ok.config);
+  EXPECT_EQ(ok.config->shared.nvml_library, "/x.so");
+  ConfigResult empty = parse_config("[nvml]\nlibrary = \"\"\n", "x.toml", catalog);
+  ASSERT_EQ(empty.errors.size(), 1u);
+  EXPECT_EQ(empty.errors[0].key, "nvml.library");
+  ConfigResult unknown = parse_config("[nvml]\nlibary = \"/x.so\"\n", "x.toml", catalog);
+  ASSERT_EQ(unknown.errors.size(), 1u);
+  EXPECT_EQ(unknown.errors[0].key, "nvml.libary");
 }
 
 }  // namespace

@@ -6,12 +6,20 @@
 #include <toml++/toml.h>
 #include <unistd.h>
 
-#include "nodewatch/config.hpp"
+#include "config.hpp"
 
 namespace nodewatch {
 namespace {
 
 using namespace std::chrono_literals;
+
+// Beta's options, as a collector keeps them.
+struct BetaOptions {
+  std::string library;
+  std::int64_t depth = 0;
+  std::vector<std::string> probe_paths;
+  bool operator==(const BetaOptions&) const = default;
+};
 
 // A catalog of two collectors, one with an option of its own.
 std::vector<CollectorSpec> TestCatalog() {
@@ -24,14 +32,17 @@ std::vector<CollectorSpec> TestCatalog() {
   b.enabled_by_default = false;
   b.default_interval = 30s;
   b.default_timeout = 5s;
-  b.options = [](OptionReader& r) {
-    r.get_string("library", "libfoo.so.1");
-    r.get_int("depth", 4, 1, 16);
-    r.for_each_table("probe", [](OptionReader& p, std::size_t) {
-      if (p.get_string("path", "").empty()) p.error("path", "is required");
+  b.read_options = typed_options<BetaOptions>([](OptionReader& r) {
+    BetaOptions o;
+    o.library = r.get_string("library", "libfoo.so.1");
+    o.depth = r.get_int("depth", 4, 1, 16);
+    r.for_each_table("probe", [&o](OptionReader& p, std::size_t) {
+      o.probe_paths.push_back(p.get_string("path", ""));
+      if (o.probe_paths.back().empty()) p.error("path", "is required");
       p.get_int("size", 1, 1, 10);
     });
-  };
+    return o;
+  });
   return {a, b};
 }
 
@@ -93,7 +104,31 @@ depth = 8
   EXPECT_EQ(c.collectors[0].timeout, 500ms);
   EXPECT_TRUE(c.collectors[1].enabled);
   ASSERT_TRUE(c.collectors[1].options);
-  EXPECT_EQ(c.collectors[1].options->get("library")->value<std::string>(), "/opt/lib/libfoo.so");
+  CollectorEnv env{Roots{}, c.collectors[1].options};
+  EXPECT_EQ(env.options_as<BetaOptions>().library, "/opt/lib/libfoo.so");
+  EXPECT_THROW(env.options_as<std::string>(), std::invalid_argument);
+}
+
+// A reload keeps a collector whose configuration compares equal: the same
+// values written differently still compare equal; any change does not.
+TEST(ConfigTest, CollectorConfigsCompareByValue) {
+  auto a = Parse("[collectors.beta]\nenabled = true\nlibrary = \"/l.so\"\n");
+  auto same = Parse(
+      "# comment\n[collectors.beta]\nlibrary = \"/l.so\"\nenabled = true\ndepth = 4\n"
+      "interval = \"30s\"\n");
+  auto other = Parse("[collectors.beta]\nenabled = true\nlibrary = \"/m.so\"\n");
+  auto slower =
+      Parse("[collectors.beta]\nenabled = true\nlibrary = \"/l.so\"\ninterval = \"1m\"\n");
+  auto probed = Parse(
+      "[collectors.beta]\nenabled = true\nlibrary = \"/l.so\"\n[[collectors.beta.probe]]\n"
+      "path = \"/p\"\n");
+  ASSERT_TRUE(a.config && same.config && other.config && slower.config && probed.config);
+  EXPECT_TRUE(a.config->collectors[1].same_as(same.config->collectors[1]));
+  EXPECT_TRUE(a.config->collectors[0].same_as(other.config->collectors[0]));  // alpha: no options
+  EXPECT_FALSE(a.config->collectors[1].same_as(other.config->collectors[1]));
+  EXPECT_FALSE(a.config->collectors[1].same_as(slower.config->collectors[1]));
+  EXPECT_FALSE(a.config->collectors[1].same_as(probed.config->collectors[1]));
+  EXPECT_FALSE(a.config->collectors[0].same_as(a.config->collectors[1]));
 }
 
 TEST(ConfigTest, SyntaxErrorHasLineAndColumn) {

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "config.hpp"
 #include "interconnect/interconnect_collector.hpp"
-#include "nodewatch/config.hpp"
 #include "support/collector_test.hpp"
 
 namespace nodewatch::interconnect {
@@ -622,7 +622,7 @@ TEST(InterconnectOptions, ParsedAndValidated) {
   CollectorEnv env{Roots{kFixture, "/nonexistent"}, nullptr};
   ConfigResult defaults = parse_config("", "n.toml", specs);
   ASSERT_TRUE(defaults.config);
-  env.options = defaults.config->collectors[0].options.get();
+  env.options = defaults.config->collectors[0].options;
   auto c = interconnect_collector_spec().create(env);
   MetricSink s(c->metrics());
   CollectOnce(*c, s);

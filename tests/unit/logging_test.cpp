@@ -1,4 +1,5 @@
 #include "logging.hpp"
+#include "nodewatch/failure_log.hpp"
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>

@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
+#include "config.hpp"
 #include "nic/nic_collector.hpp"
 #include "nic/nic_kernel.hpp"
 #include "nic/nic_parse.hpp"
-#include "nodewatch/config.hpp"
 #include "support/collector_test.hpp"
 
 namespace nodewatch::nic {
@@ -970,9 +970,8 @@ TEST(NicConfig, OptionsReachTheCollector) {
       "driver_counters = [\"peer_ifindex\"]\nqdiscs = false\nprotocol_statistics = false\n",
       "n.toml", catalog);
   ASSERT_TRUE(r.config) << (r.errors.empty() ? "" : r.errors[0].str());
-  std::vector<ConfigError> errors;
-  CollectorEnv env{Roots{}, r.config->collectors[0].options.get()};
-  NicOptions o = reread_options(env, "nic", read_nic_options);
+  CollectorEnv env{Roots{}, r.config->collectors[0].options};
+  const NicOptions& o = env.options_as<NicOptions>();
   EXPECT_EQ(o.interfaces_include, "^veth");
   EXPECT_EQ(o.interfaces_exclude, "");
   EXPECT_EQ(o.driver_counters, std::vector<std::string>{"peer_ifindex"});

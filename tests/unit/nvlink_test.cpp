@@ -19,8 +19,8 @@
 #include "accelerator/accelerator_collector.hpp"
 #include "accelerator/nvlink_metrics.hpp"
 #include "accelerator/nvml_backend.hpp"
+#include "config.hpp"
 #include "interconnect/interconnect_collector.hpp"
-#include "nodewatch/config.hpp"
 #include "support/collector_test.hpp"
 
 namespace nodewatch::accelerator {
@@ -322,12 +322,11 @@ TEST(NvlinkTest, RolesDoNotOverlap) {
 TEST(NvlinkTest, InterconnectCollectorCarriesNvlinkNextToThePorts) {
   setenv("FAKE_NVML_SCENARIO", scenario("nvlink_hopper.scenario").c_str(), 1);
   std::vector<CollectorSpec> catalog = {interconnect_collector_spec()};
-  ConfigResult cfg = parse_config(
-      std::string("[collectors.interconnect]\nnvml_library = \"") + FAKE_NVML_LIBRARY + "\"\n",
-      "t.toml", catalog);
+  ConfigResult cfg = parse_config(std::string("[nvml]\nlibrary = \"") + FAKE_NVML_LIBRARY + "\"\n",
+                                  "t.toml", catalog);
   ASSERT_TRUE(cfg.config) << cfg.errors.front().str();
   Roots roots{nodewatch::testing::fixtures_dir() / "interconnect" / "sys", "/nonexistent"};
-  CollectorEnv env{roots, cfg.config->collectors[0].options.get()};
+  CollectorEnv env{roots, cfg.config->collectors[0].options, cfg.config->shared};
   std::unique_ptr<Collector> c = catalog[0].create(env);
   MetricSink sink(c->metrics());
   nodewatch::testing::CollectOnce(*c, sink);
@@ -337,7 +336,7 @@ TEST(NvlinkTest, InterconnectCollectorCarriesNvlinkNextToThePorts) {
   // nvlink = false: the ports only.
   ConfigResult off = parse_config("[collectors.interconnect]\nnvlink = false\n", "t.toml", catalog);
   ASSERT_TRUE(off.config);
-  CollectorEnv env_off{roots, off.config->collectors[0].options.get()};
+  CollectorEnv env_off{roots, off.config->collectors[0].options};
   std::unique_ptr<Collector> ports_only = catalog[0].create(env_off);
   MetricSink s2(ports_only->metrics());
   nodewatch::testing::CollectOnce(*ports_only, s2);

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "nodewatch/config.hpp"
+#include "config.hpp"
 #include "pcie/pcie_collector.hpp"
 #include "pcie/pcie_parse.hpp"
 #include "support/collector_test.hpp"
@@ -453,7 +453,7 @@ TEST(PcieCollector, Spec) {
   EXPECT_FALSE(spec.own_thread);
   EXPECT_EQ(spec.default_interval, std::chrono::seconds(30));
   EXPECT_EQ(spec.default_timeout, std::chrono::seconds(10));
-  EXPECT_FALSE(spec.options);
+  EXPECT_FALSE(spec.read_options);
   EXPECT_TRUE(spec.create);
   EXPECT_FALSE(spec.description.empty());
 }
@@ -861,7 +861,7 @@ TEST(PcieConfig, CreateThroughTheSpec) {
   ConfigResult r = parse_config("[collectors.pcie]\ninterval = \"1m\"\n", "n.toml", catalog);
   ASSERT_TRUE(r.config) << (r.errors.empty() ? "" : r.errors[0].str());
   const CollectorConfig& cc = r.config->collectors.at(0);
-  std::unique_ptr<Collector> c = cc.spec->create(CollectorEnv{fixture_roots(), cc.options.get()});
+  std::unique_ptr<Collector> c = cc.spec->create(CollectorEnv{fixture_roots(), cc.options});
   ASSERT_TRUE(c);
   MetricSink sink(c->metrics());
   CollectOnce(*c, sink);

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "nodewatch/config.hpp"
+#include "config.hpp"
 #include "storage/mountstats.hpp"
 #include "storage/storage_collector.hpp"
 #include "support/collector_test.hpp"

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "nodewatch/config.hpp"
+#include "config.hpp"
 #include "storage/probe.hpp"
 #include "storage/storage_collector.hpp"
 #include "support/collector_test.hpp"

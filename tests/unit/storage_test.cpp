@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "nodewatch/config.hpp"
+#include "config.hpp"
 #include "storage/diskstats.hpp"
 #include "storage/storage_collector.hpp"
 #include "support/collector_test.hpp"
@@ -337,7 +337,7 @@ TEST(StorageCollector, Spec) {
   EXPECT_TRUE(spec.own_thread);
   EXPECT_EQ(spec.default_interval, std::chrono::seconds(15));
   EXPECT_EQ(spec.default_timeout, std::chrono::seconds(10));
-  EXPECT_TRUE(spec.options);
+  EXPECT_TRUE(spec.read_options);
   EXPECT_TRUE(spec.create);
   EXPECT_FALSE(spec.description.empty());
 }
@@ -718,7 +718,7 @@ TEST(StorageConfig, OptionsReachTheCollector) {
   EXPECT_EQ(cc.interval, std::chrono::seconds(15));
   EXPECT_EQ(cc.timeout, std::chrono::seconds(10));
 
-  std::unique_ptr<Collector> c = cc.spec->create(CollectorEnv{fixture_roots(), cc.options.get()});
+  std::unique_ptr<Collector> c = cc.spec->create(CollectorEnv{fixture_roots(), cc.options});
   ASSERT_TRUE(c);
   MetricSink sink(c->metrics());
   CollectOnce(*c, sink);
@@ -733,7 +733,7 @@ TEST(StorageConfig, EmptyConfigurationUsesTheDefaults) {
   ConfigResult r = parse_config("", "built-in defaults", catalog);
   ASSERT_TRUE(r.config);
   const CollectorConfig& cc = r.config->collectors.at(0);
-  std::unique_ptr<Collector> c = cc.spec->create(CollectorEnv{fixture_roots(), cc.options.get()});
+  std::unique_ptr<Collector> c = cc.spec->create(CollectorEnv{fixture_roots(), cc.options});
   MetricSink sink(c->metrics());
   CollectOnce(*c, sink);
   EXPECT_TRUE(has_series(sink, "nodewatch_storage_reads_completed_total", "nvme0n1"));
@@ -742,8 +742,8 @@ TEST(StorageConfig, EmptyConfigurationUsesTheDefaults) {
 }
 
 TEST(StorageConfig, CreateWithoutOptionsTable) {
-  std::unique_ptr<Collector> c =
-      storage_collector_spec().create(CollectorEnv{fixture_roots(), nullptr});
+  std::unique_ptr<Collector> c = storage_collector_spec().create(
+      CollectorEnv{fixture_roots(), default_options(storage_collector_spec())});
   MetricSink sink(c->metrics());
   CollectOnce(*c, sink);
   EXPECT_TRUE(has_series(sink, "nodewatch_storage_reads_completed_total", "sda"));

@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <string>
 
-#include "nodewatch/config.hpp"
+#include "config.hpp"
 #include "support/collector_test.hpp"
 #include "support/daemon_process.hpp"
 #include "textfile/textfile_collector.hpp"

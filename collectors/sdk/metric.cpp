@@ -228,6 +228,11 @@ void MetricSink::error(std::string_view reason, std::uint64_t n) {
   it->second += n;
 }
 
+void MetricSink::error(std::string_view reason, std::string_view subject, std::string_view detail) {
+  error(reason);
+  failures_.emplace(FailureKey{std::string(reason), std::string(subject)}, std::string(detail));
+}
+
 bool MetricSink::get(std::string_view name, const std::vector<std::string>& label_values,
                      double* value) const {
   int idx = table_->find(name);
