@@ -28,13 +28,19 @@
 #include "nodewatch/metric.hpp"
 #include "nodewatch/options.hpp"
 #include "nodewatch/services.hpp"
+#include "nodewatch/sources/fs.hpp"
 
 namespace nodewatch {
 
-// Where file-system reads are rooted. Tests and containers move these.
+// Where file-system reads are rooted. Tests and containers move these;
+// tests also inject errnos on any path through `faults`.
 struct Roots {
   std::filesystem::path sysfs = "/sys";
   std::filesystem::path procfs = "/proc";
+  std::shared_ptr<sources::Faults> faults = nullptr;
+
+  sources::FsRoot sys() const { return sources::FsRoot(sysfs, faults); }
+  sources::FsRoot proc() const { return sources::FsRoot(procfs, faults); }
 };
 
 class CollectError : public std::runtime_error {

@@ -1,0 +1,277 @@
+#include "nodewatch/sources/fs.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace nodewatch::sources {
+namespace {
+
+constexpr std::size_t kChunk = 4096;
+
+int open_ro(const std::string& path) {
+  for (;;) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd >= 0 || errno != EINTR) return fd >= 0 ? fd : -errno;
+  }
+}
+
+// Reads from offset 0 to the end (pread: the descriptor's offset is never
+// used, so a held descriptor needs no lseek). 0 or an errno.
+int read_all(int fd, std::size_t max_bytes, std::string& out) {
+  out.clear();
+  off_t off = 0;
+  for (;;) {
+    std::size_t want = std::min(kChunk, max_bytes + 1 - out.size());
+    std::size_t had = out.size();
+    out.resize(had + want);
+    ssize_t n = ::pread(fd, out.data() + had, want, off);
+    if (n < 0) {
+      out.resize(had);
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    out.resize(had + static_cast<std::size_t>(n));
+    if (n == 0) return 0;
+    if (out.size() > max_bytes) {
+      out.clear();
+      return EFBIG;
+    }
+    off += n;
+  }
+}
+
+Read answer(int err, std::string text = {}) {
+  Read r;
+  r.status = classify_errno(err);
+  r.err = err;
+  if (r.ok()) r.text = std::move(text);
+  return r;
+}
+
+}  // namespace
+
+Status classify_errno(int err) {
+  switch (err) {
+    case 0: return Status::kOk;
+    case ENOENT:
+    case ENOTDIR: return Status::kAbsent;
+    case ENODEV:
+    case ENXIO:
+    case ESTALE: return Status::kGone;
+    default: return Status::kError;
+  }
+}
+
+std::string errno_name(int err) {
+  if (const char* name = strerrorname_np(err)) return name;
+  return "E" + std::to_string(err);
+}
+
+std::string_view Read::value() const {
+  std::string_view v = text;
+  while (!v.empty() && (v.back() == '\n' || v.back() == ' ' || v.back() == '\t' ||
+                        v.back() == '\0' || v.back() == '\r'))
+    v.remove_suffix(1);
+  return v;
+}
+
+void Faults::inject(std::string path_suffix, int err, int times) {
+  std::lock_guard lock(mu_);
+  rules_.push_back(Rule{std::move(path_suffix), err, times});
+}
+
+void Faults::clear() {
+  std::lock_guard lock(mu_);
+  rules_.clear();
+}
+
+std::optional<int> Faults::take(std::string_view path) {
+  std::lock_guard lock(mu_);
+  for (auto it = rules_.begin(); it != rules_.end(); ++it) {
+    if (path.size() < it->suffix.size() ||
+        path.substr(path.size() - it->suffix.size()) != it->suffix)
+      continue;
+    int err = it->err;
+    if (it->times > 0 && --it->times == 0) rules_.erase(it);
+    ++hits_;
+    return err;
+  }
+  return std::nullopt;
+}
+
+std::uint64_t Faults::hits() const {
+  std::lock_guard lock(mu_);
+  return hits_;
+}
+
+FsRoot::FsRoot(std::filesystem::path root, std::shared_ptr<Faults> faults)
+    : root_(std::move(root)), faults_(std::move(faults)) {}
+
+std::string FsRoot::full(std::string_view rel) const {
+  std::string p = root_.string();
+  if (rel.empty()) return p;
+  if (p.empty() || p.back() != '/') p.push_back('/');
+  while (!rel.empty() && rel.front() == '/') rel.remove_prefix(1);
+  p.append(rel);
+  return p;
+}
+
+std::optional<int> FsRoot::fault(const std::string& full_path) const {
+  if (!faults_) return std::nullopt;
+  return faults_->take(full_path);
+}
+
+Read FsRoot::read(std::string_view rel, std::size_t max_bytes) const {
+  std::string path = full(rel);
+  if (auto err = fault(path)) return answer(*err);
+  int fd = open_ro(path);
+  if (fd < 0) return answer(-fd);
+  std::string text;
+  int err = read_all(fd, max_bytes, text);
+  ::close(fd);
+  return answer(err, std::move(text));
+}
+
+Listing FsRoot::list(std::string_view rel) const {
+  Listing l;
+  std::string path = full(rel);
+  int err = 0;
+  if (auto f = fault(path)) {
+    err = *f;
+  } else if (DIR* d = ::opendir(path.c_str())) {
+    errno = 0;
+    while (dirent* e = ::readdir(d)) {
+      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+      l.names.emplace_back(e->d_name);
+    }
+    err = errno;
+    ::closedir(d);
+    std::sort(l.names.begin(), l.names.end());
+  } else {
+    err = errno;
+  }
+  l.status = classify_errno(err);
+  l.err = err;
+  if (!l.ok()) l.names.clear();
+  return l;
+}
+
+Read FsRoot::readlink(std::string_view rel) const {
+  std::string path = full(rel);
+  if (auto err = fault(path)) return answer(*err);
+  std::string buf(4096, '\0');
+  ssize_t n = ::readlink(path.c_str(), buf.data(), buf.size());
+  if (n < 0) return answer(errno);
+  if (static_cast<std::size_t>(n) >= buf.size()) return answer(ENAMETOOLONG);
+  buf.resize(static_cast<std::size_t>(n));
+  return answer(0, std::move(buf));
+}
+
+HeldFile FsRoot::hold(std::string_view rel, std::size_t max_bytes) const {
+  return HeldFile(*this, full(rel), max_bytes);
+}
+
+HeldFile::HeldFile(FsRoot root, std::string full_path, std::size_t max_bytes)
+    : root_(std::move(root)), path_(std::move(full_path)), max_bytes_(max_bytes) {}
+
+HeldFile::~HeldFile() {
+  close();
+}
+
+HeldFile::HeldFile(HeldFile&& o) noexcept
+    : root_(std::move(o.root_)),
+      path_(std::move(o.path_)),
+      max_bytes_(o.max_bytes_),
+      fd_(std::exchange(o.fd_, -1)) {}
+
+HeldFile& HeldFile::operator=(HeldFile&& o) noexcept {
+  if (this != &o) {
+    close();
+    root_ = std::move(o.root_);
+    path_ = std::move(o.path_);
+    max_bytes_ = o.max_bytes_;
+    fd_ = std::exchange(o.fd_, -1);
+  }
+  return *this;
+}
+
+void HeldFile::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+Read HeldFile::read() {
+  if (auto err = root_.fault(path_)) {
+    // As the kernel's answer would be: a gone file drops its descriptor.
+    if (classify_errno(*err) == Status::kGone) close();
+    return answer(*err);
+  }
+  // Two tries: a descriptor held across a hot-unplug answers ENODEV; the
+  // path may name a new device by now.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    bool reopened = false;
+    if (fd_ < 0) {
+      int fd = open_ro(path_);
+      if (fd < 0) return answer(-fd);
+      fd_ = fd;
+      reopened = true;
+    }
+    std::string text;
+    int err = read_all(fd_, max_bytes_, text);
+    if (err == 0) return answer(0, std::move(text));
+    if (classify_errno(err) != Status::kGone || reopened) {
+      // A file that answers an error keeps its descriptor (EIO from a
+      // wedged device, EINVAL from an attribute a mode refuses); a gone
+      // one is closed so that the next read opens the path afresh.
+      if (classify_errno(err) == Status::kGone) close();
+      return answer(err);
+    }
+    close();
+  }
+  return answer(ENODEV);
+}
+
+HeldFiles::HeldFiles(FsRoot root, std::size_t max_held)
+    : root_(std::move(root)), max_held_(max_held) {}
+
+Read HeldFiles::read(const std::string& rel) {
+  auto it = files_.find(rel);
+  if (it == files_.end()) {
+    if (files_.size() >= max_held_) {
+      ++fallbacks_;
+      return root_.read(rel);
+    }
+    it = files_.emplace(rel, Entry{root_.hold(rel), cycle_}).first;
+  }
+  it->second.cycle = cycle_;
+  Read r = it->second.file.read();
+  // A file that is not there holds no descriptor; forget it so that a
+  // node with many absent attributes does not fill the table.
+  if (r.status == Status::kAbsent) files_.erase(it);
+  return r;
+}
+
+void HeldFiles::begin_cycle() {
+  ++cycle_;
+}
+
+std::size_t HeldFiles::end_cycle() {
+  std::size_t closed = 0;
+  for (auto it = files_.begin(); it != files_.end();) {
+    if (it->second.cycle != cycle_) {
+      it = files_.erase(it);
+      ++closed;
+    } else {
+      ++it;
+    }
+  }
+  return closed;
+}
+
+}  // namespace nodewatch::sources
