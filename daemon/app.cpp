@@ -371,6 +371,9 @@ int run(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
               << "\" is not one of trace, debug, info, warn, error, critical, off\n";
     return 1;
   }
+  // The declared families do not depend on the configuration: nothing is
+  // read for them, not even the file (whose probe paths would be checked).
+  if (cmd.list_metrics) return list_metrics(catalog);
   ConfigResult r = load(cmd, catalog);
   if (cmd.check_config) {
     if (!r.config) {
@@ -388,7 +391,6 @@ int run(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
   if (r.config->source == "built-in defaults")
     spdlog::info("{} not found; using built-in defaults", cmd.config_path);
   if (cmd.log_level.empty()) set_log_level(r.config->log.level);
-  if (cmd.list_metrics) return list_metrics(catalog);
   if (cmd.once) {
     // Nothing on stdout but the exposition.
     Daemon d(cmd, catalog, std::move(*r.config));

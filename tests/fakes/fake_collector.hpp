@@ -3,9 +3,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "nodewatch/collector.hpp"
 
@@ -46,6 +48,17 @@ class FakeCollector : public Collector {
     out.add("nodewatch_fake_calls_total", {name_}, call);
     if (emit_undeclared_) out.add("nodewatch_fake_not_declared", {}, 1);
     if (partial_error_) out.error("parse_error");
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& subject : failing_subjects_)
+        out.error("read_error", subject, "EIO reading " + subject + "/stat");
+    }
+  }
+
+  // Subjects reported as failing (read_error) by each collect from now on.
+  void set_failing(std::vector<std::string> subjects) {
+    std::lock_guard lock(mu_);
+    failing_subjects_ = std::move(subjects);
   }
 
   std::atomic<std::chrono::milliseconds> sleep_{std::chrono::milliseconds(0)};
@@ -73,6 +86,8 @@ class FakeCollector : public Collector {
   }
   std::string name_;
   MetricTable table_;
+  std::mutex mu_;
+  std::vector<std::string> failing_subjects_;
 };
 
 }  // namespace nodewatch::testing

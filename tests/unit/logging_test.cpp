@@ -1,5 +1,6 @@
 #include "logging.hpp"
 #include "nodewatch/failure_log.hpp"
+#include "support/log_capture.hpp"
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
@@ -12,29 +13,7 @@
 namespace nodewatch {
 namespace {
 
-// Captures the default logger's output for one test.
-class LogCapture {
- public:
-  LogCapture() {
-    previous_ = spdlog::default_logger();
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
-    auto logger = std::make_shared<spdlog::logger>("capture", sink);
-    logger->set_pattern("%l %v");
-    spdlog::set_default_logger(logger);
-    spdlog::set_level(spdlog::level::info);
-  }
-  ~LogCapture() { spdlog::set_default_logger(previous_); }
-  std::vector<std::string> lines() const {
-    std::vector<std::string> v;
-    std::istringstream in(out_.str());
-    for (std::string l; std::getline(in, l);) v.push_back(l);
-    return v;
-  }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::logger> previous_;
-};
+using testing::LogCapture;
 
 TEST(FailureLogTest, LogsWhenAFailureStartsAndEndsNotEveryCycle) {
   LogCapture cap;

@@ -6,6 +6,7 @@
 
 #include "fakes/fake_collector.hpp"
 #include "snapshot_store.hpp"
+#include "support/log_capture.hpp"
 
 namespace nodewatch {
 namespace {
@@ -324,6 +325,109 @@ TEST(SchedulerTest, SnapshotSwapUnderConcurrentScrapesIsRaceFree) {
   EXPECT_GE(a->calls_, 10);
   EXPECT_GT(bytes.load(), 0u);
   h.sched.stop();
+}
+
+// A reload that keeps a collector (its configuration did not change) leaves
+// it as it was: the same instance, no extra collect, its snapshot and
+// counters in place; the changed one beside it is rebuilt and run at once.
+TEST(SchedulerTest, AKeptCollectorIsUntouchedByARestart) {
+  Harness h;
+  FakeCollector *a, *b;
+  std::vector<CollectorJob> jobs;
+  jobs.push_back(Job("a", &a, 1h, 1s));
+  jobs.push_back(Job("b", &b, 1h, 1s));
+  a->partial_error_ = true;
+  h.sched.start(std::move(jobs));
+  ASSERT_TRUE(h.RunUntil([&] { return h.sched.first_round_done(); }));
+  auto snapshot = h.store.current()->by_collector.at("a");
+  EXPECT_EQ(h.sched.entries_built(), 2u);
+
+  FakeCollector* b2;
+  std::vector<CollectorJob> jobs2;
+  CollectorJob keep;
+  keep.name = "a";
+  keep.keep = true;
+  jobs2.push_back(std::move(keep));
+  jobs2.push_back(Job("b", &b2, 1h, 1s));
+  bool first = false;
+  h.sched.on_first_round([&] { first = true; });
+  h.sched.start(std::move(jobs2));
+  ASSERT_TRUE(h.RunUntil([&] { return first && b2->calls_ == 1; }));
+  h.RunUntil([] { return false; }, 100ms);
+  EXPECT_EQ(a->calls_, 1);  // `a` is still the first instance, not run again
+  EXPECT_EQ(h.store.current()->by_collector.at("a"), snapshot);
+  EXPECT_EQ(h.Status("a").runs, 1u);
+  EXPECT_EQ(h.Status("a").errors["parse_error"], 1u);
+  EXPECT_TRUE(h.Status("a").up);
+  EXPECT_EQ(h.sched.entries_built(), 3u);
+  EXPECT_EQ(h.sched.statuses().size(), 2u);
+  h.sched.stop();
+  EXPECT_TRUE(h.sched.shutdown_workers(3s));
+}
+
+// Keep names a running collector; one that is not running is not invented.
+TEST(SchedulerTest, KeepingACollectorThatIsNotRunningStartsNothing) {
+  Harness h;
+  std::vector<CollectorJob> jobs;
+  CollectorJob keep;
+  keep.name = "ghost";
+  keep.keep = true;
+  jobs.push_back(std::move(keep));
+  h.sched.start(std::move(jobs));
+  EXPECT_TRUE(h.sched.statuses().empty());
+  EXPECT_TRUE(h.sched.first_round_done());
+}
+
+// A partial failure is one log line naming the subject when it starts and
+// one when it ends, whatever the number of collections in between.
+TEST(SchedulerTest, APartialFailureIsLoggedWhenItStartsAndEndsNamingTheSubject) {
+  testing::LogCapture log;
+  Harness h;
+  FakeCollector* a;
+  std::vector<CollectorJob> jobs;
+  jobs.push_back(Job("storage", &a, 20ms, 20ms));
+  h.sched.start(std::move(jobs));
+  ASSERT_TRUE(h.RunUntil([&] { return a->calls_ >= 2; }));
+  a->set_failing({"sda"});
+  int at = a->calls_;
+  ASSERT_TRUE(h.RunUntil([&] { return a->calls_ >= at + 5; }));
+  a->set_failing({});
+  at = a->calls_;
+  ASSERT_TRUE(h.RunUntil([&] { return a->calls_ >= at + 3; }));
+  h.sched.stop();
+  ASSERT_TRUE(h.sched.shutdown_workers(3s));
+  std::vector<std::string> about_sda;
+  for (const auto& line : log.lines())
+    if (line.find("sda") != std::string::npos) about_sda.push_back(line);
+  ASSERT_EQ(about_sda.size(), 2u) << log.text();
+  EXPECT_EQ(about_sda[0], "warning storage: read_error: sda: EIO reading sda/stat");
+  EXPECT_EQ(about_sda[1].rfind("info storage: read_error: sda: recovered after ", 0), 0u)
+      << about_sda[1];
+  EXPECT_GE(h.Status("storage").errors["read_error"], 5u);
+}
+
+// Hundreds of failing subjects at once: the first ones by name, the rest as
+// one line, and no line per cycle.
+TEST(SchedulerTest, ManyFailingSubjectsAreNamedUpToALimitThenSummed) {
+  testing::LogCapture log;
+  Harness h;
+  FakeCollector* a;
+  std::vector<CollectorJob> jobs;
+  jobs.push_back(Job("nic", &a, 20ms, 20ms));
+  std::vector<std::string> subjects;
+  for (int i = 0; i < 200; ++i) subjects.push_back("veth" + std::to_string(1000 + i));
+  a->set_failing(subjects);
+  h.sched.start(std::move(jobs));
+  ASSERT_TRUE(h.RunUntil([&] { return a->calls_ >= 4; }));
+  h.sched.stop();
+  ASSERT_TRUE(h.sched.shutdown_workers(3s));
+  std::size_t named = 0, summed = 0;
+  for (const auto& line : log.lines()) {
+    if (line.find("read_error: veth") != std::string::npos) ++named;
+    if (line.find("more failing subjects") != std::string::npos) ++summed;
+  }
+  EXPECT_EQ(named, 32u);
+  EXPECT_EQ(summed, 1u);
 }
 
 }  // namespace
