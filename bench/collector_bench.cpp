@@ -19,7 +19,7 @@
 
 #include "accelerator/accelerator_collector.hpp"
 #include "accelerator/nvlink_metrics.hpp"
-#include "accelerator/nvml_backend.hpp"
+#include "accelerator/nvml/nvml_service.hpp"
 #include "exposition.hpp"
 #include "pcie/pcie_collector.hpp"
 #include "ratio_reporter.hpp"
@@ -46,7 +46,8 @@ std::size_t CollectRenderDeflate(Collector& c) {
 std::unique_ptr<Collector> NvmlCollector() {
   setenv("FAKE_NVML_SCENARIO", (kFixtures / "nvml" / "eight_gpus.scenario").c_str(), 1);
   std::vector<std::unique_ptr<accelerator::Backend>> b;
-  b.push_back(accelerator::make_nvml_backend(FAKE_NVML_LIBRARY));
+  b.push_back(accelerator::make_nvml_backend(
+      std::make_shared<accelerator::NvmlService>(FAKE_NVML_LIBRARY)));
   return std::make_unique<accelerator::AcceleratorCollector>(std::move(b));
 }
 
@@ -62,8 +63,8 @@ BENCHMARK(BM_Accelerator_Nvml8Gpu_Collect)->Unit(benchmark::kMicrosecond)->UseRe
 // The baseline: the same 8 devices' samples, without touching NVML.
 void BM_Accelerator_Nvml8Gpu_EmitOnly(benchmark::State& state) {
   setenv("FAKE_NVML_SCENARIO", (kFixtures / "nvml" / "eight_gpus.scenario").c_str(), 1);
-  auto backend = accelerator::make_nvml_backend(FAKE_NVML_LIBRARY);
-  std::vector<accelerator::DeviceSample> samples = backend->sample(Context());
+  accelerator::NvmlService nvml(FAKE_NVML_LIBRARY);
+  std::vector<accelerator::DeviceSample> samples = nvml.sample_devices(Context());
   const MetricTable& table = accelerator::accelerator_metric_table();
   std::size_t series = 0;
   for (auto _ : state) {
@@ -77,11 +78,12 @@ void BM_Accelerator_Nvml8Gpu_EmitOnly(benchmark::State& state) {
 }
 BENCHMARK(BM_Accelerator_Nvml8Gpu_EmitOnly)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-// NVLink: 8 GPUs x 18 links through the NVML backend's NVLink role, as the
-// interconnect collector reads them, rendered and deflated.
-std::size_t NvlinkRenderDeflate(accelerator::NvlinkMetrics& m, const MetricTable& table) {
-  MetricSink sink(table);
-  m.collect(Context(), sink);
+// NVLink: 8 GPUs x 18 links through the NVML service's NVLink questions, as
+// the interconnect collector reads them, rendered and deflated.
+template <class Fill>
+std::size_t NvlinkRenderDeflate(Fill fill) {
+  MetricSink sink(accelerator::nvlink_metric_table());
+  fill(sink);
   auto rendered = make_rendered(sink.render());
   benchmark::DoNotOptimize(rendered->deflated.data());
   return sink.sample_count();
@@ -89,35 +91,23 @@ std::size_t NvlinkRenderDeflate(accelerator::NvlinkMetrics& m, const MetricTable
 
 void BM_Nvlink_8Gpu18Links_Collect(benchmark::State& state) {
   setenv("FAKE_NVML_SCENARIO", (kFixtures / "nvml" / "eight_gpus.scenario").c_str(), 1);
-  const MetricTable table(accelerator::nvlink_metric_descs());
-  auto m = accelerator::NvlinkMetrics::from_nvml(FAKE_NVML_LIBRARY);
-  NvlinkRenderDeflate(*m, table);
+  accelerator::NvlinkMetrics m(std::make_shared<accelerator::NvmlService>(FAKE_NVML_LIBRARY));
+  auto collect = [&m](MetricSink& sink) { m.collect(Context(), sink); };
+  NvlinkRenderDeflate(collect);
   std::size_t series = 0;
-  for (auto _ : state) series = NvlinkRenderDeflate(*m, table);
+  for (auto _ : state) series = NvlinkRenderDeflate(collect);
   state.counters["series"] = static_cast<double>(series);
 }
 BENCHMARK(BM_Nvlink_8Gpu18Links_Collect)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // The baseline: the same samples replayed, without NVML.
-class ReplayBackend final : public accelerator::Backend {
- public:
-  explicit ReplayBackend(std::vector<accelerator::DeviceSample> s) : samples_(std::move(s)) {}
-  std::string_view name() const override { return "replay"; }
-  std::vector<accelerator::DeviceSample> sample(const CollectContext&) override { return samples_; }
-
- private:
-  std::vector<accelerator::DeviceSample> samples_;
-};
-
 void BM_Nvlink_8Gpu18Links_EmitOnly(benchmark::State& state) {
   setenv("FAKE_NVML_SCENARIO", (kFixtures / "nvml" / "eight_gpus.scenario").c_str(), 1);
-  accelerator::NvmlBackendOptions options;
-  options.nvlink_only = true;
-  auto live = accelerator::make_nvml_backend(FAKE_NVML_LIBRARY, options);
-  accelerator::NvlinkMetrics m(std::make_unique<ReplayBackend>(live->sample(Context())));
-  const MetricTable table(accelerator::nvlink_metric_descs());
+  accelerator::NvmlService nvml(FAKE_NVML_LIBRARY);
+  const std::vector<accelerator::DeviceSample> samples = nvml.sample_nvlinks(Context());
+  auto emit = [&samples](MetricSink& sink) { accelerator::emit_nvlinks(samples, sink); };
   std::size_t series = 0;
-  for (auto _ : state) series = NvlinkRenderDeflate(m, table);
+  for (auto _ : state) series = NvlinkRenderDeflate(emit);
   state.counters["series"] = static_cast<double>(series);
 }
 BENCHMARK(BM_Nvlink_8Gpu18Links_EmitOnly)->Unit(benchmark::kMicrosecond)->UseRealTime();

@@ -2,6 +2,9 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "nodewatch/options.hpp"
 
@@ -98,7 +101,7 @@ void emit_device(const DeviceSample& d, MetricSink& out) {
                                    d.driver_version, d.serial},
           1);
   out.add(kUp, dev, d.up ? 1 : 0);
-  for (const std::string& reason : d.errors) out.error(reason);
+  report_device_errors(d, out);
   auto opt = [&](const char* name, const std::optional<double>& v, double scale = 1.0) {
     if (v) out.add(name, dev, *v * scale);
   };
@@ -159,8 +162,9 @@ void AcceleratorCollector::collect(const CollectContext& ctx, MetricSink& out) {
   // A backend that throws (a broken library) fails the collection — the
   // collector is reported down and the error names the backend — unless
   // another backend found devices: a broken libnvidia-ml on an AMD node
-  // must not hide the AMD GPUs. Then the failure is counted and logged.
-  std::optional<CollectError> failure;
+  // must not hide the AMD GPUs. Then the failure is a partial one, with the
+  // backend as its subject (the scheduler logs it when it starts and ends).
+  std::vector<std::pair<std::string_view, CollectError>> failures;
   std::size_t devices = 0;
   for (auto& b : backends_) {
     if (ctx.should_stop()) break;
@@ -169,15 +173,23 @@ void AcceleratorCollector::collect(const CollectContext& ctx, MetricSink& out) {
         emit_device(d, out);
         ++devices;
       }
-      failures_.succeeded(std::string("accelerator: ") + std::string(b->name()));
     } catch (const CollectError& e) {
-      if (!failure) failure = e;
-      failures_.failed(std::string("accelerator: ") + std::string(b->name()), e.what());
+      failures.emplace_back(b->name(), e);
     }
   }
-  if (!failure) return;
-  if (devices == 0) throw *failure;
-  out.error(failure->reason());
+  if (failures.empty()) return;
+  if (devices == 0) throw failures.front().second;
+  for (const auto& [backend, e] : failures) out.error(e.reason(), backend, e.what());
+}
+
+void report_device_errors(const DeviceSample& d, MetricSink& out) {
+  const std::string subject = d.uuid.empty() ? "accelerator " + std::to_string(d.index) : d.uuid;
+  for (const DeviceError& e : d.errors) {
+    if (e.logged_by_backend)
+      out.error(e.reason);
+    else
+      out.error(e.reason, subject, e.detail);
+  }
 }
 
 AcceleratorOptions read_accelerator_options(OptionReader& r) {

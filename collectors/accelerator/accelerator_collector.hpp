@@ -9,7 +9,6 @@
 
 #include "accelerator/backend.hpp"
 #include "nodewatch/collector.hpp"
-#include "nodewatch/failure_log.hpp"
 
 namespace nodewatch {
 
@@ -36,7 +35,6 @@ class AcceleratorCollector final : public Collector {
 
  private:
   std::vector<std::unique_ptr<Backend>> backends_;
-  FailureLog failures_;  // a backend failing beside working ones, logged per change
 };
 
 // Adds one device's series to `out` (exposed for tests).

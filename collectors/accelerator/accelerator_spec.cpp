@@ -2,6 +2,7 @@
 // is built from.
 
 #include "accelerator/accelerator_collector.hpp"
+#include "accelerator/nvml/nvml_service.hpp"
 #include "nodewatch/options.hpp"
 
 namespace nodewatch {
@@ -22,7 +23,9 @@ const CollectorSpec& accelerator_collector_spec() {
     s.metrics = accelerator::accelerator_metric_table;
     s.create = [](const CollectorEnv& env) -> std::unique_ptr<Collector> {
       std::vector<std::unique_ptr<accelerator::Backend>> backends;
-      backends.push_back(accelerator::make_nvml_backend(env.shared.nvml_library));
+      // The process's NVML service, shared with the interconnect collector's
+      // NVLink part: one session and one thread per GPU for both.
+      backends.push_back(accelerator::make_nvml_backend(accelerator::nvml_service(env)));
       backends.push_back(accelerator::make_amdgpu_backend(env.roots));
       return std::make_unique<accelerator::AcceleratorCollector>(std::move(backends));
     };

@@ -22,13 +22,31 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nodewatch/collector.hpp"
 
 namespace nodewatch::accelerator {
 
-// One NVLink link of a device (NVML backend in its NVLink role only).
+// One partial failure while reading a device: `reason` is the errors_total
+// label ("nvml_error"), `detail` what failed ("nvmlDeviceGetPowerUsage:
+// Unknown Error (999)"). The collector reports it with the device as its
+// subject, and the scheduler logs it when it starts and stops failing,
+// unless `logged_by_backend`: a state the backend logs itself, once per
+// change for the whole process (the NVML service logs a GPU going lost or
+// stuck once, however many collectors read that GPU), is only counted.
+struct DeviceError {
+  // Implicit, so that a bare reason is an error: `errors = {"gpu_lost"}`.
+  DeviceError(const char* r) : reason(r) {}
+  DeviceError(std::string r, std::string d, bool logged = false)
+      : reason(std::move(r)), detail(std::move(d)), logged_by_backend(logged) {}
+  std::string reason;
+  std::string detail;
+  bool logged_by_backend = false;
+};
+
+// One NVLink link of a device (the NVML service's NVLink questions only).
 struct NvlinkSample {
   unsigned link = 0;
   bool active = false;
@@ -75,7 +93,7 @@ struct DeviceSample {
   std::optional<double> remapped_rows_uncorrectable;
   std::optional<bool> row_remap_pending;
   std::optional<bool> row_remap_failed;
-  std::map<unsigned, std::uint64_t> xid_errors;  // XID code -> count since the collector started
+  std::map<unsigned, std::uint64_t> xid_errors;  // XID code -> count since nodewatch started
   std::optional<double> host_link_tx_bytes;      // cumulative
   std::optional<double> host_link_rx_bytes;
   std::optional<double> host_link_tx_bytes_per_second;  // sampled, when no counter exists
@@ -84,16 +102,21 @@ struct DeviceSample {
   // Grace NVLink-C2C: per link, active state and error counters.
   std::map<unsigned, bool> c2c_link_active;
   std::map<unsigned, double> c2c_link_errors;
-  // NVLink (NVML backend in its NVLink role only): the number of links the
-  // driver reports (empty when the device has no NVLink), and each link
-  // that answered.
+  // NVLink (answers to the NVML service's NVLink questions only): the number
+  // of links the driver reports (empty when the device has no NVLink), and
+  // each link that answered.
   std::optional<unsigned> nvlink_count;
   std::vector<NvlinkSample> nvlinks;
 
   // Partial failures while reading this device (counted, by reason, in
-  // nodewatch_collector_errors_total{collector="accelerator"}).
-  std::vector<std::string> errors;
+  // nodewatch_collector_errors_total of the collector that asked).
+  std::vector<DeviceError> errors;
 };
+
+// Reports `d.errors` to `out`: counted under their reasons, with the device
+// (its uuid, else "accelerator <index>") as the subject of the ones the
+// backend did not log itself. Implemented in accelerator_collector.cpp.
+void report_device_errors(const DeviceSample& d, MetricSink& out);
 
 class Backend {
  public:
@@ -103,10 +126,13 @@ class Backend {
   virtual std::vector<DeviceSample> sample(const CollectContext& ctx) = 0;
 };
 
-// NVIDIA, through NVML loaded with dlopen from `library` (a name searched
-// the usual way, or a path). Never fails to construct: a missing library is
-// found out (and retried) in sample(). Implemented in nvml_backend.cpp.
-std::unique_ptr<Backend> make_nvml_backend(const std::string& library);
+class NvmlService;
+// NVIDIA: the device questions of the process's NVML service (one dlopen,
+// one nvmlInit and one thread per GPU, shared with the NVLink part of the
+// interconnect collector; see nvml/nvml_service.hpp). Never fails to
+// construct: a missing library is found out (and retried) in sample().
+// Implemented in nvml/nvml_service.cpp.
+std::unique_ptr<Backend> make_nvml_backend(std::shared_ptr<NvmlService> nvml);
 
 // AMD, through amdgpu's sysfs files under `roots.sysfs`/class/drm.
 // Implemented in amdgpu_backend.cpp.

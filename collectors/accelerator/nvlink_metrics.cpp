@@ -3,7 +3,7 @@
 #include <exception>
 #include <utility>
 
-#include "accelerator/nvml_backend.hpp"
+#include "accelerator/nvml/nvml_service.hpp"
 
 namespace nodewatch::accelerator {
 
@@ -35,27 +35,18 @@ std::vector<MetricDesc> nvlink_metric_descs() {
   };
 }
 
-NvlinkMetrics::NvlinkMetrics(std::unique_ptr<Backend> backend) : backend_(std::move(backend)) {}
-
-std::unique_ptr<NvlinkMetrics> NvlinkMetrics::from_nvml(const std::string& library) {
-  NvmlBackendOptions options;
-  options.nvlink_only = true;
-  return std::make_unique<NvlinkMetrics>(make_nvml_backend(library, options));
+std::vector<std::string> nvlink_metric_prefixes() {
+  return {"nodewatch_nvlink_", "nodewatch_accelerator_nvlink_"};
 }
 
-void NvlinkMetrics::collect(const CollectContext& ctx, MetricSink& sink) {
-  std::vector<DeviceSample> devices;
-  try {
-    devices = backend_->sample(ctx);
-  } catch (const CollectError& e) {
-    sink.error(e.reason());
-    return;
-  } catch (const std::exception&) {
-    sink.error("nvml_error");
-    return;
-  }
+const MetricTable& nvlink_metric_table() {
+  static const MetricTable t(nvlink_metric_descs(), nvlink_metric_prefixes());
+  return t;
+}
+
+void emit_nvlinks(const std::vector<DeviceSample>& devices, MetricSink& sink) {
   for (const DeviceSample& d : devices) {
-    for (const std::string& reason : d.errors) sink.error(reason);
+    report_device_errors(d, sink);
     // A lost or stuck device has no links to report: its accelerator_up
     // says so.
     if (!d.up || d.uuid.empty()) continue;
@@ -80,6 +71,23 @@ void NvlinkMetrics::collect(const CollectContext& ctx, MetricSink& sink) {
       sink.add("nodewatch_accelerator_nvlink_links_active", {index, d.uuid}, active);
     }
   }
+}
+
+NvlinkMetrics::NvlinkMetrics(std::shared_ptr<NvmlService> nvml) : nvml_(std::move(nvml)) {}
+
+void NvlinkMetrics::collect(const CollectContext& ctx, MetricSink& sink) {
+  std::vector<DeviceSample> devices;
+  try {
+    devices = nvml_->sample_nvlinks(ctx);
+  } catch (const CollectError& e) {
+    // Counted only: the service logged it, once for the process.
+    sink.error(e.reason());
+    return;
+  } catch (const std::exception& e) {
+    sink.error("nvml_error", "nvml", e.what());
+    return;
+  }
+  emit_nvlinks(devices, sink);
 }
 
 }  // namespace nodewatch::accelerator

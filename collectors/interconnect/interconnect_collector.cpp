@@ -2,6 +2,7 @@
 
 #include <regex>
 
+#include "accelerator/nvml/nvml_service.hpp"
 #include "nodewatch/options.hpp"
 
 namespace nodewatch {
@@ -49,7 +50,9 @@ const MetricTable& interconnect_metric_table() {
     for (auto part : {&IbPorts::metric_descs, &accelerator::nvlink_metric_descs}) {
       for (MetricDesc& d : part()) descs.push_back(std::move(d));
     }
-    return MetricTable(std::move(descs));
+    // NVLink's families keep the names of what they measure (see
+    // nvlink_metrics.hpp): declared as borrowed, so the lint checks them.
+    return MetricTable(std::move(descs), accelerator::nvlink_metric_prefixes());
   }();
   return kTable;
 }
@@ -94,7 +97,9 @@ const CollectorSpec& interconnect_collector_spec() {
           interconnect::make_verbs_source("libibverbs.so.1", o.verbs ? "/dev/infiniband" : "");
       return std::make_unique<interconnect::InterconnectCollector>(
           std::make_unique<interconnect::IbPorts>(env.roots, o.ib, std::move(hw), std::move(verbs)),
-          o.nvlink ? accelerator::NvlinkMetrics::from_nvml(env.shared.nvml_library) : nullptr);
+          // The process's NVML service, shared with the accelerator collector.
+          o.nvlink ? std::make_unique<accelerator::NvlinkMetrics>(accelerator::nvml_service(env))
+                   : nullptr);
     };
     return spec;
   }();

@@ -1,7 +1,7 @@
 #pragma once
 // The interconnect collector: the fabric between nodes (InfiniBand and RoCE
-// ports, ib_ports.hpp) and between accelerators (NVLink, through the NVML
-// backend in its NVLink role: accelerator/nvlink_metrics.hpp). Each
+// ports, ib_ports.hpp) and between accelerators (NVLink, through the NVLink
+// questions of the process's NVML service: accelerator/nvlink_metrics.hpp). Each
 // source is a part with its own declarations (a function returning
 // std::vector<MetricDesc>) and its own collect(); the collector's table is
 // their concatenation, so that a part is added without touching the others.

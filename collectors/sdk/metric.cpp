@@ -26,6 +26,20 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
+// "nodewatch_nvlink_", "nodewatch_accelerator_nvlink_": "nodewatch_", then
+// one or more lower-case words, each followed by '_'.
+bool well_formed_prefix(std::string_view p) {
+  constexpr std::string_view kRoot = "nodewatch_";
+  if (p.rfind(kRoot, 0) != 0 || p.size() == kRoot.size() || p.back() != '_') return false;
+  char previous = '_';
+  for (char c : p.substr(kRoot.size())) {
+    const bool word = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (!word && !(c == '_' && previous != '_')) return false;
+    previous = c;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool is_valid_utf8(std::string_view s) {
@@ -84,7 +98,8 @@ std::vector<double> exponential_buckets(double start, double factor, std::size_t
   return out;
 }
 
-MetricTable::MetricTable(std::vector<MetricDesc> descs) : descs_(std::move(descs)) {
+MetricTable::MetricTable(std::vector<MetricDesc> descs, std::vector<std::string> borrowed_prefixes)
+    : descs_(std::move(descs)), borrowed_(std::move(borrowed_prefixes)) {
   for (std::size_t i = 0; i < descs_.size(); ++i)
     index_.emplace(descs_[i].name, static_cast<int>(i));
 }
@@ -96,12 +111,33 @@ int MetricTable::find(std::string_view name) const {
 
 std::vector<std::string> MetricTable::lint(std::string_view prefix) const {
   std::vector<std::string> out;
+  auto starts_with = [](std::string_view s, std::string_view p) { return s.rfind(p, 0) == 0; };
+  std::unordered_set<std::string_view> borrowed;
+  for (const std::string& p : borrowed_) {
+    auto bad = [&](const std::string& what) {
+      out.push_back("borrowed prefix " + p + ": " + what);
+    };
+    if (!borrowed.insert(p).second) bad("declared twice");
+    if (!well_formed_prefix(p)) bad("is not nodewatch_<word>_ (lower-case words, ending in _)");
+    for (std::string_view daemon :
+         {"nodewatch_collector_", "nodewatch_config_", "nodewatch_build_", "nodewatch_http_"})
+      if (starts_with(p, daemon)) bad("is the daemon's own " + std::string(daemon));
+    if (starts_with(p, prefix)) bad("is inside the table's own prefix " + std::string(prefix));
+    if (starts_with(prefix, p)) bad("would widen the table's own prefix " + std::string(prefix));
+    if (std::none_of(descs_.begin(), descs_.end(),
+                     [&](const MetricDesc& d) { return starts_with(d.name, p); }))
+      bad("no family uses it");
+  }
   std::unordered_set<std::string_view> names;
   for (const MetricDesc& d : descs_) {
     auto bad = [&](const std::string& what) { out.push_back(d.name + ": " + what); };
     if (!names.insert(d.name).second) bad("declared twice");
     if (!valid_name(d.name, false)) bad("not a valid metric name");
-    if (d.name.rfind(prefix, 0) != 0) bad("does not start with " + std::string(prefix));
+    if (!starts_with(d.name, prefix) &&
+        std::none_of(borrowed_.begin(), borrowed_.end(),
+                     [&](const std::string& p) { return starts_with(d.name, p); }))
+      bad("does not start with " + std::string(prefix) +
+          (borrowed_.empty() ? std::string() : " or a borrowed prefix"));
     bool is_total = ends_with(d.name, "_total");
     if (d.type == MetricType::kCounter && !is_total) bad("a counter must end in _total");
     if (d.type != MetricType::kCounter && is_total) bad("only a counter may end in _total");

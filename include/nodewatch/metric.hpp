@@ -65,18 +65,33 @@ std::vector<double> exponential_buckets(double start, double factor, std::size_t
 // An immutable, indexed set of declarations. Build it once per collector.
 class MetricTable {
  public:
-  explicit MetricTable(std::vector<MetricDesc> descs);
+  // `borrowed_prefixes`: name prefixes besides the collector's own that the
+  // table may use, for families named after what they measure rather than
+  // after the collector that reads them (the interconnect collector emits
+  // NVLink's "nodewatch_nvlink_" and "nodewatch_accelerator_nvlink_"
+  // families). Declared here, in the table, so that the exception is
+  // explicit and checked (lint()), never a looser prefix in a test.
+  explicit MetricTable(std::vector<MetricDesc> descs,
+                       std::vector<std::string> borrowed_prefixes = {});
 
   const std::vector<MetricDesc>& descs() const { return descs_; }
+  const std::vector<std::string>& borrowed_prefixes() const { return borrowed_; }
   // Index of the declaration called `name`, or -1.
   int find(std::string_view name) const;
 
   // Problems with the declarations themselves (naming rules of DESIGN.md):
-  // empty when the table is well formed. `prefix` is e.g. "nodewatch_storage_".
+  // empty when the table is well formed. `prefix` is the collector's own,
+  // e.g. "nodewatch_storage_": every name starts with it or with one of the
+  // borrowed prefixes. A borrowed prefix must be "nodewatch_<word>_" or
+  // longer (lower-case words), not the daemon's own (nodewatch_collector_,
+  // _config_, _build_, _http_), not inside `prefix` (it would add nothing)
+  // nor around it (it would widen it), declared once, and used by at least
+  // one family.
   std::vector<std::string> lint(std::string_view prefix) const;
 
  private:
   std::vector<MetricDesc> descs_;
+  std::vector<std::string> borrowed_;
   std::unordered_map<std::string_view, int> index_;
 };
 

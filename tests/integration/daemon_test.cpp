@@ -7,6 +7,11 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
 #include "app.hpp"
 #include "support/daemon_process.hpp"
 #include "support/http_client.hpp"
@@ -296,6 +301,182 @@ INSTANTIATE_TEST_SUITE_P(
                       GpuFault{"blocking_call", FAKE_NVML_LIBRARY, "blocking.scenario"},
                       GpuFault{"broken_library", FAKE_NVML_BROKEN_LIBRARY, "eight_gpus.scenario"}),
     [](const ::testing::TestParamInfo<GpuFault>& i) { return std::string(i.param.name); });
+
+// --- One NVML for the whole daemon ([nvml] library, the NVML service). ---
+
+std::string NvmlScenario(const char* name) {
+  return (std::filesystem::path(NODEWATCH_FIXTURES_DIR) / "nvml" / name).string();
+}
+
+std::string Gpu(int i) {
+  return "accelerator=\"" + std::to_string(i) + "\",uuid=\"GPU-00000000-0000-4000-8000-0000000000" +
+         (i < 10 ? "0" : "") + std::to_string(i) + "\"";
+}
+
+std::size_t CountLines(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = 0; (at = text.find(what, at)) != std::string::npos; at += what.size()) ++n;
+  return n;
+}
+
+// The daemon's threads, by name (/proc/<pid>/task/*/comm).
+std::vector<std::string> ThreadNames(pid_t pid) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::string name = testing::ReadFile(task.path() / "comm");
+    while (!name.empty() && name.back() == '\n') name.pop_back();
+    names.push_back(name);
+  }
+  return names;
+}
+
+// Scrapes until `done` holds (at most 15 s); returns the last body.
+std::string ScrapeUntil(std::uint16_t port, const std::function<bool(const std::string&)>& done) {
+  std::string body;
+  const auto until = std::chrono::steady_clock::now() + 15s;
+  while (std::chrono::steady_clock::now() < until) {
+    auto r = Request(port, "GET", "/metrics");
+    if (r) body = r->body;
+    if (done(body)) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  return body;
+}
+
+std::string NvmlConfig(const std::string& library, const char* accelerator_interval = "2s",
+                       const char* accelerator_timeout = "1s") {
+  return "[nvml]\nlibrary = \"" + library + "\"\n[collectors.accelerator]\ninterval = \"" +
+         accelerator_interval + "\"\ntimeout = \"" + accelerator_timeout +
+         "\"\n[collectors.interconnect]\ninterval = \"2s\"\ntimeout = \"1s\"\n";
+}
+
+// [nvml] library set once: GPU metrics from the accelerator collector and
+// NVLink metrics from the interconnect collector, from one nvmlInit, one
+// thread per GPU and one XID thread, and one "loaded" line in the log.
+TEST(DaemonNvmlTest, OneLibraryGivesGpuAndNvlinkMetricsFromOneInitAndOneThreadPerGpu) {
+  constexpr int kGpus = 8;
+  TempDir dir;
+  auto config = dir.write("nodewatch.toml", NvmlConfig(FAKE_NVML_LIBRARY));
+  const auto init_log = dir.path() / "inits";
+  DaemonProcess::Options o;
+  o.args = BaseArgs(config);
+  o.env = {"FAKE_NVML_SCENARIO=" + NvmlScenario("eight_gpus.scenario"),
+           "FAKE_NVML_INIT_LOG=" + init_log.string()};
+  DaemonProcess d(o, dir.path() / "log");
+  auto port = d.port();
+  ASSERT_TRUE(port) << d.log();
+  const std::string last = "{" + Gpu(kGpus - 1) + "}";
+  const std::string body = ScrapeUntil(*port, [&](const std::string& b) {
+    return SampleValue(b, "nodewatch_accelerator_up" + last) &&
+           SampleValue(b, "nodewatch_accelerator_nvlink_links_active" + last);
+  });
+  for (int i = 0; i < kGpus; ++i) {
+    const std::string gpu = "{" + Gpu(i) + "}";
+    EXPECT_EQ(SampleValue(body, "nodewatch_accelerator_up" + gpu), 1) << body;
+    EXPECT_EQ(SampleValue(body, "nodewatch_accelerator_nvlink_links_active" + gpu), 18) << body;
+    EXPECT_EQ(SampleValue(body, "nodewatch_nvlink_up{" + Gpu(i) + ",link=\"17\"}"), 1);
+  }
+  EXPECT_EQ(SampleValue(body, "nodewatch_collector_up{collector=\"accelerator\"}"), 1);
+  EXPECT_EQ(SampleValue(body, "nodewatch_collector_up{collector=\"interconnect\"}"), 1);
+
+  EXPECT_EQ(CountLines(testing::ReadFile(init_log), "nvmlInit "), 1u);
+  const std::string log = d.log();
+  EXPECT_EQ(CountLines(log, "loaded, driver 550.54.15"), 1u) << log;
+
+  // Threads: by name, one per GPU and the XID thread; and counted against
+  // the same daemon without NVML, so that no unnamed thread hides.
+  const std::vector<std::string> names = ThreadNames(d.pid());
+  std::size_t nvml = 0;
+  for (const std::string& n : names) nvml += n.rfind("nw-nvml-", 0) == 0 ? 1 : 0;
+  EXPECT_EQ(nvml, kGpus + 1u);
+  TempDir dir2;
+  DaemonProcess::Options o2;
+  o2.args = BaseArgs(dir2.write("nodewatch.toml", NvmlConfig("/nonexistent/libnvidia-ml.so.1")));
+  DaemonProcess without(o2, dir2.path() / "log");
+  auto port2 = without.port();
+  ASSERT_TRUE(port2) << without.log();
+  ScrapeUntil(*port2, [](const std::string& b) {
+    return SampleValue(b, "nodewatch_collector_up{collector=\"accelerator\"}") &&
+           SampleValue(b, "nodewatch_collector_up{collector=\"interconnect\"}");
+  });
+  const std::size_t base = ThreadNames(without.pid()).size();
+  EXPECT_LE(names.size(), base + kGpus + 2)
+      << names.size() << " threads, " << base << " without NVML";
+  std::printf("daemon threads: %zu with 8 fake GPUs (%zu nw-nvml-*), %zu without NVML\n",
+              names.size(), nvml, base);
+  d.signal(SIGTERM);
+  without.signal(SIGTERM);
+  EXPECT_EQ(d.wait(5s), 0);
+  EXPECT_EQ(without.wait(5s), 0);
+}
+
+// XIDs 79, 48, 48, delivered once for the daemon's life: counted the same
+// after three reloads that keep the collector, and after a reload that
+// rebuilds it (its interval changed): the counts are the NVML service's.
+TEST(DaemonNvmlTest, XidCountsSurviveReloadsAndARebuiltAcceleratorCollector) {
+  TempDir dir;
+  auto scenario =
+      dir.write("xid.scenario", "devices 8\nevents_once\nxid 2 79\nxid 2 48\nxid 2 48\n");
+  auto config = dir.write("nodewatch.toml", NvmlConfig(FAKE_NVML_LIBRARY, "1s", "500ms"));
+  const auto init_log = dir.path() / "inits";
+  DaemonProcess::Options o;
+  o.args = BaseArgs(config);
+  o.env = {"FAKE_NVML_SCENARIO=" + scenario.string(), "FAKE_NVML_INIT_LOG=" + init_log.string()};
+  DaemonProcess d(o, dir.path() / "log");
+  auto port = d.port();
+  ASSERT_TRUE(port) << d.log();
+  const std::string xid48 = "nodewatch_accelerator_xid_errors_total{" + Gpu(2) + ",xid=\"48\"}";
+  const std::string xid79 = "nodewatch_accelerator_xid_errors_total{" + Gpu(2) + ",xid=\"79\"}";
+  std::string body = ScrapeUntil(*port, [&](const std::string& b) {
+    return SampleValue(b, xid48) == 2 && SampleValue(b, xid79) == 1;
+  });
+  ASSERT_EQ(SampleValue(body, xid48), 2) << body << d.log();
+  ASSERT_EQ(SampleValue(body, xid79), 1);
+
+  auto reload = [&](std::size_t n) {
+    d.signal(SIGHUP);
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (CountLines(d.log(), "configuration reloaded") < n &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(10ms);
+    return CountLines(d.log(), "configuration reloaded") >= n;
+  };
+  auto last_success = [&](const std::string& b) {
+    return SampleValue(b,
+                       "nodewatch_collector_last_success_timestamp_seconds{collector="
+                       "\"accelerator\"}")
+        .value_or(0);
+  };
+  for (std::size_t n = 1; n <= 3; ++n) {
+    ASSERT_TRUE(reload(n)) << d.log();
+    // A collection after the reload, not the snapshot from before it.
+    const double before = last_success(Request(*port, "GET", "/metrics")->body);
+    body = ScrapeUntil(*port, [&](const std::string& b) { return last_success(b) > before; });
+    EXPECT_GT(last_success(body), before);
+    EXPECT_EQ(SampleValue(body, xid48), 2) << "after reload " << n << "\n" << body;
+    EXPECT_EQ(SampleValue(body, xid79), 1);
+  }
+
+  // A changed interval rebuilds the accelerator collector.
+  dir.write("nodewatch.toml", NvmlConfig(FAKE_NVML_LIBRARY, "2s", "1s"));
+  const double reloaded_at =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  ASSERT_TRUE(reload(4)) << d.log();
+  body = ScrapeUntil(*port, [&](const std::string& b) {
+    return SampleValue(b, "nodewatch_collector_interval_seconds{collector=\"accelerator\"}") == 2 &&
+           last_success(b) > reloaded_at;
+  });
+  EXPECT_EQ(SampleValue(body, "nodewatch_collector_interval_seconds{collector=\"accelerator\"}"),
+            2);
+  EXPECT_GT(last_success(body), reloaded_at) << "the rebuilt collector never collected";
+  EXPECT_EQ(SampleValue(body, xid48), 2) << body;
+  EXPECT_EQ(SampleValue(body, xid79), 1);
+  EXPECT_EQ(CountLines(testing::ReadFile(init_log), "nvmlInit "), 1u);
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(5s), 0);
+}
 
 TEST(DaemonTest, CheckConfig) {
   TempDir dir;

@@ -70,10 +70,16 @@ const DeviceSample* find_bus(const std::vector<DeviceSample>& devices, std::stri
   return nullptr;
 }
 
-std::size_t count(const std::vector<std::string>& errors, std::string_view reason) {
+std::size_t count(const std::vector<DeviceError>& errors, std::string_view reason) {
   std::size_t n = 0;
-  for (const std::string& e : errors) n += e == reason ? 1 : 0;
+  for (const DeviceError& e : errors) n += e.reason == reason ? 1 : 0;
   return n;
+}
+
+std::vector<std::string> reasons(const std::vector<DeviceError>& errors) {
+  std::vector<std::string> r;
+  for (const DeviceError& e : errors) r.push_back(e.reason);
+  return r;
 }
 
 bool ends_with(std::string_view s, std::string_view suffix) {
@@ -525,7 +531,7 @@ TEST(AmdgpuBackend, DirectoryInPlaceOfAFileIsAReadError) {
   ASSERT_NE(d, nullptr);
   EXPECT_FALSE(d->memory_used_bytes);
   EXPECT_DOUBLE_EQ(*d->memory_total_bytes, 68702699520.0);
-  EXPECT_EQ(d->errors, std::vector<std::string>{"read_error"});
+  EXPECT_EQ(reasons(d->errors), std::vector<std::string>{"read_error"});
 }
 
 TEST(AmdgpuBackend, MalformedValuesAreParseErrors) {
@@ -566,7 +572,7 @@ TEST(AmdgpuBackend, TruncatedGpuMetricsIsAParseErrorAnUnknownLayoutIsNot) {
     const DeviceSample* d = find_bus(devices, "0000:05:00.0");
     ASSERT_NE(d, nullptr);
     EXPECT_FALSE(d->energy_joules);
-    EXPECT_EQ(d->errors, std::vector<std::string>{"parse_error"});
+    EXPECT_EQ(reasons(d->errors), std::vector<std::string>{"parse_error"});
     EXPECT_DOUBLE_EQ(*d->power_watts, 612.0);
   }
   // A layout newer than the code (here content_revision 9) is well formed:

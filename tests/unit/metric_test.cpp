@@ -30,6 +30,75 @@ TEST(MetricTableTest, WellFormedTablePasses) {
   testing::ExpectWellFormedTable(Table(), "nodewatch_test_");
 }
 
+// A table may carry families named after what they measure rather than
+// the collector that reads them (the interconnect collector's NVLink
+// families), but only under prefixes it declares, and the lint checks them.
+TEST(MetricTableTest, BorrowedPrefixesAllowTheirFamiliesOnly) {
+  MetricTable t(
+      {
+          {"nodewatch_test_reads_total", MetricType::kCounter, "", "Reads.", {}},
+          {"nodewatch_thing_up", MetricType::kGauge, "", "Up.", {}},
+          {"nodewatch_other_thing_ratio", MetricType::kGauge, "", "R.", {}},
+      },
+      {"nodewatch_thing_", "nodewatch_other_thing_"});
+  EXPECT_TRUE(t.lint("nodewatch_test_").empty());
+  testing::ExpectWellFormedTable(t, "nodewatch_test_");
+  EXPECT_EQ(t.borrowed_prefixes(),
+            (std::vector<std::string>{"nodewatch_thing_", "nodewatch_other_thing_"}));
+
+  // A family under no declared prefix is still refused.
+  MetricTable stray({{"nodewatch_test_up", MetricType::kGauge, "", "Up.", {}},
+                     {"nodewatch_thing_up", MetricType::kGauge, "", "Up.", {}},
+                     {"nodewatch_other_up", MetricType::kGauge, "", "Up.", {}}},
+                    {"nodewatch_thing_"});
+  const auto problems = stray.lint("nodewatch_test_");
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0],
+            "nodewatch_other_up: does not start with nodewatch_test_ or a borrowed prefix");
+}
+
+// A borrowed prefix cannot weaken the rule: it must be narrow, not the
+// daemon's own names, not around or inside the table's prefix, declared
+// once and used.
+TEST(MetricTableTest, LintRefusesBorrowedPrefixesThatWidenTheRule) {
+  MetricTable bad({{"nodewatch_test_up", MetricType::kGauge, "", "Up.", {}},
+                   {"nodewatch_collector_x", MetricType::kGauge, "", "X.", {}},
+                   {"nodewatch_a_b", MetricType::kGauge, "", "B.", {}}},
+                  {"nodewatch_", "nodewatch_collector_", "nodewatch_test_sub_", "nodewatch_unused_",
+                   "Nodewatch_a_", "nodewatch_a", "nodewatch__a_", "nodewatch_a_", "nodewatch_a_"});
+  const auto problems = bad.lint("nodewatch_test_");
+  auto has = [&](std::string_view what) {
+    for (const auto& p : problems)
+      if (p == what) return true;
+    return false;
+  };
+  EXPECT_TRUE(
+      has("borrowed prefix nodewatch_: is not nodewatch_<word>_ (lower-case words, "
+          "ending in _)"));
+  EXPECT_TRUE(
+      has("borrowed prefix nodewatch_: would widen the table's own prefix "
+          "nodewatch_test_"));
+  EXPECT_TRUE(
+      has("borrowed prefix nodewatch_collector_: is the daemon's own "
+          "nodewatch_collector_"));
+  EXPECT_TRUE(
+      has("borrowed prefix nodewatch_test_sub_: is inside the table's own prefix "
+          "nodewatch_test_"));
+  EXPECT_TRUE(has("borrowed prefix nodewatch_unused_: no family uses it"));
+  EXPECT_TRUE(
+      has("borrowed prefix Nodewatch_a_: is not nodewatch_<word>_ (lower-case words, "
+          "ending in _)"));
+  EXPECT_TRUE(
+      has("borrowed prefix nodewatch_a: is not nodewatch_<word>_ (lower-case words, "
+          "ending in _)"));
+  EXPECT_TRUE(
+      has("borrowed prefix nodewatch__a_: is not nodewatch_<word>_ (lower-case words, "
+          "ending in _)"));
+  EXPECT_TRUE(has("borrowed prefix nodewatch_a_: declared twice"));
+  // The well-formed, used, declared-once prefix itself is fine.
+  for (const auto& p : problems) EXPECT_NE(p.rfind("nodewatch_a_b:", 0), 0u) << p;
+}
+
 TEST(MetricTableTest, LintFindsEveryRuleBroken) {
   MetricTable bad({
       {"nodewatch_test_reads", MetricType::kCounter, "", "Reads.", {}},           // no _total

@@ -1,5 +1,5 @@
 // NVLink through the fake libnvidia-ml.so.1 (tests/fakes/fake_nvml): the
-// NVML backend in its NVLink role, and the series NvlinkMetrics makes of it.
+// NVML service's NVLink questions, and the series NvlinkMetrics makes of them.
 // Hopper-like boards with 18 links (one down), Blackwell-like boards with 36
 // NVLink5 links, errors growing between collections, an old driver without
 // field values, a GPU lost mid-read, GPUs without NVLink. The values each
@@ -18,7 +18,7 @@
 
 #include "accelerator/accelerator_collector.hpp"
 #include "accelerator/nvlink_metrics.hpp"
-#include "accelerator/nvml_backend.hpp"
+#include "accelerator/nvml/nvml_service.hpp"
 #include "config.hpp"
 #include "interconnect/interconnect_collector.hpp"
 #include "support/collector_test.hpp"
@@ -41,8 +41,7 @@ std::string uuid(unsigned i) {
 }
 
 const MetricTable& Table() {
-  static const MetricTable t(nvlink_metric_descs());
-  return t;
+  return nvlink_metric_table();
 }
 
 CollectContext Context() {
@@ -56,9 +55,7 @@ class Node {
  public:
   Node(const char* library, const std::string& scenario_file) {
     setenv("FAKE_NVML_SCENARIO", scenario_file.c_str(), 1);
-    NvmlBackendOptions options;
-    options.nvlink_only = true;
-    metrics_ = std::make_unique<NvlinkMetrics>(make_nvml_backend(library, options));
+    metrics_ = std::make_unique<NvlinkMetrics>(std::make_shared<NvmlService>(library));
   }
   MetricSink Collect() {
     MetricSink sink(Table());
@@ -105,8 +102,11 @@ bool Has(const MetricSink& sink, std::string_view name, std::vector<std::string>
   return sink.get(name, labels, &v);
 }
 
+// The NVLink families are declared as the interconnect collector's
+// borrowed prefixes: linted against its own prefix, with no looser rule.
 TEST(NvlinkTest, TableIsWellFormed) {
-  ExpectWellFormedTable(Table(), "nodewatch_");
+  ExpectWellFormedTable(Table(), "nodewatch_interconnect_");
+  EXPECT_EQ(Table().borrowed_prefixes(), nvlink_metric_prefixes());
 }
 
 TEST(NvlinkTest, HopperEighteenLinksOneDown) {
@@ -276,9 +276,7 @@ TEST(NvlinkTest, LostGpuHidesOnlyItsOwnLinks) {
 }
 
 TEST(NvlinkTest, NoLibraryIsNotAnError) {
-  NvmlBackendOptions options;
-  options.nvlink_only = true;
-  NvlinkMetrics metrics(make_nvml_backend("/nonexistent/libnvidia-ml.so.1", options));
+  NvlinkMetrics metrics(std::make_shared<NvmlService>("/nonexistent/libnvidia-ml.so.1"));
   MetricSink sink(Table());
   metrics.collect(Context(), sink);
   EXPECT_EQ(sink.sample_count(), 0u);
@@ -286,9 +284,7 @@ TEST(NvlinkTest, NoLibraryIsNotAnError) {
 }
 
 TEST(NvlinkTest, UnusableLibraryIsCountedNotThrown) {
-  NvmlBackendOptions options;
-  options.nvlink_only = true;
-  NvlinkMetrics metrics(make_nvml_backend(FAKE_NVML_BROKEN_LIBRARY, options));
+  NvlinkMetrics metrics(std::make_shared<NvmlService>(FAKE_NVML_BROKEN_LIBRARY));
   MetricSink sink(Table());
   metrics.collect(Context(), sink);
   EXPECT_EQ(sink.sample_count(), 0u);
@@ -296,12 +292,12 @@ TEST(NvlinkTest, UnusableLibraryIsCountedNotThrown) {
 }
 
 TEST(NvlinkTest, RolesDoNotOverlap) {
-  // The accelerator role asks no NVLink question; the NVLink role registers
-  // no XID events (that thread belongs to the accelerator collector).
+  // The device questions include no NVLink one; the NVLink questions start
+  // no XID event thread (the accelerator collector's first sample does).
   setenv("FAKE_NVML_SCENARIO", scenario("eight_gpus.scenario").c_str(), 1);
   {
     std::vector<std::unique_ptr<Backend>> backends;
-    backends.push_back(make_nvml_backend(FAKE_NVML_LIBRARY));
+    backends.push_back(make_nvml_backend(std::make_shared<NvmlService>(FAKE_NVML_LIBRARY)));
     AcceleratorCollector collector(std::move(backends));
     MetricSink sink(accelerator_metric_table());
     nodewatch::testing::CollectOnce(collector, sink, 10s);

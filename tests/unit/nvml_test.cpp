@@ -1,5 +1,6 @@
-// Tests of the NVML backend against the fake libnvidia-ml.so.1
-// (tests/fakes/fake_nvml), through the real AcceleratorCollector: every
+// Tests of the NVML service's device questions against the fake
+// libnvidia-ml.so.1 (tests/fakes/fake_nvml), through the real
+// AcceleratorCollector (one service of its own per test): every
 // series with its value, unit and labels; a GPU lost in the middle of a run;
 // a GPU without ECC; a library missing a required symbol; an old library
 // without the newest versioned symbols; XID events; a call that hangs past
@@ -24,8 +25,10 @@
 
 #include "accelerator/accelerator_collector.hpp"
 #include "accelerator/backend.hpp"
-#include "accelerator/nvml_backend.hpp"
+#include "accelerator/nvml/nvml_queries.hpp"
+#include "accelerator/nvml/nvml_service.hpp"
 #include "support/collector_test.hpp"
+#include "support/fake_nvml.hpp"
 
 namespace nodewatch::accelerator {
 namespace {
@@ -98,18 +101,16 @@ std::uint64_t ErrorCount(const MetricSink& sink, std::string_view reason) {
   return it == sink.errors().end() ? 0 : it->second;
 }
 
-// One accelerator collector over make_nvml_backend(library), the fake
-// reading `scenario_file`.
+// One accelerator collector over an NVML service of its own for `library`,
+// the fake reading `scenario_file`.
 class FakeNode {
  public:
-  FakeNode(const std::string& library, const std::string& scenario_file)
-      : FakeNode(library, scenario_file, std::nullopt) {}
-  // With the backend's tuning (a short retry interval).
+  // With the service's tuning (a short retry interval).
   FakeNode(const std::string& library, const std::string& scenario_file,
-           std::optional<NvmlBackendOptions> options) {
+           NvmlServiceOptions options = {}) {
     setenv("FAKE_NVML_SCENARIO", scenario_file.c_str(), 1);
     std::vector<std::unique_ptr<Backend>> backends;
-    backends.push_back(options ? make_nvml_backend(library, *options) : make_nvml_backend(library));
+    backends.push_back(make_nvml_backend(std::make_shared<NvmlService>(library, options)));
     collector_ = std::make_unique<AcceleratorCollector>(std::move(backends));
   }
 
@@ -126,49 +127,7 @@ class FakeNode {
   std::unique_ptr<AcceleratorCollector> collector_;
 };
 
-// The fake's test hooks, from the very copy the backend loaded (dlopen of
-// the same path returns it); holding it also keeps the library mapped.
-class FakeHooks {
- public:
-  explicit FakeHooks(const char* library) : handle_(dlopen(library, RTLD_NOW | RTLD_NOLOAD)) {
-    if (!handle_) {
-      ADD_FAILURE() << library << " is not loaded";
-      return;
-    }
-    script_ = reinterpret_cast<ScriptFn>(dlsym(handle_.get(), "fake_nvml_script"));
-    calls_ = reinterpret_cast<CallsFn>(dlsym(handle_.get(), "fake_nvml_calls"));
-    blocked_ = reinterpret_cast<BlockedFn>(dlsym(handle_.get(), "fake_nvml_blocked"));
-  }
-  void Script(const char* line) {
-    ASSERT_NE(script_, nullptr);
-    ASSERT_EQ(script_(line), 0) << line;
-  }
-  unsigned long long Calls(const char* function, int device = -1) {
-    return calls_ != nullptr ? calls_(function, device) : ~0ull;
-  }
-  // Waits (bounded) until no call sleeps in a `block`, so that no thread
-  // of this test is left inside the library.
-  bool WaitUnblocked(std::chrono::milliseconds limit = 10s) {
-    const auto until = Clock::now() + limit;
-    while (blocked_ != nullptr && blocked_() > 0) {
-      if (Clock::now() >= until) return false;
-      std::this_thread::sleep_for(10ms);
-    }
-    return blocked_ != nullptr;
-  }
-
- private:
-  using ScriptFn = int (*)(const char*);
-  using CallsFn = unsigned long long (*)(const char*, int);
-  using BlockedFn = int (*)();
-  struct Close {
-    void operator()(void* h) const { dlclose(h); }
-  };
-  std::unique_ptr<void, Close> handle_;
-  ScriptFn script_ = nullptr;
-  CallsFn calls_ = nullptr;
-  BlockedFn blocked_ = nullptr;
-};
+using FakeHooks = nodewatch::testing::FakeNvmlHooks;
 
 // Every series of a healthy device from the full library, value by value.
 // `old_driver`: the fallbacks of an old library (v1 memory counts the
@@ -514,7 +473,7 @@ TEST(NvmlTest, HungCallMarksOnlyThatDeviceStuckAndCollectMeetsTheDeadline) {
   EXPECT_TRUE(after.errors().empty());
 }
 
-TEST(NvmlTest, DestroyingTheBackendDoesNotWaitForAHungCall) {
+TEST(NvmlTest, DestroyingTheServiceDoesNotWaitForAHungCall) {
   FakeNode node(FAKE_NVML_LIBRARY, scenario("blocking.scenario"));
   const MetricSink s = node.Collect(500ms);
   ExpectDownGpu(s, 6);
@@ -602,7 +561,7 @@ TEST(NvmlTest, DeviceCountFailureReinitialisesNvmlUntilItRecovers) {
   HoldLibrary hold(FAKE_NVML_LIBRARY);
   ASSERT_NE(hold.handle, nullptr);
   FakeNode node(FAKE_NVML_LIBRARY, scenario("count_error.scenario"),
-                NvmlBackendOptions{.retry_interval = 0ms});
+                NvmlServiceOptions{.retry_interval = 0ms});
   for (int cycle = 0; cycle < 2; ++cycle) {
     SCOPED_TRACE("cycle " + std::to_string(cycle));
     MetricSink sink(accelerator_metric_table());
@@ -625,7 +584,7 @@ TEST(NvmlTest, DeviceCountFailureReinitialisesNvmlUntilItRecovers) {
 // (LIB_RM_VERSION_MISMATCH). The session is dropped and opened again.
 TEST(NvmlTest, EveryDeviceFailingReinitialisesNvml) {
   FakeNode node(FAKE_NVML_LIBRARY, scenario("eight_gpus.scenario"),
-                NvmlBackendOptions{.retry_interval = 0ms});
+                NvmlServiceOptions{.retry_interval = 0ms});
   const MetricSink before = node.Collect();
   for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(before, i);
   {

@@ -1,6 +1,6 @@
 // A fake libnvidia-ml.so.1 for tests: the NVML symbols nodewatch calls,
 // with C linkage and NVML's documented ABI (declared once, in
-// collectors/accelerator/nvml_api.hpp; the static_asserts at the end check
+// collectors/accelerator/nvml/nvml_api.hpp; the static_asserts at the end check
 // every exported signature against it), driven by a scenario file.
 //
 // Built three times from this file (see CMakeLists.txt here):
@@ -18,7 +18,12 @@
 // below. A scenario that does not parse makes nvmlInit fail with UNKNOWN
 // (999) and prints why on stderr.
 //
-// Besides NVML, three hooks for tests (not part of NVML):
+// Every nvmlInit call is counted for the library's whole life (across
+// sessions), readable through fake_nvml_inits(); with FAKE_NVML_INIT_LOG
+// naming a file, each call also appends the line "nvmlInit <pid>" to it, so
+// that a test can count the nvmlInit calls of another process (the daemon).
+//
+// Besides NVML, four hooks for tests (not part of NVML):
 //   int fake_nvml_script(const char* line)  applies one more scenario line now;
 //                                           0, or -1 if it does not parse
 //   unsigned long long fake_nvml_calls(const char* function, int device)
@@ -29,6 +34,10 @@
 //                                           device, nvmlDeviceGetCount, count
 //                                           on device 0)
 //   int fake_nvml_blocked()                 calls sleeping in a `block` now
+//   unsigned long long fake_nvml_inits()    nvmlInit calls since the library
+//                                           was loaded (every session's)
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -49,7 +58,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "accelerator/nvml_api.hpp"
+#include "accelerator/nvml/nvml_api.hpp"
 
 namespace nvml = nodewatch::accelerator::nvml;
 
@@ -117,6 +126,7 @@ struct State {
   std::vector<FieldFailRule> field_fails;
   std::vector<PendingXid> xids;
   std::vector<WaitErrorRule> wait_errors;
+  bool events_once = false;  // events_once: an event delivered in any session is not again
   nvml::Return count_error = nvml::kSuccess;  // count_error CODE [times N]
   unsigned long long count_error_times = 0;
   std::array<bool, kMaxDevices> no_events{};
@@ -137,6 +147,7 @@ struct State {
   std::array<unsigned long long, kMaxDevices> device_calls{};
   unsigned long long waits = 0;
   int blocked = 0;
+  unsigned long long inits = 0;  // every nvmlInit call, kept across sessions
   std::vector<std::unique_ptr<nvml::EventSetSt>> sets;
 };
 
@@ -254,6 +265,8 @@ bool apply_line(State& st, const std::string& raw, std::string* error) {
     unsigned long long after = 0;
     if (!option(3, "after_waits", &after)) return bad();
     st.wait_errors.push_back({static_cast<unsigned>(dev), static_cast<nvml::Return>(n), after});
+  } else if (cmd == "events_once" && w.size() == 1) {
+    st.events_once = true;
   } else if (cmd == "count_error" && w.size() >= 2 && parse_number(w[1], &n) &&
              options_only(2, {"times"})) {
     unsigned long long times = 1;
@@ -410,9 +423,27 @@ void fill_pci(unsigned i, nvml::PciInfo* p, bool legacy) {
     std::snprintf(p->bus_id, sizeof p->bus_id, "00000000:%02X:00.0", bus_of(i));
 }
 
+// FAKE_NVML_INIT_LOG: one line per nvmlInit call, for a test in another
+// process.
+void log_init() {
+  const char* path = std::getenv("FAKE_NVML_INIT_LOG");
+  if (path == nullptr || *path == '\0') return;
+  if (FILE* f = std::fopen(path, "a")) {
+    std::fprintf(f, "nvmlInit %ld\n", static_cast<long>(getpid()));
+    std::fclose(f);
+  }
+}
+
 nvml::Return init() {
   std::lock_guard lock(g_mu);
+  log_init();
   State fresh = load_scenario();
+  fresh.inits = g_state.inits + 1;
+  // events_once: what an earlier session delivered stays delivered, as long
+  // as the scenario is the same file (the events happened once on the node).
+  if (fresh.events_once && fresh.scenario_path == g_state.scenario_path)
+    for (std::size_t i = 0; i < fresh.xids.size() && i < g_state.xids.size(); ++i)
+      fresh.xids[i].delivered = g_state.xids[i].delivered;
   // Kept across a restart: calls still sleeping in a block, and event sets a
   // thread of an earlier session may still be waiting on.
   fresh.init_count = g_state.init_count;
@@ -974,6 +1005,11 @@ FAKE_NVML_EXPORT unsigned long long fake_nvml_calls(const char* function, int de
 FAKE_NVML_EXPORT int fake_nvml_blocked() {
   std::lock_guard lock(g_mu);
   return g_state.blocked;
+}
+
+FAKE_NVML_EXPORT unsigned long long fake_nvml_inits() {
+  std::lock_guard lock(g_mu);
+  return g_state.inits;
 }
 
 // Every exported NVML function has exactly the signature the backend

@@ -6,8 +6,8 @@
 // on LP64 (x86_64 and aarch64). The static_asserts pin the layouts so that a
 // typo here fails the build instead of corrupting memory at run time.
 //
-// The same declarations are used by the backend (as function-pointer types
-// for dlsym) and by the fake library the tests build (as the signatures of
+// The same declarations are used by the NVML service (as function-pointer
+// types for dlsym) and by the fake library the tests build (as the signatures of
 // its exported functions), so the two cannot drift apart.
 //
 // Only what is called is declared. C enums passed by value are `unsigned`

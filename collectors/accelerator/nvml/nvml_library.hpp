@@ -1,0 +1,124 @@
+#pragma once
+// NVML loaded with dlopen at run time: the resolved function table and one
+// initialised session of it (no NVIDIA header or library at build time; the
+// ABI is declared in nvml_api.hpp). Part of the NVML service
+// (nvml_service.hpp), which is the only caller.
+//
+// Symbols. Required (nothing can name or reach a device without them, and
+// every NVML release since the first has them): nvmlInit_v2 or nvmlInit,
+// nvmlShutdown, nvmlErrorString, nvmlDeviceGetCount_v2 or
+// nvmlDeviceGetCount, nvmlDeviceGetHandleByIndex_v2 or
+// nvmlDeviceGetHandleByIndex, nvmlDeviceGetUUID (the `uuid` label). Every
+// other symbol is optional: when it is missing, the values it gives are
+// simply absent. Versioned names are tried newest first.
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "accelerator/nvml/nvml_api.hpp"
+
+namespace nodewatch::accelerator {
+
+// The resolved function table. Null: the library lacks that symbol.
+struct NvmlApi {
+  // Required.
+  nvml::InitFn init = nullptr;
+  nvml::ShutdownFn shutdown = nullptr;
+  nvml::ErrorStringFn error_string = nullptr;
+  nvml::DeviceGetCountFn device_get_count = nullptr;
+  nvml::DeviceGetHandleByIndexFn device_get_handle_by_index = nullptr;
+  nvml::DeviceGetStringFn device_get_uuid = nullptr;
+  // Optional.
+  nvml::SystemGetStringFn system_get_driver_version = nullptr;
+  nvml::DeviceGetStringFn device_get_name = nullptr;
+  nvml::DeviceGetStringFn device_get_serial = nullptr;
+  nvml::DeviceGetPciInfoFn device_get_pci_info = nullptr;
+  bool pci_info_v1 = false;  // only nvmlDeviceGetPciInfo: read bus_id_legacy, not bus_id
+  nvml::DeviceGetUtilizationFn device_get_utilization_rates = nullptr;
+  nvml::DeviceGetMemoryInfoV2Fn device_get_memory_info_v2 = nullptr;
+  nvml::DeviceGetMemoryInfoFn device_get_memory_info = nullptr;
+  nvml::DeviceGetTemperatureVFn device_get_temperature_v = nullptr;
+  nvml::DeviceGetTemperatureFn device_get_temperature = nullptr;
+  nvml::DeviceGetTemperatureThresholdFn device_get_temperature_threshold = nullptr;
+  nvml::DeviceGetUintFn device_get_power_usage = nullptr;
+  nvml::DeviceGetUintFn device_get_enforced_power_limit = nullptr;
+  nvml::DeviceGetUllFn device_get_total_energy_consumption = nullptr;
+  nvml::DeviceGetClockInfoFn device_get_clock_info = nullptr;
+  nvml::DeviceGetUllFn device_get_clocks_event_reasons = nullptr;
+  nvml::DeviceGetTotalEccErrorsFn device_get_total_ecc_errors = nullptr;
+  nvml::DeviceGetRemappedRowsFn device_get_remapped_rows = nullptr;
+  nvml::DeviceGetUintFn device_get_pcie_replay_counter = nullptr;
+  nvml::DeviceGetPcieThroughputFn device_get_pcie_throughput = nullptr;
+  nvml::DeviceGetFieldValuesFn device_get_field_values = nullptr;
+  nvml::DeviceGetNvLinkStateFn device_get_nvlink_state = nullptr;
+  nvml::DeviceGetNvLinkErrorCounterFn device_get_nvlink_error_counter = nullptr;
+  nvml::EventSetCreateFn event_set_create = nullptr;
+  nvml::DeviceRegisterEventsFn device_register_events = nullptr;
+  nvml::EventSetWaitFn event_set_wait = nullptr;
+  nvml::EventSetFreeFn event_set_free = nullptr;
+
+  bool has_events() const {
+    return event_set_create != nullptr && device_register_events != nullptr &&
+           event_set_wait != nullptr && event_set_free != nullptr;
+  }
+};
+
+// One loaded and initialised NVML, shared by every thread that calls it
+// through a shared_ptr. The last owner calls nvmlShutdown and then dlclose.
+// That is what makes it safe to detach a thread that is stuck in the driver:
+// the thread owns the session it calls (hence the library's code and NVML's
+// own state), and cleans up after itself if its call ever returns.
+class NvmlSession {
+  struct Key {};  // only open() makes sessions
+
+ public:
+  explicit NvmlSession(Key) {}
+  NvmlSession(const NvmlSession&) = delete;
+  NvmlSession& operator=(const NvmlSession&) = delete;
+  ~NvmlSession();
+
+  const NvmlApi& api() const { return api_; }
+  const std::string& library() const { return library_; }  // as configured, for messages
+  const std::string& driver_version() const { return driver_version_; }
+  // Read once, right after nvmlInit: the count does not change while the
+  // driver stays loaded, and the call can hang while a wedged GPU holds the
+  // driver lock, so it is not asked every cycle.
+  unsigned device_count() const { return device_count_; }
+
+  // "Driver Not Loaded (9)".
+  std::string error(nvml::Return rc) const;
+
+  // What open() found.
+  struct Opened {
+    std::shared_ptr<const NvmlSession> session;  // null: no library or no driver
+    std::string message;                         // why not, when null
+    bool warn = false;  // a library that exists but does not load: worth a warning
+  };
+  // dlopen, dlsym, nvmlInit, nvmlSystemGetDriverVersion, nvmlDeviceGetCount.
+  // No library, or no driver: an Opened without a session (a CPU node is
+  // not an error). Throws CollectError "library_error" for a library that
+  // lacks a required symbol or whose nvmlInit fails for another reason, and
+  // "nvml_error" when nvmlDeviceGetCount fails (a driver being reloaded; the
+  // half-open session is shut down).
+  static Opened open(const std::string& library);
+
+ private:
+  struct DlClose {
+    void operator()(void* handle) const;
+  };
+  // Destruction order is the point: the destructor's body calls
+  // nvmlShutdown, then `lib_` closes the library.
+  std::unique_ptr<void, DlClose> lib_;
+  NvmlApi api_;
+  std::string library_;
+  std::string driver_version_;
+  unsigned device_count_ = 0;
+  bool initialized_ = false;
+};
+
+// A C string from a fixed NVML buffer that may lack its NUL, made safe as a
+// label value: bytes that are not valid UTF-8 become '?'.
+std::string nvml_c_string(const char* buf, std::size_t size);
+
+}  // namespace nodewatch::accelerator

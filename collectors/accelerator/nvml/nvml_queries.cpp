@@ -1,0 +1,579 @@
+#include "accelerator/nvml/nvml_queries.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace nodewatch::accelerator {
+namespace {
+
+// Upper bound on NVLink-C2C links asked for (Grace Hopper has 10 lanes in
+// one link; this only guards against a nonsense count).
+constexpr unsigned kMaxC2cLinks = 16;
+// Upper bound on NVLink links asked for: NVML_NVLINK_MAX_LINKS was 18 up to
+// NVML 13.2 and is 36 since; this leaves room and guards against nonsense.
+constexpr unsigned kMaxNvlinks = 64;
+
+// Thrown inside a query when the device answers GPU_IS_LOST or
+// RESET_REQUIRED: what was read of it this cycle is dropped.
+struct DeviceGone {
+  const char* reason;
+};
+
+// Sorts the answers of one device's calls into its sample (see the top of
+// nvml_queries.hpp).
+class Answers {
+ public:
+  Answers(const NvmlSession& s, DeviceSample& d) : s_(s), d_(d) {}
+
+  const NvmlApi& api() const { return s_.api(); }
+  DeviceSample& sample() { return d_; }
+
+  // True on success; false (the value stays empty) otherwise. `call` names
+  // the call in the detail of an error.
+  bool ok(nvml::Return rc, const char* call) {
+    switch (rc) {
+      case nvml::kSuccess: return true;
+      case nvml::kErrorNotSupported: return false;
+      case nvml::kErrorGpuIsLost: throw DeviceGone{"gpu_lost"};
+      case nvml::kErrorResetRequired: throw DeviceGone{"reset_required"};
+      default: error(std::string(call) + ": " + s_.error(rc)); return false;
+    }
+  }
+
+  // The same for one field of nvmlDeviceGetFieldValues, with one
+  // difference: INVALID_ARGUMENT there means "a field id this driver does
+  // not know" (an older driver asked for a newer field), which is "not
+  // supported", not an error to count every cycle.
+  bool field_ok(const nvml::FieldValue& f) {
+    switch (f.nvml_return) {
+      case nvml::kSuccess: return field_value_as_double(f).has_value();
+      case nvml::kErrorInvalidArgument:
+      case nvml::kErrorNotSupported: return false;
+      default: {
+        const std::string call = "nvmlDeviceGetFieldValues field " + std::to_string(f.field_id) +
+                                 " scope " + std::to_string(f.scope_id);
+        return ok(f.nvml_return, call.c_str());
+      }
+    }
+  }
+
+  // A field's value, when it answered.
+  std::optional<double> field(const nvml::FieldValue& f) {
+    if (!field_ok(f)) return std::nullopt;
+    return field_value_as_double(f);
+  }
+
+  void error(std::string detail) { d_.errors.emplace_back("nvml_error", std::move(detail)); }
+
+ private:
+  const NvmlSession& s_;
+  DeviceSample& d_;
+};
+
+std::string read_string(Answers& a, nvml::DeviceGetStringFn fn, const char* call, nvml::Device dev,
+                        unsigned size) {
+  if (fn == nullptr) return {};
+  std::array<char, 128> buf{};
+  if (!a.ok(fn(dev, buf.data(), size), call)) return {};
+  return nvml_c_string(buf.data(), size);
+}
+
+std::string read_pci_bus_id(Answers& a, nvml::Device dev) {
+  const NvmlApi& api = a.api();
+  if (api.device_get_pci_info == nullptr) return {};
+  nvml::PciInfo pci{};
+  if (!a.ok(api.device_get_pci_info(dev, &pci), "nvmlDeviceGetPciInfo")) return {};
+  std::string id = api.pci_info_v1 ? nvml_c_string(pci.bus_id_legacy, sizeof pci.bus_id_legacy)
+                                   : nvml_c_string(pci.bus_id, sizeof pci.bus_id);
+  std::string normalized = normalize_pci_bus_id(id);
+  if (!normalized.empty()) return normalized;
+  // The numeric fields are in every version of the struct; the function
+  // number is not, and NVML only reports function 0.
+  std::array<char, 32> buf{};
+  std::snprintf(buf.data(), buf.size(), "%04x:%02x:%02x.0", pci.domain, pci.bus, pci.device);
+  return buf.data();
+}
+
+// Field values in one batched call (one driver round trip instead of one
+// per value). The C2C per-link fields need the link count first, so they
+// come in a second call, only on devices that have C2C links.
+void read_fields(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
+  const NvmlApi& api = a.api();
+  DeviceSample& d = a.sample();
+  if (api.device_get_field_values == nullptr) return;
+  struct Throttle {
+    unsigned field;
+    const char* reason;
+  };
+  static constexpr std::array<Throttle, 5> kThrottleFields = {{
+      {nvml::kFieldClocksEventSwPowerCapNs, "sw_power_cap"},
+      {nvml::kFieldClocksEventSyncBoostNs, "sync_boost"},
+      {nvml::kFieldClocksEventSwThermalNs, "sw_thermal"},
+      {nvml::kFieldClocksEventHwThermalNs, "hw_thermal"},
+      {nvml::kFieldClocksEventHwPowerBrakeNs, "hw_power_brake"},
+  }};
+  std::vector<nvml::FieldValue> f;
+  auto ask = [&f](unsigned field, unsigned scope = 0) {
+    nvml::FieldValue v{};
+    v.field_id = field;
+    v.scope_id = scope;
+    f.push_back(v);
+    return f.size() - 1;
+  };
+  const std::size_t mem_temp = ask(nvml::kFieldMemoryTemp);
+  const std::size_t tx = ask(nvml::kFieldPcieCountTxBytes);
+  const std::size_t rx = ask(nvml::kFieldPcieCountRxBytes);
+  const std::size_t c2c_count = ask(nvml::kFieldC2cLinkCount);
+  const std::size_t throttle_first = f.size();
+  for (const Throttle& t : kThrottleFields) ask(t.field);
+
+  if (!a.ok(api.device_get_field_values(dev, static_cast<int>(f.size()), f.data()),
+            "nvmlDeviceGetFieldValues"))
+    return;
+  if (auto v = a.field(f[mem_temp])) d.temperature_celsius["memory"] = *v;
+  // "Value can be wrapped" (NVML): exported as is, a wrap reads as a
+  // counter reset.
+  if (auto v = a.field(f[tx])) d.host_link_tx_bytes = *v;
+  if (auto v = a.field(f[rx])) d.host_link_rx_bytes = *v;
+  for (std::size_t i = 0; i < kThrottleFields.size(); ++i) {
+    if (auto v = a.field(f[throttle_first + i]))
+      d.clock_throttle_seconds[kThrottleFields[i].reason] = *v / 1e9;
+  }
+
+  const std::optional<double> links_d = a.field(f[c2c_count]);
+  if (!links_d) return;
+  const unsigned links =
+      *links_d > 0 ? static_cast<unsigned>(std::min<double>(*links_d, kMaxC2cLinks)) : 0;
+  if (links == 0) return;
+  f.clear();
+  for (unsigned l = 0; l < links; ++l) {
+    ask(nvml::kFieldC2cLinkStatus, l);
+    ask(nvml::kFieldC2cLinkErrorIntr, l);
+    ask(nvml::kFieldC2cLinkErrorReplay, l);
+  }
+  if (!a.ok(api.device_get_field_values(dev, static_cast<int>(f.size()), f.data()),
+            "nvmlDeviceGetFieldValues"))
+    return;
+  for (unsigned l = 0; l < links; ++l) {
+    const nvml::FieldValue* v = &f[3 * l];
+    if (auto active = a.field(v[0])) d.c2c_link_active[l] = *active != 0;
+    // Errors: CRC errors plus replays, whichever of the two the driver has.
+    // A field that fails this cycle counts with its last good value (one
+    // that never answered counts nothing), so the sum never drops.
+    std::optional<double> errors;
+    for (int k = 1; k <= 2; ++k) {
+      const std::pair<unsigned, unsigned> key{l, v[k].field_id};
+      if (auto n = a.field(v[k])) memory.c2c_errors[key] = *n;
+      if (auto it = memory.c2c_errors.find(key); it != memory.c2c_errors.end())
+        errors = errors.value_or(0) + it->second;
+    }
+    if (errors) d.c2c_link_errors[l] = *errors;
+  }
+}
+
+// The NVLink links of one device. The number of links is discovered, never
+// assumed: field 91 where the driver has it, else nvmlDeviceGetNvLinkState
+// on link 0, 1, ... until the driver says there is no such link.
+void read_nvlinks(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
+  const NvmlApi& api = a.api();
+  DeviceSample& d = a.sample();
+  if (api.device_get_nvlink_state == nullptr) return;
+  std::optional<unsigned> count;
+  if (api.device_get_field_values != nullptr) {
+    nvml::FieldValue v{};
+    v.field_id = nvml::kFieldNvlinkLinkCount;
+    if (a.ok(api.device_get_field_values(dev, 1, &v), "nvmlDeviceGetFieldValues")) {
+      if (auto n = a.field(v))
+        count = *n > 0 ? static_cast<unsigned>(std::min<double>(*n, kMaxNvlinks)) : 0;
+    }
+  }
+  std::vector<NvlinkSample>& links = d.nvlinks;
+  for (unsigned l = 0; l < count.value_or(kMaxNvlinks); ++l) {
+    unsigned active = 0;
+    const nvml::Return rc = api.device_get_nvlink_state(dev, l, &active);
+    // Past the last link (or no NVLink at all). With a known count, a link
+    // that is not supported (a board that wires only some) is skipped.
+    if (rc == nvml::kErrorInvalidArgument || rc == nvml::kErrorNotSupported) {
+      if (count) continue;
+      break;
+    }
+    if (!a.ok(rc, "nvmlDeviceGetNvLinkState")) continue;
+    NvlinkSample link;
+    link.link = l;
+    link.active = active == nvml::kFeatureEnabled;
+    links.push_back(std::move(link));
+  }
+  if (count)
+    d.nvlink_count = *count;
+  else if (!links.empty())
+    d.nvlink_count = static_cast<unsigned>(links.size());
+  if (links.empty()) return;
+
+  // Error counters up to Hopper, one call each. A driver that answers
+  // NOT_SUPPORTED for every counter of the first link (Blackwell) is not
+  // asked about the other links.
+  if (api.device_get_nvlink_error_counter != nullptr) {
+    struct Counter {
+      unsigned id;
+      const char* type;
+    };
+    static constexpr std::array<Counter, 5> kCounters = {{
+        {nvml::kNvlinkErrorDlCrcFlit, "crc_flit"},
+        {nvml::kNvlinkErrorDlCrcData, "crc_data"},
+        {nvml::kNvlinkErrorDlReplay, "replay"},
+        {nvml::kNvlinkErrorDlRecovery, "recovery"},
+        {nvml::kNvlinkErrorDlEccData, "ecc"},
+    }};
+    for (NvlinkSample& link : links) {
+      bool any = false;
+      for (const Counter& c : kCounters) {
+        unsigned long long v = 0;
+        const nvml::Return rc = api.device_get_nvlink_error_counter(dev, link.link, c.id, &v);
+        if (rc != nvml::kErrorNotSupported) any = true;
+        if (a.ok(rc, "nvmlDeviceGetNvLinkErrorCounter")) {
+          link.errors[c.type] = static_cast<double>(v);
+          memory.nvlink_legacy_errors = true;
+        }
+      }
+      if (!any) break;
+    }
+  }
+
+  // Everything else in one batched call for all links.
+  if (api.device_get_field_values == nullptr) return;
+  struct Field {
+    unsigned id;
+    const char* error_type;  // null: not an error counter
+  };
+  static constexpr std::array<Field, 16> kFields = {{
+      {nvml::kFieldNvlinkSpeedMBps, nullptr},
+      {nvml::kFieldNvlinkThroughputDataTx, nullptr},
+      {nvml::kFieldNvlinkThroughputDataRx, nullptr},
+      {nvml::kFieldNvlinkCountXmitBytes, nullptr},
+      {nvml::kFieldNvlinkCountRcvBytes, nullptr},
+      {nvml::kFieldNvlinkCountSymbolErrors, "symbol"},
+      {nvml::kFieldNvlinkCountEffectiveErrors, "effective"},
+      {nvml::kFieldNvlinkCountLinkRecoveryEvents, "recovery"},
+      {nvml::kFieldNvlinkCountLinkRecoveryFailedEvents, "recovery_failed"},
+      {nvml::kFieldNvlinkCountMalformedPacketErrors, "malformed_packet"},
+      {nvml::kFieldNvlinkCountBufferOverrunErrors, "buffer_overrun"},
+      {nvml::kFieldNvlinkCountRcvErrors, "receive"},
+      {nvml::kFieldNvlinkCountRcvRemoteErrors, "receive_remote"},
+      {nvml::kFieldNvlinkCountRcvGeneralErrors, "receive_general"},
+      {nvml::kFieldNvlinkCountLocalLinkIntegrityErrors, "local_link_integrity"},
+      {nvml::kFieldNvlinkCountXmitDiscards, "transmit_discard"},
+  }};
+  std::vector<nvml::FieldValue> f(links.size() * kFields.size());
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    for (std::size_t k = 0; k < kFields.size(); ++k) {
+      f[i * kFields.size() + k].field_id = kFields[k].id;
+      f[i * kFields.size() + k].scope_id = links[i].link;
+    }
+  }
+  if (!a.ok(api.device_get_field_values(dev, static_cast<int>(f.size()), f.data()),
+            "nvmlDeviceGetFieldValues"))
+    return;
+  using Source = NvmlDeviceMemory::BytesSource;
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    NvlinkSample& link = links[i];
+    const nvml::FieldValue* v = &f[i * kFields.size()];
+    // NVML's "MBps": megabytes (10^6) per second [inferred; check on hardware].
+    if (auto mbps = a.field(v[0])) link.speed_bytes_per_second = *mbps * 1e6;
+    // NVLink5's byte counters where the driver has them, else the data
+    // throughput counters, in KiB; the first that answered stays the source.
+    Source& source = memory.nvlink_bytes_source[link.link];
+    if (source != Source::kKibThroughput) {
+      auto tx = a.field(v[3]);
+      auto rx = a.field(v[4]);
+      if (tx || rx) source = Source::kNvlink5Bytes;
+      if (tx) link.tx_bytes = *tx;
+      if (rx) link.rx_bytes = *rx;
+    }
+    if (source != Source::kNvlink5Bytes) {
+      auto tx_kib = a.field(v[1]);
+      auto rx_kib = a.field(v[2]);
+      if (tx_kib || rx_kib) source = Source::kKibThroughput;
+      if (tx_kib) link.tx_bytes = *tx_kib * 1024;
+      if (rx_kib) link.rx_bytes = *rx_kib * 1024;
+    }
+    for (std::size_t k = 5; k < kFields.size(); ++k) {
+      // The per-counter call's "recovery" (DL recovery), once it has
+      // answered, is never replaced by the NVLink5 field (all recovery
+      // events): two counters under one series would read as resets.
+      if (memory.nvlink_legacy_errors && std::string_view(kFields[k].error_type) == "recovery")
+        continue;
+      if (auto e = a.field(v[k])) link.errors.emplace(kFields[k].error_type, *e);
+    }
+  }
+}
+
+// The accelerator collector's questions, after the identity.
+void read_readings(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
+  const NvmlApi& api = a.api();
+  DeviceSample& d = a.sample();
+  if (api.device_get_utilization_rates != nullptr) {
+    nvml::Utilization u{};
+    if (a.ok(api.device_get_utilization_rates(dev, &u), "nvmlDeviceGetUtilizationRates")) {
+      d.utilization_ratio = u.gpu / 100.0;
+      d.memory_utilization_ratio = u.memory / 100.0;
+    }
+  }
+  // v2 reports the driver's reserved memory apart from `used` (what
+  // nvidia-smi shows as used); v1's `used` includes it.
+  // A newer call that exists but answers NOT_SUPPORTED or
+  // ARGUMENT_VERSION_MISMATCH falls back to the v1 call.
+  auto fall_back = [](nvml::Return rc) {
+    return rc == nvml::kErrorNotSupported || rc == nvml::kErrorArgumentVersionMismatch;
+  };
+  bool memory_asked = false;
+  if (api.device_get_memory_info_v2 != nullptr) {
+    nvml::MemoryV2 m{};
+    m.version = nvml::kMemoryV2Version;
+    const nvml::Return rc = api.device_get_memory_info_v2(dev, &m);
+    memory_asked = !fall_back(rc);
+    if (memory_asked && a.ok(rc, "nvmlDeviceGetMemoryInfo_v2")) {
+      d.memory_used_bytes = static_cast<double>(m.used);
+      d.memory_total_bytes = static_cast<double>(m.total);
+    }
+  }
+  if (!memory_asked && api.device_get_memory_info != nullptr) {
+    nvml::Memory m{};
+    if (a.ok(api.device_get_memory_info(dev, &m), "nvmlDeviceGetMemoryInfo")) {
+      d.memory_used_bytes = static_cast<double>(m.used);
+      d.memory_total_bytes = static_cast<double>(m.total);
+    }
+  }
+  bool temperature_asked = false;
+  if (api.device_get_temperature_v != nullptr) {
+    nvml::TemperatureV1 t{};
+    t.version = nvml::kTemperatureV1Version;
+    t.sensor_type = nvml::kTemperatureGpu;
+    const nvml::Return rc = api.device_get_temperature_v(dev, &t);
+    temperature_asked = !fall_back(rc);
+    if (temperature_asked && a.ok(rc, "nvmlDeviceGetTemperatureV"))
+      d.temperature_celsius["gpu"] = t.temperature;
+  }
+  if (!temperature_asked && api.device_get_temperature != nullptr) {
+    unsigned t = 0;
+    if (a.ok(api.device_get_temperature(dev, nvml::kTemperatureGpu, &t),
+             "nvmlDeviceGetTemperature"))
+      d.temperature_celsius["gpu"] = t;
+  }
+  if (api.device_get_temperature_threshold != nullptr) {
+    unsigned t = 0;
+    if (a.ok(api.device_get_temperature_threshold(dev, nvml::kTemperatureThresholdSlowdown, &t),
+             "nvmlDeviceGetTemperatureThreshold"))
+      d.temperature_slowdown_celsius = t;
+  }
+  if (api.device_get_power_usage != nullptr) {
+    unsigned mw = 0;
+    if (a.ok(api.device_get_power_usage(dev, &mw), "nvmlDeviceGetPowerUsage"))
+      d.power_watts = mw / 1000.0;
+  }
+  if (api.device_get_enforced_power_limit != nullptr) {
+    unsigned mw = 0;
+    if (a.ok(api.device_get_enforced_power_limit(dev, &mw), "nvmlDeviceGetEnforcedPowerLimit"))
+      d.power_limit_watts = mw / 1000.0;
+  }
+  if (api.device_get_total_energy_consumption != nullptr) {
+    unsigned long long mj = 0;
+    if (a.ok(api.device_get_total_energy_consumption(dev, &mj),
+             "nvmlDeviceGetTotalEnergyConsumption"))
+      d.energy_joules = static_cast<double>(mj) / 1000.0;
+  }
+  if (api.device_get_clock_info != nullptr) {
+    static constexpr std::array<std::pair<unsigned, const char*>, 3> kClocks = {
+        {{nvml::kClockSm, "sm"}, {nvml::kClockGraphics, "graphics"}, {nvml::kClockMem, "memory"}}};
+    for (const auto& [type, label] : kClocks) {
+      unsigned mhz = 0;
+      if (a.ok(api.device_get_clock_info(dev, type, &mhz), "nvmlDeviceGetClockInfo"))
+        d.clock_hertz[label] = mhz * 1e6;
+    }
+  }
+  if (api.device_get_clocks_event_reasons != nullptr) {
+    unsigned long long mask = 0;
+    if (a.ok(api.device_get_clocks_event_reasons(dev, &mask),
+             "nvmlDeviceGetCurrentClocksEventReasons"))
+      for (const NvmlThrottleReason& r : nvml_throttle_reasons())
+        d.clock_throttle_active[std::string(r.label)] = (mask & r.bit) != 0;
+  }
+  if (api.device_get_total_ecc_errors != nullptr) {
+    unsigned long long n = 0;
+    if (a.ok(api.device_get_total_ecc_errors(dev, nvml::kMemoryErrorCorrected,
+                                             nvml::kEccCounterVolatile, &n),
+             "nvmlDeviceGetTotalEccErrors"))
+      d.ecc_corrected = static_cast<double>(n);
+    if (a.ok(api.device_get_total_ecc_errors(dev, nvml::kMemoryErrorUncorrected,
+                                             nvml::kEccCounterVolatile, &n),
+             "nvmlDeviceGetTotalEccErrors"))
+      d.ecc_uncorrected = static_cast<double>(n);
+  }
+  if (api.device_get_remapped_rows != nullptr) {
+    unsigned corr = 0, unc = 0, pending = 0, failed = 0;
+    if (a.ok(api.device_get_remapped_rows(dev, &corr, &unc, &pending, &failed),
+             "nvmlDeviceGetRemappedRows")) {
+      d.remapped_rows_correctable = corr;
+      d.remapped_rows_uncorrectable = unc;
+      d.row_remap_pending = pending != 0;
+      d.row_remap_failed = failed != 0;
+    }
+  }
+  if (api.device_get_pcie_replay_counter != nullptr) {
+    unsigned n = 0;
+    if (a.ok(api.device_get_pcie_replay_counter(dev, &n), "nvmlDeviceGetPcieReplayCounter"))
+      d.pcie_replays = n;
+  }
+  read_fields(a, dev, memory);
+  // nvmlDeviceGetPcieThroughput samples for 20 ms inside the call: only
+  // when the driver has no cumulative byte counter for that direction.
+  if (api.device_get_pcie_throughput != nullptr) {
+    unsigned kb = 0;
+    if (!d.host_link_tx_bytes &&
+        a.ok(api.device_get_pcie_throughput(dev, nvml::kPcieUtilTxBytes, &kb),
+             "nvmlDeviceGetPcieThroughput"))
+      d.host_link_tx_bytes_per_second = kb * 1024.0;
+    if (!d.host_link_rx_bytes &&
+        a.ok(api.device_get_pcie_throughput(dev, nvml::kPcieUtilRxBytes, &kb),
+             "nvmlDeviceGetPcieThroughput"))
+      d.host_link_rx_bytes_per_second = kb * 1024.0;
+  }
+}
+
+void read_device(const NvmlSession& s, unsigned index, NvmlQuestions questions, NvmlDeviceResult& r,
+                 NvmlDeviceMemory& memory,
+                 const std::function<void(const DeviceSample&)>& publish_identity) {
+  const NvmlApi& api = s.api();
+  Answers a(s, r.sample);
+  DeviceSample& d = r.sample;
+  nvml::Device dev = nullptr;
+  r.handle_rc = api.device_get_handle_by_index(index, &dev);
+  // Lost or needing a reset: DeviceGone (up 0). Any other error (say
+  // NO_PERMISSION for one GPU in a container): no values, but the device is
+  // not known to be down, so up stays 1 and the error is counted.
+  if (r.handle_rc != nvml::kSuccess) {
+    // Even NOT_SUPPORTED is an error here: a device without a handle is not
+    // "one value absent".
+    if (r.handle_rc == nvml::kErrorNotSupported)
+      a.error("nvmlDeviceGetHandleByIndex: " + s.error(r.handle_rc));
+    else
+      a.ok(r.handle_rc, "nvmlDeviceGetHandleByIndex");  // throws DeviceGone when lost
+    return;
+  }
+  d.uuid = read_string(a, api.device_get_uuid, "nvmlDeviceGetUUID", dev, nvml::kUuidBufferSize);
+  d.model = read_string(a, api.device_get_name, "nvmlDeviceGetName", dev, nvml::kNameBufferSize);
+  d.serial =
+      read_string(a, api.device_get_serial, "nvmlDeviceGetSerial", dev, nvml::kSerialBufferSize);
+  d.pci_bus_id = read_pci_bus_id(a, dev);
+  publish_identity(d);
+  switch (questions) {
+    case NvmlQuestions::kDevice: read_readings(a, dev, memory); break;
+    case NvmlQuestions::kNvlink: read_nvlinks(a, dev, memory); break;
+  }
+}
+
+}  // namespace
+
+NvmlDeviceResult query_nvml_device(
+    const NvmlSession& session, unsigned index, NvmlQuestions questions, NvmlDeviceMemory& memory,
+    const std::function<void(const DeviceSample&)>& publish_identity) {
+  NvmlDeviceResult r;
+  r.sample.index = index;
+  try {
+    read_device(session, index, questions, r, memory, publish_identity);
+  } catch (const DeviceGone& gone) {
+    DeviceSample lost;
+    lost.index = index;
+    copy_identity(r.sample, lost);
+    lost.up = false;
+    // The NVML service logs a device going down, once for the process.
+    lost.errors = {DeviceError(gone.reason, {}, /*logged=*/true)};
+    r.sample = std::move(lost);
+  }
+  return r;
+}
+
+void copy_identity(const DeviceSample& from, DeviceSample& to) {
+  to.uuid = from.uuid;
+  to.model = from.model;
+  to.pci_bus_id = from.pci_bus_id;
+  to.serial = from.serial;
+}
+
+void merge_identity(const DeviceSample& from, DeviceSample& to) {
+  auto keep = [](const std::string& f, std::string& t) {
+    if (!f.empty()) t = f;
+  };
+  keep(from.uuid, to.uuid);
+  keep(from.model, to.model);
+  keep(from.pci_bus_id, to.pci_bus_id);
+  keep(from.serial, to.serial);
+}
+
+std::string normalize_pci_bus_id(std::string_view bus_id) {
+  // Splits "[domain:]bus:device.function" and checks each part is hex.
+  auto hex = [](std::string_view s, unsigned long long max, unsigned long long* out) {
+    if (s.empty() || s.size() > 16) return false;
+    unsigned long long v = 0;
+    for (char c : s) {
+      int digit = (c >= '0' && c <= '9')   ? c - '0'
+                  : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                  : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                           : -1;
+      if (digit < 0) return false;
+      v = v * 16 + static_cast<unsigned>(digit);
+    }
+    *out = v;
+    return v <= max;
+  };
+  while (!bus_id.empty() && (bus_id.back() == ' ' || bus_id.back() == '\n'))
+    bus_id.remove_suffix(1);
+  const std::size_t dot = bus_id.rfind('.');
+  const std::size_t last_colon = bus_id.rfind(':');
+  if (dot == std::string_view::npos || last_colon == std::string_view::npos || dot < last_colon)
+    return {};
+  const std::size_t first_colon = bus_id.find(':');
+  unsigned long long domain = 0, bus = 0, device = 0, function = 0;
+  if (first_colon != last_colon && !hex(bus_id.substr(0, first_colon), 0xffffffff, &domain))
+    return {};
+  const std::size_t bus_start = first_colon == last_colon ? 0 : first_colon + 1;
+  if (!hex(bus_id.substr(bus_start, last_colon - bus_start), 0xff, &bus) ||
+      !hex(bus_id.substr(last_colon + 1, dot - last_colon - 1), 0x1f, &device) ||
+      !hex(bus_id.substr(dot + 1), 0x7, &function))
+    return {};
+  std::array<char, 32> buf{};
+  std::snprintf(buf.data(), buf.size(), "%04llx:%02llx:%02llx.%llx", domain, bus, device, function);
+  return buf.data();
+}
+
+std::optional<double> field_value_as_double(const nvml::FieldValue& v) {
+  switch (v.value_type) {
+    case nvml::kValueTypeDouble: return v.value.d_val;
+    case nvml::kValueTypeUnsignedInt: return v.value.ui_val;
+    case nvml::kValueTypeUnsignedLong: return static_cast<double>(v.value.ul_val);
+    case nvml::kValueTypeUnsignedLongLong: return static_cast<double>(v.value.ull_val);
+    case nvml::kValueTypeSignedLongLong: return static_cast<double>(v.value.sll_val);
+    case nvml::kValueTypeSignedInt: return v.value.si_val;
+    case nvml::kValueTypeUnsignedShort: return v.value.us_val;
+    default: return std::nullopt;
+  }
+}
+
+std::span<const NvmlThrottleReason> nvml_throttle_reasons() {
+  static constexpr std::array<NvmlThrottleReason, 9> kReasons = {{
+      {nvml::kClocksEventGpuIdle, "gpu_idle"},
+      {nvml::kClocksEventApplicationsClocksSetting, "applications_clocks_setting"},
+      {nvml::kClocksEventSwPowerCap, "sw_power_cap"},
+      {nvml::kClocksEventHwSlowdown, "hw_slowdown"},
+      {nvml::kClocksEventSyncBoost, "sync_boost"},
+      {nvml::kClocksEventSwThermalSlowdown, "sw_thermal"},
+      {nvml::kClocksEventHwThermalSlowdown, "hw_thermal"},
+      {nvml::kClocksEventHwPowerBrakeSlowdown, "hw_power_brake"},
+      {nvml::kClocksEventDisplayClockSetting, "display_clock_setting"},
+  }};
+  return kReasons;
+}
+
+}  // namespace nodewatch::accelerator
