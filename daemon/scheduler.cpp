@@ -90,8 +90,8 @@ void Scheduler::start(std::vector<CollectorJob> jobs) {
   for (auto& e : entries_)
     if (kept.count(e->job.name) == 0) stop_entry(*e);
   // The replaced collectors are destroyed on a worker, not here on the io
-  // thread: a destructor may wait for threads of its own (the NVML
-  // backend's), and scrapes must not wait for it. A collector still in a
+  // thread: a destructor may wait for threads of its own (a service whose
+  // last holder it was), and scrapes must not wait for it. A collector still in a
   // collect() is released by that job when it returns.
   for (auto& e : entries_) {
     if (kept.count(e->job.name) != 0) continue;

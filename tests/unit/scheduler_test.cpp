@@ -248,7 +248,7 @@ TEST(SchedulerTest, ARestartNeverRunsACollectorBesideOneStillInFlight) {
   EXPECT_GE(h.Status("c").errors["skipped_overlap"], 1u);
 }
 
-// A collector whose destructor waits (the NVML backend joins its threads).
+// A collector whose destructor waits (one that joins threads of its own).
 class SlowToDestroy : public FakeCollector {
  public:
   SlowToDestroy(std::string name, std::atomic<bool>* destroyed)
