@@ -85,6 +85,38 @@ TEST(FsRoot, ReadAnswersOkAbsentAndErrorsByErrno) {
   EXPECT_EQ(errno_name(EACCES), "EACCES");
 }
 
+// An action runs once, just before the read of the path it waits for: a
+// test removes a device there, mid-collection.
+TEST(Faults, ActionRunsOnceBeforeTheReadOfItsPath) {
+  Tree t;
+  t.write("class/drm/card1/device/vendor", "0x1002\n");
+  t.write("class/drm/card1/device/gpu_busy_percent", "87\n");
+  auto faults = std::make_shared<Faults>();
+  FsRoot root(t.dir(), faults);
+  int runs = 0;
+  faults->on_read("card1/device/gpu_busy_percent", [&] {
+    ++runs;
+    fs::remove_all(t.dir() / "class/drm/card1");
+  });
+  EXPECT_TRUE(root.read("class/drm/card1/device/vendor").ok());  // another path: not yet
+  EXPECT_EQ(runs, 0);
+  EXPECT_EQ(root.read("class/drm/card1/device/gpu_busy_percent").status, Status::kAbsent);
+  EXPECT_EQ(runs, 1);
+  t.write("class/drm/card1/device/gpu_busy_percent", "5\n");
+  EXPECT_EQ(root.read("class/drm/card1/device/gpu_busy_percent").value(), "5");
+  EXPECT_EQ(runs, 1);
+  // An action may inject the errno that the read it precedes then answers.
+  faults->on_read("gpu_busy_percent", [&] { faults->inject("gpu_busy_percent", EIO, 1); });
+  EXPECT_EQ(root.read("class/drm/card1/device/gpu_busy_percent").err, EIO);
+  EXPECT_TRUE(root.read("class/drm/card1/device/gpu_busy_percent").ok());
+  EXPECT_EQ(faults->hits(), 1u);
+  // clear() drops waiting actions too.
+  faults->on_read("gpu_busy_percent", [&] { ++runs; });
+  faults->clear();
+  EXPECT_TRUE(root.read("class/drm/card1/device/gpu_busy_percent").ok());
+  EXPECT_EQ(runs, 1);
+}
+
 TEST(FsRoot, AFileOverTheLimitIsAnErrorNotATruncation) {
   Tree t;
   t.write("proc/diskstats", std::string(10000, 'x'));

@@ -46,6 +46,10 @@ int read_all(int fd, std::size_t max_bytes, std::string& out) {
   }
 }
 
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
 Read answer(int err, std::string text = {}) {
   Read r;
   r.status = classify_errno(err);
@@ -86,17 +90,32 @@ void Faults::inject(std::string path_suffix, int err, int times) {
   rules_.push_back(Rule{std::move(path_suffix), err, times});
 }
 
+void Faults::on_read(std::string path_suffix, std::function<void()> action) {
+  std::lock_guard lock(mu_);
+  actions_.push_back(Action{std::move(path_suffix), std::move(action)});
+}
+
 void Faults::clear() {
   std::lock_guard lock(mu_);
   rules_.clear();
+  actions_.clear();
 }
 
 std::optional<int> Faults::take(std::string_view path) {
+  std::function<void()> action;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = actions_.begin(); it != actions_.end(); ++it) {
+      if (!ends_with(path, it->suffix)) continue;
+      action = std::move(it->run);
+      actions_.erase(it);
+      break;
+    }
+  }
+  if (action) action();
   std::lock_guard lock(mu_);
   for (auto it = rules_.begin(); it != rules_.end(); ++it) {
-    if (path.size() < it->suffix.size() ||
-        path.substr(path.size() - it->suffix.size()) != it->suffix)
-      continue;
+    if (!ends_with(path, it->suffix)) continue;
     int err = it->err;
     if (it->times > 0 && --it->times == 0) rules_.erase(it);
     ++hits_;

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,8 +55,14 @@ class Faults {
  public:
   // `times` < 0: until cleared.
   void inject(std::string path_suffix, int err, int times = -1);
+  // Runs `action` once, just before the next read of a path ending in
+  // `path_suffix`: what an errno cannot say, a test does at that point of
+  // a collection (removes the device's directory, cancels the collection).
+  // The action runs without the lock held and may call inject().
+  void on_read(std::string path_suffix, std::function<void()> action);
   void clear();
-  // The errno to fail `path` with, if any (consumes one of its times).
+  // The errno to fail `path` with, if any (consumes one of its times),
+  // after running the action waiting for `path`, if any.
   std::optional<int> take(std::string_view path);
   // Reads failed so far.
   std::uint64_t hits() const;
@@ -66,8 +73,13 @@ class Faults {
     int err;
     int times;
   };
+  struct Action {
+    std::string suffix;
+    std::function<void()> run;
+  };
   mutable std::mutex mu_;
   std::vector<Rule> rules_;
+  std::vector<Action> actions_;
   std::uint64_t hits_ = 0;
 };
 
