@@ -153,6 +153,73 @@ TEST(FsRoot, ListingAndLinks) {
   EXPECT_EQ(root.full("/a/b"), (t.dir() / "a/b").string());
 }
 
+// resolve() works a sysfs link out from its text, within the root.
+TEST(FsRoot, ResolveFollowsARelativeLinkWithinTheRoot) {
+  Tree t;
+  t.write("devices/pci0000:16/0000:16:02.0/0000:17:00.0/vendor", "0x15b3\n");
+  fs::create_directories(t.dir() / "bus/pci/devices");
+  fs::create_directory_symlink("../../../devices/pci0000:16/0000:16:02.0/0000:17:00.0",
+                               t.dir() / "bus/pci/devices/0000:17:00.0");
+  fs::create_directory_symlink("../../../../../../outside", t.dir() / "bus/pci/devices/escape");
+  fs::create_directory_symlink("/sys/devices", t.dir() / "bus/pci/devices/absolute");
+  fs::create_directory_symlink("../../../devices/gone", t.dir() / "bus/pci/devices/dangling");
+  auto faults = std::make_shared<Faults>();
+  FsRoot root(t.dir(), faults);
+  Read r = root.resolve("bus/pci/devices/0000:17:00.0");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.text, "devices/pci0000:16/0000:16:02.0/0000:17:00.0");
+  EXPECT_EQ(root.read(r.text + "/vendor").value(), "0x15b3");
+  EXPECT_EQ(root.resolve("bus/pci/devices/escape").err, EXDEV);
+  EXPECT_EQ(root.resolve("bus/pci/devices/absolute").err, EXDEV);
+  // The target need not exist: the reads below it will say so.
+  EXPECT_EQ(root.resolve("bus/pci/devices/dangling").text, "devices/gone");
+  EXPECT_EQ(root.resolve("bus/pci/devices/none").status, Status::kAbsent);
+  Read not_link = root.resolve("devices/pci0000:16");
+  EXPECT_EQ(not_link.status, Status::kError);
+  EXPECT_EQ(not_link.err, EINVAL);
+  faults->inject("devices/0000:17:00.0", ENODEV, 1);
+  EXPECT_EQ(root.resolve("bus/pci/devices/0000:17:00.0").status, Status::kGone);
+}
+
+// read_regular() on files other programs write: the facts of the content
+// read, and neither a FIFO nor a growing file is taken.
+TEST(FsRoot, ReadRegularGivesTypeSizeAndMtimeAndNeverBlocks) {
+  Tree t;
+  t.write("textfile/burnin.prom", "burnin_ok 1\n");
+  ASSERT_EQ(::mkfifo((t.dir() / "textfile/pipe.prom").c_str(), 0600), 0);
+  auto faults = std::make_shared<Faults>();
+  FsRoot root(t.dir() / "textfile", faults);
+
+  FsRoot::FileRead ok = root.read_regular("burnin.prom", 1024);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok.text, "burnin_ok 1\n");
+  ASSERT_TRUE(ok.info);
+  EXPECT_TRUE(ok.info->regular);
+  EXPECT_EQ(ok.info->size, 12u);
+  struct ::stat st {};
+  ASSERT_EQ(::stat((t.dir() / "textfile/burnin.prom").c_str(), &st), 0);
+  EXPECT_DOUBLE_EQ(ok.info->mtime_seconds, st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9);
+
+  FsRoot::FileRead fifo = root.read_regular("pipe.prom", 1024);  // would block without O_NONBLOCK
+  EXPECT_EQ(fifo.err, EINVAL);
+  ASSERT_TRUE(fifo.info);
+  EXPECT_FALSE(fifo.info->regular);
+  EXPECT_GT(fifo.info->mtime_seconds, 0);
+
+  FsRoot::FileRead big = root.read_regular("burnin.prom", 11);
+  EXPECT_EQ(big.err, EFBIG);
+  EXPECT_EQ(big.info->size, 12u);
+  EXPECT_TRUE(big.text.empty());
+
+  FsRoot::FileRead absent = root.read_regular("none.prom", 1024);
+  EXPECT_EQ(absent.status, Status::kAbsent);
+  EXPECT_FALSE(absent.info);
+  faults->inject("burnin.prom", EACCES, 1);
+  FsRoot::FileRead denied = root.read_regular("burnin.prom", 1024);
+  EXPECT_EQ(denied.err, EACCES);
+  EXPECT_FALSE(denied.info);
+}
+
 // A held descriptor reads the file afresh on every read (pread at 0), keeps
 // one descriptor, and is reopened by path after the device went away.
 TEST(HeldFile, ReadsAfreshOnOneDescriptorAndReopensAfterGone) {

@@ -125,6 +125,32 @@ class FsRoot {
   Listing list(std::string_view rel) const;
   // The target of the symbolic link at `rel` (as stored, not resolved).
   Read readlink(std::string_view rel) const;
+  // Where the symbolic link at `rel` leads, as a path below the root, from
+  // the link's own text: "bus/pci/devices/0000:17:00.0" ->
+  // "../../../devices/pci0000:16/0000:16:02.0/0000:17:00.0" gives
+  // "devices/pci0000:16/0000:16:02.0/0000:17:00.0". sysfs links are
+  // relative and lead through real directories, so one readlink() does what
+  // canonical() does with an lstat() per component. Not a link: error
+  // EINVAL. A link that is absolute or climbs out of the root: error EXDEV
+  // (nothing outside the configured root is read).
+  Read resolve(std::string_view rel) const;
+  // A file that another program writes (a textfile input), for which the
+  // type, size and modification time matter: opened with O_NONBLOCK (a FIFO
+  // under the name cannot block the read), fstat()ed on the same descriptor
+  // (the facts are those of the content read), read only if it is a regular
+  // file of at most `max_bytes`. Beyond read()'s answers: not a regular
+  // file, error EINVAL; over `max_bytes`, or grown past its fstat() size
+  // while read (being written), error EFBIG. `info` is set whenever fstat()
+  // answered. Not for sysfs or procfs, whose sizes are not their content's.
+  struct FileInfo {
+    bool regular = false;
+    std::uint64_t size = 0;
+    double mtime_seconds = 0;  // with the nanoseconds
+  };
+  struct FileRead : Read {
+    std::optional<FileInfo> info;
+  };
+  FileRead read_regular(std::string_view rel, std::size_t max_bytes) const;
   // A held descriptor for `rel`, opened on its first read.
   HeldFile hold(std::string_view rel, std::size_t max_bytes = kMaxAttributeBytes) const;
 
