@@ -365,6 +365,24 @@ TEST(WrapCounters, KeyedCountersForgetWhatACycleDidNotUpdate) {
   c.begin_cycle();
   EXPECT_EQ(c.update("sdb/read_ms", 3), 3u);  // and comes back afresh
   EXPECT_EQ(c.size(), 2u);
+
+  // A key whose read failed for a cycle is kept: its wrap offset too.
+  WrapCounters k;
+  k.begin_cycle();
+  k.update("sda/read_ms", 4294967290u);
+  k.update("sdb/read_ms", 7);
+  k.end_cycle();
+  k.begin_cycle();
+  EXPECT_EQ(k.update("sda/read_ms", 5), 4294967301u);
+  k.update("sdb/read_ms", 8);
+  k.end_cycle();
+  k.begin_cycle();
+  k.keep("sda/read_ms");
+  k.keep("sdc/read_ms");         // unknown: nothing to keep
+  EXPECT_EQ(k.end_cycle(), 1u);  // sdb only
+  k.begin_cycle();
+  EXPECT_EQ(k.update("sda/read_ms", 6), 4294967302u);
+  EXPECT_EQ(k.size(), 1u);
 }
 
 TEST(DeviceTable, FactsRefreshEveryNCyclesAndUnseenEntriesGo) {
