@@ -123,13 +123,45 @@ void BM_Accelerator_Amdgpu2Boards_Collect(benchmark::State& state) {
 }
 BENCHMARK(BM_Accelerator_Amdgpu2Boards_Collect)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-void BM_Pcie_Fixture_Collect(benchmark::State& state) {
-  pcie::PcieCollector c(Roots{kFixtures / "pcie" / "sys", "/nonexistent"});
+// pcie after the held-descriptor reads (link and AER values through held
+// descriptors, one pread each) and before them (max_held = 0: every value
+// opened, read and closed), in the same process; whole collections, and
+// collect() alone (what the reads cost without the rendering).
+void PcieCollect(benchmark::State& state, std::size_t max_held, bool render) {
+  pcie::PcieCollector c(Roots{kFixtures / "pcie" / "sys", "/nonexistent"}, max_held);
+  CollectRenderDeflate(c);  // reads the facts, opens the held descriptors
   std::size_t series = 0;
-  for (auto _ : state) series = CollectRenderDeflate(c);
+  for (auto _ : state) {
+    if (render) {
+      series = CollectRenderDeflate(c);
+    } else {
+      MetricSink sink(c.metrics());
+      c.collect(Context(), sink);
+      series = sink.sample_count();
+    }
+  }
   state.counters["series"] = static_cast<double>(series);
 }
+
+void BM_Pcie_Fixture_Collect(benchmark::State& state) {
+  PcieCollect(state, pcie::kMaxHeldFiles, true);
+}
 BENCHMARK(BM_Pcie_Fixture_Collect)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Pcie_Fixture_Collect_OpenReadClose(benchmark::State& state) {
+  PcieCollect(state, 0, true);
+}
+BENCHMARK(BM_Pcie_Fixture_Collect_OpenReadClose)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Pcie_Fixture_CollectOnly(benchmark::State& state) {
+  PcieCollect(state, pcie::kMaxHeldFiles, false);
+}
+BENCHMARK(BM_Pcie_Fixture_CollectOnly)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Pcie_Fixture_CollectOnly_OpenReadClose(benchmark::State& state) {
+  PcieCollect(state, 0, false);
+}
+BENCHMARK(BM_Pcie_Fixture_CollectOnly_OpenReadClose)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_Storage_Fixture_Collect(benchmark::State& state) {
   storage::StorageCollector c(Roots{kFixtures / "storage" / "sys", kFixtures / "storage" / "proc"},
@@ -150,5 +182,11 @@ int main(int argc, char** argv) {
                    {{"8-GPU fake NVML node, one collection", "BM_Accelerator_Nvml8Gpu_Collect"}});
     r.print_ratios("BM_Nvlink_8Gpu18Links_EmitOnly",
                    {{"8 GPUs x 18 NVLinks, one collection", "BM_Nvlink_8Gpu18Links_Collect"}});
+    // Held descriptors (after) against open/read/close (before).
+    r.print_ratios("BM_Pcie_Fixture_Collect_OpenReadClose",
+                   {{"pcie fixture, held descriptors, one collection", "BM_Pcie_Fixture_Collect"}});
+    r.print_ratios(
+        "BM_Pcie_Fixture_CollectOnly_OpenReadClose",
+        {{"pcie fixture, held descriptors, collect() only", "BM_Pcie_Fixture_CollectOnly"}});
   });
 }

@@ -3,7 +3,9 @@
 // files in counters/, 32 hw_counters), as the scheduler runs it: collect(),
 // render, deflate. Two cases: a collection between PMA reads (state, rate
 // and hw_counters through held descriptors, PMA values re-emitted), and one
-// that also reads the 21 PMA files of every port (every pma_interval).
+// that also reads the 21 PMA files of every port (every pma_interval). The
+// first again without held descriptors (max_held = 0: open/read/close, as
+// before the sources layer), and both with collect() alone.
 // hw_counters come from sysfs: this machine has no RDMA netlink family.
 //
 // Baseline, in the same process: the same series, recorded once, only
@@ -136,14 +138,18 @@ CollectContext Context() {
   return {std::chrono::steady_clock::now() + std::chrono::seconds(10), nullptr};
 }
 
-std::unique_ptr<interconnect::InterconnectCollector> Make(std::chrono::milliseconds pma) {
+// `max_held` 0: every value opened, read and closed (before the
+// held-descriptor reads).
+std::unique_ptr<interconnect::InterconnectCollector> Make(
+    std::chrono::milliseconds pma, std::size_t max_held = interconnect::kMaxHeldFiles) {
   interconnect::IbOptions o;
   o.pma_interval = pma;
   return std::make_unique<interconnect::InterconnectCollector>(
       std::make_unique<interconnect::IbPorts>(
           Roots{GetTree().sys(), "/nonexistent"}, o,
           interconnect::make_disabled_hw_counter_source(),
-          interconnect::make_verbs_source("libibverbs.so.1", "/nonexistent")));
+          interconnect::make_verbs_source("libibverbs.so.1", "/nonexistent"),
+          std::chrono::steady_clock::now, nullptr, max_held));
 }
 
 std::size_t CollectRenderDeflate(Collector& c) {
@@ -162,6 +168,42 @@ void BM_Interconnect_8Hca_Collect(benchmark::State& state) {
   state.counters["series"] = static_cast<double>(series);
 }
 BENCHMARK(BM_Interconnect_8Hca_Collect)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Before the held-descriptor reads: the same collection with state, rate
+// and hw_counters opened, read and closed.
+void BM_Interconnect_8Hca_Collect_OpenReadClose(benchmark::State& state) {
+  auto c = Make(std::chrono::hours(1), 0);
+  CollectRenderDeflate(*c);
+  std::size_t series = 0;
+  for (auto _ : state) series = CollectRenderDeflate(*c);
+  state.counters["series"] = static_cast<double>(series);
+}
+BENCHMARK(BM_Interconnect_8Hca_Collect_OpenReadClose)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// collect() alone, after and before: what the reads cost without rendering.
+void CollectOnly(benchmark::State& state, std::size_t max_held) {
+  auto c = Make(std::chrono::hours(1), max_held);
+  CollectRenderDeflate(*c);
+  std::size_t series = 0;
+  for (auto _ : state) {
+    MetricSink sink(c->metrics());
+    c->collect(Context(), sink);
+    series = sink.sample_count();
+  }
+  state.counters["series"] = static_cast<double>(series);
+}
+
+void BM_Interconnect_8Hca_CollectOnly(benchmark::State& state) {
+  CollectOnly(state, interconnect::kMaxHeldFiles);
+}
+BENCHMARK(BM_Interconnect_8Hca_CollectOnly)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Interconnect_8Hca_CollectOnly_OpenReadClose(benchmark::State& state) {
+  CollectOnly(state, 0);
+}
+BENCHMARK(BM_Interconnect_8Hca_CollectOnly_OpenReadClose)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 void BM_Interconnect_8Hca_CollectWithPmaRead(benchmark::State& state) {
   auto c = Make(std::chrono::milliseconds(0));  // PMA due every collection
@@ -231,5 +273,11 @@ int main(int argc, char** argv) {
     r.print_ratios("BM_Interconnect_8Hca_EmitOnly",
                    {{"8 HCAs, between PMA reads", "BM_Interconnect_8Hca_Collect"},
                     {"8 HCAs, with the PMA read", "BM_Interconnect_8Hca_CollectWithPmaRead"}});
+    // Held descriptors (after) against open/read/close (before).
+    r.print_ratios("BM_Interconnect_8Hca_Collect_OpenReadClose",
+                   {{"8 HCAs, held descriptors, one collection", "BM_Interconnect_8Hca_Collect"}});
+    r.print_ratios(
+        "BM_Interconnect_8Hca_CollectOnly_OpenReadClose",
+        {{"8 HCAs, held descriptors, collect() only", "BM_Interconnect_8Hca_CollectOnly"}});
   });
 }

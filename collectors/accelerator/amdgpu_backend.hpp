@@ -27,37 +27,38 @@
 //   energy       gpu_metrics energy_accumulator          2^-16 J -> J (see amdgpu_parse.hpp)
 // pcie_bw is never opened: the kernel sleeps one second in its read.
 //
+// Sources (nodewatch/sources): every read goes through the sysfs FsRoot
+// (tests inject errnos through Roots::faults). What a card is (vendor,
+// driver, the PCI function its device link leads to, unique_id,
+// product_name, serial_number, which hwmon files exist, the temp and freq
+// labels) is read with plain reads when the card appears and every
+// kCardFactsRefreshCycles collections after (a DeviceTable by card name);
+// a fact that failed is read again on the next collection. The values
+// (busy, memory, RAS, gpu_metrics, temperatures, power, clocks) are read
+// every collection through held descriptors (HeldFiles).
+//
 // Failure contract (per value, per card):
 //  - a file the driver does not create (ENOENT), or one that answers EPERM,
 //    EACCES, ENODATA, EOPNOTSUPP or EBUSY (runtime-suspended, in reset, not
-//    supported by the firmware): the value is left empty, no error;
+//    supported by the firmware; amdgpu::is_unavailable_errno): the value is
+//    left empty, no error;
 //  - any other failed read (EIO, ...): empty, and "read_error" in `errors`;
 //  - a value that does not parse, an unknown or truncated gpu_metrics layout:
 //    empty, and "parse_error";
-//  - a card whose device goes away while it is read (ENODEV, or its files
-//    vanish): the card is not reported;
+//  - a card whose device goes away while it is read (ENODEV, ENXIO, or its
+//    files vanish): the card is not reported, and its facts and held
+//    descriptors are dropped;
 //  - no class/drm, no AMD card: no devices, not an error.
+// DeviceSample::errors carries reasons only (backend.hpp): the card and the
+// file of each failure are not passed on to the sink.
 
-#include <cstddef>
-#include <functional>
-#include <memory>
-#include <string>
+#include <cstdint>
 
 #include "accelerator/backend.hpp"
 
 namespace nodewatch::accelerator {
 
-// Reads the whole of one sysfs file (at most `max_bytes`) into `out`.
-// Returns 0, or the errno of the open() or read() that failed.
-using SysfsReader =
-    std::function<int(const std::string& path, std::size_t max_bytes, std::string& out)>;
-
-// The reader that make_amdgpu_backend(roots) uses: open, read to the end, close.
-int read_sysfs_file(const std::string& path, std::size_t max_bytes, std::string& out);
-
-// make_amdgpu_backend(roots) with every attribute read through `reader`, so
-// that tests can inject the errno values a fixture tree cannot produce.
-// Directory listings and symlinks are still read from the file system.
-std::unique_ptr<Backend> make_amdgpu_backend(const Roots& roots, SysfsReader reader);
+// A card's facts are read again after this many collections (see above).
+inline constexpr std::uint64_t kCardFactsRefreshCycles = 20;
 
 }  // namespace nodewatch::accelerator

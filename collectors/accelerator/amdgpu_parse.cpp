@@ -204,24 +204,17 @@ GpuMetrics parse_gpu_metrics(std::string_view bytes) {
   return out;
 }
 
-ReadFailure classify_read_errno(int err) {
+bool is_unavailable_errno(int err) {
   // ENOTSUP and EOPNOTSUPP are one value on Linux, and so are EAGAIN and
   // EWOULDBLOCK: an if-chain, not a switch, so that it compiles either way.
-  if (err == ENOENT) return ReadFailure::kAbsent;
   // amdgpu_pm.c answers -EPERM while the device is runtime-suspended, in
   // reset or suspending (amdgpu_pm_get_access_if_active), -ENODATA or
   // -EOPNOTSUPP for a sensor the firmware does not give, -EBUSY while the SMU
   // is busy. EACCES: an attribute the kernel made unreadable (the hwmon
   // is_visible callback drops S_IRUGO on ASICs that cannot query it), as seen
   // by an unprivileged daemon; it will not change by reading again.
-  if (err == EPERM || err == ENODATA || err == EOPNOTSUPP || err == ENOTSUP || err == EBUSY ||
-      err == EACCES) {
-    return ReadFailure::kUnavailable;
-  }
-  // The DRM device is unplugged (drm_dev_enter fails) or the PCI function
-  // was removed under us.
-  if (err == ENODEV || err == ENXIO) return ReadFailure::kGone;
-  return ReadFailure::kError;
+  return err == EPERM || err == ENODATA || err == EOPNOTSUPP || err == ENOTSUP || err == EBUSY ||
+         err == EACCES;
 }
 
 }  // namespace nodewatch::accelerator::amdgpu

@@ -103,13 +103,10 @@ GpuMetrics parse_gpu_metrics(std::string_view bytes);
 inline constexpr double kEnergyJoulesPerTick = 1.0 / 65536.0;
 
 // ---------------------------------------------------------------------------
-// What a failed open()/read() of one attribute means for its value.
-enum class ReadFailure {
-  kAbsent,       // ENOENT: the driver does not create it on this ASIC/kernel
-  kUnavailable,  // no sample this round, not an error (runtime-suspended, in reset)
-  kGone,         // the device is going away (hot-unplug): skip the card
-  kError,        // counted as "read_error" (EIO and anything unexpected)
-};
-ReadFailure classify_read_errno(int err);
+// Of the errnos the sources layer counts as errors (nodewatch/sources/fs.hpp:
+// not ENOENT, not a departed device), those with which amdgpu says "no
+// sample this round" (runtime-suspended, in reset, not supported by the
+// firmware, unreadable by design): the value is left empty, not counted.
+bool is_unavailable_errno(int err);
 
 }  // namespace nodewatch::accelerator::amdgpu

@@ -1,7 +1,6 @@
 #include "interconnect/ib_parse.hpp"
 
 #include <array>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 
@@ -40,9 +39,6 @@ bool parse_decimal(std::string_view s, double* out) {
   *out = v;
   return true;
 }
-
-constexpr std::uint64_t kTwoPow32 = std::uint64_t{1} << 32;
-constexpr std::uint64_t kTwoPow31 = std::uint64_t{1} << 31;
 
 struct PmaEntry {
   std::string_view name;
@@ -225,29 +221,6 @@ bool hw_counter_is_32bit(std::string_view name) {
     if (q == name) return true;
   }
   return false;
-}
-
-std::uint64_t WrapAccumulator::update(std::uint64_t raw, bool wraps32) {
-  if (primed_ && raw < last_raw_) {
-    bool wrapped = wraps32 && last_raw_ < kTwoPow32 && (kTwoPow32 - last_raw_) + raw < kTwoPow31;
-    if (wrapped) {
-      offset_ += kTwoPow32;
-    } else {
-      offset_ = 0;
-    }
-  }
-  primed_ = true;
-  last_raw_ = raw;
-  return offset_ + raw;
-}
-
-std::string_view read_error_reason(int err) {
-  if (is_gone_errno(err)) return {};
-  return "read_error";
-}
-
-bool is_gone_errno(int err) {
-  return err == ENOENT || err == ENODEV || err == ENXIO;
 }
 
 }  // namespace nodewatch::interconnect

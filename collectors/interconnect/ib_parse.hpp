@@ -2,8 +2,9 @@
 // Parsing for the InfiniBand/RoCE part of the interconnect collector: pure
 // functions over the text of one attribute under <sysfs>/class/infiniband
 // (formats of the kernel's drivers/infiniband/core/sysfs.c and
-// Documentation/ABI/stable/sysfs-class-infiniband), the tables that say what
-// each counter file becomes, and the 32-bit wrap accumulator.
+// Documentation/ABI/stable/sysfs-class-infiniband), and the tables that say
+// what each counter file becomes (the 32-bit wrap rule itself is
+// sources::WrapCounter's).
 
 #include <cstdint>
 #include <optional>
@@ -111,39 +112,8 @@ HwMetric classify_hw_counter(std::string_view name);
 // and that therefore wrap at 2^32: mlx5's Q-counters (QUERY_Q_COUNTER,
 // drivers/infiniband/hw/mlx5/counters.c: be32_to_cpu into a u64). The
 // congestion counters (rp_cnp_*, np_*) are 64 bits there, so are other
-// drivers' counters as far as known; all those are treated as 64-bit.
+// drivers' counters as far as known; all those are treated as 64-bit
+// (sources::WrapCounters::update's wraps32).
 bool hw_counter_is_32bit(std::string_view name);
-
-// Accumulates a raw hardware counter into a value that only goes up while
-// the device lives, and that reads as a counter reset when the device is.
-//
-// A decrease is taken as a 32-bit wrap when the counter is 32 bits wide
-// (wraps32), the previous value fits in 32 bits and the modular difference
-// (2^32 - previous + raw) is below 2^31: a busy counter that passed 2^32
-// between two reads. 4294967290 then 5 reads as +11. Any other decrease
-// (the device was reset or re-created, a 64-bit counter went down, a
-// 32-bit one went down by more than half its range) restarts the value
-// from the raw one, which Prometheus reads as a counter reset: a reset
-// counter is exported as the small number it now is, never as a jump of
-// 2^32.
-class WrapAccumulator {
- public:
-  std::uint64_t update(std::uint64_t raw, bool wraps32);
-  std::uint64_t value() const { return offset_ + last_raw_; }
-
- private:
-  std::uint64_t last_raw_ = 0;
-  std::uint64_t offset_ = 0;
-  bool primed_ = false;
-};
-
-// Reasons a failed read() errno is counted under, or "" when the failure
-// means the file or device is gone (ENOENT, ENODEV, ENXIO: not an error).
-// EINVAL (a PMA query on a port in switch mode, or an attribute the
-// driver refuses) and every other errno are "read_error".
-std::string_view read_error_reason(int err);
-
-// True for an errno that means the device went away under an open file.
-bool is_gone_errno(int err);
 
 }  // namespace nodewatch::interconnect

@@ -1,20 +1,22 @@
 #include "interconnect/ib_ports.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <filesystem>
+#include <map>
+#include <optional>
 #include <set>
-#include <system_error>
 #include <utility>
+
+#include "nodewatch/options.hpp"
 
 namespace nodewatch::interconnect {
 namespace {
 
-namespace fs = std::filesystem;
+using sources::Read;
+using sources::Status;
+
+constexpr std::string_view kClassDir = "class/infiniband";
 
 constexpr std::string_view kInfo = "nodewatch_interconnect_port_info";
 constexpr std::string_view kState = "nodewatch_interconnect_port_state";
@@ -92,71 +94,6 @@ constexpr std::array<CuratedMetric, static_cast<std::size_t>(HwMetric::kCount)> 
      "Adaptive retransmissions (hw_counters roce_adp_retrans)."},
 }};
 
-// A held file descriptor (movable, closed on destruction).
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      if (fd_ >= 0) ::close(fd_);
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-};
-
-// sysfs attributes are at most a page.
-constexpr std::size_t kAttrBytes = 4096;
-
-// One pread at offset 0 of a held attribute. Returns 0 or an errno.
-int pread_attr(const Fd& fd, std::string* out) {
-  if (!fd.valid()) return ENOENT;
-  out->resize(kAttrBytes);
-  ssize_t n = 0;
-  do {
-    n = ::pread(fd.get(), out->data(), out->size(), 0);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return errno;
-  out->resize(static_cast<std::size_t>(n));
-  return 0;
-}
-
-Fd open_attr(const std::string& path, int* err) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  *err = fd < 0 ? errno : 0;
-  return Fd(fd);
-}
-
-// open + read + close. Returns 0 or an errno.
-int read_attr(const std::string& path, std::string* out) {
-  int err = 0;
-  Fd fd = open_attr(path, &err);
-  if (!fd.valid()) return err;
-  return pread_attr(fd, out);
-}
-
-// Names in a directory, sorted; nullopt when it does not exist or cannot be listed.
-std::optional<std::vector<std::string>> list_dir(const std::string& dir, std::error_code* ec) {
-  std::vector<std::string> out;
-  fs::directory_iterator it(dir, *ec);
-  for (; !*ec && it != fs::directory_iterator(); it.increment(*ec)) {
-    out.push_back(it->path().filename().native());
-  }
-  if (*ec) return std::nullopt;
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 std::optional<unsigned> parse_port_dir(std::string_view name) {
   if (name.empty() || name.size() > 3) return std::nullopt;
   unsigned v = 0;
@@ -168,27 +105,28 @@ std::optional<unsigned> parse_port_dir(std::string_view name) {
   return v;
 }
 
-std::optional<std::regex> compile(const std::string& pattern) {
-  if (pattern.empty()) return std::nullopt;
-  return std::regex(pattern, std::regex::ECMAScript);
-}
-
 // Counter values go into doubles; below 2^53 they are exact.
 double as_double(std::uint64_t v) {
   return static_cast<double>(v);
 }
 
-// A read of the device's or port's facts that may be missing.
-std::string read_fact(const std::string& path, bool* missing) {
-  std::string buf;
-  if (read_attr(path, &buf) != 0) {
-    *missing = true;
-    return {};
-  }
-  return attribute_label(buf);
+// "EIO reading counters/port_xmit_wait".
+std::string reading(const Read& r, std::string_view what) {
+  return r.error_name() + " reading " + std::string(what);
+}
+
+bool gone(const Read& r) {
+  return r.status == Status::kGone;
 }
 
 }  // namespace
+
+IbOptions read_ib_options(OptionReader& r) {
+  IbOptions o;
+  o.pma_interval = r.get_duration("pma_interval", o.pma_interval, Millis(0), std::chrono::hours(1));
+  o.devices = sources::read_name_filter(r, "devices_include", "devices_exclude");
+  return o;
+}
 
 // What one device produced, handed to the sink only when the device did
 // not vanish half-way (its errors are then not counted either).
@@ -197,12 +135,12 @@ class IbPorts::Staging {
   void add(std::string_view name, std::initializer_list<std::string_view> labels, double value) {
     samples_.push_back({name, std::vector<std::string>(labels.begin(), labels.end()), value});
   }
-  void error(std::string_view reason, std::uint64_t n = 1) {
-    errors_.emplace_back(std::string(reason), n);
+  void error(std::string_view reason, std::string_view subject, std::string detail) {
+    errors_.push_back({std::string(reason), std::string(subject), std::move(detail)});
   }
   void flush(MetricSink& out) {
     for (const Sample& s : samples_) out.add(s.name, s.labels, s.value);
-    for (const auto& [reason, n] : errors_) out.error(reason, n);
+    for (const Error& e : errors_) out.error(e.reason, e.subject, e.detail);
   }
 
  private:
@@ -211,68 +149,39 @@ class IbPorts::Staging {
     std::vector<std::string> labels;
     double value;
   };
+  struct Error {
+    std::string reason;
+    std::string subject;
+    std::string detail;
+  };
   std::vector<Sample> samples_;
-  std::vector<std::pair<std::string, std::uint64_t>> errors_;
+  std::vector<Error> errors_;
 };
 
 struct IbPorts::Port {
   unsigned number = 0;
   std::string label;  // "1"
-  std::string dir;
-  Fd state;
-  Fd phys_state;
-  Fd rate;
+  std::string dir;    // class/infiniband/<dev>/ports/<n>, below the sysfs root
+  bool facts_read = false;
   std::string link_layer;
   std::string netdev;
-  std::map<std::string, Fd, std::less<>> hw_fds;  // sysfs fallback only
-  std::map<std::string, WrapAccumulator, std::less<>> hw_acc;
   bool pma_read = false;
   std::chrono::steady_clock::time_point pma_at;
   std::array<std::optional<double>, static_cast<std::size_t>(PmaMetric::kCount)> pma;
   std::map<std::string, double, std::less<>> pma_generic;
-  std::uint64_t last_seen = 0;
+  bool seen = false;
 };
 
 struct IbPorts::Device {
-  std::string dir;
+  std::string dir;  // class/infiniband/<dev>, below the sysfs root
   std::string firmware;
   std::string board_id;
   std::string hca_type;
   std::string node_guid;
-  std::uint64_t info_read = 0;
   std::map<unsigned, Port> ports;
-  std::map<std::string, Fd, std::less<>> hw_fds;  // device-level hw_counters/
-  std::map<std::string, WrapAccumulator, std::less<>> hw_acc;
 };
 
 namespace {
-
-// Keeps `fds` in step with the files of `dir` (opened once, read with
-// pread every collection). Returns the names, or nullopt when the
-// directory does not exist.
-template <class Sink>
-bool sync_held_dir(const std::string& dir, std::map<std::string, Fd, std::less<>>* fds, Sink& out) {
-  std::error_code ec;
-  std::optional<std::vector<std::string>> names = list_dir(dir, &ec);
-  if (!names) {
-    fds->clear();
-    if (ec != std::errc::no_such_file_or_directory) out.error("read_error");
-    return false;
-  }
-  std::set<std::string_view> present(names->begin(), names->end());
-  std::erase_if(*fds, [&](const auto& e) { return !present.contains(e.first); });
-  for (const std::string& n : *names) {
-    if (fds->contains(n)) continue;
-    int err = 0;
-    Fd fd = open_attr(dir + "/" + n, &err);
-    if (!fd.valid()) {
-      if (!is_gone_errno(err)) out.error("read_error");
-      continue;
-    }
-    fds->emplace(n, std::move(fd));
-  }
-  return true;
-}
 
 template <class Sink>
 void emit_hw(Sink& out, std::string_view device, std::string_view port, const std::string& name,
@@ -287,45 +196,20 @@ void emit_hw(Sink& out, std::string_view device, std::string_view port, const st
   out.add(kHwMetrics[static_cast<std::size_t>(m)].name, {device, port}, as_double(value));
 }
 
-enum class ReadOutcome { kOk, kGone };
-
-// Reads every held hw_counters file, accumulates and emits.
-template <class Sink>
-ReadOutcome read_held_hw(std::map<std::string, Fd, std::less<>>& fds,
-                         std::map<std::string, WrapAccumulator, std::less<>>& acc,
-                         std::string_view device, std::string_view port, Sink& out) {
-  std::string buf;
-  for (const auto& [name, fd] : fds) {
-    if (classify_hw_counter(name) == HwMetric::kSkip) continue;
-    int err = pread_attr(fd, &buf);
-    if (err != 0) {
-      if (is_gone_errno(err)) return ReadOutcome::kGone;
-      out.error(read_error_reason(err));
-      continue;
-    }
-    Counter c = parse_counter(buf);
-    if (c.reading != CounterReading::kValue) {
-      out.error("parse_error");
-      continue;
-    }
-    std::uint64_t v = acc[name].update(c.value, hw_counter_is_32bit(name));
-    emit_hw(out, device, port, name, v);
-  }
-  return ReadOutcome::kOk;
-}
-
 }  // namespace
 
 IbPorts::IbPorts(Roots roots, IbOptions options, std::unique_ptr<HwCounterSource> hw_source,
-                 std::unique_ptr<VerbsSource> verbs, Clock clock)
-    : roots_(std::move(roots)),
-      class_dir_((roots_.sysfs / "class" / "infiniband").native()),
+                 std::unique_ptr<VerbsSource> verbs, Clock clock,
+                 std::shared_ptr<sources::WrapCounters> counters, std::size_t max_held)
+    : sys_(roots.sys()),
+      held_(sys_, max_held),
       options_(std::move(options)),
-      include_(compile(options_.devices_include)),
-      exclude_(compile(options_.devices_exclude)),
+      filter_(options_.devices),
       hw_source_(std::move(hw_source)),
       verbs_(std::move(verbs)),
-      clock_(std::move(clock)) {}
+      clock_(std::move(clock)),
+      counters_(counters ? std::move(counters) : std::make_shared<sources::WrapCounters>()),
+      devices_(kInfoRefreshCycles) {}
 
 IbPorts::~IbPorts() = default;
 
@@ -373,111 +257,103 @@ std::vector<MetricDesc> IbPorts::metric_descs() {
   return d;
 }
 
-bool IbPorts::is_selected(const std::string& name) const {
-  if (include_ && !std::regex_search(name, *include_)) return false;
-  if (exclude_ && std::regex_search(name, *exclude_)) return false;
-  return true;
-}
-
 std::size_t IbPorts::tracked_devices() const {
   return devices_.size();
 }
 
 std::size_t IbPorts::held_descriptors() const {
-  std::size_t n = 0;
-  for (const auto& [name, dev] : devices_) {
-    n += dev->hw_fds.size();
-    for (const auto& [num, p] : dev->ports) {
-      n += p.hw_fds.size();
-      n += (p.state.valid() ? 1 : 0) + (p.phys_state.valid() ? 1 : 0) + (p.rate.valid() ? 1 : 0);
-    }
-  }
-  return n;
+  return held_.size();
 }
 
 void IbPorts::collect(const CollectContext& ctx, MetricSink& out) {
-  ++cycle_;
-  std::error_code ec;
-  std::optional<std::vector<std::string>> listed = list_dir(class_dir_, &ec);
-  if (!listed) {
-    if (ec == std::errc::no_such_file_or_directory) {
-      // No RDMA device on this node (or none any more).
-      devices_.clear();
+  sources::Listing listed = sys_.list(kClassDir);
+  if (!listed.ok()) {
+    if (listed.err == ENOENT) {
+      // No RDMA device on this node (or none any more): drop every device,
+      // descriptor and counter.
+      devices_.begin_cycle();
+      devices_.end_cycle();
+      held_.begin_cycle();
+      held_.end_cycle();
+      counters_->begin_cycle();
+      counters_->end_cycle();
       verbs_->sync({});
       return;
     }
-    throw CollectError("read_error", "cannot list " + class_dir_ + ": " + ec.message());
+    throw CollectError("read_error", "cannot list " + sys_.full(kClassDir) + ": " +
+                                         sources::errno_name(listed.err));
   }
   std::vector<std::string> names;
-  for (std::string& n : *listed) {
-    if (is_valid_utf8(n) && is_selected(n)) names.push_back(std::move(n));
+  for (std::string& n : listed.names) {
+    if (is_valid_utf8(n) && filter_.matches(n)) names.push_back(std::move(n));
   }
-  if (std::uint64_t failed = verbs_->sync(names); failed > 0) out.error("verbs_error", failed);
+  for (const VerbsFailure& f : verbs_->sync(names)) out.error("verbs_error", f.device, f.detail);
   bool netlink_ok = !names.empty() && hw_source_->begin_cycle();
 
-  std::set<std::string, std::less<>> seen;
+  devices_.begin_cycle();
+  held_.begin_cycle();
+  counters_->begin_cycle();
   bool complete = true;
   for (const std::string& name : names) {
     if (ctx.should_stop()) {
       complete = false;
       break;
     }
-    // A held descriptor that reads ENODEV means the device went away; when
-    // it came back under the same name (a driver reload between two
-    // collections), the second pass opens it afresh.
+    // A device that went away half-way is read once more from scratch:
+    // when it came back under the same name (a driver reload between two
+    // collections), that reads the new one.
     for (int attempt = 0; attempt < 2; ++attempt) {
-      auto it = devices_.find(name);
-      if (it == devices_.end()) {
-        auto dev = std::make_unique<Device>();
-        dev->dir = class_dir_ + "/" + name;
-        it = devices_.emplace(name, std::move(dev)).first;
+      auto [dev, refresh] = devices_.see(name);
+      if (!dev) {
+        dev = std::make_unique<Device>();
+        dev->dir = std::string(kClassDir) + "/" + name;
       }
       // Emits into a scratch sink first: a device that vanishes half-way
       // must not leave half of its series behind.
       Staging staged;
-      bool ok = collect_device(name, *it->second, netlink_ok, staged);
-      if (ok) {
+      if (collect_device(name, *dev, refresh, netlink_ok, staged)) {
         staged.flush(out);
-        seen.insert(name);
         break;
       }
-      devices_.erase(it);
-      if (::access((class_dir_ + "/" + name).c_str(), F_OK) != 0) break;
+      devices_.forget(name);
     }
   }
+  // An unfinished collection forgets nothing: the devices it did not reach
+  // keep their state and counters.
   if (complete) {
-    std::erase_if(devices_, [&](const auto& e) { return !seen.contains(e.first); });
+    devices_.end_cycle();
+    held_.end_cycle();
+    counters_->end_cycle();
   }
 }
 
-bool IbPorts::collect_device(const std::string& name, Device& dev, bool netlink_ok, Staging& out) {
-  bool refresh = dev.info_read == 0 || cycle_ - dev.info_read >= kInfoRefreshCycles;
+bool IbPorts::collect_device(const std::string& name, Device& dev, bool refresh, bool netlink_ok,
+                             Staging& out) {
   if (refresh) {
-    bool missing = false;
-    std::uint64_t missing_count = 0;
     auto fact = [&](const char* file, std::string* dst) {
-      missing = false;
-      *dst = read_fact(dev.dir + "/" + file, &missing);
-      if (missing) ++missing_count;
+      Read r = sys_.read(dev.dir + "/" + file);
+      *dst = r.ok() ? attribute_label(r.text) : std::string();
+      if (r.status == Status::kAbsent)
+        out.error("missing_attribute", name, std::string("no ") + file);
+      if (r.failed()) {
+        out.error("read_error", name, reading(r, file));
+        devices_.invalidate(name);  // read again next time
+      }
+      return !gone(r);
     };
-    fact("fw_ver", &dev.firmware);
-    fact("board_id", &dev.board_id);
-    fact("hca_type", &dev.hca_type);
-    fact("node_guid", &dev.node_guid);
-    if (::access(dev.dir.c_str(), F_OK) != 0) return false;
-    if (missing_count > 0) out.error("missing_attribute", missing_count);
-    dev.info_read = cycle_;
+    if (!fact("fw_ver", &dev.firmware) || !fact("board_id", &dev.board_id) ||
+        !fact("hca_type", &dev.hca_type) || !fact("node_guid", &dev.node_guid))
+      return false;
   }
 
-  std::error_code ec;
-  std::optional<std::vector<std::string>> port_names = list_dir(dev.dir + "/ports", &ec);
-  if (!port_names) {
-    if (ec == std::errc::no_such_file_or_directory) return false;
-    out.error("read_error");
-    port_names.emplace();
+  sources::Listing port_names = sys_.list(dev.dir + "/ports");
+  if (!port_names.ok()) {
+    if (port_names.status != Status::kError) return false;
+    out.error("read_error", name, sources::errno_name(port_names.err) + " listing ports");
   }
   auto now = clock_();
-  for (const std::string& pn : *port_names) {
+  for (auto& [number, port] : dev.ports) port.seen = false;
+  for (const std::string& pn : port_names.names) {
     std::optional<unsigned> number = parse_port_dir(pn);
     if (!number) continue;
     auto [it, inserted] = dev.ports.try_emplace(*number);
@@ -487,22 +363,27 @@ bool IbPorts::collect_device(const std::string& name, Device& dev, bool netlink_
       port.label = pn;
       port.dir = dev.dir + "/ports/" + pn;
     }
-    if (inserted || refresh) {
-      bool missing = false;
-      port.link_layer = read_fact(port.dir + "/link_layer", &missing);
-      if (missing) out.error("missing_attribute");
+    const std::string subject = name + "/" + port.label;
+    if (!port.facts_read || refresh) {
+      Read layer = sys_.read(port.dir + "/link_layer");
+      if (gone(layer)) return false;
+      port.link_layer = layer.ok() ? attribute_label(layer.text) : std::string();
+      if (layer.status == Status::kAbsent) out.error("missing_attribute", subject, "no link_layer");
+      if (layer.failed()) out.error("read_error", subject, reading(layer, "link_layer"));
       // Only RoCE ports have a netdev; on InfiniBand ports the read fails.
-      bool no_netdev = false;
-      port.netdev = read_fact(port.dir + "/gid_attrs/ndevs/0", &no_netdev);
+      Read netdev = sys_.read(port.dir + "/gid_attrs/ndevs/0");
+      if (gone(netdev)) return false;
+      port.netdev = netdev.ok() ? attribute_label(netdev.text) : std::string();
+      port.facts_read = layer.ok() || layer.status == Status::kAbsent;
     }
     bool pma_due =
         !port.pma_read || now - port.pma_at + options_.pma_interval / 10 >= options_.pma_interval;
-    if (!collect_port(dev, port, netlink_ok, pma_due, out)) return false;
+    if (!collect_port(name, port, netlink_ok, pma_due, out)) return false;
     if (pma_due) {
       port.pma_read = true;
       port.pma_at = now;
     }
-    port.last_seen = cycle_;
+    port.seen = true;
     std::string_view device = name;
     out.add(kInfo,
             {device, port.label, port.link_layer, port.netdev, dev.node_guid, dev.firmware,
@@ -512,59 +393,72 @@ bool IbPorts::collect_device(const std::string& name, Device& dev, bool netlink_
       out.add(kStateChanges, {device, port.label}, as_double(*changes));
     }
   }
-  std::erase_if(dev.ports, [&](const auto& e) { return e.second.last_seen != cycle_; });
+  std::erase_if(dev.ports, [](const auto& e) { return !e.second.seen; });
 
   // Device-level hw_counters (mlx5 in switchdev mode, some iWARP devices).
-  if (sync_held_dir(dev.dir + "/hw_counters", &dev.hw_fds, out)) {
-    if (read_held_hw(dev.hw_fds, dev.hw_acc, name, "0", out) == ReadOutcome::kGone) return false;
+  return read_hw_dir(dev.dir + "/hw_counters", name, "0", name, out);
+}
+
+bool IbPorts::read_hw_dir(const std::string& dir, const std::string& device,
+                          const std::string& port, const std::string& subject, Staging& out) {
+  sources::Listing files = sys_.list(dir);
+  if (files.status == Status::kGone) return false;
+  if (files.status == Status::kError)
+    out.error("read_error", subject, sources::errno_name(files.err) + " listing hw_counters");
+  for (const std::string& f : files.names) {
+    if (classify_hw_counter(f) == HwMetric::kSkip) continue;
+    Read r = held_.read(dir + "/" + f);
+    if (gone(r)) return false;
+    if (r.status == Status::kAbsent) continue;  // the file alone went away
+    const std::string key = device + "/" + port + "/" + f;
+    if (r.failed()) {
+      out.error("read_error", subject, reading(r, "hw_counters/" + f));
+      counters_->keep(key);  // its wrap offset too, for the next read
+      continue;
+    }
+    Counter c = parse_counter(r.text);
+    if (c.reading != CounterReading::kValue) {
+      out.error("parse_error", subject, "malformed hw_counters/" + f);
+      counters_->keep(key);
+      continue;
+    }
+    std::uint64_t v = counters_->update(key, c.value, hw_counter_is_32bit(f));
+    emit_hw(out, device, port, f, v);
   }
   return true;
 }
 
-bool IbPorts::collect_port(Device& dev, Port& port, bool netlink_ok, bool pma_due, Staging& out) {
-  const std::string device = dev.dir.substr(dev.dir.rfind('/') + 1);
+bool IbPorts::collect_port(const std::string& device, Port& port, bool netlink_ok, bool pma_due,
+                           Staging& out) {
   const std::string_view label = port.label;
-  std::string buf;
+  const std::string subject = device + "/" + port.label;
 
-  // state, phys_state, rate: held descriptors.
-  struct Held {
-    Fd* fd;
-    const char* file;
-  };
-  for (Held h : {Held{&port.state, "state"}, Held{&port.phys_state, "phys_state"},
-                 Held{&port.rate, "rate"}}) {
-    if (!h.fd->valid()) {
-      int err = 0;
-      *h.fd = open_attr(port.dir + "/" + h.file, &err);
-      if (!h.fd->valid()) {
-        if (is_gone_errno(err)) return false;
-        out.error("read_error");
-        continue;
-      }
-    }
-    int err = pread_attr(*h.fd, &buf);
-    if (err != 0) {
-      if (is_gone_errno(err)) return false;
+  // state, phys_state, rate: held descriptors; every port has them, so
+  // their absence means the port has gone.
+  for (const char* file : {"state", "phys_state", "rate"}) {
+    Read r = held_.read(port.dir + "/" + file);
+    if (r.status == Status::kAbsent || gone(r)) return false;
+    if (r.failed()) {
       // Rates of a port whose link is down read EINVAL on some kernels.
-      out.error(read_error_reason(err));
+      out.error("read_error", subject, reading(r, file));
       continue;
     }
-    if (h.fd == &port.rate) {
-      std::optional<PortRate> rate = parse_rate(buf);
+    if (file == std::string_view("rate")) {
+      std::optional<PortRate> rate = parse_rate(r.text);
       if (!rate) {
-        out.error("parse_error");
+        out.error("parse_error", subject, "malformed rate");
         continue;
       }
       out.add(kRate, {device, label}, rate->bytes_per_second);
       if (rate->width) out.add(kWidth, {device, label}, static_cast<double>(*rate->width));
       continue;
     }
-    std::optional<unsigned> state = parse_numbered_state(buf);
+    std::optional<unsigned> state = parse_numbered_state(r.text);
     if (!state) {
-      out.error("parse_error");
+      out.error("parse_error", subject, std::string("malformed ") + file);
       continue;
     }
-    out.add(h.fd == &port.state ? kState : kPhysState, {device, label},
+    out.add(file == std::string_view("state") ? kState : kPhysState, {device, label},
             static_cast<double>(*state));
   }
 
@@ -574,18 +468,16 @@ bool IbPorts::collect_port(Device& dev, Port& port, bool netlink_ok, bool pma_du
     int err = 0;
     if (auto counters = hw_source_->port_counters(device, port.number, &err)) {
       from_netlink = true;
-      port.hw_fds.clear();
       for (const HwCounterEntry& e : *counters) {
         if (classify_hw_counter(e.name) == HwMetric::kSkip) continue;
-        std::uint64_t v = port.hw_acc[e.name].update(e.value, hw_counter_is_32bit(e.name));
+        std::uint64_t v = counters_->update(device + "/" + port.label + "/" + e.name, e.value,
+                                            hw_counter_is_32bit(e.name));
         emit_hw(out, device, label, e.name, v);
       }
     }
   }
-  if (!from_netlink && sync_held_dir(port.dir + "/hw_counters", &port.hw_fds, out)) {
-    if (read_held_hw(port.hw_fds, port.hw_acc, device, label, out) == ReadOutcome::kGone)
-      return false;
-  }
+  if (!from_netlink && !read_hw_dir(port.dir + "/hw_counters", device, port.label, subject, out))
+    return false;
 
   // PMA counters: only every pma_interval.
   if (pma_due) {
@@ -593,30 +485,26 @@ bool IbPorts::collect_port(Device& dev, Port& port, bool netlink_ok, bool pma_du
     std::map<std::string, double, std::less<>> generic;
     std::array<bool, static_cast<std::size_t>(PmaMetric::kCount)> from_ext{};
     for (bool ext : {false, true}) {
-      const std::string dir = port.dir + (ext ? "/counters_ext" : "/counters");
-      std::error_code ec;
-      std::optional<std::vector<std::string>> files = list_dir(dir, &ec);
-      if (!files) {
-        if (ec != std::errc::no_such_file_or_directory) out.error("read_error");
-        continue;
-      }
-      for (const std::string& f : *files) {
-        int err = read_attr(dir + "/" + f, &buf);
-        if (err != 0) {
-          if (is_gone_errno(err)) {
-            if (::access(port.dir.c_str(), F_OK) != 0) return false;
-            continue;  // the file alone went away
-          }
-          out.error(read_error_reason(err));
+      const std::string sub = ext ? "counters_ext" : "counters";
+      sources::Listing files = sys_.list(port.dir + "/" + sub);
+      if (files.status == Status::kGone) return false;
+      if (files.status == Status::kError)
+        out.error("read_error", subject, sources::errno_name(files.err) + " listing " + sub);
+      for (const std::string& f : files.names) {
+        Read r = sys_.read(port.dir + "/" + sub + "/" + f);
+        if (gone(r)) return false;
+        if (r.status == Status::kAbsent) continue;  // the file alone went away
+        if (r.failed()) {
+          out.error("read_error", subject, reading(r, sub + "/" + f));
           continue;
         }
-        Counter c = parse_counter(buf);
+        Counter c = parse_counter(r.text);
         if (c.reading == CounterReading::kNoPma) {
-          out.error("no_pma");
+          out.error("no_pma", subject, sub + "/" + f + " reads N/A (no PMA)");
           continue;
         }
         if (c.reading == CounterReading::kMalformed) {
-          out.error("parse_error");
+          out.error("parse_error", subject, "malformed " + sub + "/" + f);
           continue;
         }
         PmaFile pf = classify_pma_file(f, ext);

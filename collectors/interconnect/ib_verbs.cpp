@@ -86,8 +86,9 @@ class DlVerbsSource final : public VerbsSource {
 
   bool loaded() const { return handle_ != nullptr; }
 
-  std::uint64_t sync(const std::vector<std::string>& devices) override {
-    if (handle_ == nullptr) return 0;
+  std::vector<VerbsFailure> sync(const std::vector<std::string>& devices) override {
+    std::vector<VerbsFailure> failures;
+    if (handle_ == nullptr) return failures;
     std::set<std::string, std::less<>> wanted(devices.begin(), devices.end());
     // Gone devices are closed; dead ones (fatal, disassociated by a reset or
     // driver reload) too, to be opened again below: a stale context would
@@ -116,14 +117,16 @@ class DlVerbsSource final : public VerbsSource {
         if (!devices_.contains(d) && !failed_.contains(d)) to_open.push_back(d);
       }
     }
-    if (to_open.empty()) return 0;
+    if (to_open.empty()) return failures;
     if (!start_thread()) {
       // No thread to spare (TasksMax, RLIMIT_NPROC): nothing is opened, and
       // the devices are not tried again until they come back.
-      for (const std::string& d : to_open) failed_.insert(d);
-      return to_open.size();
+      for (const std::string& d : to_open) {
+        failed_.insert(d);
+        failures.push_back({d, "no thread to poll its events"});
+      }
+      return failures;
     }
-    std::uint64_t failures = 0;
     int n = 0;
     ibv_device** list = api_.get_device_list(&n);
     for (const std::string& d : to_open) {
@@ -138,7 +141,7 @@ class DlVerbsSource final : public VerbsSource {
       if (ctx == nullptr) {
         // Not a verbs device (no uverbs char device), or no permission.
         failed_.insert(d);
-        ++failures;
+        failures.push_back({d, "no verbs device of that name, or no permission to open it"});
         continue;
       }
       int flags = ::fcntl(ctx->async_fd, F_GETFL);

@@ -27,15 +27,22 @@
 
 namespace nodewatch::interconnect {
 
+// A device whose event stream could not be started, and why.
+struct VerbsFailure {
+  std::string device;  // "mlx5_0"
+  std::string detail;  // "no verbs device of that name, or no permission to open it"
+  bool operator==(const VerbsFailure&) const = default;
+};
+
 class VerbsSource {
  public:
   virtual ~VerbsSource() = default;
   // Follows the devices listed under <sysfs>/class/infiniband this
   // collection: opens the ones not open yet, closes those that went away.
-  // Returns how many devices could not be opened this time (counted by the
+  // Returns the devices that could not be opened this time (counted by the
   // caller); a device that failed is not tried again until it leaves and
   // comes back.
-  virtual std::uint64_t sync(const std::vector<std::string>& devices) = 0;
+  virtual std::vector<VerbsFailure> sync(const std::vector<std::string>& devices) = 0;
   // Port-state transitions (PORT_ACTIVE + PORT_ERR events) seen on one port
   // since the device was opened; nullopt when no event stream watches the
   // device (library absent, device not opened, device lost).

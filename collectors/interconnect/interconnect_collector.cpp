@@ -1,41 +1,15 @@
 #include "interconnect/interconnect_collector.hpp"
 
-#include <regex>
-
 #include "accelerator/nvml/nvml_service.hpp"
 #include "nodewatch/options.hpp"
+#include "nodewatch/sources/wrap_counter.hpp"
 
 namespace nodewatch {
 namespace interconnect {
-namespace {
-
-// libstdc++ compiles and matches regular expressions recursively: bound them.
-constexpr std::size_t kMaxRegexLength = 1024;
-
-std::string read_regex(OptionReader& r, std::string_view key) {
-  std::string value = r.get_string(key, "");
-  if (value.size() > kMaxRegexLength) {
-    r.error(key,
-            "regular expression is longer than " + std::to_string(kMaxRegexLength) + " characters");
-    return {};
-  }
-  try {
-    if (!value.empty()) std::regex(value, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    r.error(key, "invalid regular expression \"" + value + "\": " + e.what());
-    return {};
-  }
-  return value;
-}
-
-}  // namespace
 
 InterconnectOptions read_interconnect_options(OptionReader& r) {
   InterconnectOptions o;
-  o.ib.pma_interval =
-      r.get_duration("pma_interval", o.ib.pma_interval, Millis(0), std::chrono::hours(1));
-  o.ib.devices_include = read_regex(r, "devices_include");
-  o.ib.devices_exclude = read_regex(r, "devices_exclude");
+  o.ib = read_ib_options(r);
   o.netlink = r.get_bool("netlink", o.netlink);
   o.verbs = r.get_bool("verbs", o.verbs);
   o.nvlink = r.get_bool("nvlink", o.nvlink);
@@ -95,8 +69,13 @@ const CollectorSpec& interconnect_collector_spec() {
       // the real one is only used when the node has RDMA hardware.
       auto verbs =
           interconnect::make_verbs_source("libibverbs.so.1", o.verbs ? "/dev/infiniband" : "");
+      // The 32-bit counters' wrap offsets outlive a rebuilt collector.
+      auto counters = env.service<sources::WrapCounters>(
+          "interconnect", [] { return std::make_shared<sources::WrapCounters>(); });
       return std::make_unique<interconnect::InterconnectCollector>(
-          std::make_unique<interconnect::IbPorts>(env.roots, o.ib, std::move(hw), std::move(verbs)),
+          std::make_unique<interconnect::IbPorts>(env.roots, o.ib, std::move(hw), std::move(verbs),
+                                                  std::chrono::steady_clock::now,
+                                                  std::move(counters)),
           // The process's NVML service, shared with the accelerator collector.
           o.nvlink ? std::make_unique<accelerator::NvlinkMetrics>(accelerator::nvml_service(env))
                    : nullptr);

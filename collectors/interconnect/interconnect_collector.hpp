@@ -31,8 +31,8 @@ struct InterconnectOptions {
   bool operator==(const InterconnectOptions&) const = default;
 };
 
-// Reads the keys above through `r`; an invalid regular expression is
-// reported at its key, and its default kept.
+// Reads the keys above through `r`; an invalid pattern is reported at its
+// key (sources::read_name_filter).
 InterconnectOptions read_interconnect_options(OptionReader& r);
 
 // Every metric the collector can emit.

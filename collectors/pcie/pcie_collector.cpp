@@ -1,23 +1,20 @@
 #include "pcie/pcie_collector.hpp"
-#include "nodewatch/unique_fd.hpp"
-
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
-#include <system_error>
 #include <utility>
 
 namespace nodewatch {
 namespace pcie {
 namespace {
 
-namespace fs = std::filesystem;
+using sources::Read;
+using sources::Status;
 
 constexpr std::string_view kSpeed = "nodewatch_pcie_link_speed_transfers_per_second";
 constexpr std::string_view kMaxSpeed = "nodewatch_pcie_link_max_speed_transfers_per_second";
@@ -26,6 +23,8 @@ constexpr std::string_view kMaxWidth = "nodewatch_pcie_link_max_width";
 constexpr std::string_view kDegraded = "nodewatch_pcie_link_width_degraded";
 constexpr std::string_view kAerErrors = "nodewatch_pcie_aer_errors_total";
 constexpr std::string_view kDeviceInfo = "nodewatch_pcie_device_info";
+
+constexpr std::string_view kDevicesDir = "bus/pci/devices";
 
 const MetricTable& pcie_metric_table() {
   static const MetricTable kTable = [] {
@@ -64,140 +63,110 @@ const MetricTable& pcie_metric_table() {
   return kTable;
 }
 
-// sysfs attributes are at most a page; the bound only stops a runaway read
-// of something that is not a sysfs attribute.
-constexpr std::size_t kMaxAttributeBytes = 64 << 10;
-
-// Reads a whole attribute into `out`. Returns 0, or the errno of the failure.
-int read_attribute(const std::string& path, std::string* out) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return errno;
-  out->resize(4096);
-  std::size_t used = 0;
-  for (;;) {
-    if (used == out->size()) {
-      if (out->size() >= kMaxAttributeBytes) return EFBIG;
-      out->resize(out->size() * 2);
-    }
-    ssize_t n = ::read(fd.get(), out->data() + used, out->size() - used);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (n == 0) break;
-    used += static_cast<std::size_t>(n);
-  }
-  out->resize(used);
-  return 0;
+// "../../../bus/pci/drivers/nvidia" -> "nvidia".
+std::string basename_of(std::string_view path) {
+  while (!path.empty() && path.back() == '/') path.remove_suffix(1);
+  std::size_t slash = path.rfind('/');
+  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
 }
 
-// How a failed read is taken.
-enum class Failure {
-  kAbsent,  // ENOENT: the attribute does not exist for this function
-  kGone,    // ENODEV, ENXIO: kernfs refuses reads of a device being removed
-  kError,   // anything else (EIO, EINVAL from a config-space read that failed)
-};
-
-Failure classify_failure(int err) {
-  if (err == ENOENT) return Failure::kAbsent;
-  if (err == ENODEV || err == ENXIO) return Failure::kGone;
-  return Failure::kError;
+// "devices/pci0000:00/0000:00:01.0" -> "devices/pci0000:00"; "" at the top.
+std::string parent_of(std::string_view dir) {
+  std::size_t slash = dir.rfind('/');
+  return slash == std::string_view::npos ? std::string() : std::string(dir.substr(0, slash));
 }
 
-// The basename of a symlink's target, "" when there is no such link.
-std::string link_basename(const std::string& path) {
-  std::array<char, 4096> buf;
-  ssize_t n = ::readlink(path.c_str(), buf.data(), buf.size());
-  if (n <= 0 || static_cast<std::size_t>(n) >= buf.size()) return {};
-  std::string_view target(buf.data(), static_cast<std::size_t>(n));
-  while (!target.empty() && target.back() == '/') target.remove_suffix(1);
-  std::size_t slash = target.rfind('/');
-  return std::string(slash == std::string_view::npos ? target : target.substr(slash + 1));
+// "EIO reading current_link_speed".
+std::string reading(const Read& r, std::string_view name) {
+  return r.error_name() + " reading " + std::string(name);
 }
 
-bool path_exists(const std::string& path) {
-  return ::access(path.c_str(), F_OK) == 0;
-}
-
-// True when `p` is `root` or below it (both canonical).
-bool is_within(const fs::path& p, const fs::path& root) {
-  auto [r, q] = std::mismatch(root.begin(), root.end(), p.begin(), p.end());
-  (void)q;
-  return r == root.end();
+std::string malformed(std::string_view name) {
+  return "malformed " + std::string(name);
 }
 
 }  // namespace
 
-ReadResult read_function(const std::string& dir, const std::string& class_text,
-                         FunctionRecord* record) {
-  std::string buf;
-  // A required attribute: every PCI function has it, so its absence means
-  // the function has gone.
-  auto required = [&](const char* name, std::string* text) -> std::optional<ReadResult> {
-    if (int err = read_attribute(dir + "/" + name, text); err != 0) {
-      if (classify_failure(err) != Failure::kError) return ReadResult::kVanished;
-      ++record->read_errors;
-      return ReadResult::kFailed;
+ReadResult read_identity(const sources::FsRoot& root, const std::string& dir,
+                         FunctionIdentity* identity, std::vector<Problem>* problems) {
+  // Every PCI function has `vendor` and `device`: their absence means the
+  // function has gone.
+  auto required = [&](std::string_view name, std::string* text) -> std::optional<ReadResult> {
+    Read r = root.read(dir + "/" + std::string(name));
+    if (r.ok()) {
+      *text = std::move(r.text);
+      return std::nullopt;
     }
-    return std::nullopt;
+    if (!r.failed()) return ReadResult::kVanished;
+    problems->push_back({"read_error", reading(r, name)});
+    return ReadResult::kFailed;
   };
-  // An optional attribute: true with `buf` filled, false when it is absent
-  // or unreadable (counted); `gone` set when the function went away.
+  std::string vendor_text;
+  std::string device_text;
+  if (auto r = required("vendor", &vendor_text)) return *r;
+  if (auto r = required("device", &device_text)) return *r;
+  std::optional<std::string> vendor = parse_pci_id(vendor_text);
+  std::optional<std::string> device = parse_pci_id(device_text);
+  if (!vendor || !device) {
+    problems->push_back({"parse_error", malformed(vendor ? "device" : "vendor")});
+    return ReadResult::kFailed;
+  }
+  identity->vendor_id = std::move(*vendor);
+  identity->device_id = std::move(*device);
+  // No driver bound: no link, and the label is "".
+  Read driver = root.readlink(dir + "/driver");
+  identity->driver = driver.ok() ? basename_of(driver.text) : std::string();
+  if (driver.failed()) problems->push_back({"read_error", reading(driver, "driver")});
+  identity->numa_node.clear();
+  Read numa = root.read(dir + "/numa_node");
+  if (numa.status == Status::kGone) return ReadResult::kVanished;
+  if (numa.failed()) problems->push_back({"read_error", reading(numa, "numa_node")});
+  if (numa.ok()) {
+    if (std::optional<std::string> node = parse_numa_node(numa.text)) {
+      identity->numa_node = std::move(*node);
+    } else {
+      problems->push_back({"parse_error", malformed("numa_node")});
+    }
+  }
+  return ReadResult::kOk;
+}
+
+ReadResult read_link_state(sources::HeldFiles& files, const std::string& dir,
+                           FunctionRecord* record) {
+  // An attribute this function may lack: true with `text` filled; false
+  // when it is absent or unreadable (a problem), or the function went away.
   bool gone = false;
-  auto read_optional = [&](const std::string& name) -> bool {
-    int err = read_attribute(dir + "/" + name, &buf);
-    if (err == 0) return true;
-    Failure f = classify_failure(err);
-    if (f == Failure::kGone) gone = true;
-    if (f == Failure::kError) ++record->read_errors;
+  bool absent = false;
+  std::string text;
+  auto read_optional = [&](std::string_view name) -> bool {
+    if (gone) return false;
+    Read r = files.read(dir + "/" + std::string(name));
+    switch (r.status) {
+      case Status::kOk: text = std::move(r.text); return true;
+      case Status::kAbsent: absent = true; break;
+      case Status::kGone: gone = true; break;
+      case Status::kError: record->problems.push_back({"read_error", reading(r, name)}); break;
+    }
     return false;
   };
 
-  std::string text = class_text;
-  if (text.empty()) {
-    if (auto r = required("class", &text)) return *r;
-  }
-  if (!parse_pci_class(text)) {
-    ++record->parse_errors;
-    return ReadResult::kFailed;
-  }
-  record->class_id = std::string(trim(text));
-
-  if (auto r = required("vendor", &text)) return *r;
-  std::optional<std::string> vendor = parse_pci_id(text);
-  if (auto r = required("device", &text)) return *r;
-  std::optional<std::string> device = parse_pci_id(text);
-  if (!vendor || !device) {
-    ++record->parse_errors;
-    return ReadResult::kFailed;
-  }
-  record->vendor_id = std::move(*vendor);
-  record->device_id = std::move(*device);
-  record->driver = link_basename(dir + "/driver");
-
-  if (read_optional("numa_node")) {
-    if (std::optional<std::string> node = parse_numa_node(buf)) {
-      record->numa_node = std::move(*node);
-    } else {
-      ++record->parse_errors;
-    }
-  }
-
   // Reading the link attributes of a runtime-suspended function would wake
   // it (see the header); power/ is absent without CONFIG_PM.
-  record->runtime_suspended = read_optional("power/runtime_status") && trim(buf) == "suspended";
+  record->runtime_suspended = read_optional("power/runtime_status") && trim(text) == "suspended";
   if (!record->runtime_suspended) {
-    auto speed = [&](const char* name, std::optional<double>* out) {
+    auto speed = [&](std::string_view name, std::optional<double>* out) {
       if (!read_optional(name)) return;
-      LinkSpeed s = parse_link_speed(buf);
+      LinkSpeed s = parse_link_speed(text);
       if (s.reading == Reading::kValue) *out = s.transfers_per_second;
-      if (s.reading == Reading::kMalformed) ++record->parse_errors;
+      if (s.reading == Reading::kMalformed)
+        record->problems.push_back({"parse_error", malformed(name)});
     };
-    auto width = [&](const char* name, std::optional<unsigned>* out) {
+    auto width = [&](std::string_view name, std::optional<unsigned>* out) {
       if (!read_optional(name)) return;
-      LinkWidth w = parse_link_width(buf);
+      LinkWidth w = parse_link_width(text);
       if (w.reading == Reading::kValue) *out = w.lanes;
-      if (w.reading == Reading::kMalformed) ++record->parse_errors;
+      if (w.reading == Reading::kMalformed)
+        record->problems.push_back({"parse_error", malformed(name)});
     };
     speed("current_link_speed", &record->speed);
     speed("max_link_speed", &record->max_speed);
@@ -206,37 +175,60 @@ ReadResult read_function(const std::string& dir, const std::string& class_text,
   }
 
   for (std::size_t i = 0; i < kAerFiles.size(); ++i) {
-    if (!read_optional(std::string(kAerFiles[i]))) continue;
-    record->aer[i] = parse_aer_stats(buf);
-    if (!record->aer[i]) ++record->parse_errors;
+    if (!read_optional(kAerFiles[i])) continue;
+    record->aer[i] = parse_aer_stats(text);
+    if (!record->aer[i]) record->problems.push_back({"parse_error", malformed(kAerFiles[i])});
   }
 
-  // An attribute that went missing half-way through may have been a device
-  // removed under us rather than an attribute this function lacks.
-  if (gone || !path_exists(dir + "/vendor")) return ReadResult::kVanished;
+  if (gone) return ReadResult::kVanished;
+  // An attribute that went missing may have been a device removed under us
+  // rather than an attribute this function lacks.
+  if (absent) {
+    Read vendor = files.root().read(dir + "/vendor");
+    if (vendor.status == Status::kAbsent || vendor.status == Status::kGone)
+      return ReadResult::kVanished;
+  }
   return ReadResult::kOk;
 }
 
-PcieCollector::PcieCollector(Roots roots)
-    : roots_(std::move(roots)), devices_dir_(roots_.sysfs / "bus" / "pci" / "devices") {}
+ReadResult read_function(sources::HeldFiles& files, const std::string& dir,
+                         FunctionRecord* record) {
+  Read cls = files.root().read(dir + "/class");
+  if (cls.status == Status::kAbsent || cls.status == Status::kGone) return ReadResult::kVanished;
+  if (cls.failed()) {
+    record->problems.push_back({"read_error", reading(cls, "class")});
+    return ReadResult::kFailed;
+  }
+  if (!parse_pci_class(cls.text)) {
+    record->problems.push_back({"parse_error", malformed("class")});
+    return ReadResult::kFailed;
+  }
+  record->class_id = std::string(trim(cls.text));
+  ReadResult r = read_identity(files.root(), dir, &record->identity, &record->problems);
+  if (r != ReadResult::kOk) return r;
+  return read_link_state(files, dir, record);
+}
+
+PcieCollector::PcieCollector(Roots roots, std::size_t max_held)
+    : sys_(roots.sys()), held_(sys_, max_held), facts_(kFactsRefreshCycles) {}
 
 const MetricTable& PcieCollector::metrics() const {
   return pcie_metric_table();
 }
 
 std::vector<std::string> PcieCollector::list_functions() const {
+  sources::Listing l = sys_.list(kDevicesDir);
+  // ENOENT: no PCI on this node. ENOTDIR (something else in its place) is
+  // not that.
+  if (!l.ok() && l.err == ENOENT) return {};
+  if (!l.ok()) {
+    throw CollectError("read_error",
+                       "cannot list " + sys_.full(kDevicesDir) + ": " + sources::errno_name(l.err));
+  }
   std::vector<std::string> out;
-  std::error_code ec;
-  fs::directory_iterator it(devices_dir_, ec);
-  if (ec == std::errc::no_such_file_or_directory) return out;  // no PCI on this node
-  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    std::string name = it->path().filename().native();
+  for (std::string& name : l.names) {
     if (is_bdf(name)) out.push_back(std::move(name));
   }
-  if (ec) {
-    throw CollectError("read_error", "cannot list " + devices_dir_.native() + ": " + ec.message());
-  }
-  std::sort(out.begin(), out.end());
   return out;
 }
 
@@ -244,11 +236,50 @@ void PcieCollector::collect(const CollectContext& ctx, MetricSink& out) {
   collect_functions(list_functions(), ctx, out);
 }
 
+// Reads (when due) the facts step 1 needs of `bdf`: its real directory
+// (facts.dir set by the caller for a port met on a walk), class and
+// physfn. Counts what failed, with the function as the subject.
+PcieCollector::FactsResult PcieCollector::read_class_facts(const std::string& bdf, Facts& facts,
+                                                           MetricSink& out) {
+  if (facts.class_read) return facts.pci_class ? FactsResult::kOk : FactsResult::kFailed;
+  if (facts.listed) {
+    const std::string link = std::string(kDevicesDir) + "/" + bdf;
+    Read real = sys_.resolve(link);
+    if (real.ok()) {
+      facts.dir = std::move(real.text);
+    } else if (real.err == EINVAL) {
+      facts.dir = link;  // a plain directory (a copy of sysfs): no ports above it
+    } else if (!real.failed()) {
+      return FactsResult::kVanished;  // a dangling link: gone after the listing
+    } else {
+      // Real sysfs links are relative; one that leads out of the root is
+      // not followed, so that nothing outside the configured root is read.
+      out.error("read_error", bdf,
+                real.err == EXDEV ? link + " leads out of the sysfs root" : reading(real, link));
+      return FactsResult::kFailed;
+    }
+  }
+  Read cls = sys_.read(facts.dir + "/class");
+  if (cls.status == Status::kAbsent || cls.status == Status::kGone) return FactsResult::kVanished;
+  if (cls.failed()) {
+    out.error("read_error", bdf, reading(cls, "class"));
+    return FactsResult::kFailed;
+  }
+  facts.class_text = std::string(trim(cls.text));
+  facts.pci_class = parse_pci_class(cls.text);
+  if (!facts.pci_class) {
+    out.error("parse_error", bdf, malformed("class"));
+    return FactsResult::kFailed;
+  }
+  facts.virtual_function = sys_.readlink(facts.dir + "/physfn").ok();
+  facts.class_read = true;
+  return FactsResult::kOk;
+}
+
 void PcieCollector::collect_functions(const std::vector<std::string>& bdfs,
                                       const CollectContext& ctx, MetricSink& out) {
   struct Node {
     std::string dir;  // the real directory
-    std::string class_text;
     DeviceKind kind = DeviceKind::kBridge;
     bool selected = false;
     std::string upstream;  // BDF of the port above, "" at a root
@@ -256,72 +287,94 @@ void PcieCollector::collect_functions(const std::vector<std::string>& bdfs,
     bool ok = false;
   };
   std::map<std::string, Node, std::less<>> nodes;  // by BDF, so output is sorted
+  facts_.begin_cycle();
+  held_.begin_cycle();
 
-  std::error_code ec;
-  fs::path root = fs::canonical(roots_.sysfs, ec);
-  if (ec) return;  // the root went away after the listing
+  // The facts of `bdf`, read when new or due; nullptr when it vanished or
+  // its class could not be had (counted, and read again next time).
+  std::set<std::string, std::less<>> failed;  // counted once, not again in step 2
+  auto facts_of = [&](const std::string& bdf, bool listed, const std::string& dir) -> Facts* {
+    auto seen = facts_.see(bdf);
+    Facts& f = seen.entry;
+    if (seen.refresh) f = Facts{};
+    if (!f.class_read) {
+      f.listed = listed;
+      if (!listed) f.dir = dir;
+    }
+    switch (read_class_facts(bdf, f, out)) {
+      case FactsResult::kOk: return &f;
+      case FactsResult::kVanished: facts_.forget(bdf); return nullptr;
+      case FactsResult::kFailed:
+        facts_.invalidate(bdf);
+        failed.insert(bdf);
+        return nullptr;
+    }
+    return nullptr;
+  };
 
   // 1. Select by class, and find each selected function's ports.
-  std::string class_text;
-  std::set<std::string, std::less<>> bad_class;  // counted here, not again in step 2
   for (const std::string& bdf : bdfs) {
     if (ctx.should_stop()) return;
-    fs::path link = devices_dir_ / bdf;
-    fs::path real = fs::canonical(link, ec);
-    if (ec) {
-      // A dangling link: the function went away after the listing.
-      if (ec != std::errc::no_such_file_or_directory) out.error("read_error");
-      continue;
-    }
-    if (!is_within(real, root)) {
-      // Real sysfs links are relative; one that leads out of the root is not
-      // followed, so that nothing outside the configured root is read.
-      out.error("read_error");
-      continue;
-    }
-    if (int err = read_attribute((real / "class").native(), &class_text); err != 0) {
-      if (classify_failure(err) == Failure::kError) out.error("read_error");
-      continue;
-    }
-    std::optional<std::uint32_t> pci_class = parse_pci_class(class_text);
-    if (!pci_class) {
-      out.error("parse_error");
-      bad_class.insert(bdf);
-      continue;
-    }
-    std::optional<DeviceKind> kind = classify(*pci_class);
+    const Facts* f = facts_of(bdf, true, {});
+    if (f == nullptr) continue;
+    std::optional<DeviceKind> kind = classify(*f->pci_class);
     if (!kind) continue;
     // A virtual function shares its physical function's link; exporting
     // every VF of an SR-IOV NIC would only multiply series. (Inside a VM a
     // passed-through VF has no physfn link and is exported.)
-    if (!link_basename((real / "physfn").native()).empty()) continue;
+    if (f->virtual_function) continue;
     auto [it, inserted] = nodes.try_emplace(bdf);
     Node* node = &it->second;
-    node->dir = real.native();
-    node->class_text = class_text;
+    node->dir = f->dir;
     node->kind = *kind;
     node->selected = true;
     if (!inserted) continue;  // already met as a port: its ports are known
-    for (fs::path up = real.parent_path(); is_bdf(up.filename().native()) && is_within(up, root);
-         up = up.parent_path()) {
-      node->upstream = up.filename().native();
+    for (std::string up = parent_of(f->dir); is_bdf(basename_of(up)); up = parent_of(up)) {
+      node->upstream = basename_of(up);
       auto [port, added] = nodes.try_emplace(node->upstream);
       if (!added) break;  // the rest of the path was walked from another device
-      port->second.dir = up.native();
+      port->second.dir = up;
       node = &port->second;
     }
   }
 
   // 2. Read every function, selected devices and ports alike.
+  const std::set<std::string_view, std::less<>> listed(bdfs.begin(), bdfs.end());
   for (auto& [bdf, node] : nodes) {
     if (ctx.should_stop()) return;
-    if (bad_class.contains(bdf)) continue;
-    ReadResult r = read_function(node.dir, node.class_text, &node.record);
-    if (r == ReadResult::kVanished) continue;
-    if (node.record.parse_errors > 0) out.error("parse_error", node.record.parse_errors);
-    if (node.record.read_errors > 0) out.error("read_error", node.record.read_errors);
+    if (failed.contains(bdf)) continue;
+    // A port that is not listed itself (it always is in real sysfs) is read
+    // through the directory its walk found.
+    Facts* f = node.selected ? facts_.find(bdf) : facts_of(bdf, listed.contains(bdf), node.dir);
+    if (f == nullptr) continue;
+    if (!f->identity_read) {
+      ReadResult r = read_identity(sys_, node.dir, &f->identity, &node.record.problems);
+      if (r == ReadResult::kVanished) {
+        facts_.forget(bdf);
+        continue;
+      }
+      if (r == ReadResult::kFailed) {
+        for (const Problem& p : node.record.problems) out.error(p.reason, bdf, p.detail);
+        facts_.invalidate(bdf);
+        continue;
+      }
+      // A fact that failed is read again next time, so that it is counted
+      // while it lasts.
+      if (!node.record.problems.empty()) facts_.invalidate(bdf);
+      f->identity_read = true;
+    }
+    node.record.class_id = f->class_text;
+    node.record.identity = f->identity;
+    ReadResult r = read_link_state(held_, node.dir, &node.record);
+    if (r == ReadResult::kVanished) {
+      facts_.forget(bdf);
+      continue;
+    }
+    for (const Problem& p : node.record.problems) out.error(p.reason, bdf, p.detail);
     node.ok = r == ReadResult::kOk;
   }
+  facts_.end_cycle();
+  held_.end_cycle();
 
   // 3. Emit.
   for (const auto& [bdf, node] : nodes) {
@@ -359,8 +412,8 @@ void PcieCollector::collect_functions(const std::vector<std::string>& bdfs,
       }
     }
     out.add(kDeviceInfo,
-            {device, rec.vendor_id, rec.device_id, rec.class_id, rec.driver, rec.numa_node,
-             kind_name(node.kind), node.upstream},
+            {device, rec.identity.vendor_id, rec.identity.device_id, rec.class_id,
+             rec.identity.driver, rec.identity.numa_node, kind_name(node.kind), node.upstream},
             1.0);
   }
 }

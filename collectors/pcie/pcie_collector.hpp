@@ -15,16 +15,30 @@
 // the walk that the kernel's pcie_bandwidth_available() does with
 // pci_upstream_bridge().
 //
-// Failure contract (see nodewatch/collector.hpp):
+// Sources (nodewatch/sources): the link of each listed function is worked
+// out from its text within the root (FsRoot::resolve), and its identity
+// (class, vendor, device, driver, numa_node, the physfn link) is read with
+// plain reads when the function is first listed and every
+// kFactsRefreshCycles collections after (a DeviceTable by address); what
+// changes (power/runtime_status, the four link attributes, aer_dev_*) is
+// read every collection through held descriptors (HeldFiles: one pread()
+// each). A fact that could not be read or parsed is read again on the next
+// collection, so that its failure is counted every collection while it lasts.
+//
+// Failure contract (see nodewatch/collector.hpp); every partial failure is
+// counted with the function's address as its subject ("0000:17:00.0") and
+// what failed as its detail ("EIO reading current_link_speed"):
 //  - no <sysfs>/bus/pci/devices: no PCI on this node; nothing exported, no error;
 //  - it exists but cannot be listed: CollectError("read_error");
 //  - a function that disappears between the listing and the reading of its
-//    attributes (hot-unplug, SR-IOV VFs being destroyed; ENOENT or ENODEV):
-//    skipped, not an error;
+//    attributes (hot-unplug, SR-IOV VFs being destroyed; ENOENT, ENODEV,
+//    ENXIO): skipped, not an error, and its held descriptors closed;
 //  - a malformed attribute: that metric (or, for class, vendor and device,
 //    that function) is skipped and counted as sink.error("parse_error");
 //  - an attribute that exists but cannot be read (EIO, EINVAL from a failed
-//    config-space read): skipped, sink.error("read_error");
+//    config-space read, EACCES): skipped, sink.error("read_error");
+//  - a link in bus/pci/devices that leads out of the sysfs root: that
+//    function is not read, sink.error("read_error");
 //  - "Unknown" speeds and 0 widths are not errors: that metric is left out.
 //
 // Cost: the link attributes read the function's config space, and kernels
@@ -38,12 +52,13 @@
 
 #include <array>
 #include <cstdint>
-#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "nodewatch/collector.hpp"
+#include "nodewatch/sources/device_table.hpp"
+#include "nodewatch/sources/fs.hpp"
 #include "pcie/pcie_parse.hpp"
 
 namespace nodewatch {
@@ -60,13 +75,32 @@ inline constexpr std::array<std::string_view, 3> kAerFiles = {"aer_dev_correctab
 inline constexpr std::array<std::string_view, 3> kAerSeverities = {"correctable", "nonfatal",
                                                                    "fatal"};
 
+// Identity facts are read again after this many collections (see above).
+inline constexpr std::uint64_t kFactsRefreshCycles = 20;
+// Held descriptors at most (8 per function: a node with 500 functions
+// watched); past it, reads fall back to open/read/close.
+inline constexpr std::size_t kMaxHeldFiles = 4096;
+
+// A partial failure met while reading one function, counted only if the
+// function did not vanish: a reason ("read_error", "parse_error") and what
+// failed ("EIO reading current_link_speed").
+struct Problem {
+  std::string reason;
+  std::string detail;
+};
+
+// Who one PCI function is: read now and then (see above).
+struct FunctionIdentity {
+  std::string vendor_id;  // "0x10de"
+  std::string device_id;  // "0x2330"
+  std::string driver;     // basename of the `driver` link, "" when no driver is bound
+  std::string numa_node;  // "0", "-1"; "" when the kernel has no NUMA support
+};
+
 // What one PCI function's directory said.
 struct FunctionRecord {
-  std::string vendor_id;           // "0x10de"
-  std::string device_id;           // "0x2330"
-  std::string class_id;            // "0x030200"
-  std::string driver;              // basename of the `driver` link, "" when no driver is bound
-  std::string numa_node;           // "0", "-1"; "" when the kernel has no NUMA support
+  std::string class_id;  // "0x030200"
+  FunctionIdentity identity;
   bool runtime_suspended = false;  // link attributes were not read
   std::optional<double> speed;     // transfers per second
   std::optional<double> max_speed;
@@ -76,25 +110,35 @@ struct FunctionRecord {
   // capability, kernel before 4.19) or was malformed.
   std::array<std::optional<std::vector<AerCount>>, 3> aer;
   // Problems met while reading, to be counted only if the function did not vanish.
-  std::uint64_t parse_errors = 0;
-  std::uint64_t read_errors = 0;
+  std::vector<Problem> problems;
 };
 
 enum class ReadResult {
   kOk,
   kVanished,  // the function went away while it was being read: skip it quietly
-  kFailed,    // class, vendor or device unreadable or malformed: skip it, count the errors
+  kFailed,    // class, vendor or device unreadable or malformed: skip it, count the problems
 };
 
-// Reads the attributes of the function whose real directory is `dir`
-// (<sysfs>/devices/.../<BDF>). `class_text`, when not empty, is the content
-// of its `class` file already read by the caller.
-ReadResult read_function(const std::string& dir, const std::string& class_text,
-                         FunctionRecord* record);
+// Reads the identity (vendor, device, driver, numa_node) of the function
+// whose real directory is `dir` (below `root`), with plain reads.
+ReadResult read_identity(const sources::FsRoot& root, const std::string& dir,
+                         FunctionIdentity* identity, std::vector<Problem>* problems);
+
+// Reads what changes of that function (runtime status, link, AER) through
+// `files`, and tells a function that lacks an attribute from one that went
+// away while it was read.
+ReadResult read_link_state(sources::HeldFiles& files, const std::string& dir,
+                           FunctionRecord* record);
+
+// All of it, class included: read_identity() with `files`' root, then
+// read_link_state().
+ReadResult read_function(sources::HeldFiles& files, const std::string& dir, FunctionRecord* record);
 
 class PcieCollector final : public Collector {
  public:
-  explicit PcieCollector(Roots roots);
+  // `max_held` bounds the held descriptors; 0 reads every value with
+  // open/read/close (the benchmark's "before").
+  explicit PcieCollector(Roots roots, std::size_t max_held = kMaxHeldFiles);
 
   const MetricTable& metrics() const override;
   void collect(const CollectContext& ctx, MetricSink& out) override;
@@ -109,9 +153,28 @@ class PcieCollector final : public Collector {
   void collect_functions(const std::vector<std::string>& bdfs, const CollectContext& ctx,
                          MetricSink& out);
 
+  // For tests: functions whose facts are kept, and descriptors held.
+  std::size_t tracked_functions() const { return facts_.size(); }
+  std::size_t held_descriptors() const { return held_.size(); }
+
  private:
-  Roots roots_;
-  std::filesystem::path devices_dir_;
+  // The facts of one function, kept between collections.
+  struct Facts {
+    bool listed = false;  // read through its bus/pci/devices link (else met as a port)
+    bool class_read = false;
+    std::string dir;  // the real directory, below the sysfs root
+    std::string class_text;
+    std::optional<std::uint32_t> pci_class;  // nullopt: malformed (counted)
+    bool virtual_function = false;
+    bool identity_read = false;
+    FunctionIdentity identity;
+  };
+  enum class FactsResult { kOk, kVanished, kFailed };
+  FactsResult read_class_facts(const std::string& bdf, Facts& facts, MetricSink& out);
+
+  sources::FsRoot sys_;
+  sources::HeldFiles held_;
+  sources::DeviceTable<Facts> facts_;
 };
 
 }  // namespace pcie

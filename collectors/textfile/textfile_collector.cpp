@@ -1,19 +1,13 @@
 #include "textfile/textfile_collector.hpp"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <spdlog/spdlog.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "nodewatch/options.hpp"
-#include "nodewatch/unique_fd.hpp"
 #include "textfile/textfile_parse.hpp"
 
 namespace nodewatch {
@@ -50,72 +44,40 @@ bool reserved(std::string_view name) {
   return name.rfind("nodewatch_", 0) == 0 || kProcess.count(name) != 0;
 }
 
-// The *.prom names in `dir`, sorted; -1 errno on failure.
-int list_files(const std::string& dir, std::vector<std::string>* out) {
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return errno;
-  while (dirent* e = readdir(d)) {
-    std::string_view n = e->d_name;
-    if (n.size() > 5 && n.substr(n.size() - 5) == ".prom" && n[0] != '.') out->emplace_back(n);
-  }
-  closedir(d);
-  std::sort(out->begin(), out->end());
-  return 0;
+// "*.prom", and not a hidden file (an editor's or a writer's temporary).
+bool is_input(std::string_view n) {
+  return n.size() > 5 && n.substr(n.size() - 5) == ".prom" && n[0] != '.';
 }
 
-struct Read {
+struct Input {
   std::string text;
-  double mtime = 0;
+  double mtime = 0;    // 0: not known
   std::string error;   // empty: read
   std::string reason;  // the errors_total reason when `error` is set
 };
 
-Read read_file(const std::string& path, std::int64_t max_bytes) {
-  Read r;
-  // O_NONBLOCK: a FIFO named *.prom must not block the collector.
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  if (fd.get() < 0) {
-    r.error = std::string("cannot open: ") + std::strerror(errno);
-    r.reason = "read_error";
-    return r;
+Input read_input(const sources::FsRoot& dir, const std::string& name, std::int64_t max_bytes) {
+  Input in;
+  sources::FsRoot::FileRead r = dir.read_regular(name, static_cast<std::size_t>(max_bytes));
+  if (r.info) in.mtime = r.info->mtime_seconds;
+  if (r.ok()) {
+    in.text = std::move(r.text);
+    return in;
   }
-  struct stat st {};
-  if (fstat(fd.get(), &st) != 0) {
-    r.error = std::string("cannot stat: ") + std::strerror(errno);
-    r.reason = "read_error";
-    return r;
+  if (r.info && !r.info->regular) {
+    in.error = "not a regular file";
+    in.reason = "not_regular_file";
+  } else if (r.info && r.err == EFBIG && r.info->size > static_cast<std::uint64_t>(max_bytes)) {
+    in.error = "larger than max_file_bytes (" + std::to_string(max_bytes) + ")";
+    in.reason = "too_large";
+  } else if (r.info && r.err == EFBIG) {
+    in.error = "changed while being read";  // it grew: refuse, it is being written
+    in.reason = "read_error";
+  } else {
+    in.error = std::string("cannot read: ") + std::strerror(r.err);
+    in.reason = "read_error";
   }
-  r.mtime = static_cast<double>(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec / 1e9;
-  if (!S_ISREG(st.st_mode)) {
-    r.error = "not a regular file";
-    r.reason = "not_regular_file";
-    return r;
-  }
-  if (st.st_size > max_bytes) {
-    r.error = "larger than max_file_bytes (" + std::to_string(max_bytes) + ")";
-    r.reason = "too_large";
-    return r;
-  }
-  r.text.resize(static_cast<std::size_t>(st.st_size) + 1);
-  std::size_t got = 0;
-  for (;;) {
-    if (got == r.text.size()) {  // grew while being read: refuse, it is being written
-      r.error = "changed while being read";
-      r.reason = "read_error";
-      return r;
-    }
-    ssize_t n = read(fd.get(), r.text.data() + got, r.text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      r.error = std::string("cannot read: ") + std::strerror(errno);
-      r.reason = "read_error";
-      return r;
-    }
-    if (n == 0) break;
-    got += static_cast<std::size_t>(n);
-  }
-  r.text.resize(got);
-  return r;
+  return in;
 }
 
 }  // namespace
@@ -131,40 +93,42 @@ TextfileOptions read_textfile_options(OptionReader& r) {
   return o;
 }
 
-TextfileCollector::TextfileCollector(TextfileOptions options) : options_(std::move(options)) {}
+TextfileCollector::TextfileCollector(TextfileOptions options,
+                                     std::shared_ptr<sources::Faults> faults)
+    : options_(std::move(options)), dir_(options_.directory, std::move(faults)) {}
 
 const MetricTable& TextfileCollector::metrics() const {
   return table();
 }
 
 void TextfileCollector::collect(const CollectContext& ctx, MetricSink& out) {
-  std::vector<std::string> files;
-  if (int err = list_files(options_.directory, &files); err != 0) {
+  sources::Listing listing = dir_.list("");
+  if (!listing.ok()) {
     // The default directory not existing is the normal case of a node
     // without inputs; anything else is worth counting.
-    const bool quiet = err == ENOENT && options_.directory == kDefaultDirectory;
-    std::string why = options_.directory + ": " + std::strerror(err);
-    if (!quiet) out.error("read_error");
-    if (!quiet && why != last_dir_error_) spdlog::warn("textfile: cannot list {}", why);
-    last_dir_error_ = quiet ? "" : why;
-    last_error_.clear();
+    if (listing.err != ENOENT || options_.directory != kDefaultDirectory)
+      out.error("read_error", options_.directory,
+                std::string("cannot list: ") + std::strerror(listing.err));
     return;
   }
-  last_dir_error_.clear();
+  std::vector<std::string> files;
+  for (std::string& name : listing.names) {
+    if (is_input(name)) files.push_back(std::move(name));
+  }
   if (files.size() > static_cast<std::size_t>(options_.max_files)) {
-    out.error("too_many_files", files.size() - static_cast<std::size_t>(options_.max_files));
+    for (std::size_t i = static_cast<std::size_t>(options_.max_files); i < files.size(); ++i)
+      out.error("too_many_files", files[i],
+                "past max_files (" + std::to_string(options_.max_files) + ") in name order");
     files.resize(static_cast<std::size_t>(options_.max_files));
   }
 
   std::vector<Family> merged;
   std::map<std::string, std::size_t, std::less<>> by_name;
   std::set<std::string> series;
-  std::map<std::string, std::string> errors;  // this cycle's
   std::int64_t total_bytes = 0;
   for (const std::string& name : files) {
     if (ctx.should_stop()) break;
-    const std::string path = options_.directory + "/" + name;
-    Read r = read_file(path, options_.max_file_bytes);
+    Input r = read_input(dir_, name, options_.max_file_bytes);
     std::string error = r.error;
     std::string reason = r.reason;
     if (error.empty() &&
@@ -223,23 +187,12 @@ void TextfileCollector::collect(const CollectContext& ctx, MetricSink& out) {
         }
       }
     } else {
-      out.error(reason);
+      // The scheduler logs a refusal when it starts and when it ends.
+      out.error(reason, name, error);
     }
-    // Log a refusal when it starts or changes, and the recovery once.
-    auto last = last_error_.find(name);
-    const std::string before = last == last_error_.end() ? "" : last->second;
-    if (error != before) {
-      if (!error.empty())
-        spdlog::warn("textfile: {} refused: {}", path, error);
-      else if (last != last_error_.end())
-        spdlog::info("textfile: {} is taken again", path);
-    }
-    errors[name] = error;
     if (r.mtime > 0) out.add("nodewatch_textfile_file_mtime_seconds", {name}, r.mtime);
     out.add("nodewatch_textfile_file_valid", {name}, error.empty() ? 1 : 0);
   }
-  last_error_ = std::move(errors);
-
   std::size_t samples = 0;
   for (const Family& f : merged) samples += f.samples.size();
   if (samples > 0) out.add_external(render(merged), samples);
@@ -260,7 +213,7 @@ const CollectorSpec& textfile_collector_spec() {
     s.metrics = textfile::table;
     s.create = [](const CollectorEnv& env) -> std::unique_ptr<Collector> {
       return std::make_unique<textfile::TextfileCollector>(
-          env.options_as<textfile::TextfileOptions>());
+          env.options_as<textfile::TextfileOptions>(), env.roots.faults);
     };
     return s;
   }();

@@ -17,11 +17,12 @@
 // writing the same metric with a different label is the usual pattern).
 
 #include <cstdint>
-#include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "nodewatch/collector.hpp"
+#include "nodewatch/sources/fs.hpp"
 
 namespace nodewatch {
 
@@ -46,17 +47,22 @@ struct TextfileOptions {
 // Reads [collectors.textfile]; a relative directory is a configuration error.
 TextfileOptions read_textfile_options(OptionReader& r);
 
+// The directory is listed and its files read through an FsRoot at it
+// (FsRoot::read_regular: O_NONBLOCK, fstat on the descriptor read), so that
+// tests inject errnos through `faults` as on sysfs (Roots::faults).
+// Refusals are counted with the file as the subject and why as the detail
+// (the scheduler logs them when they start and stop).
 class TextfileCollector final : public Collector {
  public:
-  explicit TextfileCollector(TextfileOptions options);
+  explicit TextfileCollector(TextfileOptions options,
+                             std::shared_ptr<sources::Faults> faults = nullptr);
 
   const MetricTable& metrics() const override;
   void collect(const CollectContext& ctx, MetricSink& out) override;
 
  private:
   TextfileOptions options_;
-  std::map<std::string, std::string> last_error_;  // file -> why it was refused ("" taken)
-  std::string last_dir_error_;
+  sources::FsRoot dir_;
 };
 
 }  // namespace textfile

@@ -41,6 +41,7 @@ class Services {
     std::shared_ptr<T> made = make();
     slot = made;
     ++made_;
+    ++made_of_[std::type_index(typeid(T))];
     return made;
   }
 
@@ -48,6 +49,13 @@ class Services {
   std::size_t made() const {
     std::lock_guard lock(mu_);
     return made_;
+  }
+  // Services of type T made so far.
+  template <class T>
+  std::size_t made_of() const {
+    std::lock_guard lock(mu_);
+    auto it = made_of_.find(std::type_index(typeid(T)));
+    return it == made_of_.end() ? 0 : it->second;
   }
   // Services alive now.
   std::size_t alive() const {
@@ -62,6 +70,7 @@ class Services {
   mutable std::mutex mu_;
   std::map<Key, std::weak_ptr<void>> services_;
   std::size_t made_ = 0;
+  std::map<std::type_index, std::size_t> made_of_;
 };
 
 }  // namespace nodewatch

@@ -20,6 +20,7 @@
 #include <functional>
 #include <future>
 #include <iterator>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -59,8 +60,10 @@ std::vector<DeviceSample> sample(const Roots& roots) {
   return make_amdgpu_backend(roots)->sample(generous_context());
 }
 
-std::vector<DeviceSample> sample(const Roots& roots, SysfsReader reader) {
-  return make_amdgpu_backend(roots, std::move(reader))->sample(generous_context());
+// Roots over the fixture whose reads fail as `faults` says.
+Roots faulty_roots(const std::shared_ptr<sources::Faults>& faults, Roots roots = fixture_roots()) {
+  roots.faults = faults;
+  return roots;
 }
 
 const DeviceSample* find_bus(const std::vector<DeviceSample>& devices, std::string_view bus) {
@@ -80,10 +83,6 @@ std::vector<std::string> reasons(const std::vector<DeviceError>& errors) {
   std::vector<std::string> r;
   for (const DeviceError& e : errors) r.push_back(e.reason);
   return r;
-}
-
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
 std::string read_file(const fs::path& p) {
@@ -220,16 +219,16 @@ TEST(AmdgpuParse, LabelValue) {
   EXPECT_EQ(label_value(std::string("X\0\0", 3)), "X");
 }
 
-TEST(AmdgpuParse, ClassifyReadErrno) {
-  EXPECT_EQ(classify_read_errno(ENOENT), ReadFailure::kAbsent);
+TEST(AmdgpuParse, UnavailableErrnos) {
   for (int err : {EPERM, ENODATA, EOPNOTSUPP, EBUSY, EACCES}) {
-    EXPECT_EQ(classify_read_errno(err), ReadFailure::kUnavailable) << err;
+    EXPECT_TRUE(is_unavailable_errno(err)) << err;
+    EXPECT_EQ(sources::classify_errno(err), sources::Status::kError) << err;
   }
-  EXPECT_EQ(classify_read_errno(ENODEV), ReadFailure::kGone);
-  EXPECT_EQ(classify_read_errno(ENXIO), ReadFailure::kGone);
-  for (int err : {EIO, EISDIR, EINVAL, ETIMEDOUT}) {
-    EXPECT_EQ(classify_read_errno(err), ReadFailure::kError) << err;
-  }
+  for (int err : {EIO, EISDIR, EINVAL, ETIMEDOUT}) EXPECT_FALSE(is_unavailable_errno(err)) << err;
+  // The others are the sources layer's: absent, and the device gone.
+  EXPECT_EQ(sources::classify_errno(ENOENT), sources::Status::kAbsent);
+  EXPECT_EQ(sources::classify_errno(ENODEV), sources::Status::kGone);
+  EXPECT_EQ(sources::classify_errno(ENXIO), sources::Status::kGone);
 }
 
 // ---------------------------------------------------------------------------
@@ -428,21 +427,15 @@ TEST(AmdgpuBackend, Mi210Values) {
   EXPECT_TRUE(d->errors.empty());
 }
 
-// A reader that records every path it is asked for.
-struct RecordingReader {
-  std::shared_ptr<std::vector<std::string>> paths = std::make_shared<std::vector<std::string>>();
-  int operator()(const std::string& path, std::size_t max, std::string& out) const {
-    paths->push_back(path);
-    return read_sysfs_file(path, max, out);
-  }
-};
-
 TEST(AmdgpuBackend, NeverAsksForPcieBw) {
-  RecordingReader reader;
-  std::vector<DeviceSample> devices = sample(fixture_roots(), reader);
+  // Every read, listing and link of the sources layer asks the faults
+  // first: a rule on pcie_bw would be hit by any of them.
+  auto faults = std::make_shared<sources::Faults>();
+  faults->inject("pcie_bw", EIO);
+  std::vector<DeviceSample> devices = sample(faulty_roots(faults));
   EXPECT_EQ(devices.size(), 2u);
-  EXPECT_FALSE(reader.paths->empty());
-  for (const std::string& p : *reader.paths) EXPECT_FALSE(ends_with(p, "pcie_bw")) << p;
+  EXPECT_TRUE(devices[0].errors.empty());
+  EXPECT_EQ(faults->hits(), 0u);
 }
 
 TEST(AmdgpuBackend, NeverOpensPcieBw) {
@@ -472,15 +465,16 @@ TEST(AmdgpuBackend, UnavailableValuesAreEmptyWithoutErrors) {
   // Identity files still read.
   for (int err : {EPERM, ENODATA, EOPNOTSUPP, EBUSY}) {
     SCOPED_TRACE(err);
-    auto reader = [err](const std::string& path, std::size_t max, std::string& out) {
-      bool pm = path.find(kMi300x) != std::string::npos &&
-                (path.find("/hwmon/") != std::string::npos || ends_with(path, "_busy_percent") ||
-                 ends_with(path, "gpu_metrics") || path.find("mem_info") != std::string::npos ||
-                 ends_with(path, "umc_err_count") || ends_with(path, "pcie_replay_count"));
-      if (pm && !ends_with(path, "_label")) return err;
-      return read_sysfs_file(path, max, out);
-    };
-    std::vector<DeviceSample> devices = sample(fixture_roots(), reader);
+    auto faults = std::make_shared<sources::Faults>();
+    for (const char* file :
+         {"gpu_busy_percent", "mem_busy_percent", "gpu_metrics", "mem_info_vram_used",
+          "mem_info_vram_total", "ras/umc_err_count", "pcie_replay_count",
+          "hwmon/hwmon3/temp2_input", "hwmon/hwmon3/temp2_crit", "hwmon/hwmon3/temp3_input",
+          "hwmon/hwmon3/temp3_crit", "hwmon/hwmon3/power1_input", "hwmon/hwmon3/power1_cap",
+          "hwmon/hwmon3/freq1_input", "hwmon/hwmon3/freq2_input"}) {
+      faults->inject(kMi300x + "/" + file, err);
+    }
+    std::vector<DeviceSample> devices = sample(faulty_roots(faults));
     ASSERT_EQ(devices.size(), 2u);
     const DeviceSample* d = find_bus(devices, "0000:05:00.0");
     ASSERT_NE(d, nullptr);
@@ -504,14 +498,10 @@ TEST(AmdgpuBackend, UnavailableValuesAreEmptyWithoutErrors) {
 }
 
 TEST(AmdgpuBackend, IoErrorIsAReadError) {
-  auto reader = [](const std::string& path, std::size_t max, std::string& out) {
-    if (path.find(kMi210) != std::string::npos &&
-        (ends_with(path, "gpu_busy_percent") || ends_with(path, "temp2_input"))) {
-      return EIO;
-    }
-    return read_sysfs_file(path, max, out);
-  };
-  std::vector<DeviceSample> devices = sample(fixture_roots(), reader);
+  auto faults = std::make_shared<sources::Faults>();
+  faults->inject(kMi210 + "/gpu_busy_percent", EIO);
+  faults->inject(kMi210 + "/hwmon/hwmon5/temp2_input", EIO);
+  std::vector<DeviceSample> devices = sample(faulty_roots(faults));
   const DeviceSample* d = find_bus(devices, "0000:c1:00.0");
   ASSERT_NE(d, nullptr);
   EXPECT_FALSE(d->utilization_ratio);
@@ -637,11 +627,9 @@ TEST(AmdgpuBackend, CardVanishingMidReadIsSkipped) {
   TempTree tree;
   const fs::path mi210 = tree.path(kMi210);
   // The MI210 is hot-removed while its attributes are being read.
-  auto reader = [mi210](const std::string& path, std::size_t max, std::string& out) {
-    if (ends_with(path, kMi210 + "/gpu_busy_percent")) fs::remove_all(mi210);
-    return read_sysfs_file(path, max, out);
-  };
-  std::vector<DeviceSample> devices = sample(tree.roots(), reader);
+  auto faults = std::make_shared<sources::Faults>();
+  faults->on_read(kMi210 + "/gpu_busy_percent", [mi210] { fs::remove_all(mi210); });
+  std::vector<DeviceSample> devices = sample(faulty_roots(faults, tree.roots()));
   ASSERT_EQ(devices.size(), 1u);
   EXPECT_EQ(devices[0].pci_bus_id, "0000:05:00.0");
   EXPECT_EQ(devices[0].index, 0u);
@@ -649,14 +637,131 @@ TEST(AmdgpuBackend, CardVanishingMidReadIsSkipped) {
 }
 
 TEST(AmdgpuBackend, CardAnsweringEnodevIsSkipped) {
-  auto reader = [](const std::string& path, std::size_t max, std::string& out) {
-    if (path.find(kMi300x + "/hwmon/") != std::string::npos) return ENODEV;
-    return read_sysfs_file(path, max, out);
-  };
-  std::vector<DeviceSample> devices = sample(fixture_roots(), reader);
-  ASSERT_EQ(devices.size(), 1u);
-  EXPECT_EQ(devices[0].pci_bus_id, "0000:c1:00.0");
-  EXPECT_EQ(devices[0].index, 1u);  // indexes do not shift
+  // Every hwmon file of the MI300X's answers ENODEV, or its hwmon
+  // directory does when it is listed.
+  for (std::string suffix : {"/hwmon/hwmon3/temp2_input", "/hwmon"}) {
+    SCOPED_TRACE(suffix);
+    auto faults = std::make_shared<sources::Faults>();
+    faults->inject(kMi300x + suffix, ENODEV);
+    std::vector<DeviceSample> devices = sample(faulty_roots(faults));
+    ASSERT_EQ(devices.size(), 1u);
+    EXPECT_EQ(devices[0].pci_bus_id, "0000:c1:00.0");
+    EXPECT_EQ(devices[0].index, 1u);  // indexes do not shift
+    EXPECT_TRUE(devices[0].errors.empty());
+  }
+}
+
+int open_fds() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+// Errnos that start between two samples, on values read through held
+// descriptors: EIO is a read_error of that value, EACCES (unreadable by
+// design) and ENOENT empty the value quietly, ENODEV drops the card from
+// that sample only; every other value and card is unchanged, and all of
+// it comes back once the faults stop.
+TEST(AmdgpuBackend, ErrnosBetweenSamples) {
+  auto faults = std::make_shared<sources::Faults>();
+  std::unique_ptr<Backend> backend = make_amdgpu_backend(faulty_roots(faults));
+  std::vector<DeviceSample> first = backend->sample(generous_context());
+  ASSERT_EQ(first.size(), 2u);
+
+  faults->inject(kMi210 + "/gpu_busy_percent", EIO);
+  faults->inject(kMi300x + "/hwmon/hwmon3/power1_input", EACCES);
+  faults->inject(kMi300x + "/mem_busy_percent", ENOENT);
+  std::vector<DeviceSample> faulty = backend->sample(generous_context());
+  ASSERT_EQ(faulty.size(), 2u);
+  const DeviceSample* mi300x = find_bus(faulty, "0000:05:00.0");
+  const DeviceSample* mi210 = find_bus(faulty, "0000:c1:00.0");
+  ASSERT_TRUE(mi300x && mi210);
+  EXPECT_FALSE(mi210->utilization_ratio);
+  EXPECT_EQ(reasons(mi210->errors), std::vector<std::string>{"read_error"});
+  EXPECT_EQ(mi210->errors[0].detail.rfind("EIO reading ", 0), 0u) << mi210->errors[0].detail;
+  EXPECT_NE(mi210->errors[0].detail.find("gpu_busy_percent"), std::string::npos);
+  EXPECT_DOUBLE_EQ(*mi210->memory_utilization_ratio, 0.09);
+  EXPECT_FALSE(mi300x->power_watts);
+  EXPECT_FALSE(mi300x->memory_utilization_ratio);
+  EXPECT_TRUE(mi300x->errors.empty());
+  EXPECT_DOUBLE_EQ(*mi300x->power_limit_watts, 750.0);
+  EXPECT_DOUBLE_EQ(*mi300x->utilization_ratio, 0.87);
+
+  faults->clear();
+  faults->inject(kMi210 + "/hwmon/hwmon5/temp1_input", ENODEV, 1);
+  std::vector<DeviceSample> one = backend->sample(generous_context());
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].pci_bus_id, "0000:05:00.0");
+  EXPECT_TRUE(one[0].errors.empty());
+
+  std::vector<DeviceSample> back = backend->sample(generous_context());
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[1].index, 1u);
+  EXPECT_EQ(back[1].uuid, first[1].uuid);
+  EXPECT_DOUBLE_EQ(*back[1].utilization_ratio, 1.0);
+  EXPECT_TRUE(back[1].errors.empty());
+}
+
+// Through the collector: the reasons are counted under the card's uuid with
+// the file in the detail, and a card gone mid-collection (its
+// gpu_metrics answers ENODEV once GPU 0's power was read) leaves no series.
+TEST(AmdgpuCollector, ErrnosDuringACollection) {
+  auto faults = std::make_shared<sources::Faults>();
+  std::vector<std::unique_ptr<Backend>> backends;
+  backends.push_back(make_amdgpu_backend(faulty_roots(faults)));
+  AcceleratorCollector collector(std::move(backends));
+  {
+    MetricSink sink(collector.metrics());
+    CollectOnce(collector, sink);
+  }
+  faults->inject(kMi300x + "/ras/umc_err_count", EIO, 1);
+  faults->on_read(kMi300x + "/hwmon/hwmon3/power1_cap",
+                  [&] { faults->inject(kMi210 + "/gpu_metrics", ENODEV, 1); });
+  MetricSink sink(collector.metrics());
+  CollectOnce(collector, sink);
+  EXPECT_EQ(sink.errors(), (std::map<std::string, std::uint64_t, std::less<>>{{"read_error", 1}}));
+  ASSERT_EQ(sink.failures().size(), 1u);
+  const auto& [key, detail] = *sink.failures().begin();
+  EXPECT_EQ(key, (MetricSink::FailureKey{"read_error", "amd-4f8a2c1e9b3d7065"}));
+  EXPECT_NE(detail.find("EIO reading "), std::string::npos) << detail;
+  EXPECT_NE(detail.find("ras/umc_err_count"), std::string::npos) << detail;
+  double v = 0;
+  EXPECT_FALSE(sink.get("nodewatch_accelerator_ecc_errors_total",
+                        {"0", "amd-4f8a2c1e9b3d7065", "corrected"}, &v));
+  EXPECT_TRUE(sink.get("nodewatch_accelerator_power_watts", {"0", "amd-4f8a2c1e9b3d7065"}, &v));
+  EXPECT_EQ(sink.render().find("amd-71b6c2d8e04f9a35"), std::string::npos);
+  EXPECT_EQ(faults->hits(), 2u);
+}
+
+// Held descriptors follow the cards: a card removed from the tree between
+// two samples takes its descriptors with it, and none are left when the
+// last card goes.
+TEST(AmdgpuBackend, HeldDescriptorsDoNotLeak) {
+  TempTree tree;
+  const int before = open_fds();
+  {
+    std::unique_ptr<Backend> backend = make_amdgpu_backend(tree.roots());
+    ASSERT_EQ(backend->sample(generous_context()).size(), 2u);
+    // Per card: busy (2), VRAM (2), replays, RAS, gpu_metrics; then the
+    // MI300X's 2 temperatures with crit, power1_input and cap, 2 clocks
+    // (15); the MI210's 3 with crit, power1_average and cap, 2 clocks (17).
+    EXPECT_EQ(open_fds(), before + 15 + 17);
+    ASSERT_EQ(backend->sample(generous_context()).size(), 2u);
+    EXPECT_EQ(open_fds(), before + 15 + 17);
+
+    fs::remove(tree.path("class/drm/card10"));
+    fs::remove(tree.path("class/drm/renderD138"));
+    fs::remove_all(tree.path(kMi210));
+    std::vector<DeviceSample> one = backend->sample(generous_context());
+    ASSERT_EQ(one.size(), 1u);
+    EXPECT_EQ(one[0].pci_bus_id, "0000:05:00.0");
+    EXPECT_EQ(open_fds(), before + 15);
+
+    fs::remove_all(tree.path("class/drm"));
+    EXPECT_TRUE(backend->sample(generous_context()).empty());
+    EXPECT_EQ(open_fds(), before);
+  }
+  EXPECT_EQ(open_fds(), before);
 }
 
 TEST(AmdgpuBackend, OnlyCardsBoundToAmdgpu) {
@@ -691,11 +796,9 @@ TEST(AmdgpuBackend, StopsWhenTheCollectionIsCancelled) {
 
   // Cancelled after the first card: that card is kept, the next not read.
   cancelled = false;
-  auto reader = [&cancelled](const std::string& path, std::size_t max, std::string& out) {
-    if (ends_with(path, kMi300x + "/gpu_busy_percent")) cancelled = true;
-    return read_sysfs_file(path, max, out);
-  };
-  std::vector<DeviceSample> devices = make_amdgpu_backend(fixture_roots(), reader)->sample(ctx);
+  auto faults = std::make_shared<sources::Faults>();
+  faults->on_read(kMi300x + "/gpu_busy_percent", [&cancelled] { cancelled = true; });
+  std::vector<DeviceSample> devices = make_amdgpu_backend(faulty_roots(faults))->sample(ctx);
   ASSERT_EQ(devices.size(), 1u);
   EXPECT_EQ(devices[0].pci_bus_id, "0000:05:00.0");
 }

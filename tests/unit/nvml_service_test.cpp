@@ -165,7 +165,7 @@ TEST(NvmlServiceTest, BothCollectorsShareOneInitAndOneThreadPerGpu) {
   t.join();
 
   EXPECT_EQ(hooks.Inits() - inits_before, 1u);
-  EXPECT_EQ(d.services().made(), 1u);
+  EXPECT_EQ(d.services().made_of<NvmlService>(), 1u);
   for (unsigned i = 0; i < kGpus; ++i) {
     const std::vector<std::string> dev = {std::to_string(i), uuid(i)};
     EXPECT_EQ(testing::Value(gpus, "nodewatch_accelerator_up", dev), 1);
@@ -175,7 +175,7 @@ TEST(NvmlServiceTest, BothCollectorsShareOneInitAndOneThreadPerGpu) {
   EXPECT_EQ(hooks.Calls("nvmlDeviceGetPowerUsage"), kGpus);
   EXPECT_EQ(hooks.Calls("nvmlDeviceGetNvLinkState"), kGpus * 18);
   std::shared_ptr<NvmlService> nvml = d.Service();
-  EXPECT_EQ(d.services().made(), 1u);
+  EXPECT_EQ(d.services().made_of<NvmlService>(), 1u);
   EXPECT_EQ(nvml->threads(), kGpus + 1);
   EXPECT_EQ(log.Count("loaded, driver 550.54.15"), 1u);
 }
@@ -210,7 +210,7 @@ TEST(NvmlServiceTest, XidCountsSurviveARebuiltAcceleratorCollector) {
     EXPECT_EQ(Xid(s, 2, "48"), 2) << s.render();
     EXPECT_EQ(Xid(s, 2, "79"), 1);
   }
-  EXPECT_EQ(d.services().made(), 1u);
+  EXPECT_EQ(d.services().made_of<NvmlService>(), 1u);
   EXPECT_EQ(hooks.Inits() - inits_before, 1u);
 }
 
@@ -250,7 +250,7 @@ TEST(NvmlServiceTest, NvlinkCounterSourcesSurviveARebuiltInterconnectCollector) 
   // NVLink5 errors are there.
   EXPECT_FALSE(Has(s, "nodewatch_nvlink_errors_total", with("recovery")));
   EXPECT_EQ(testing::Value(s, "nodewatch_nvlink_errors_total", with("symbol")), 21.0 * 4);
-  EXPECT_EQ(d.services().made(), 1u);
+  EXPECT_EQ(d.services().made_of<NvmlService>(), 1u);
 }
 
 // Device and NVLink questions at once, from two threads, on the same GPU

@@ -700,32 +700,35 @@ TEST(PcieCollector, AttributesGoneAfterTheClassWasRead) {
 
 TEST(PcieCollector, ReadFunctionTellsAbsentFromVanished) {
   TempSysfs tree;
-  std::string dir = (tree.sys() / kGpu1Dir).native();
+  // Fresh descriptors each time: a held one would go on reading a fixture
+  // file removed under it (sysfs answers ENODEV instead; see below).
+  auto read = [&](const std::string& dir, FunctionRecord* record) {
+    sources::HeldFiles files(sources::FsRoot(tree.sys()));
+    return read_function(files, dir, record);
+  };
   FunctionRecord full;
-  ASSERT_EQ(read_function(dir, "", &full), ReadResult::kOk);
-  EXPECT_EQ(full.vendor_id, "0x10de");
+  ASSERT_EQ(read(kGpu1Dir, &full), ReadResult::kOk);
+  EXPECT_EQ(full.identity.vendor_id, "0x10de");
   EXPECT_EQ(full.class_id, "0x030200");
-  EXPECT_EQ(full.driver, "nvidia");
+  EXPECT_EQ(full.identity.driver, "nvidia");
   EXPECT_EQ(full.width, std::optional<unsigned>(16));
   EXPECT_FALSE(full.runtime_suspended);
 
   // An attribute the function does not have is not a vanished function.
   fs::remove(tree.sys() / kGpu1Dir / "current_link_width");
   FunctionRecord partial;
-  ASSERT_EQ(read_function(dir, "", &partial), ReadResult::kOk);
+  ASSERT_EQ(read(kGpu1Dir, &partial), ReadResult::kOk);
   EXPECT_FALSE(partial.width);
   EXPECT_EQ(partial.max_width, std::optional<unsigned>(16));
-  EXPECT_EQ(partial.parse_errors + partial.read_errors, 0u);
+  EXPECT_TRUE(partial.problems.empty());
 
   // Every PCI function has `vendor`: without it the function is gone.
   fs::remove(tree.sys() / kGpu1Dir / "vendor");
   FunctionRecord gone;
-  EXPECT_EQ(read_function(dir, "", &gone), ReadResult::kVanished);
+  EXPECT_EQ(read(kGpu1Dir, &gone), ReadResult::kVanished);
 
   FunctionRecord missing;
-  EXPECT_EQ(read_function((tree.sys() / "devices/pci0000:00/0000:00:01.0/0000:ff:00.0").native(),
-                          "", &missing),
-            ReadResult::kVanished);
+  EXPECT_EQ(read("devices/pci0000:00/0000:00:01.0/0000:ff:00.0", &missing), ReadResult::kVanished);
 }
 
 // ---------------------------------------------------------------------------
@@ -821,6 +824,180 @@ TEST(PcieCollector, LinkOutOfTheRootIsNotFollowed) {
   EXPECT_EQ(error_count(sink, "read_error"), 1u);
   EXPECT_EQ(sink.render().find("0000:aa:00.0"), std::string::npos);
   EXPECT_EQ(series_count(sink, kInfo), 18u);
+}
+
+// ---------------------------------------------------------------------------
+// Errnos injected through Roots::faults, and the held descriptors
+
+int open_fds() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+// The detail counted for (reason, subject), or "<none>".
+std::string failure(const MetricSink& sink, const std::string& reason, const std::string& subject) {
+  auto it = sink.failures().find({reason, subject});
+  return it == sink.failures().end() ? "<none>" : it->second;
+}
+
+// Errnos that start between two collections, on values read through held
+// descriptors: an unreadable value is skipped and counted with its
+// function, a function answering ENODEV is dropped quietly, a value
+// answering ENOENT is one the function lacks; every other function and
+// value is unchanged, and all of it comes back once the faults stop.
+TEST(PcieCollector, ErrnosBetweenCollections) {
+  TempSysfs tree;
+  Roots roots = tree.roots();
+  roots.faults = std::make_shared<sources::Faults>();
+  PcieCollector c(roots);
+  MetricSink first(c.metrics());
+  CollectOnce(c, first);
+  ASSERT_TRUE(first.errors().empty());
+  const std::size_t held = c.held_descriptors();
+  // 8 per function (runtime status, 4 link, 3 AER), less what the VGA (7)
+  // and its bridge (3) lack and the suspended Gaudi's link (4).
+  EXPECT_EQ(held, 18u * 8u - 7u - 3u - 4u);
+
+  roots.faults->inject("0000:03:00.0/current_link_speed", EIO);
+  roots.faults->inject("0000:81:00.0/aer_dev_correctable", EACCES);
+  roots.faults->inject("0000:04:00.0/power/runtime_status", ENODEV);
+  roots.faults->inject("0000:05:00.0/current_link_width", ENOENT);
+  MetricSink s(c.metrics());
+  CollectOnce(c, s);
+  EXPECT_EQ(failure(s, "read_error", kGpu0), "EIO reading current_link_speed");
+  EXPECT_EQ(failure(s, "read_error", kCx5), "EACCES reading aer_dev_correctable");
+  EXPECT_EQ(s.failures().size(), 2u);
+  EXPECT_EQ(s.errors(), (std::map<std::string, std::uint64_t, std::less<>>{{"read_error", 2}}));
+  // GPU0 without its speed, with everything else.
+  EXPECT_FALSE(has(s, kSpeed, {kGpu0}));
+  EXPECT_EQ(Value(s, kDegraded, {kGpu0}), 1);
+  EXPECT_EQ(Value(s, kAer, {kGpu0, "correctable", "rx_err"}), 212);
+  // The ConnectX-5 without its correctable AER counters only.
+  EXPECT_TRUE(aer_errors_of(s, kCx5, "correctable").empty());
+  EXPECT_EQ(aer_errors_of(s, kCx5, "nonfatal").size(), 17u);
+  EXPECT_DOUBLE_EQ(Value(s, kSpeed, {kCx5}), 8e9);
+  // GPU1 went away (ENODEV): nothing of it, no error; its port stays, as
+  // it was read for GPU1 in this collection.
+  EXPECT_EQ(s.render().find(std::string("device=\"") + kGpu1 + "\""), std::string::npos);
+  EXPECT_TRUE(has(
+      s, kInfo, {kGpu1Port, "0x1000", "0xc030", "0x060400", "pcieport", "0", "bridge", kSwitchUp}));
+  // The ConnectX-7 lacks a width now (ENOENT), and is otherwise there.
+  EXPECT_FALSE(has(s, kWidth, {kCx7}));
+  EXPECT_FALSE(has(s, kDegraded, {kCx7}));
+  EXPECT_DOUBLE_EQ(Value(s, kSpeed, {kCx7}), 32e9);
+  EXPECT_EQ(series_count(s, kInfo), 17u);
+
+  roots.faults->clear();
+  MetricSink back(c.metrics());
+  CollectOnce(c, back);
+  EXPECT_TRUE(back.errors().empty());
+  EXPECT_EQ(back.render(), first.render());
+  EXPECT_EQ(c.held_descriptors(), held);
+}
+
+// A fact that cannot be read is counted on every collection while it
+// lasts (it is read again, not kept from the last refresh), and the
+// function comes back when it can be read.
+TEST(PcieCollector, UnreadableFactIsCountedEveryCollection) {
+  Roots roots = fixture_roots();
+  roots.faults = std::make_shared<sources::Faults>();
+  roots.faults->inject("0000:81:00.0/class", EACCES);
+  roots.faults->inject("0000:04:00.0/vendor", EIO);
+  PcieCollector c(roots);
+  for (int i = 0; i < 3; ++i) {
+    MetricSink s(c.metrics());
+    CollectOnce(c, s);
+    EXPECT_EQ(failure(s, "read_error", kCx5), "EACCES reading class");
+    EXPECT_EQ(failure(s, "read_error", kGpu1), "EIO reading vendor");
+    EXPECT_EQ(error_count(s, "read_error"), 2u);
+    EXPECT_EQ(s.render().find(std::string("device=\"") + kCx5 + "\""), std::string::npos);
+    EXPECT_FALSE(has(s, kSpeed, {kGpu1}));
+    EXPECT_FALSE(has(s, kMaxWidth, {kCx5Port}));  // watched only for the ConnectX-5
+    EXPECT_TRUE(has(s, kMaxWidth, {kGpu1Port}));  // read for GPU1, whose class was read
+  }
+  roots.faults->clear();
+  MetricSink s(c.metrics());
+  CollectOnce(c, s);
+  EXPECT_TRUE(s.errors().empty());
+  EXPECT_EQ(series_count(s, kInfo), 18u);
+}
+
+// A function that goes away in the middle of a collection (its files
+// answer ENODEV from the moment GPU0's last AER file has been read) is
+// dropped from that collection, quietly; the next one reads it again.
+TEST(PcieCollector, FunctionGoneDuringACollection) {
+  Roots roots = fixture_roots();
+  roots.faults = std::make_shared<sources::Faults>();
+  PcieCollector c(roots);
+  MetricSink first(c.metrics());
+  CollectOnce(c, first);
+  roots.faults->on_read("0000:03:00.0/aer_dev_fatal", [&] {
+    roots.faults->inject("0000:05:00.1/power/runtime_status", ENODEV, 1);
+  });
+  MetricSink s(c.metrics());
+  CollectOnce(c, s);
+  EXPECT_TRUE(s.errors().empty());
+  EXPECT_EQ(s.render().find(std::string("device=\"") + kCx7Ib + "\""), std::string::npos);
+  EXPECT_EQ(Value(s, kDegraded, {kCx7}), 0);  // the other function of the card stays
+  EXPECT_EQ(series_count(s, kInfo), 17u);
+  EXPECT_EQ(roots.faults->hits(), 1u);
+  MetricSink again(c.metrics());
+  CollectOnce(c, again);
+  EXPECT_EQ(again.render(), first.render());
+}
+
+// Held descriptors follow the functions: a GPU removed from the tree
+// between two collections takes its descriptors and its port's with it,
+// and a node without PCI any more holds none.
+TEST(PcieCollector, HeldDescriptorsDoNotLeak) {
+  TempSysfs tree;
+  const int before = open_fds();
+  {
+    PcieCollector c(tree.roots());
+    MetricSink s(c.metrics());
+    CollectOnce(c, s);
+    const std::size_t held = c.held_descriptors();
+    EXPECT_EQ(open_fds(), before + static_cast<int>(held));
+    EXPECT_EQ(c.tracked_functions(), 24u);  // every listed function but the dangling link
+
+    // GPU1 is hot-removed: the kernel removes its link and its directory.
+    fs::remove(tree.sys() / "bus/pci/devices" / kGpu1);
+    fs::remove_all(tree.sys() / kGpu1Dir);
+    MetricSink after(c.metrics());
+    CollectOnce(c, after);
+    EXPECT_TRUE(after.errors().empty());
+    EXPECT_FALSE(
+        has(after, kInfo,
+            {kGpu1, "0x10de", "0x2330", "0x030200", "nvidia", "0", "accelerator", kGpu1Port}));
+    EXPECT_EQ(c.held_descriptors(), held - 16u);  // GPU1's 8 and its port's 8
+    EXPECT_EQ(open_fds(), before + static_cast<int>(held) - 16);
+    EXPECT_EQ(c.tracked_functions(), 23u);
+
+    fs::remove_all(tree.sys() / "bus");
+    MetricSink none(c.metrics());
+    CollectOnce(c, none);
+    EXPECT_EQ(none.sample_count(), 0u);
+    EXPECT_EQ(c.held_descriptors(), 0u);
+    EXPECT_EQ(c.tracked_functions(), 0u);
+    EXPECT_EQ(open_fds(), before);
+  }
+  EXPECT_EQ(open_fds(), before);
+}
+
+// max_held = 0 holds nothing (every value opened, read and closed: the
+// benchmark's "before"), and exports exactly the same.
+TEST(PcieCollector, WithoutHeldDescriptorsTheSameOutput) {
+  const int before = open_fds();
+  PcieCollector held(fixture_roots());
+  PcieCollector plain(fixture_roots(), 0);
+  MetricSink a(held.metrics());
+  MetricSink b(plain.metrics());
+  CollectOnce(held, a);
+  CollectOnce(plain, b);
+  EXPECT_EQ(a.render(), b.render());
+  EXPECT_EQ(plain.held_descriptors(), 0u);
+  EXPECT_EQ(open_fds(), before + static_cast<int>(held.held_descriptors()));
 }
 
 TEST(PcieCollector, StopsWhenCancelled) {

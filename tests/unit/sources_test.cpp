@@ -83,6 +83,39 @@ TEST(FsRoot, ReadAnswersOkAbsentAndErrorsByErrno) {
   EXPECT_EQ(classify_errno(ENXIO), Status::kGone);
   EXPECT_EQ(classify_errno(ESTALE), Status::kGone);
   EXPECT_EQ(errno_name(EACCES), "EACCES");
+  EXPECT_EQ(errno_name(4000), "E4000");  // one glibc has no name for
+}
+
+// An action runs once, just before the read of the path it waits for: a
+// test removes a device there, mid-collection.
+TEST(Faults, ActionRunsOnceBeforeTheReadOfItsPath) {
+  Tree t;
+  t.write("class/drm/card1/device/vendor", "0x1002\n");
+  t.write("class/drm/card1/device/gpu_busy_percent", "87\n");
+  auto faults = std::make_shared<Faults>();
+  FsRoot root(t.dir(), faults);
+  int runs = 0;
+  faults->on_read("card1/device/gpu_busy_percent", [&] {
+    ++runs;
+    fs::remove_all(t.dir() / "class/drm/card1");
+  });
+  EXPECT_TRUE(root.read("class/drm/card1/device/vendor").ok());  // another path: not yet
+  EXPECT_EQ(runs, 0);
+  EXPECT_EQ(root.read("class/drm/card1/device/gpu_busy_percent").status, Status::kAbsent);
+  EXPECT_EQ(runs, 1);
+  t.write("class/drm/card1/device/gpu_busy_percent", "5\n");
+  EXPECT_EQ(root.read("class/drm/card1/device/gpu_busy_percent").value(), "5");
+  EXPECT_EQ(runs, 1);
+  // An action may inject the errno that the read it precedes then answers.
+  faults->on_read("gpu_busy_percent", [&] { faults->inject("gpu_busy_percent", EIO, 1); });
+  EXPECT_EQ(root.read("class/drm/card1/device/gpu_busy_percent").err, EIO);
+  EXPECT_TRUE(root.read("class/drm/card1/device/gpu_busy_percent").ok());
+  EXPECT_EQ(faults->hits(), 1u);
+  // clear() drops waiting actions too.
+  faults->on_read("gpu_busy_percent", [&] { ++runs; });
+  faults->clear();
+  EXPECT_TRUE(root.read("class/drm/card1/device/gpu_busy_percent").ok());
+  EXPECT_EQ(runs, 1);
 }
 
 TEST(FsRoot, AFileOverTheLimitIsAnErrorNotATruncation) {
@@ -119,6 +152,73 @@ TEST(FsRoot, ListingAndLinks) {
   EXPECT_EQ(link.text, "../../devices/pci0000:00/0000:17:00.0");
   EXPECT_EQ(root.readlink("class/infiniband/mlx5_1/device").status, Status::kAbsent);
   EXPECT_EQ(root.full("/a/b"), (t.dir() / "a/b").string());
+}
+
+// resolve() works a sysfs link out from its text, within the root.
+TEST(FsRoot, ResolveFollowsARelativeLinkWithinTheRoot) {
+  Tree t;
+  t.write("devices/pci0000:16/0000:16:02.0/0000:17:00.0/vendor", "0x15b3\n");
+  fs::create_directories(t.dir() / "bus/pci/devices");
+  fs::create_directory_symlink("../../../devices/pci0000:16/0000:16:02.0/0000:17:00.0",
+                               t.dir() / "bus/pci/devices/0000:17:00.0");
+  fs::create_directory_symlink("../../../../../../outside", t.dir() / "bus/pci/devices/escape");
+  fs::create_directory_symlink("/sys/devices", t.dir() / "bus/pci/devices/absolute");
+  fs::create_directory_symlink("../../../devices/gone", t.dir() / "bus/pci/devices/dangling");
+  auto faults = std::make_shared<Faults>();
+  FsRoot root(t.dir(), faults);
+  Read r = root.resolve("bus/pci/devices/0000:17:00.0");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.text, "devices/pci0000:16/0000:16:02.0/0000:17:00.0");
+  EXPECT_EQ(root.read(r.text + "/vendor").value(), "0x15b3");
+  EXPECT_EQ(root.resolve("bus/pci/devices/escape").err, EXDEV);
+  EXPECT_EQ(root.resolve("bus/pci/devices/absolute").err, EXDEV);
+  // The target need not exist: the reads below it will say so.
+  EXPECT_EQ(root.resolve("bus/pci/devices/dangling").text, "devices/gone");
+  EXPECT_EQ(root.resolve("bus/pci/devices/none").status, Status::kAbsent);
+  Read not_link = root.resolve("devices/pci0000:16");
+  EXPECT_EQ(not_link.status, Status::kError);
+  EXPECT_EQ(not_link.err, EINVAL);
+  faults->inject("devices/0000:17:00.0", ENODEV, 1);
+  EXPECT_EQ(root.resolve("bus/pci/devices/0000:17:00.0").status, Status::kGone);
+}
+
+// read_regular() on files other programs write: the facts of the content
+// read, and neither a FIFO nor a growing file is taken.
+TEST(FsRoot, ReadRegularGivesTypeSizeAndMtimeAndNeverBlocks) {
+  Tree t;
+  t.write("textfile/burnin.prom", "burnin_ok 1\n");
+  ASSERT_EQ(::mkfifo((t.dir() / "textfile/pipe.prom").c_str(), 0600), 0);
+  auto faults = std::make_shared<Faults>();
+  FsRoot root(t.dir() / "textfile", faults);
+
+  FsRoot::FileRead ok = root.read_regular("burnin.prom", 1024);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok.text, "burnin_ok 1\n");
+  ASSERT_TRUE(ok.info);
+  EXPECT_TRUE(ok.info->regular);
+  EXPECT_EQ(ok.info->size, 12u);
+  struct ::stat st {};
+  ASSERT_EQ(::stat((t.dir() / "textfile/burnin.prom").c_str(), &st), 0);
+  EXPECT_DOUBLE_EQ(ok.info->mtime_seconds, st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9);
+
+  FsRoot::FileRead fifo = root.read_regular("pipe.prom", 1024);  // would block without O_NONBLOCK
+  EXPECT_EQ(fifo.err, EINVAL);
+  ASSERT_TRUE(fifo.info);
+  EXPECT_FALSE(fifo.info->regular);
+  EXPECT_GT(fifo.info->mtime_seconds, 0);
+
+  FsRoot::FileRead big = root.read_regular("burnin.prom", 11);
+  EXPECT_EQ(big.err, EFBIG);
+  EXPECT_EQ(big.info->size, 12u);
+  EXPECT_TRUE(big.text.empty());
+
+  FsRoot::FileRead absent = root.read_regular("none.prom", 1024);
+  EXPECT_EQ(absent.status, Status::kAbsent);
+  EXPECT_FALSE(absent.info);
+  faults->inject("burnin.prom", EACCES, 1);
+  FsRoot::FileRead denied = root.read_regular("burnin.prom", 1024);
+  EXPECT_EQ(denied.err, EACCES);
+  EXPECT_FALSE(denied.info);
 }
 
 // A held descriptor reads the file afresh on every read (pread at 0), keeps
@@ -266,6 +366,24 @@ TEST(WrapCounters, KeyedCountersForgetWhatACycleDidNotUpdate) {
   c.begin_cycle();
   EXPECT_EQ(c.update("sdb/read_ms", 3), 3u);  // and comes back afresh
   EXPECT_EQ(c.size(), 2u);
+
+  // A key whose read failed for a cycle is kept: its wrap offset too.
+  WrapCounters k;
+  k.begin_cycle();
+  k.update("sda/read_ms", 4294967290u);
+  k.update("sdb/read_ms", 7);
+  k.end_cycle();
+  k.begin_cycle();
+  EXPECT_EQ(k.update("sda/read_ms", 5), 4294967301u);
+  k.update("sdb/read_ms", 8);
+  k.end_cycle();
+  k.begin_cycle();
+  k.keep("sda/read_ms");
+  k.keep("sdc/read_ms");         // unknown: nothing to keep
+  EXPECT_EQ(k.end_cycle(), 1u);  // sdb only
+  k.begin_cycle();
+  EXPECT_EQ(k.update("sda/read_ms", 6), 4294967302u);
+  EXPECT_EQ(k.size(), 1u);
 }
 
 TEST(DeviceTable, FactsRefreshEveryNCyclesAndUnseenEntriesGo) {

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -273,6 +274,95 @@ TEST(TextfileParse, LabelValuesWithNulDoNotCollide) {
   text += "y\"} 1\nm{a=\"x\",b=\"y\"} 2\n";
   ParseResult r = parse(text);
   EXPECT_TRUE(r.ok()) << r.error;
+}
+
+int OpenFds() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+// The detail counted for (reason, subject), or "<none>".
+std::string Failure(const MetricSink& sink, const std::string& reason, const std::string& subject) {
+  auto it = sink.failures().find({reason, subject});
+  return it == sink.failures().end() ? "<none>" : it->second;
+}
+
+// Errnos on files between two collections: each file that cannot be read
+// is refused whole and counted with its name, the others are taken, and
+// all of them are taken again once the faults stop. Nothing is held open.
+TEST(TextfileCollector, ErrnosBetweenCollections) {
+  Dir d;
+  for (const char* f : {"a", "b", "c", "d", "e"})
+    d.dir.write(std::string(f) + ".prom", std::string("burnin_") + f + " 1\n");
+  auto faults = std::make_shared<sources::Faults>();
+  TextfileCollector c(d.options(), faults);
+  const int fds = OpenFds();
+  MetricSink first(c.metrics());
+  CollectOnce(c, first);
+  ASSERT_TRUE(first.errors().empty());
+
+  faults->inject("/a.prom", EACCES);
+  faults->inject("/b.prom", EIO);
+  faults->inject("/c.prom", ENODEV);  // a FUSE or NFS server gone
+  faults->inject("/d.prom", ENOENT);  // removed between the listing and the read
+  MetricSink s(c.metrics());
+  CollectOnce(c, s);
+  EXPECT_EQ(Failure(s, "read_error", "a.prom"), "cannot read: Permission denied");
+  EXPECT_EQ(Failure(s, "read_error", "b.prom"), "cannot read: Input/output error");
+  EXPECT_EQ(Failure(s, "read_error", "c.prom"), "cannot read: No such device");
+  EXPECT_EQ(Failure(s, "read_error", "d.prom"), "cannot read: No such file or directory");
+  EXPECT_EQ(s.failures().size(), 4u);
+  EXPECT_EQ(Errors(s, "read_error"), 4u);
+  for (const char* f : {"a.prom", "b.prom", "c.prom", "d.prom"}) {
+    EXPECT_EQ(Get(s, "nodewatch_textfile_file_valid", f), 0) << f;
+    double v = 0;
+    EXPECT_FALSE(s.get("nodewatch_textfile_file_mtime_seconds", {f}, &v)) << f;  // never opened
+  }
+  const std::string text = s.render();
+  EXPECT_EQ(text.find("burnin_a"), std::string::npos);
+  EXPECT_NE(text.find("burnin_e 1\n"), std::string::npos);
+  EXPECT_EQ(Get(s, "nodewatch_textfile_file_valid", "e.prom"), 1);
+
+  faults->clear();
+  MetricSink back(c.metrics());
+  CollectOnce(c, back);
+  EXPECT_TRUE(back.errors().empty());
+  EXPECT_EQ(back.render(), first.render());
+  EXPECT_EQ(OpenFds(), fds);
+}
+
+// A file removed during a collection (after the listing, while an earlier
+// file is read), a directory that cannot be listed, and refusals for
+// their content: each counted with what it concerns.
+TEST(TextfileCollector, FailuresDuringACollectionNameTheirFile) {
+  Dir d;
+  d.dir.write("a.prom", "burnin_a 1\n");
+  d.dir.write("b.prom", "burnin_b 1\n");
+  d.dir.write("c.prom", "burnin_c{ 1\n");
+  auto faults = std::make_shared<sources::Faults>();
+  TextfileCollector c(d.options(), faults);
+  faults->on_read("/a.prom", [&] { std::filesystem::remove(d.dir.path() / "b.prom"); });
+  MetricSink s(c.metrics());
+  CollectOnce(c, s);
+  EXPECT_EQ(Failure(s, "read_error", "b.prom"), "cannot read: No such file or directory");
+  EXPECT_NE(Failure(s, "parse_error", "c.prom").find("line 1"), std::string::npos);
+  EXPECT_EQ(Get(s, "nodewatch_textfile_file_valid", "a.prom"), 1);
+  EXPECT_EQ(Get(s, "nodewatch_textfile_file_valid", "b.prom"), 0);
+
+  faults->inject(d.dir.path().string(), EACCES, 1);
+  MetricSink denied(c.metrics());
+  CollectOnce(c, denied);
+  EXPECT_EQ(Failure(denied, "read_error", d.dir.path().string()), "cannot list: Permission denied");
+  EXPECT_EQ(denied.sample_count(), 0u);
+
+  TextfileOptions o = d.options();
+  o.max_files = 1;
+  TextfileCollector few(o);
+  MetricSink many(few.metrics());
+  CollectOnce(few, many);
+  EXPECT_EQ(Failure(many, "too_many_files", "c.prom"), "past max_files (1) in name order");
+  EXPECT_EQ(Errors(many, "too_many_files"), 1u);
 }
 
 TEST(TextfileCollector, MissingDirectory) {

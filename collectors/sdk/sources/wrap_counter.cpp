@@ -32,6 +32,11 @@ std::uint64_t WrapCounters::update(std::string_view key, std::uint64_t raw, bool
   return it->second.counter.update(raw, wraps32);
 }
 
+void WrapCounters::keep(std::string_view key) {
+  std::lock_guard lock(mu_);
+  if (auto it = counters_.find(std::string(key)); it != counters_.end()) it->second.cycle = cycle_;
+}
+
 void WrapCounters::begin_cycle() {
   std::lock_guard lock(mu_);
   ++cycle_;

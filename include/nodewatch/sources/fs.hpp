@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,8 +55,14 @@ class Faults {
  public:
   // `times` < 0: until cleared.
   void inject(std::string path_suffix, int err, int times = -1);
+  // Runs `action` once, just before the next read of a path ending in
+  // `path_suffix`: what an errno cannot say, a test does at that point of
+  // a collection (removes the device's directory, cancels the collection).
+  // The action runs without the lock held and may call inject().
+  void on_read(std::string path_suffix, std::function<void()> action);
   void clear();
-  // The errno to fail `path` with, if any (consumes one of its times).
+  // The errno to fail `path` with, if any (consumes one of its times),
+  // after running the action waiting for `path`, if any.
   std::optional<int> take(std::string_view path);
   // Reads failed so far.
   std::uint64_t hits() const;
@@ -66,8 +73,13 @@ class Faults {
     int err;
     int times;
   };
+  struct Action {
+    std::string suffix;
+    std::function<void()> run;
+  };
   mutable std::mutex mu_;
   std::vector<Rule> rules_;
+  std::vector<Action> actions_;
   std::uint64_t hits_ = 0;
 };
 
@@ -113,6 +125,32 @@ class FsRoot {
   Listing list(std::string_view rel) const;
   // The target of the symbolic link at `rel` (as stored, not resolved).
   Read readlink(std::string_view rel) const;
+  // Where the symbolic link at `rel` leads, as a path below the root, from
+  // the link's own text: "bus/pci/devices/0000:17:00.0" ->
+  // "../../../devices/pci0000:16/0000:16:02.0/0000:17:00.0" gives
+  // "devices/pci0000:16/0000:16:02.0/0000:17:00.0". sysfs links are
+  // relative and lead through real directories, so one readlink() does what
+  // canonical() does with an lstat() per component. Not a link: error
+  // EINVAL. A link that is absolute or climbs out of the root: error EXDEV
+  // (nothing outside the configured root is read).
+  Read resolve(std::string_view rel) const;
+  // A file that another program writes (a textfile input), for which the
+  // type, size and modification time matter: opened with O_NONBLOCK (a FIFO
+  // under the name cannot block the read), fstat()ed on the same descriptor
+  // (the facts are those of the content read), read only if it is a regular
+  // file of at most `max_bytes`. Beyond read()'s answers: not a regular
+  // file, error EINVAL; over `max_bytes`, or grown past its fstat() size
+  // while read (being written), error EFBIG. `info` is set whenever fstat()
+  // answered. Not for sysfs or procfs, whose sizes are not their content's.
+  struct FileInfo {
+    bool regular = false;
+    std::uint64_t size = 0;
+    double mtime_seconds = 0;  // with the nanoseconds
+  };
+  struct FileRead : Read {
+    std::optional<FileInfo> info;
+  };
+  FileRead read_regular(std::string_view rel, std::size_t max_bytes) const;
   // A held descriptor for `rel`, opened on its first read.
   HeldFile hold(std::string_view rel, std::size_t max_bytes = kMaxAttributeBytes) const;
 

@@ -45,6 +45,10 @@ bool is_32bit_wrap(std::uint64_t previous, std::uint64_t raw);
 class WrapCounters {
  public:
   std::uint64_t update(std::string_view key, std::uint64_t raw, bool wraps32 = true);
+  // Keeps `key` through this cycle without a value: its read failed for
+  // now (EIO), and forgetting it would turn the next value of a counter
+  // that wrapped into a reset of 2^32. No-op for an unknown key.
+  void keep(std::string_view key);
   void begin_cycle();
   // Forgets keys not updated since begin_cycle(); returns how many.
   std::size_t end_cycle();
