@@ -135,12 +135,35 @@ class IbPorts::Staging {
   void add(std::string_view name, std::initializer_list<std::string_view> labels, double value) {
     samples_.push_back({name, std::vector<std::string>(labels.begin(), labels.end()), value});
   }
+  struct Error {
+    std::string reason;
+    std::string subject;
+    std::string detail;
+    bool counted = true;  // false: still failing since it was counted
+  };
+
   void error(std::string_view reason, std::string_view subject, std::string detail) {
     errors_.push_back({std::string(reason), std::string(subject), std::move(detail)});
   }
+  // A failure found by a read made only now and then (device and port
+  // facts, PMA counters): counted now, and kept in `sticky` so that the
+  // collections that do not read again report it as still failing.
+  void sampled_error(std::vector<Error>& sticky, std::string_view reason, std::string_view subject,
+                     std::string detail) {
+    error(reason, subject, detail);
+    sticky.push_back({std::string(reason), std::string(subject), std::move(detail), false});
+  }
+  void still_failing(const std::vector<Error>& sticky) {
+    errors_.insert(errors_.end(), sticky.begin(), sticky.end());
+  }
   void flush(MetricSink& out) {
     for (const Sample& s : samples_) out.add(s.name, s.labels, s.value);
-    for (const Error& e : errors_) out.error(e.reason, e.subject, e.detail);
+    for (const Error& e : errors_) {
+      if (e.counted)
+        out.error(e.reason, e.subject, e.detail);
+      else
+        out.still_failing(e.reason, e.subject, e.detail);
+    }
   }
 
  private:
@@ -148,11 +171,6 @@ class IbPorts::Staging {
     std::string_view name;  // one of the static names of this file
     std::vector<std::string> labels;
     double value;
-  };
-  struct Error {
-    std::string reason;
-    std::string subject;
-    std::string detail;
   };
   std::vector<Sample> samples_;
   std::vector<Error> errors_;
@@ -169,6 +187,10 @@ struct IbPorts::Port {
   std::chrono::steady_clock::time_point pma_at;
   std::array<std::optional<double>, static_cast<std::size_t>(PmaMetric::kCount)> pma;
   std::map<std::string, double, std::less<>> pma_generic;
+  // Failures of the last facts and PMA reads, reported as still failing
+  // until those are read again.
+  std::vector<Staging::Error> fact_failures;
+  std::vector<Staging::Error> pma_failures;
   bool seen = false;
 };
 
@@ -178,6 +200,7 @@ struct IbPorts::Device {
   std::string board_id;
   std::string hca_type;
   std::string node_guid;
+  std::vector<Staging::Error> fact_failures;  // as Port's
   std::map<unsigned, Port> ports;
 };
 
@@ -330,11 +353,12 @@ void IbPorts::collect(const CollectContext& ctx, MetricSink& out) {
 bool IbPorts::collect_device(const std::string& name, Device& dev, bool refresh, bool netlink_ok,
                              Staging& out) {
   if (refresh) {
+    dev.fact_failures.clear();
     auto fact = [&](const char* file, std::string* dst) {
       Read r = sys_.read(dev.dir + "/" + file);
       *dst = r.ok() ? attribute_label(r.text) : std::string();
       if (r.status == Status::kAbsent)
-        out.error("missing_attribute", name, std::string("no ") + file);
+        out.sampled_error(dev.fact_failures, "missing_attribute", name, std::string("no ") + file);
       if (r.failed()) {
         out.error("read_error", name, reading(r, file));
         devices_.invalidate(name);  // read again next time
@@ -344,6 +368,8 @@ bool IbPorts::collect_device(const std::string& name, Device& dev, bool refresh,
     if (!fact("fw_ver", &dev.firmware) || !fact("board_id", &dev.board_id) ||
         !fact("hca_type", &dev.hca_type) || !fact("node_guid", &dev.node_guid))
       return false;
+  } else {
+    out.still_failing(dev.fact_failures);
   }
 
   sources::Listing port_names = sys_.list(dev.dir + "/ports");
@@ -365,16 +391,20 @@ bool IbPorts::collect_device(const std::string& name, Device& dev, bool refresh,
     }
     const std::string subject = name + "/" + port.label;
     if (!port.facts_read || refresh) {
+      port.fact_failures.clear();
       Read layer = sys_.read(port.dir + "/link_layer");
       if (gone(layer)) return false;
       port.link_layer = layer.ok() ? attribute_label(layer.text) : std::string();
-      if (layer.status == Status::kAbsent) out.error("missing_attribute", subject, "no link_layer");
+      if (layer.status == Status::kAbsent)
+        out.sampled_error(port.fact_failures, "missing_attribute", subject, "no link_layer");
       if (layer.failed()) out.error("read_error", subject, reading(layer, "link_layer"));
       // Only RoCE ports have a netdev; on InfiniBand ports the read fails.
       Read netdev = sys_.read(port.dir + "/gid_attrs/ndevs/0");
       if (gone(netdev)) return false;
       port.netdev = netdev.ok() ? attribute_label(netdev.text) : std::string();
       port.facts_read = layer.ok() || layer.status == Status::kAbsent;
+    } else {
+      out.still_failing(port.fact_failures);
     }
     bool pma_due =
         !port.pma_read || now - port.pma_at + options_.pma_interval / 10 >= options_.pma_interval;
@@ -480,7 +510,9 @@ bool IbPorts::collect_port(const std::string& device, Port& port, bool netlink_o
     return false;
 
   // PMA counters: only every pma_interval.
+  if (!pma_due) out.still_failing(port.pma_failures);
   if (pma_due) {
+    port.pma_failures.clear();
     decltype(port.pma) pma{};
     std::map<std::string, double, std::less<>> generic;
     std::array<bool, static_cast<std::size_t>(PmaMetric::kCount)> from_ext{};
@@ -495,16 +527,18 @@ bool IbPorts::collect_port(const std::string& device, Port& port, bool netlink_o
         if (gone(r)) return false;
         if (r.status == Status::kAbsent) continue;  // the file alone went away
         if (r.failed()) {
-          out.error("read_error", subject, reading(r, sub + "/" + f));
+          out.sampled_error(port.pma_failures, "read_error", subject, reading(r, sub + "/" + f));
           continue;
         }
         Counter c = parse_counter(r.text);
         if (c.reading == CounterReading::kNoPma) {
-          out.error("no_pma", subject, sub + "/" + f + " reads N/A (no PMA)");
+          out.sampled_error(port.pma_failures, "no_pma", subject,
+                            sub + "/" + f + " reads N/A (no PMA)");
           continue;
         }
         if (c.reading == CounterReading::kMalformed) {
-          out.error("parse_error", subject, "malformed " + sub + "/" + f);
+          out.sampled_error(port.pma_failures, "parse_error", subject,
+                            "malformed " + sub + "/" + f);
           continue;
         }
         PmaFile pf = classify_pma_file(f, ext);

@@ -266,6 +266,11 @@ void MetricSink::error(std::string_view reason, std::uint64_t n) {
 
 void MetricSink::error(std::string_view reason, std::string_view subject, std::string_view detail) {
   error(reason);
+  still_failing(reason, subject, detail);
+}
+
+void MetricSink::still_failing(std::string_view reason, std::string_view subject,
+                               std::string_view detail) {
   failures_.emplace(FailureKey{std::string(reason), std::string(subject)}, std::string(detail));
 }
 

@@ -124,6 +124,12 @@ class MetricSink {
   // (reason, subject) when it starts failing and when it stops, with a
   // count: collectors never log partial failures themselves.
   void error(std::string_view reason, std::string_view subject, std::string_view detail = {});
+  // The failure of `subject` under `reason` still stands, but was counted
+  // when it was found: a fact or a sampled counter read only every N
+  // collections that failed then. Keeps the failure log from reading the
+  // collections in between as recoveries; counts nothing.
+  void still_failing(std::string_view reason, std::string_view subject,
+                     std::string_view detail = {});
 
   const std::vector<std::string>& violations() const { return violations_; }
   const std::map<std::string, std::uint64_t, std::less<>>& errors() const { return errors_; }

@@ -614,9 +614,14 @@ TEST(InterconnectCollector, ErrnosBetweenCollections) {
   faults->inject("rxe0/ports/1/hw_counters/sent_pkts", ENOENT);
   MetricSink s(c.metrics());
   CollectOnce(c, s);
+  // Counted: the two new failures. Still failing from the first collection
+  // (facts and PMA are not read again in this one), not counted again:
+  // rxe0's missing board_id and mlx5_2's unreadable PMA file.
   EXPECT_EQ(s.failures(),
             (Failures{{{"read_error", "mlx5_0/1"}, "EIO reading hw_counters/out_of_buffer"},
-                      {{"read_error", "mlx5_1/1"}, "EACCES reading rate"}}));
+                      {{"read_error", "mlx5_1/1"}, "EACCES reading rate"},
+                      {{"missing_attribute", "rxe0"}, "no board_id"},
+                      {{"read_error", "mlx5_2/1"}, "EISDIR reading counters/port_xmit_wait"}}));
   EXPECT_EQ(s.errors(), (std::map<std::string, std::uint64_t, std::less<>>{{"read_error", 2}}));
   EXPECT_FALSE(Has(s, kOob, {"mlx5_0", "1"}));
   EXPECT_EQ(Value(s, kAckTimeouts, {"mlx5_0", "1"}), 4294967290.0);
@@ -662,7 +667,26 @@ TEST(InterconnectCollector, DeviceGoneDuringACollection) {
   CollectOnce(c, gone);
   EXPECT_EQ(gone.render().find("\"mlx5_1\""), std::string::npos);
   EXPECT_EQ(Value(gone, kState, {"mlx5_0", "1"}), 4);
-  EXPECT_TRUE(gone.failures().empty());
+  EXPECT_EQ(gone.errors().count("read_error"), 0u);
+  for (const auto& [key, detail] : gone.failures())
+    EXPECT_NE(key.second.rfind("mlx5_1", 0), 0u) << key.second;  // nothing about mlx5_1
+}
+
+// Facts and PMA counters are read now and then; a failure they show is
+// counted when it is found and reported as still failing in between, so
+// that the failure log does not read the collections in between as
+// recoveries (one line at the start, none every refresh).
+TEST(InterconnectCollector, SampledFailuresStayFailingBetweenTheirReads) {
+  TempTree t;
+  auto faults = std::make_shared<sources::Faults>();
+  auto c = MakeFaulty(t.sys(), faults);
+  const MetricSink::FailureKey board{"missing_attribute", "rxe0"};
+  for (int i = 0; i < 3; ++i) {
+    MetricSink s(c.metrics());
+    CollectOnce(c, s);
+    EXPECT_EQ(s.failures().count(board), 1u) << "collection " << i;
+    EXPECT_EQ(s.errors().count("missing_attribute"), i == 0 ? 1u : 0u) << "collection " << i;
+  }
 }
 
 // A counter that wrapped keeps its offset through a collection whose read
