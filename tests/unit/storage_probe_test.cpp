@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "nodewatch/sources/fs.hpp"
 #include "storage/probe.hpp"
 #include "storage/storage_collector.hpp"
 #include "support/collector_test.hpp"
@@ -108,10 +109,11 @@ TEST(ProbeConfig, Sizes) {
 }
 
 TEST(ProbeConfig, Names) {
-  EXPECT_EQ(errno_name(ENOSPC), "ENOSPC");
-  EXPECT_EQ(errno_name(EACCES), "EACCES");
-  EXPECT_EQ(errno_name(EROFS), "EROFS");
-  EXPECT_EQ(errno_name(99999), "E99999");
+  // The probes' errno labels come from the sources layer's names.
+  EXPECT_EQ(sources::errno_name(ENOSPC), "ENOSPC");
+  EXPECT_EQ(sources::errno_name(EACCES), "EACCES");
+  EXPECT_EQ(sources::errno_name(EROFS), "EROFS");
+  EXPECT_EQ(sources::errno_name(99999), "E99999");
   EXPECT_EQ(probe_file_name("node-17.cluster"), ".nodewatch-probe-node-17.cluster");
   EXPECT_EQ(probe_file_name("a/b c"), ".nodewatch-probe-a_b_c");
   EXPECT_EQ(probe_buckets().front(), 0.0001);
@@ -270,7 +272,9 @@ TEST(Probe, StuckWhileBlockedThenRecoversByItself) {
 TEST(Probe, AReplacementWaitsForItsBlockedPredecessorInsteadOfPilingUp) {
   // A reload during a hang replaces the probe: the new one must start
   // nothing on the path while the old thread is blocked, report stuck, stop
-  // promptly itself, and take over once the old call returns.
+  // promptly itself, and take over once the old call returns. The lineage
+  // is the registry's (the collectors' service), not the process's.
+  auto registry = std::make_shared<ProbeRegistry>();
   TempDir dir;
   ProbeConfig pc;
   pc.path = dir.path().string();
@@ -281,33 +285,36 @@ TEST(Probe, AReplacementWaitsForItsBlockedPredecessorInsteadOfPilingUp) {
   auto read_of = [](const Probe& p) {
     return p.snapshot().ops[static_cast<std::size_t>(ProbeOp::kRead)];
   };
-  auto first = std::make_unique<Probe>(pc, file);
+  std::shared_ptr<Probe> first = registry->acquire(pc, file);
   ASSERT_TRUE(eventually([&] { return read_of(*first).success; }));
   std::filesystem::remove(first->file_path());
   ASSERT_EQ(::mkfifo(first->file_path().c_str(), 0644), 0);
   ASSERT_TRUE(eventually([&] { return first->snapshot().stuck; }));
   const std::string fifo = first->file_path();
+  // The path's record goes on from probe to probe: what the first one read.
+  const std::uint64_t reads = read_of(*first).histogram->count();
   first->request_stop();
   EXPECT_FALSE(first->finish(std::chrono::steady_clock::now() + 100ms));  // blocked: detached
   first.reset();
 
   for (int generation = 0; generation < 3; ++generation) {
-    Probe next(pc, file);
-    ASSERT_TRUE(eventually([&] { return next.snapshot().stuck; })) << generation;
+    std::shared_ptr<Probe> next = registry->acquire(pc, file);
+    ASSERT_TRUE(eventually([&] { return next->snapshot().stuck; })) << generation;
     std::this_thread::sleep_for(300ms);
-    EXPECT_FALSE(read_of(next).observed) << "an operation was started on a blocked path";
-    next.request_stop();
-    EXPECT_TRUE(next.finish(std::chrono::steady_clock::now() + 1s))
+    EXPECT_EQ(read_of(*next).histogram->count(), reads)
+        << "an operation was started on a blocked path";
+    next->request_stop();
+    EXPECT_TRUE(next->finish(std::chrono::steady_clock::now() + 1s))
         << "the waiting thread must stop (generation " << generation << ")";
   }
 
-  Probe last(pc, file);
-  ASSERT_TRUE(eventually([&] { return last.snapshot().stuck; }));
+  std::shared_ptr<Probe> last = registry->acquire(pc, file);
+  ASSERT_TRUE(eventually([&] { return last->snapshot().stuck; }));
   int writer = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
   ASSERT_GE(writer, 0);
   std::filesystem::remove(fifo);
   ::close(writer);
-  ASSERT_TRUE(eventually([&] { return !last.snapshot().stuck && read_of(last).success; }));
+  ASSERT_TRUE(eventually([&] { return !last->snapshot().stuck && read_of(*last).success; }));
 }
 
 TEST(Probe, CollectorWithProbesIsDestroyedPromptly) {
