@@ -83,10 +83,11 @@ constexpr std::string_view kLogicalBlockSize = "nodewatch_storage_logical_block_
 
 constexpr std::string_view kDiskstats = "diskstats";
 
-// SCSI/SATA and NVMe (device/ is the controller) have device/serial or not;
-// the NVMe controller has device/serial, virtio-blk has serial; SCSI/SATA
-// disks have no serial attribute, so their VPD page 0x83 identifier
-// (device/wwid) stands in, then the NVMe namespace's wwid.
+// The serial, first found of: the NVMe controller's device/serial (device/
+// is the controller), virtio-blk's serial; SCSI/SATA disks have no serial
+// attribute, so their VPD page 0x83 identifier (device/wwid) stands in, then
+// the NVMe namespace's wwid. (dm, md, loop and virtio-blk have no
+// device/model either.)
 constexpr std::array<std::string_view, 4> kSerialAttributes = {"device/serial", "serial",
                                                                "device/wwid", "wwid"};
 

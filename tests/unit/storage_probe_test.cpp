@@ -455,7 +455,7 @@ TEST(ProbeRebuild, ARemovedProbeStopsAndItsPathIsForgotten) {
 // ---------------------------------------------------------------------------
 // The configuration's path check (path_check.hpp)
 
-TEST(DirectoryCheck, AnswersForDirectoriesFilesAndMissingPaths) {
+TEST(ProbePathCheck, AnswersForDirectoriesFilesAndMissingPaths) {
   TempDir dir;
   DirectoryCheck check;
   EXPECT_EQ(check.check(dir.path().string(), 1s), 0);
@@ -464,7 +464,7 @@ TEST(DirectoryCheck, AnswersForDirectoriesFilesAndMissingPaths) {
   EXPECT_EQ(check.in_flight(), 0u);
 }
 
-TEST(DirectoryCheck, AStatBlockedOnAHungMountIsNotStartedAgain) {
+TEST(ProbePathCheck, AStatBlockedOnAHungMountIsNotStartedAgain) {
   // A stat that blocks on "/hung" until released, as on a hung NFS mount.
   struct Gate {
     std::mutex mu;
