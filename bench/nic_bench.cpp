@@ -38,8 +38,8 @@ CollectContext Context() {
 // The collector as the daemon runs it, selecting the bench's interfaces.
 void BM_Nic_Collect_200Veth(benchmark::State& state) {
   nic::NicOptions o;
-  o.interfaces_include = "^nwb";
-  o.interfaces_exclude = "";
+  o.interfaces.include = "^nwb";
+  o.interfaces.exclude = "";
   nic::NicCollector c(Roots{}, o);
   std::size_t series = 0;
   for (auto _ : state) {
@@ -56,8 +56,8 @@ BENCHMARK(BM_Nic_Collect_200Veth)->Unit(benchmark::kMicrosecond)->UseRealTime();
 // The same, links only (no qdisc dump, no ethtool): the dump and its parsing.
 void BM_Nic_Collect_200Veth_LinksOnly(benchmark::State& state) {
   nic::NicOptions o;
-  o.interfaces_include = "^nwb";
-  o.interfaces_exclude = "";
+  o.interfaces.include = "^nwb";
+  o.interfaces.exclude = "";
   o.qdiscs = false;
   o.driver_statistics = false;
   o.protocol_statistics = false;

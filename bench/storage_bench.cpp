@@ -1,5 +1,14 @@
-// Storage collector cost: the NFS part and the probes.
+// Storage collector cost: the held-descriptor reads, the NFS part and the
+// probes.
 //
+//  - Held descriptors: collect() over the storage fixture (diskstats,
+//    mountstats, five selected devices' sysfs facts and nr_requests) with
+//    the collector's max_held at 0 (every file opened, read and closed each
+//    collection: before the sources layer) and at its default (diskstats,
+//    mountstats and nr_requests read with one pread on a held descriptor),
+//    in the same process; then the same over this machine's own /proc and
+//    /sys, where the kernel generates each file on every read. The ratio is
+//    held / opened (below 1: the held reads are cheaper).
 //  - NFS: a mountstats file with 20 NFS mounts (the fixture's NFSv3 and
 //    NFSv4.1 blocks, alternately, at 20 mount points). The collect() reads,
 //    parses, selects the default operations and emits them (and renders the
@@ -25,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "ratio_reporter.hpp"
 #include "storage/mountstats.hpp"
 #include "storage/storage_collector.hpp"
 
@@ -116,6 +126,41 @@ void BM_Nfs20Mounts_CollectParseEmitRender(benchmark::State& state) {
 }
 BENCHMARK(BM_Nfs20Mounts_CollectParseEmitRender)->Unit(benchmark::kMicrosecond);
 
+// One collect() per iteration (no rendering: the reads are what differ).
+void CollectOnly(benchmark::State& state, const Roots& roots, std::size_t max_held) {
+  storage::StorageCollector c(roots, storage::StorageOptions{}, "bench", {}, max_held);
+  std::size_t series = 0;
+  for (auto _ : state) {
+    MetricSink sink(c.metrics());
+    c.collect(Context(), sink);
+    series = sink.sample_count();
+  }
+  state.counters["series"] = static_cast<double>(series);
+  state.counters["held"] = static_cast<double>(c.held_descriptors());
+}
+
+const Roots kFixtureRoots{kFixtures / "sys", kFixtures / "proc"};
+
+void BM_Storage_Fixture_Opened(benchmark::State& state) {
+  CollectOnly(state, kFixtureRoots, 0);
+}
+BENCHMARK(BM_Storage_Fixture_Opened)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Storage_Fixture_Held(benchmark::State& state) {
+  CollectOnly(state, kFixtureRoots, storage::kMaxHeldDescriptors);
+}
+BENCHMARK(BM_Storage_Fixture_Held)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Storage_ThisMachine_Opened(benchmark::State& state) {
+  CollectOnly(state, Roots{}, 0);
+}
+BENCHMARK(BM_Storage_ThisMachine_Opened)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Storage_ThisMachine_Held(benchmark::State& state) {
+  CollectOnly(state, Roots{}, storage::kMaxHeldDescriptors);
+}
+BENCHMARK(BM_Storage_ThisMachine_Held)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 void CollectWithProbes(benchmark::State& state, int probes) {
   std::vector<fs::path> dirs;
   storage::StorageOptions o;
@@ -162,4 +207,13 @@ BENCHMARK(BM_Storage_Collect_4Probes)->Unit(benchmark::kMicrosecond);
 }  // namespace
 }  // namespace nodewatch
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  return nodewatch::bench::run_with_ratios(argc, argv, [](const auto& r) {
+    // What holding the descriptors saves (ratio below 1) or costs.
+    r.print_ratios("BM_Storage_Fixture_Opened",
+                   {{"storage fixture, held descriptors", "BM_Storage_Fixture_Held"}});
+    r.print_ratios(
+        "BM_Storage_ThisMachine_Opened",
+        {{"this machine's /proc and /sys, held descriptors", "BM_Storage_ThisMachine_Held"}});
+  });
+}

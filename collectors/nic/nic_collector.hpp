@@ -1,49 +1,44 @@
 #pragma once
-// The nic collector: per-interface 64-bit link statistics, state, carrier,
-// MTU and speed from one RTM_GETLINK dump per collect; queueing-discipline
-// counters from one RTM_GETQDISC dump; allow-listed driver statistics
-// (ETHTOOL_GSTATS) mapped to curated metrics with labels; the standard
-// ethtool netlink pause and FEC statistics where the driver has them; and
-// node-level TCP/IP health from <procfs>/net/snmp and <procfs>/net/netstat.
+// The nic collector: a thin collector over four parts, each with its own
+// declarations and its own collect() (the way the interconnect collector
+// is split), whose metric table is their concatenation:
+//  - links (nic/nic_links.hpp): per-interface 64-bit link statistics,
+//    state, carrier, MTU and speed from one RTM_GETLINK dump, driver facts;
+//    it selects the interfaces the other parts work on;
+//  - qdiscs (nic/nic_qdiscs.hpp): queueing-discipline counters from one
+//    RTM_GETQDISC dump;
+//  - ethtool (nic/nic_ethtool.hpp): allow-listed driver statistics
+//    (ETHTOOL_GSTATS) mapped to curated metrics with labels, and the
+//    standard ethtool netlink pause and FEC statistics;
+//  - protocols (nic/nic_protocols.hpp): node-level TCP/IP health from
+//    <procfs>/net/snmp and <procfs>/net/netstat.
+// Each part's header states its failure contract. A link dump that cannot
+// be done fails the collection (CollectError("netlink_error")); nothing
+// else does.
 //
-// Failure contract (see nodewatch/collector.hpp):
-//  - the route netlink socket cannot be opened or a link dump fails:
-//    CollectError("netlink_error");
-//  - the qdisc dump fails: no qdisc series, sink.error("netlink_error");
-//  - a message that cannot be parsed: that interface or qdisc is skipped,
-//    sink.error("parse_error");
-//  - an ethtool call the driver does not implement (veth has no speed
-//    setting, most virtual devices no statistics): left out, not an error;
-//    an interface that disappears between the dump and an ethtool call: left
-//    out, not an error; any other ethtool failure: sink.error("ethtool_error");
-//  - driver statistics whose set changed between the count and the values:
-//    skipped for this collect, sink.error("driver_stats_changed");
-//  - <procfs>/net/snmp or netstat absent: no TCP/IP series, not an error;
-//    unreadable: sink.error("read_error"); a malformed pair of lines:
-//    sink.error("parse_error").
-//
-// State kept between collects: cached driver facts and statistic names per
-// interface (re-read when the count changes, and every 20 collects), and
-// 64-bit accumulators for the qdiscs' 32-bit counters. An interface or qdisc
-// that leaves the dump is forgotten; a new one is picked up at once.
+// State that outlives one collector (a reload that changed the options
+// builds a new one before the old one goes): the qdiscs' 32-bit wrap
+// offsets, in a sources::WrapCounters held as the daemon's service "nic".
 
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <optional>
-#include <regex>
 #include <string>
-#include <tuple>
+#include <string_view>
 #include <vector>
 
+#include "nic/nic_ethtool.hpp"
 #include "nic/nic_kernel.hpp"
+#include "nic/nic_links.hpp"
 #include "nic/nic_parse.hpp"
+#include "nic/nic_protocols.hpp"
+#include "nic/nic_qdiscs.hpp"
 #include "nodewatch/collector.hpp"
-#include "storage/diskstats.hpp"
+#include "nodewatch/sources/name_filter.hpp"
+#include "nodewatch/sources/wrap_counter.hpp"
 
 namespace nodewatch {
 
-// The catalog entry: name "nic", on by default, on the shared pool.
+// The catalog entry: name "nic", on by default, on a thread of its own.
 const CollectorSpec& nic_collector_spec();
 
 namespace nic {
@@ -58,13 +53,13 @@ std::vector<std::string> default_driver_counters();
 
 // [collectors.nic] keys.
 struct NicOptions {
-  // ECMAScript regular expressions searched anywhere in the interface name
-  // (anchor with ^ and $): an interface is exported when it matches
-  // interfaces_include (empty: all) and not interfaces_exclude (empty: none).
-  std::string interfaces_include;
-  std::string interfaces_exclude{kDefaultInterfacesExclude};
-  // ECMAScript regular expressions, each matched against a whole driver
-  // statistic name; a statistic is exported when one matches.
+  // interfaces_include, interfaces_exclude: RE2 regular expressions searched
+  // anywhere in the interface name (anchor with ^ and $): an interface is
+  // exported when it matches interfaces_include (empty: all) and not
+  // interfaces_exclude (empty: none) (sources/name_filter.hpp).
+  sources::NameFilterSpec interfaces{"", std::string(kDefaultInterfacesExclude)};
+  // RE2 regular expressions, each matched against a whole driver statistic
+  // name; a statistic is exported when one matches.
   std::vector<std::string> driver_counters = default_driver_counters();
   // At most this many driver statistics per interface (the rest is counted
   // as sink.error("driver_counter_limit")).
@@ -76,77 +71,48 @@ struct NicOptions {
 };
 
 // Reads the keys above through `r`; an invalid regular expression is
-// reported with r.error() at the key, and its default is kept.
+// reported with r.error() at the key (the shared message of
+// sources::pattern_error).
 NicOptions read_nic_options(OptionReader& r);
+
+// Every metric the collector can emit.
+const MetricTable& nic_metric_table();
 
 class NicCollector final : public Collector {
  public:
   // `source` may be null: the real kernel source is then opened on the
-  // first collect (in the namespace of the collecting thread). Throws
-  // std::regex_error for an invalid expression (rejected earlier by the
-  // configuration check).
-  NicCollector(Roots roots, NicOptions options, std::unique_ptr<KernelSource> source = nullptr);
+  // first collect (in the namespace of the collecting thread).
+  // `qdisc_counters` may be shared with the collector this one replaces
+  // (null: a private one). `max_held` bounds the procfs descriptors held
+  // (0: none). Throws std::invalid_argument for a pattern that does not
+  // compile (rejected earlier by the configuration check).
+  NicCollector(Roots roots, NicOptions options, std::unique_ptr<KernelSource> source = nullptr,
+               std::shared_ptr<sources::WrapCounters> qdisc_counters = nullptr,
+               std::size_t max_held = 4096);
 
   const MetricTable& metrics() const override;
   void collect(const CollectContext& ctx, MetricSink& out) override;
 
-  // For tests: interfaces and qdiscs the collector holds state for.
-  std::size_t tracked_interfaces() const { return interfaces_.size(); }
-  std::size_t tracked_qdiscs() const { return qdiscs_.size(); }
+  // For tests: interfaces and qdiscs the collector holds state for, and
+  // descriptors held open.
+  std::size_t tracked_interfaces() const { return links_.tracked(); }
+  std::size_t tracked_qdiscs() const { return qdiscs_.tracked(); }
+  std::size_t held_descriptors() const { return protocols_.held_descriptors(); }
 
  private:
-  struct SelectedCounter {
-    std::uint32_t index = 0;
-    std::string name;
-    DriverCounterMapping mapping;
-  };
-  struct DriverStats {
-    bool unsupported = false;
-    bool valid = false;
-    std::uint32_t count = 0;
-    std::uint64_t read_cycle = 0;
-    std::vector<std::string> names;  // the driver's statistic names when `selected` was built
-    std::vector<SelectedCounter> selected;
-    std::uint64_t over_limit = 0;
-  };
-  struct InterfaceState {
-    std::string name;
-    bool selected = false;
-    std::uint64_t last_seen = 0;
-    std::uint64_t info_cycle = 0;
-    DriverInfo info;
-    DriverStats stats;
-  };
-  using QdiscKey = std::tuple<int, std::uint32_t, std::uint32_t>;  // ifindex, handle, parent
-  struct QdiscState {
-    std::string kind;
-    std::uint64_t last_seen = 0;
-    storage::CounterAccumulator packets, drops, requeues, overlimits;
-  };
-
-  bool is_selected(std::string_view name) const;
-  void emit_link(const LinkRecord& link, InterfaceState& state, MetricSink& out);
-  void emit_driver_stats(const LinkRecord& link, InterfaceState& state, bool has_std_pause,
-                         MetricSink& out);
-  // Rebuilds the selection of statistics from the driver's `names`.
-  void refresh_driver_names(std::vector<std::string> names, DriverStats& stats);
-  void collect_ethtool_netlink(MetricSink& out);
-  void collect_qdiscs(MetricSink& out);
-  void collect_protocols(MetricSink& out);
-
-  Roots roots_;
   NicOptions options_;
   std::unique_ptr<KernelSource> source_;
-  std::optional<std::regex> include_;
-  std::optional<std::regex> exclude_;
-  std::vector<std::regex> driver_counters_;
-  std::map<int, InterfaceState> interfaces_;
-  std::map<QdiscKey, QdiscState> qdiscs_;
-  std::uint64_t cycle_ = 0;
-  // ifindex -> standard pause / FEC statistics of this collect.
-  std::map<int, PauseStats> pause_;
-  std::map<int, FecStats> fec_;
+  Links links_;
+  Qdiscs qdiscs_;
+  EthtoolStats ethtool_;
+  Protocols protocols_;
 };
+
+// The collector as the catalog makes it, with the qdiscs' wrap offsets from
+// env's services (key "nic"); `source` as for the constructor (tests pass a
+// fake one).
+std::unique_ptr<NicCollector> make_nic_collector(const CollectorEnv& env,
+                                                 std::unique_ptr<KernelSource> source = nullptr);
 
 }  // namespace nic
 }  // namespace nodewatch

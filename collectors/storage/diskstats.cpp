@@ -10,9 +10,6 @@
 namespace nodewatch::storage {
 namespace {
 
-constexpr std::uint64_t kTwoPow31 = std::uint64_t{1} << 31;
-constexpr std::uint64_t kTwoPow32 = std::uint64_t{1} << 32;
-
 using text::is_space;
 using text::next_token;
 
@@ -65,38 +62,10 @@ std::string_view next_line(std::string_view& text) {
   return line;
 }
 
-bool looks_like_32bit_wrap(std::uint64_t previous, std::uint64_t raw) {
-  // previous > 2^31 keeps the subtraction below from underflowing; the
-  // modular difference 2^32 - previous + raw < 2^31 is the same as
-  // raw < previous - 2^31.
-  return previous < kTwoPow32 && previous > kTwoPow31 && raw < previous - kTwoPow31;
-}
-
-std::uint64_t CounterAccumulator::update(std::uint64_t raw) {
-  if (primed_ && raw < last_raw_) {
-    if (looks_like_32bit_wrap(last_raw_, raw)) {
-      offset_ += kTwoPow32;
-    } else {
-      offset_ = 0;
-    }
-  }
-  primed_ = true;
-  last_raw_ = raw;
-  return offset_ + raw;
-}
-
-std::string_view trim_attribute(std::string_view raw) {
-  return text::trim(raw);
-}
-
 std::optional<std::uint64_t> parse_attribute_uint(std::string_view raw) {
   std::uint64_t value = 0;
-  if (!parse_decimal(trim_attribute(raw), &value)) return std::nullopt;
+  if (!parse_decimal(text::trim(raw), &value)) return std::nullopt;
   return value;
-}
-
-std::string attribute_label(std::string_view raw) {
-  return text::label_value(raw);
 }
 
 std::string sysfs_block_name(std::string_view diskstats_name) {

@@ -81,49 +81,24 @@ bool is_blank(std::string_view line);
 // past it. The last line need not end in a newline.
 std::string_view next_line(std::string_view& text);
 
-// Accumulates a raw kernel counter into a 64-bit cumulative value.
-//
 // The kernel prints the millisecond statistics as unsigned int, and the
 // others as unsigned long, which is also 32 bits on a 32-bit kernel; so a
-// raw value can wrap at 2^32. Example, the read time of sda over three
-// collects (field 4):
+// raw value can wrap at 2^32. The collector accumulates them with the
+// shared rule (sources::WrapCounter, nodewatch/sources/wrap_counter.hpp).
+// Example, the read time of sda over three collects (field 4):
 //
 //     8       0 sda 9 0 72 4294967000 0 0 0 0 0 0 0     -> 4294967000 ms
 //     8       0 sda 9 0 72 200 0 0 0 0 0 0 0            -> 2^32 + 200 ms (wrapped)
 //     8       0 sda 9 0 72 5000 0 0 0 0 0 0 0           -> 2^32 + 5000 ms
 //
-// A decrease is taken as a 32-bit wrap when the previous value fits in 32
-// bits, was above 2^31, and the modular difference (2^32 - previous + raw)
-// is below 2^31: a busy counter that wrapped between two collects. Any
-// other decrease (the device was re-created, a 64-bit counter went down) is
-// a counter reset: the value restarts from the raw value, which Prometheus
-// reads as a reset rather than as a negative rate.
-class CounterAccumulator {
- public:
-  // Feeds the latest raw value and returns the accumulated one.
-  std::uint64_t update(std::uint64_t raw);
-  std::uint64_t value() const { return offset_ + last_raw_; }
+// Any other decrease (the device was re-created, a 64-bit counter went
+// down) is a counter reset: the value restarts from the raw value, which
+// Prometheus reads as a reset rather than as a negative rate.
 
- private:
-  std::uint64_t last_raw_ = 0;
-  std::uint64_t offset_ = 0;
-  bool primed_ = false;
-};
-
-// True when going from `previous` to `raw` looks like a 32-bit wrap (see above).
-bool looks_like_32bit_wrap(std::uint64_t previous, std::uint64_t raw);
-
-// Per-device sysfs attributes, e.g. "Samsung SSD 980 PRO 2TB                 \n"
-// from block/nvme0n1/device/model: trims blanks, newlines and NULs.
-std::string_view trim_attribute(std::string_view raw);
-
-// A sysfs attribute holding one unsigned decimal number ("1023\n"), or nullopt.
+// A sysfs attribute holding one unsigned decimal number ("1023\n"), or
+// nullopt. (Label attributes, such as "Samsung SSD 980 PRO 2TB     \n" from
+// block/nvme0n1/device/model, go through text::label_value.)
 std::optional<std::uint64_t> parse_attribute_uint(std::string_view raw);
-
-// Makes a trimmed attribute usable as a label value: control characters
-// become spaces, and when the bytes are not valid UTF-8 (a drive's model
-// field is raw bytes) every non-ASCII byte becomes '?'.
-std::string attribute_label(std::string_view raw);
 
 // The name of a device's directory under <sysfs>/block: the kernel shows
 // "cciss/c0d0" in /proc/diskstats and "cciss!c0d0" in sysfs. Returns "" for

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "nodewatch/sources/fs.hpp"
+
 namespace nodewatch::storage {
 namespace {
 
@@ -84,6 +86,7 @@ int pwrite_all(int fd, const char* buf, std::size_t n, off_t offset) {
 
 }  // namespace
 
+// One thread's control block.
 struct Probe::Shared {
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -92,21 +95,31 @@ struct Probe::Shared {
   // The operation in the file system right now, if any.
   bool in_op = false;
   Clock::time_point op_started;
+};
+
+// What the probes of one file report; locked apart from Shared (never both
+// at once), and never while a thread is in the file system.
+struct ProbeRecord {
+  mutable std::mutex mu;
   std::array<ProbeOpState, kProbeOpCount> ops;
 };
 
 namespace {
 
 // The probe's thread: everything it touches is either its own (config, file
-// name, buffer) or `shared`, which it locks only around bookkeeping.
+// name, buffer) or `shared` and `record`, which it locks only around
+// bookkeeping.
 class Runner {
  public:
-  Runner(std::shared_ptr<Probe::Shared> shared, ProbeConfig config, std::string file,
-         std::shared_ptr<Probe::Shared> predecessor)
+  Runner(std::shared_ptr<Probe::Shared> shared, std::shared_ptr<ProbeRecord> record,
+         ProbeConfig config, std::string file, std::shared_ptr<Probe::Shared> predecessor,
+         std::shared_ptr<const void> keepalive)
       : shared_(std::move(shared)),
+        record_(std::move(record)),
         config_(std::move(config)),
         file_(std::move(file)),
-        predecessor_(std::move(predecessor)) {
+        predecessor_(std::move(predecessor)),
+        keepalive_(std::move(keepalive)) {
     capacity_ = round_up(std::max<std::size_t>(config_.size, 1), kAlignment);
     buffer_.reset(static_cast<char*>(std::aligned_alloc(kAlignment, capacity_)));
     if (buffer_) std::memset(buffer_.get(), 'n', capacity_);
@@ -176,18 +189,23 @@ class Runner {
 
   void end(ProbeOp op, int err, bool timed) {
     Clock::time_point now = Clock::now();
-    std::lock_guard lock(shared_->mu);
-    double seconds = std::chrono::duration<double>(now - shared_->op_started).count();
-    shared_->in_op = false;
-    ProbeOpState& s = shared_->ops[static_cast<std::size_t>(op)];
-    if (timed && s.histogram) s.histogram->observe(seconds);
-    if (err == 0 && now - shared_->op_started > config_.timeout) err = ETIMEDOUT;
+    Clock::duration took;
+    {
+      std::lock_guard lock(shared_->mu);
+      took = now - shared_->op_started;
+      shared_->in_op = false;
+    }
+    if (err == 0 && took > config_.timeout) err = ETIMEDOUT;
+    std::string errno_label = err == 0 ? std::string() : sources::errno_name(err);
+    std::lock_guard lock(record_->mu);
+    ProbeOpState& s = record_->ops[static_cast<std::size_t>(op)];
+    if (timed && s.histogram) s.histogram->observe(std::chrono::duration<double>(took).count());
     s.observed = true;
     s.success = err == 0;
     if (err == 0) {
       s.last_success_unix = unix_now();
     } else {
-      ++s.errors[errno_name(err)];
+      ++s.errors[errno_label];
     }
   }
 
@@ -306,9 +324,11 @@ class Runner {
   }
 
   std::shared_ptr<Probe::Shared> shared_;
+  std::shared_ptr<ProbeRecord> record_;
   ProbeConfig config_;
   std::string file_;
   std::shared_ptr<Probe::Shared> predecessor_;  // until it is no longer blocked
+  std::shared_ptr<const void> keepalive_;
   AlignedBuffer buffer_;
   std::size_t capacity_ = 0;
   Fd fd_;
@@ -346,13 +366,6 @@ const std::vector<double>& probe_buckets() {
   return kBuckets;
 }
 
-std::string errno_name(int err) {
-  if (const char* name = ::strerrorname_np(err)) return name;
-  std::string out = "E";  // appended, not "E" + ...: GCC 12's -Wrestrict false positive at -O3
-  out += std::to_string(err);
-  return out;
-}
-
 std::string probe_file_name(std::string_view hostname) {
   std::string out = ".nodewatch-probe-";
   if (hostname.empty()) hostname = "unknown";
@@ -365,37 +378,25 @@ std::string probe_file_name(std::string_view hostname) {
 }
 
 Probe::Probe(ProbeConfig config, std::string file_name)
+    : Probe(Lineage{}, std::move(config), std::move(file_name), nullptr, nullptr, nullptr) {}
+
+Probe::Probe(Lineage, ProbeConfig config, std::string file_name,
+             std::shared_ptr<Shared> predecessor, std::shared_ptr<ProbeRecord> record,
+             std::shared_ptr<const void> keepalive)
     : config_(std::move(config)),
       file_name_(std::move(file_name)),
-      shared_(std::make_shared<Shared>()) {
-  for (ProbeOp op : config_.operations) {
-    shared_->ops[static_cast<std::size_t>(op)].histogram.emplace(probe_buckets());
-  }
-  // The probes of this file in the process (a reload replaces them): the
-  // newest, and the one a newer probe waits for because it is blocked in the
-  // kernel. The new thread waits for the blocked one while it is not done.
-  struct Lineage {
-    std::weak_ptr<Shared> newest;
-    std::weak_ptr<Shared> blocked;
-  };
-  static std::mutex registry_mu;
-  static std::map<std::string, Lineage> registry;
-  std::shared_ptr<Shared> predecessor;
+      shared_(std::make_shared<Shared>()),
+      record_(record ? std::move(record) : std::make_shared<ProbeRecord>()) {
   {
-    std::lock_guard lock(registry_mu);
-    Lineage& lineage = registry[file_path()];
-    predecessor = lineage.blocked.lock();
-    if (predecessor) {
-      std::lock_guard plock(predecessor->mu);
-      if (predecessor->done) predecessor.reset();
+    std::lock_guard lock(record_->mu);
+    for (ProbeOp op : config_.operations) {
+      auto& histogram = record_->ops[static_cast<std::size_t>(op)].histogram;
+      if (!histogram) histogram.emplace(probe_buckets());
     }
-    if (!predecessor) predecessor = lineage.newest.lock();
-    lineage.newest = shared_;
-    lineage.blocked = predecessor;
   }
-  thread_ =
-      std::thread([runner = std::make_shared<Runner>(shared_, config_, file_path(),
-                                                     std::move(predecessor))] { runner->run(); });
+  thread_ = std::thread([runner = std::make_shared<Runner>(
+                             shared_, record_, config_, file_path(), std::move(predecessor),
+                             std::move(keepalive))] { runner->run(); });
 }
 
 Probe::~Probe() {
@@ -411,9 +412,18 @@ std::string Probe::file_path() const {
 
 ProbeSnapshot Probe::snapshot() const {
   ProbeSnapshot out;
-  std::lock_guard lock(shared_->mu);
-  out.stuck = shared_->in_op && Clock::now() - shared_->op_started > config_.timeout;
-  out.ops = shared_->ops;
+  {
+    std::lock_guard lock(shared_->mu);
+    out.stuck = shared_->in_op && Clock::now() - shared_->op_started > config_.timeout;
+  }
+  // The record may hold operations an earlier probe of the path had: only
+  // this one's are reported.
+  std::lock_guard lock(record_->mu);
+  for (ProbeOp op : config_.operations) {
+    out.ops[static_cast<std::size_t>(op)] = record_->ops[static_cast<std::size_t>(op)];
+  }
+  const auto create = static_cast<std::size_t>(ProbeOp::kCreate);
+  out.ops[create] = record_->ops[create];
   return out;
 }
 
@@ -421,6 +431,11 @@ void Probe::request_stop() {
   std::lock_guard lock(shared_->mu);
   shared_->stop = true;
   shared_->cv.notify_all();
+}
+
+bool Probe::stop_requested() const {
+  std::lock_guard lock(shared_->mu);
+  return shared_->stop;
 }
 
 bool Probe::finish(std::chrono::steady_clock::time_point deadline) {
@@ -436,6 +451,69 @@ bool Probe::finish(std::chrono::steady_clock::time_point deadline) {
     thread_.detach();
   }
   return ended;
+}
+
+std::shared_ptr<Probe> ProbeRegistry::acquire(const ProbeConfig& config,
+                                              const std::string& file_name) {
+  std::string file = config.path;
+  if (file.empty() || file.back() != '/') file.push_back('/');
+  file += file_name;
+  std::lock_guard lock(mu_);
+  // Paths no probe or record is left on: forgotten (a path configured again
+  // later starts afresh).
+  std::erase_if(paths_, [](const auto& e) {
+    return e.second.newest.expired() && e.second.blocked.expired() && e.second.record.expired() &&
+           e.second.current.expired();
+  });
+  Path& path = paths_[file];
+  if (std::shared_ptr<Probe> current = path.current.lock()) {
+    if (current->config() == config && current->file_name() == file_name &&
+        !current->stop_requested()) {
+      return current;
+    }
+  }
+  // The thread this one waits for: the one the last probe waited for, if it
+  // is still not done (blocked in the kernel), else the last probe's.
+  std::shared_ptr<Probe::Shared> predecessor = path.blocked.lock();
+  if (predecessor) {
+    std::lock_guard plock(predecessor->mu);
+    if (predecessor->done) predecessor.reset();
+  }
+  if (!predecessor) predecessor = path.newest.lock();
+  std::shared_ptr<ProbeRecord> record = path.record.lock();
+  if (!record) record = std::make_shared<ProbeRecord>();
+  auto probe = std::make_shared<Probe>(Probe::Lineage{}, config, file_name, predecessor, record,
+                                       weak_from_this().lock());
+  path.current = probe;
+  path.newest = probe->shared_;
+  path.blocked = predecessor;
+  path.record = record;
+  return probe;
+}
+
+void ProbeRegistry::release(std::vector<std::shared_ptr<Probe>>& probes,
+                            std::chrono::steady_clock::time_point deadline) {
+  std::vector<std::shared_ptr<Probe>> last;
+  {
+    // Under the lock no other collector can take one of these meanwhile: a
+    // probe held here alone is this caller's to stop.
+    std::lock_guard lock(mu_);
+    for (std::shared_ptr<Probe>& p : probes) {
+      if (p.use_count() == 1) {
+        p->request_stop();
+        last.push_back(std::move(p));
+      }
+    }
+    probes.clear();
+  }
+  for (const std::shared_ptr<Probe>& p : last) p->finish(deadline);
+}
+
+std::size_t ProbeRegistry::paths() const {
+  std::lock_guard lock(mu_);
+  std::size_t n = 0;
+  for (const auto& [file, path] : paths_) n += path.record.expired() ? 0 : 1;
+  return n;
 }
 
 }  // namespace nodewatch::storage

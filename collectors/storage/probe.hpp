@@ -31,12 +31,20 @@
 // Destruction asks the thread to stop and waits at most a short grace
 // period: a thread still blocked in the kernel is detached (it owns its
 // state through a shared_ptr and exits when the kernel lets it go).
+//
+// The probes of the process are handed out by a ProbeRegistry (below),
+// which the storage collectors share through the daemon's services: a
+// rebuilt collector gets the running probe of an unchanged path (its thread,
+// histograms and counts go on), and a probe of a changed one continues the
+// path's histograms and counts and waits for a predecessor still blocked in
+// the kernel instead of starting another thread on the path.
 
 #include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -57,9 +65,6 @@ std::optional<ProbeOp> parse_probe_op(std::string_view name);
 
 // Histogram upper bounds, 100 us to 30 s in 1-2.5-5 steps.
 const std::vector<double>& probe_buckets();
-
-// The symbolic name of an errno value ("ENOSPC"), or "E<number>".
-std::string errno_name(int err);
 
 inline constexpr std::size_t kMaxProbeSize = std::size_t{1} << 20;
 
@@ -85,33 +90,89 @@ struct ProbeSnapshot {
   std::array<ProbeOpState, kProbeOpCount> ops;
 };
 
+// The state one probe file's probes report, kept across the probes that
+// replace each other on the path (defined in probe.cpp).
+struct ProbeRecord;
+
 class Probe {
  public:
-  // Starts the thread. `file_name` is the probe file's name under the path.
+  struct Shared;
+
+  // Starts a probe of its own (no registry): no predecessor, a fresh record.
+  // `file_name` is the probe file's name under the path.
   Probe(ProbeConfig config, std::string file_name);
   ~Probe();
   Probe(const Probe&) = delete;
   Probe& operator=(const Probe&) = delete;
 
   const ProbeConfig& config() const { return config_; }
+  const std::string& file_name() const { return file_name_; }
   std::string file_path() const;
 
-  // A copy of the state, taken under the mutex (never waits on the file system).
+  // A copy of the state of the configured operations and of "create",
+  // taken under the mutexes (never waits on the file system).
   ProbeSnapshot snapshot() const;
 
   // Asks the thread to stop, without waiting.
   void request_stop();
+  bool stop_requested() const;
   // Waits until `deadline` for the thread to end; joins it if it did and
   // detaches it otherwise. Returns true when it ended.
   bool finish(std::chrono::steady_clock::time_point deadline);
 
-  struct Shared;
+  // Only a ProbeRegistry makes the probes of a lineage.
+  class Lineage {
+    friend class Probe;
+    friend class ProbeRegistry;
+    Lineage() = default;
+  };
+  // `predecessor`: the thread of the probe this one replaces on the path,
+  // waited for while it is blocked in the kernel (may be null); `record`:
+  // the path's state, continued; `keepalive`: held by the thread until it
+  // ends (the registry, so that a blocked thread keeps its lineage known).
+  Probe(Lineage, ProbeConfig config, std::string file_name, std::shared_ptr<Shared> predecessor,
+        std::shared_ptr<ProbeRecord> record, std::shared_ptr<const void> keepalive);
 
  private:
+  friend class ProbeRegistry;
+
   ProbeConfig config_;
   std::string file_name_;
   std::shared_ptr<Shared> shared_;
+  std::shared_ptr<ProbeRecord> record_;
   std::thread thread_;
+};
+
+// The probes of the process by probe file: the state that outlives one
+// storage collector (DESIGN.md, "Layers"), held as a service. Thread-safe.
+class ProbeRegistry : public std::enable_shared_from_this<ProbeRegistry> {
+ public:
+  ProbeRegistry() = default;
+  ProbeRegistry(const ProbeRegistry&) = delete;
+  ProbeRegistry& operator=(const ProbeRegistry&) = delete;
+
+  // The running probe of `config` (same path, operations, interval,
+  // timeout, size and file), shared with the collector it was made for; or
+  // a new one, which continues the path's record and waits for the path's
+  // last thread while that one is blocked in the kernel.
+  std::shared_ptr<Probe> acquire(const ProbeConfig& config, const std::string& file_name);
+  // Gives `probes` back: those no other holder shares are stopped, all at
+  // once, and waited for until `deadline` in all (a blocked one is left to
+  // end on its own). Empties `probes`.
+  void release(std::vector<std::shared_ptr<Probe>>& probes,
+               std::chrono::steady_clock::time_point deadline);
+  // Probe files with a probe or record alive (tests).
+  std::size_t paths() const;
+
+ private:
+  struct Path {
+    std::weak_ptr<Probe> current;          // the probe handed out last
+    std::weak_ptr<Probe::Shared> newest;   // its thread's state
+    std::weak_ptr<Probe::Shared> blocked;  // the thread the newest one waits for
+    std::weak_ptr<ProbeRecord> record;
+  };
+  mutable std::mutex mu_;
+  std::map<std::string, Path, std::less<>> paths_;
 };
 
 // The probe file name for this host: ".nodewatch-probe-<hostname>", with

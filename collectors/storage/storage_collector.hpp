@@ -1,43 +1,40 @@
 #pragma once
-// The storage collector, in three parts:
-//  - block devices: I/O counters from <procfs>/diskstats and per-device facts
-//    from <sysfs>/block/<device>;
-//  - NFS client operations: per-mount, per-operation RPC counters from
-//    <procfs>/<mountstats> (self/mountstats by default, see StorageOptions);
-//  - active probes: configured directories timed with real stat, write,
-//    fsync and read calls on threads of their own (storage/probe.hpp);
-//    collect() only copies their state and never waits on a file system.
+// The storage collector: a thin collector over three parts, each with its
+// own declarations and its own collect() (the way the interconnect
+// collector is split), whose metric table is their concatenation:
+//  - block devices (storage/block_devices.hpp): I/O counters from
+//    <procfs>/diskstats and per-device facts from <sysfs>/block/<device>;
+//  - NFS client operations (storage/nfs_mounts.hpp): per-mount,
+//    per-operation RPC counters from <procfs>/<mountstats>;
+//  - active probes (storage/probe_set.hpp, storage/probe.hpp): configured
+//    directories timed with real stat, write, fsync and read calls on
+//    threads of their own; collect() only copies their state and never
+//    waits on a file system.
+// Each part's header states its failure contract. diskstats that cannot be
+// read fails the collection (CollectError("read_error")); nothing else does.
 //
-// Failure contract (see nodewatch/collector.hpp):
-//  - <procfs>/diskstats cannot be read: CollectError("read_error");
-//  - one malformed line: skipped, sink.error("parse_error");
-//  - a sysfs attribute that is missing or unreadable: its label is "" and its
-//    gauge is not emitted; not an error (dm, md, loop and virtio devices have
-//    no model, many devices have no serial);
-//  - the mountstats file is absent: no NFS series, not an error; unreadable:
-//    sink.error("mountstats_read_error"); a malformed mount block:
-//    sink.error("mountstats_parse_error") and the other mounts are exported;
-//    a short per-op line: sink.error("mountstats_short_op_line");
-//  - the collector never stat()s a mount point: a hung NFS mount cannot
-//    block it (reading mountstats only reads counters).
-//
-// The collector keeps per-device state between collects (32-bit wrap
-// accumulation, cached sysfs facts); devices that leave /proc/diskstats are
-// forgotten, new ones are picked up on the next collect.
+// State that outlives one collector (a reload that changed the options
+// builds a new one before the old one goes) lives in the daemon's services
+// under the key "storage" (StorageServices): the diskstats wrap offsets,
+// and the probes with their lineage and histograms. A rebuilt collector
+// therefore continues every counter and histogram, and an unchanged probe
+// keeps its thread.
 
-#include <array>
-#include <cstdint>
-#include <map>
+#include <cstddef>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "nodewatch/collector.hpp"
-#include "storage/diskstats.hpp"
+#include "nodewatch/sources/name_filter.hpp"
+#include "nodewatch/sources/wrap_counter.hpp"
+#include "storage/block_devices.hpp"
+#include "storage/nfs_mounts.hpp"
+#include "storage/path_check.hpp"
 #include "storage/probe.hpp"
+#include "storage/probe_set.hpp"
 
 namespace nodewatch {
 
@@ -56,22 +53,26 @@ inline constexpr std::string_view kDefaultDevicesExclude =
 inline const std::vector<std::string> kDefaultNfsOperations = {
     "READ", "WRITE", "GETATTR", "LOOKUP", "OPEN", "COMMIT", "ACCESS"};
 
+// Descriptors the collector holds open at most, per part (diskstats,
+// mountstats, each selected device's queue/nr_requests).
+inline constexpr std::size_t kMaxHeldDescriptors = 4096;
+
 // [collectors.storage] keys.
-//  - devices_include, devices_exclude: ECMAScript regular expressions
-//    searched anywhere in the kernel's device name (anchor them with ^ and
-//    $); a device is exported when it matches devices_include (empty: every
-//    device) and does not match devices_exclude (empty: none excluded).
+//  - devices_include, devices_exclude: RE2 regular expressions searched
+//    anywhere in the kernel's device name (anchor them with ^ and $); a
+//    device is exported when it matches devices_include (empty: every
+//    device) and does not match devices_exclude (empty: none excluded)
+//    (sources/name_filter.hpp);
 //  - mountstats: the mountstats file, relative to the procfs root:
 //    "self/mountstats" (the daemon's mount namespace) or, in a container
-//    that shares the host's PID namespace, "1/mountstats".
+//    that shares the host's PID namespace, "1/mountstats";
 //  - nfs_operations: the per-op lines exported (names as the kernel prints
-//    them); bounds the series count.
+//    them); bounds the series count;
 //  - [[collectors.storage.probe]]: path (absolute directory), operations
 //    (of stat, write, fsync, read), interval, timeout (not above interval),
 //    size ("4KiB", at most 1 MiB).
 struct StorageOptions {
-  std::string devices_include;
-  std::string devices_exclude{kDefaultDevicesExclude};
+  sources::NameFilterSpec devices{"", std::string(kDefaultDevicesExclude)};
   std::string mountstats{"self/mountstats"};
   std::vector<std::string> nfs_operations{kDefaultNfsOperations};
   std::vector<ProbeConfig> probes;
@@ -79,72 +80,55 @@ struct StorageOptions {
 };
 
 // Reads the keys above through `r`; an invalid value is reported with
-// r.error() at the key's line and column (naming the probe for probe keys),
-// and its default is kept. With `check_paths`, a probe path that does not
-// exist or is not a directory is an error too (checked on a helper thread
-// for at most a second: a path on a hung mount is accepted, and its probe
-// will report stuck).
-StorageOptions read_storage_options(OptionReader& r, bool check_paths = false);
+// r.error() at the key's line and column (naming the probe for probe keys).
+// With `check`, a probe path that does not exist or is not a directory is an
+// error too (path_check.hpp: a path on a hung mount is accepted).
+StorageOptions read_storage_options(OptionReader& r, DirectoryCheck* check = nullptr);
 
 // "4KiB", "1MiB", "512B", "4096" -> bytes; nullopt when not a size.
 std::optional<std::size_t> parse_size(std::string_view text);
 
+// What a storage collector hands on to the one that replaces it.
+struct StorageServices {
+  std::shared_ptr<sources::WrapCounters> counters;  // null: a private one
+  std::shared_ptr<ProbeRegistry> probes;            // null: a private one
+  // The daemon's (private ones in a test without Services).
+  static StorageServices of(const CollectorEnv& env);
+};
+
+// Every metric the collector can emit.
+const MetricTable& storage_metric_table();
+
 class StorageCollector final : public Collector {
  public:
-  // Compiles the regular expressions once; throws std::regex_error when one
-  // is invalid (the configuration check rejects those before this point).
-  // Starts one thread per probe. `hostname` names the probe files; empty:
-  // gethostname().
-  StorageCollector(Roots roots, StorageOptions options, std::string hostname = {});
-  // Stops the probe threads, waiting at most a short grace period in all;
-  // probes still blocked in the kernel are left to end on their own.
-  ~StorageCollector() override;
+  // Compiles the name filter (std::invalid_argument when it does not: the
+  // configuration check rejects those first) and takes its probes from the
+  // registry, starting those that are not running. `hostname` names the
+  // probe files; empty: gethostname(). `max_held` bounds the descriptors
+  // each part holds; 0: none (every file opened, read and closed each
+  // collection: the benchmark's "before").
+  StorageCollector(Roots roots, StorageOptions options, std::string hostname = {},
+                   StorageServices services = {}, std::size_t max_held = kMaxHeldDescriptors);
+  // Gives the probes back: those no other collector holds are stopped, with
+  // one short grace period in all; probes still blocked in the kernel are
+  // left to end on their own.
+  ~StorageCollector() override = default;
 
   const MetricTable& metrics() const override;
   void collect(const CollectContext& ctx, MetricSink& out) override;
 
-  // How many devices the collector holds state for (selected or not), for tests.
-  std::size_t tracked_devices() const { return devices_.size(); }
-  // The probes, in configuration order, for tests.
-  const std::vector<std::unique_ptr<Probe>>& probes() const { return probes_; }
+  // For tests.
+  std::size_t tracked_devices() const { return block_.tracked_devices(); }
+  std::size_t held_descriptors() const {
+    return block_.held_descriptors() + nfs_.held_descriptors();
+  }
+  // The probes, in configuration order.
+  const std::vector<std::shared_ptr<Probe>>& probes() const { return probes_.probes(); }
 
  private:
-  // Facts that do not change while the device exists, re-read now and then.
-  struct DeviceInfo {
-    std::string model;
-    std::string serial;
-    std::string rotational;
-    std::optional<std::uint64_t> logical_block_size;
-  };
-  struct DeviceState {
-    std::uint32_t major = 0;
-    std::uint32_t minor = 0;
-    bool selected = false;
-    std::uint64_t last_seen = 0;  // the collect that last saw the device
-    std::uint64_t info_read = 0;  // the collect that last read `info`
-    std::string sysfs_dir;        // <sysfs>/block/<name>, "" when the name is unusable
-    DeviceInfo info;
-    std::array<CounterAccumulator, kDiskStatCount> counters;
-  };
-
-  void read_diskstats();
-  void collect_nfs(MetricSink& out);
-  void collect_probes(MetricSink& out);
-  bool is_selected(std::string_view name) const;
-  DeviceInfo read_info(const std::string& sysfs_dir);
-  void emit(const DiskStatsLine& line, DeviceState& state, MetricSink& out);
-
-  Roots roots_;
-  std::string diskstats_path_;
-  std::optional<std::regex> include_;
-  std::optional<std::regex> exclude_;
-  std::map<std::string, DeviceState, std::less<>> devices_;
-  std::uint64_t cycle_ = 0;
-  std::string buffer_;  // /proc/diskstats, reused between collects
-  std::string mountstats_path_;
-  std::vector<std::string> nfs_operations_;  // sorted
-  std::string mountstats_buffer_;
-  std::vector<std::unique_ptr<Probe>> probes_;
+  BlockDevices block_;
+  NfsMounts nfs_;
+  ProbeSet probes_;
 };
 
 }  // namespace storage

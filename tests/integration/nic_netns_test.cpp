@@ -141,8 +141,8 @@ class VethPair {
 
   // A collector that reads namespace a, selecting the test's interfaces.
   std::unique_ptr<NicCollector> collector(NicOptions options = {}) const {
-    options.interfaces_include = "^nwt";
-    options.interfaces_exclude = "";
+    options.interfaces.include = "^nwt";
+    options.interfaces.exclude = "";
     options.protocol_statistics = false;
     std::unique_ptr<KernelSource> source;
     in_netns(a_, [&] { source = make_kernel_source(); });

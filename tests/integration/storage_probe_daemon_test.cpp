@@ -349,7 +349,7 @@ TEST(NodeExporterAgreement, DiskstatsAndMountstats) {
   ASSERT_EQ(theirs["node_scrape_collector_success{collector=\"mountstats\"}"], 1.0) << body;
 
   StorageOptions o;
-  o.devices_exclude = "";
+  o.devices.exclude = "";
   StorageCollector c(Roots{sys, proc}, o);
   MetricSink sink(c.metrics());
   testing::CollectOnce(c, sink);

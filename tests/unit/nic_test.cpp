@@ -12,9 +12,11 @@
 #include <linux/genetlink.h>
 #include <linux/netlink.h>
 
+#include <cerrno>
 #include <cmath>  // before support/collector_test.hpp, which uses std::nan
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -25,6 +27,8 @@
 #include "nic/nic_collector.hpp"
 #include "nic/nic_kernel.hpp"
 #include "nic/nic_parse.hpp"
+#include "nodewatch/services.hpp"
+#include "nodewatch/sources/fs.hpp"
 #include "support/collector_test.hpp"
 
 namespace nodewatch::nic {
@@ -546,6 +550,12 @@ FakeNode make_node(NicOptions options = {}) {
   return node;
 }
 
+int open_fds() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
 bool has(const MetricSink& sink, std::string_view name, const std::vector<std::string>& labels) {
   double v = 0;
   return sink.get(name, labels, &v);
@@ -928,6 +938,121 @@ TEST(NicCollector, NoProcNetIsNotAnError) {
   EXPECT_TRUE(sink.errors().empty());
 }
 
+// An errno injected on /proc/net/snmp in the middle of a collection: an
+// error is counted under the file and its series left out; absent or gone
+// is no error; netstat's series stay; the next collection reads it again.
+TEST(NicCollector, ProcNetFailuresAreCountedUnderTheFile) {
+  for (int err : {EACCES, EIO, ENODEV, ENOENT}) {
+    SCOPED_TRACE(sources::errno_name(err));
+    auto faults = std::make_shared<sources::Faults>();
+    NicCollector c(Roots{nic_fixtures() / "no-sys", nic_fixtures() / "proc-5.15", faults},
+                   NicOptions{}, std::make_unique<FakeSource>());
+    MetricSink first(c.metrics());
+    CollectOnce(c, first);
+    EXPECT_EQ(c.held_descriptors(), 2u);  // snmp and netstat
+    const int fds = open_fds();
+
+    faults->inject("net/snmp", err, 1);
+    MetricSink failed(c.metrics());
+    CollectOnce(c, failed);
+    EXPECT_FALSE(has(failed, "nodewatch_nic_tcp_retransmitted_segments_total", {}));
+    EXPECT_FALSE(has(failed, "nodewatch_nic_udp_input_errors_total", {}));
+    EXPECT_EQ(Value(failed, "nodewatch_nic_tcp_timeouts_total", {}), 5150);  // netstat
+    bool counted = err == EACCES || err == EIO;
+    EXPECT_EQ(error_count(failed, "read_error"), counted ? 1u : 0u);
+    if (counted) {
+      const std::map<MetricSink::FailureKey, std::string> expected = {
+          {{"read_error", "net/snmp"}, sources::errno_name(err)}};
+      EXPECT_EQ(failed.failures(), expected);
+    }
+
+    MetricSink again(c.metrics());
+    CollectOnce(c, again);
+    EXPECT_EQ(Value(again, "nodewatch_nic_tcp_retransmitted_segments_total", {}), 51515);
+    EXPECT_TRUE(again.errors().empty());
+    EXPECT_EQ(c.held_descriptors(), 2u);
+    EXPECT_EQ(open_fds(), fds);
+  }
+}
+
+TEST(NicCollector, HeldProcNetDescriptorsDoNotLeak) {
+  const int fds = open_fds();
+  {
+    NicCollector c(Roots{nic_fixtures() / "no-sys", nic_fixtures() / "proc-5.15"}, NicOptions{},
+                   std::make_unique<FakeSource>());
+    for (int i = 0; i < 5; ++i) {
+      MetricSink sink(c.metrics());
+      CollectOnce(c, sink);
+      EXPECT_EQ(open_fds(), fds + 2) << "collection " << i;
+    }
+    NicCollector none(Roots{nic_fixtures() / "no-sys", nic_fixtures() / "proc-5.15"}, NicOptions{},
+                      std::make_unique<FakeSource>(), nullptr, 0);
+    MetricSink sink(none.metrics());
+    CollectOnce(none, sink);
+    EXPECT_EQ(Value(sink, "nodewatch_nic_tcp_timeouts_total", {}), 5150);
+    EXPECT_EQ(none.held_descriptors(), 0u);
+    EXPECT_EQ(open_fds(), fds + 2);
+  }
+  EXPECT_EQ(open_fds(), fds);
+}
+
+// A reload that changed the options builds the new collector from the same
+// Services while the old one exists: a qdisc's 32-bit drops that wrap just
+// after go on from the old collector's offset.
+TEST(NicCollector, QdiscWrapOffsetsOutliveARebuiltCollector) {
+  Services services;
+  auto fake_with = [](std::uint32_t drops) {
+    auto src = std::make_unique<FakeSource>();
+    src->links = {make_link(2, "eth0")};
+    QdiscRecord q;
+    q.ifindex = 2;
+    q.handle = 0x00010000;
+    q.parent = 0xffffffff;
+    q.kind = "tbf";
+    q.has_queue = true;
+    q.drops = drops;
+    src->qdiscs = {q};
+    return src;
+  };
+  const std::vector<std::string> labels = {"eth0", "tbf", "1:", "root"};
+  auto options = [](NicOptions o) {
+    return std::shared_ptr<const CollectorOptions>(
+        std::make_shared<const TypedOptions<NicOptions>>(std::move(o)));
+  };
+  Roots roots{"/nonexistent", "/nonexistent"};
+  std::unique_ptr<NicCollector> first = make_nic_collector(
+      CollectorEnv{roots, options(NicOptions{}), {}, &services}, fake_with(4294967290u));
+  MetricSink s1(first->metrics());
+  CollectOnce(*first, s1);
+  EXPECT_EQ(Value(s1, "nodewatch_nic_qdisc_drops_total", labels), 4294967290.0);
+
+  NicOptions changed;
+  changed.protocol_statistics = false;
+  std::unique_ptr<NicCollector> second =
+      make_nic_collector(CollectorEnv{roots, options(changed), {}, &services}, fake_with(5));
+  first.reset();
+  MetricSink s2(second->metrics());
+  CollectOnce(*second, s2);
+  EXPECT_EQ(Value(s2, "nodewatch_nic_qdisc_drops_total", labels), 4294967290.0 + 11);
+}
+
+TEST(NicCollector, DriverCounterPatternsMatchWholeNames) {
+  NicOptions o;
+  // Each is anchored as a whole ("^(?:rx0_packets|tx0_packets)$"), so the
+  // alternation cannot leak out of the anchors and "packets" matches no name.
+  o.driver_counters = {"rx0_packets|tx0_packets", "packets", "rx_prio3_pause"};
+  FakeNode node = two_vendor_node(o);
+  MetricSink sink(node.collector->metrics());
+  CollectOnce(*node.collector, sink);
+  const std::string cx = "ens1f0np0";
+  EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counters_total", {cx, "rx0_packets"}), 459136822);
+  EXPECT_TRUE(has(sink, "nodewatch_nic_driver_counters_total", {cx, "tx0_packets"}));
+  EXPECT_FALSE(has(sink, "nodewatch_nic_driver_counters_total", {cx, "rx_packets_phy"}));
+  EXPECT_EQ(Value(sink, "nodewatch_nic_pfc_pause_frames_total", {cx, "rx", "3"}), 182736);
+  EXPECT_FALSE(has(sink, "nodewatch_nic_pfc_pause_seconds_total", {cx, "rx", "3"}));
+  EXPECT_EQ(anchored("a|b"), "^(?:a|b)$");
+}
+
 // ---------------------------------------------------------- configuration
 
 std::vector<CollectorSpec> nic_catalog() {
@@ -942,7 +1067,9 @@ TEST(NicConfig, InvalidRegexIsAConfigErrorAtLoad) {
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_EQ(r.errors[0].key, "collectors.nic.interfaces_exclude");
   EXPECT_EQ(r.errors[0].line, 2);
-  EXPECT_NE(r.errors[0].message.find("invalid regular expression"), std::string::npos);
+  EXPECT_NE(r.errors[0].message.find("is not a valid regular expression (RE2 syntax)"),
+            std::string::npos)
+      << r.errors[0].message;
 
   r = parse_config("[collectors.nic]\ninterfaces_include = \"[a-\"\n", "n.toml", catalog);
   ASSERT_EQ(r.errors.size(), 1u);
@@ -952,6 +1079,19 @@ TEST(NicConfig, InvalidRegexIsAConfigErrorAtLoad) {
                    catalog);
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_EQ(r.errors[0].key, "collectors.nic.driver_counters");
+  EXPECT_NE(r.errors[0].message.find("\"*bad\" is not a valid regular expression (RE2 syntax)"),
+            std::string::npos)
+      << r.errors[0].message;
+
+  // RE2 refuses what std::regex took and cannot bound (a lookahead), and a
+  // pattern over the shared length limit.
+  r = parse_config("[collectors.nic]\ndriver_counters = [\"(?=rx)\"]\n", "n.toml", catalog);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].key, "collectors.nic.driver_counters");
+  r = parse_config("[collectors.nic]\ndriver_counters = [\"" + std::string(5000, 'a') + "\"]\n",
+                   "n.toml", catalog);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_NE(r.errors[0].message.find("longer than"), std::string::npos) << r.errors[0].message;
 }
 
 TEST(NicConfig, UnknownKeyAndWrongTypeAreErrors) {
@@ -972,8 +1112,8 @@ TEST(NicConfig, OptionsReachTheCollector) {
   ASSERT_TRUE(r.config) << (r.errors.empty() ? "" : r.errors[0].str());
   CollectorEnv env{Roots{}, r.config->collectors[0].options};
   const NicOptions& o = env.options_as<NicOptions>();
-  EXPECT_EQ(o.interfaces_include, "^veth");
-  EXPECT_EQ(o.interfaces_exclude, "");
+  EXPECT_EQ(o.interfaces.include, "^veth");
+  EXPECT_EQ(o.interfaces.exclude, "");
   EXPECT_EQ(o.driver_counters, std::vector<std::string>{"peer_ifindex"});
   EXPECT_FALSE(o.qdiscs);
   EXPECT_FALSE(o.protocol_statistics);

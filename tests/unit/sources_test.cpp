@@ -277,6 +277,28 @@ TEST(HeldFiles, ClosesWhatACycleDidNotReadAndFallsBackPastItsLimit) {
   EXPECT_EQ(open_fds(), before + 1);
 }
 
+// A held file larger than an attribute (a /proc/diskstats of 1,000
+// devices), held or past the limit, is read whole under its own bound.
+TEST(HeldFiles, AFileLargerThanAnAttributeIsReadUnderItsOwnBound) {
+  Tree t;
+  std::string big(3 * kMaxAttributeBytes, 'x');
+  t.write("diskstats", big);
+  HeldFiles held(FsRoot(t.dir()));
+  EXPECT_EQ(held.read("diskstats").err, EFBIG);  // the attribute bound by default
+  HeldFiles files(FsRoot(t.dir()));
+  Read r = files.read("diskstats", 4 * kMaxAttributeBytes);
+  ASSERT_TRUE(r.ok()) << r.error_name();
+  EXPECT_EQ(r.text.size(), big.size());
+  EXPECT_EQ(files.size(), 1u);
+  EXPECT_EQ(files.read("diskstats", 4 * kMaxAttributeBytes).text.size(), big.size());
+  HeldFiles none(FsRoot(t.dir()), 0);  // nothing held: open/read/close, same bound
+  Read fallback = none.read("diskstats", 4 * kMaxAttributeBytes);
+  ASSERT_TRUE(fallback.ok()) << fallback.error_name();
+  EXPECT_EQ(fallback.text.size(), big.size());
+  EXPECT_EQ(none.fallbacks(), 1u);
+  EXPECT_EQ(none.read("diskstats", kMaxAttributeBytes).err, EFBIG);
+}
+
 TEST(NameFilter, IncludeThenExcludeSearchedAnywhere) {
   NameFilter all;
   EXPECT_TRUE(all.matches("anything"));

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
+
 #include <cmath>  // before support/collector_test.hpp
 #include <cstdint>
 #include <filesystem>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "nodewatch/sources/fs.hpp"
 #include "storage/mountstats.hpp"
 #include "storage/storage_collector.hpp"
 #include "support/collector_test.hpp"
@@ -420,6 +423,48 @@ TEST(StorageNfs, UnreadableMountstatsIsCounted) {
   CollectOnce(c, sink);
   EXPECT_EQ(sink.errors().at("mountstats_read_error"), 1u);
   EXPECT_EQ(Value(sink, "nodewatch_storage_reads_completed_total", {"sda"}), 45678);
+}
+
+// An errno injected on mountstats in the middle of a collection: an error
+// is counted under the file and the NFS series are left out for that
+// collection; absent or gone is no error. The block devices are unaffected
+// and the next collection has the mounts again, on the same descriptor.
+TEST(StorageNfs, MountstatsFailuresAreCountedUnderTheFile) {
+  const std::vector<std::string> info = {"/mnt/datasets", "10.20.0.5:/export/datasets", "10.20.0.5",
+                                         "tcp", "3"};
+  for (int err : {EACCES, EIO, ENODEV, ENOENT}) {
+    SCOPED_TRACE(sources::errno_name(err));
+    auto faults = std::make_shared<sources::Faults>();
+    Roots roots = fixture_roots();
+    roots.faults = faults;
+    StorageCollector c(roots, StorageOptions{});
+    MetricSink first(c.metrics());
+    CollectOnce(c, first);
+    EXPECT_EQ(Value(first, "nodewatch_storage_nfs_mount_info", info), 1);
+    const std::size_t held = c.held_descriptors();
+
+    faults->inject("proc/self/mountstats", err, 1);
+    MetricSink failed(c.metrics());
+    CollectOnce(c, failed);
+    double v = 0;
+    EXPECT_FALSE(failed.get("nodewatch_storage_nfs_mount_info", info, &v));
+    EXPECT_EQ(Value(failed, "nodewatch_storage_reads_completed_total", {"sda"}), 45678);
+    bool counted = err == EACCES || err == EIO;
+    EXPECT_EQ(failed.errors().count("mountstats_read_error"), counted ? 1u : 0u);
+    if (counted) {
+      auto it = failed.failures().find({"mountstats_read_error", "self/mountstats"});
+      ASSERT_NE(it, failed.failures().end());
+      EXPECT_EQ(it->second, sources::errno_name(err));
+    } else {
+      EXPECT_TRUE(failed.failures().empty());
+    }
+
+    MetricSink again(c.metrics());
+    CollectOnce(c, again);
+    EXPECT_EQ(Value(again, "nodewatch_storage_nfs_mount_info", info), 1);
+    EXPECT_TRUE(again.failures().empty());
+    EXPECT_EQ(c.held_descriptors(), held);
+  }
 }
 
 TEST(StorageNfs, MountstatsOptionIsValidated) {

@@ -8,15 +8,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>  // before support/collector_test.hpp
+#include <condition_variable>
 #include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "config.hpp"
+#include "nodewatch/services.hpp"
+#include "nodewatch/sources/fs.hpp"
+#include "storage/path_check.hpp"
 #include "storage/probe.hpp"
 #include "storage/storage_collector.hpp"
 #include "support/collector_test.hpp"
@@ -108,10 +116,11 @@ TEST(ProbeConfig, Sizes) {
 }
 
 TEST(ProbeConfig, Names) {
-  EXPECT_EQ(errno_name(ENOSPC), "ENOSPC");
-  EXPECT_EQ(errno_name(EACCES), "EACCES");
-  EXPECT_EQ(errno_name(EROFS), "EROFS");
-  EXPECT_EQ(errno_name(99999), "E99999");
+  // The probes' errno labels come from the sources layer's names.
+  EXPECT_EQ(sources::errno_name(ENOSPC), "ENOSPC");
+  EXPECT_EQ(sources::errno_name(EACCES), "EACCES");
+  EXPECT_EQ(sources::errno_name(EROFS), "EROFS");
+  EXPECT_EQ(sources::errno_name(99999), "E99999");
   EXPECT_EQ(probe_file_name("node-17.cluster"), ".nodewatch-probe-node-17.cluster");
   EXPECT_EQ(probe_file_name("a/b c"), ".nodewatch-probe-a_b_c");
   EXPECT_EQ(probe_buckets().front(), 0.0001);
@@ -270,7 +279,9 @@ TEST(Probe, StuckWhileBlockedThenRecoversByItself) {
 TEST(Probe, AReplacementWaitsForItsBlockedPredecessorInsteadOfPilingUp) {
   // A reload during a hang replaces the probe: the new one must start
   // nothing on the path while the old thread is blocked, report stuck, stop
-  // promptly itself, and take over once the old call returns.
+  // promptly itself, and take over once the old call returns. The lineage
+  // is the registry's (the collectors' service), not the process's.
+  auto registry = std::make_shared<ProbeRegistry>();
   TempDir dir;
   ProbeConfig pc;
   pc.path = dir.path().string();
@@ -281,33 +292,209 @@ TEST(Probe, AReplacementWaitsForItsBlockedPredecessorInsteadOfPilingUp) {
   auto read_of = [](const Probe& p) {
     return p.snapshot().ops[static_cast<std::size_t>(ProbeOp::kRead)];
   };
-  auto first = std::make_unique<Probe>(pc, file);
+  std::shared_ptr<Probe> first = registry->acquire(pc, file);
   ASSERT_TRUE(eventually([&] { return read_of(*first).success; }));
   std::filesystem::remove(first->file_path());
   ASSERT_EQ(::mkfifo(first->file_path().c_str(), 0644), 0);
   ASSERT_TRUE(eventually([&] { return first->snapshot().stuck; }));
   const std::string fifo = first->file_path();
+  // The path's record goes on from probe to probe: what the first one read.
+  const std::uint64_t reads = read_of(*first).histogram->count();
   first->request_stop();
   EXPECT_FALSE(first->finish(std::chrono::steady_clock::now() + 100ms));  // blocked: detached
   first.reset();
 
   for (int generation = 0; generation < 3; ++generation) {
-    Probe next(pc, file);
-    ASSERT_TRUE(eventually([&] { return next.snapshot().stuck; })) << generation;
+    std::shared_ptr<Probe> next = registry->acquire(pc, file);
+    ASSERT_TRUE(eventually([&] { return next->snapshot().stuck; })) << generation;
     std::this_thread::sleep_for(300ms);
-    EXPECT_FALSE(read_of(next).observed) << "an operation was started on a blocked path";
-    next.request_stop();
-    EXPECT_TRUE(next.finish(std::chrono::steady_clock::now() + 1s))
+    EXPECT_EQ(read_of(*next).histogram->count(), reads)
+        << "an operation was started on a blocked path";
+    next->request_stop();
+    EXPECT_TRUE(next->finish(std::chrono::steady_clock::now() + 1s))
         << "the waiting thread must stop (generation " << generation << ")";
   }
 
-  Probe last(pc, file);
-  ASSERT_TRUE(eventually([&] { return last.snapshot().stuck; }));
+  std::shared_ptr<Probe> last = registry->acquire(pc, file);
+  ASSERT_TRUE(eventually([&] { return last->snapshot().stuck; }));
   int writer = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
   ASSERT_GE(writer, 0);
   std::filesystem::remove(fifo);
   ::close(writer);
-  ASSERT_TRUE(eventually([&] { return !last.snapshot().stuck && read_of(last).success; }));
+  ASSERT_TRUE(eventually([&] { return !last->snapshot().stuck && read_of(*last).success; }));
+}
+
+// ---------------------------------------------------------------------------
+// A rebuilt collector (a reload that changed the options builds the new one
+// from the same Services while the old one exists, then releases the old)
+
+std::shared_ptr<const CollectorOptions> typed(StorageOptions o) {
+  return std::make_shared<const TypedOptions<StorageOptions>>(std::move(o));
+}
+
+ProbeConfig quick_probe(const std::filesystem::path& dir) {
+  ProbeConfig pc;
+  pc.path = dir.string();
+  pc.operations = {ProbeOp::kStat, ProbeOp::kWrite, ProbeOp::kRead};
+  pc.interval = 100ms;
+  pc.timeout = 100ms;
+  return pc;
+}
+
+const StorageCollector& as_storage(const std::unique_ptr<Collector>& c) {
+  return dynamic_cast<const StorageCollector&>(*c);
+}
+
+// Every series of `before` that is a counter or a histogram is in `after`
+// and did not go down.
+void ExpectNothingWentDown(const MetricSink& before, const MetricSink& after,
+                           const std::string& path) {
+  for (const char* op : {"stat", "write", "read"}) {
+    SCOPED_TRACE(op);
+    const Histogram* a =
+        before.get_histogram("nodewatch_storage_probe_duration_seconds", {path, op});
+    const Histogram* b =
+        after.get_histogram("nodewatch_storage_probe_duration_seconds", {path, op});
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    EXPECT_GE(b->count(), a->count());
+    EXPECT_GE(b->sum(), a->sum());
+    for (std::size_t i = 0; i < a->bucket_counts().size(); ++i) {
+      EXPECT_GE(b->bucket_counts()[i], a->bucket_counts()[i]) << "bucket " << i;
+    }
+  }
+}
+
+TEST(ProbeRebuild, AnUnchangedProbeKeepsItsThreadHistogramAndCounts) {
+  TempDir data, checkpoints;
+  Services services;
+  const CollectorSpec& spec = storage_collector_spec();
+  StorageOptions one;
+  one.probes = {quick_probe(data.path())};
+  std::unique_ptr<Collector> first =
+      spec.create(CollectorEnv{fixture_roots(), typed(one), {}, &services});
+  const Probe* probe = as_storage(first).probes().at(0).get();
+  ASSERT_TRUE(eventually([&] {
+    return probe->snapshot().ops[static_cast<std::size_t>(ProbeOp::kRead)].histogram->count() >= 2;
+  }));
+  MetricSink before(first->metrics());
+  CollectOnce(*first, before);
+
+  StorageOptions two = one;  // one probe added: the collector is rebuilt
+  two.probes.push_back(quick_probe(checkpoints.path()));
+  std::unique_ptr<Collector> second =
+      spec.create(CollectorEnv{fixture_roots(), typed(two), {}, &services});
+  ASSERT_EQ(as_storage(second).probes().size(), 2u);
+  // The very probe, thread and all, not a new one on the path.
+  EXPECT_EQ(as_storage(second).probes()[0].get(), probe);
+  first.reset();
+  EXPECT_FALSE(as_storage(second).probes()[0]->stop_requested());
+
+  const std::string path = data.path().string();
+  std::uint64_t reads =
+      before.get_histogram("nodewatch_storage_probe_duration_seconds", {path, "read"})->count();
+  ASSERT_TRUE(eventually([&] {
+    return probe->snapshot().ops[static_cast<std::size_t>(ProbeOp::kRead)].histogram->count() >
+           reads;  // it goes on probing
+  }));
+  MetricSink after(second->metrics());
+  CollectOnce(*second, after);
+  ExpectNothingWentDown(before, after, path);
+  EXPECT_EQ(Value(after, "nodewatch_storage_probe_success", {path, "read"}), 1);
+}
+
+TEST(ProbeRebuild, AChangedProbeOfAPathContinuesThePathsHistograms) {
+  TempDir data;
+  Services services;
+  const CollectorSpec& spec = storage_collector_spec();
+  StorageOptions one;
+  one.probes = {quick_probe(data.path())};
+  std::unique_ptr<Collector> first =
+      spec.create(CollectorEnv{fixture_roots(), typed(one), {}, &services});
+  const Probe& probe = *as_storage(first).probes().at(0);
+  ASSERT_TRUE(eventually([&] {
+    return probe.snapshot().ops[static_cast<std::size_t>(ProbeOp::kRead)].histogram->count() >= 2;
+  }));
+  MetricSink before(first->metrics());
+  CollectOnce(*first, before);
+
+  StorageOptions slower = one;
+  slower.probes[0].interval = 200ms;  // another probe of the same path
+  std::unique_ptr<Collector> second =
+      spec.create(CollectorEnv{fixture_roots(), typed(slower), {}, &services});
+  EXPECT_NE(as_storage(second).probes()[0].get(), &probe);
+  first.reset();
+  MetricSink after(second->metrics());
+  CollectOnce(*second, after);
+  ExpectNothingWentDown(before, after, data.path().string());
+}
+
+TEST(ProbeRebuild, ARemovedProbeStopsAndItsPathIsForgotten) {
+  TempDir data;
+  auto registry = std::make_shared<ProbeRegistry>();
+  StorageOptions one;
+  one.probes = {quick_probe(data.path())};
+  std::weak_ptr<Probe> gone;
+  auto reads = [](const Probe& p) {
+    return p.snapshot().ops[static_cast<std::size_t>(ProbeOp::kRead)].histogram->count();
+  };
+  {
+    StorageCollector c(fixture_roots(), one, "h", StorageServices{nullptr, registry});
+    gone = c.probes()[0];
+    EXPECT_EQ(registry->paths(), 1u);
+    ASSERT_TRUE(eventually([&] { return reads(*c.probes()[0]) >= 3; }));
+  }
+  EXPECT_TRUE(gone.expired());  // stopped and released: no thread left on the path
+  EXPECT_EQ(registry->paths(), 0u);
+  // Configured again later, the path starts afresh (at most the cycle its
+  // new thread may have run already).
+  StorageCollector again(fixture_roots(), one, "h", StorageServices{nullptr, registry});
+  EXPECT_LE(reads(*again.probes()[0]), 1u);
+}
+
+// ---------------------------------------------------------------------------
+// The configuration's path check (path_check.hpp)
+
+TEST(ProbePathCheck, AnswersForDirectoriesFilesAndMissingPaths) {
+  TempDir dir;
+  DirectoryCheck check;
+  EXPECT_EQ(check.check(dir.path().string(), 1s), 0);
+  EXPECT_EQ(check.check(dir.write("plain", "x").string(), 1s), ENOTDIR);
+  EXPECT_EQ(check.check((dir.path() / "missing").string(), 1s), ENOENT);
+  EXPECT_EQ(check.in_flight(), 0u);
+}
+
+TEST(ProbePathCheck, AStatBlockedOnAHungMountIsNotStartedAgain) {
+  // A stat that blocks on "/hung" until released, as on a hung NFS mount.
+  struct Gate {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool open = false;
+    std::atomic<int> calls{0};
+  };
+  auto gate = std::make_shared<Gate>();
+  DirectoryCheck check([gate](const std::string& path) {
+    ++gate->calls;
+    if (path == "/hung") {
+      std::unique_lock lock(gate->mu);
+      gate->cv.wait(lock, [&] { return gate->open; });
+    }
+    return 0;
+  });
+  EXPECT_EQ(check.check("/hung", 20ms), std::nullopt);  // accepted as hung
+  EXPECT_EQ(check.check("/hung", 20ms), std::nullopt);  // a reload: waits on the same call
+  EXPECT_EQ(gate->calls.load(), 1);
+  EXPECT_EQ(check.in_flight(), 1u);
+  EXPECT_EQ(check.check("/data", 1s), 0);  // another path is not held up
+  EXPECT_EQ(gate->calls.load(), 2);
+  {
+    std::lock_guard lock(gate->mu);
+    gate->open = true;
+  }
+  gate->cv.notify_all();
+  ASSERT_TRUE(eventually([&] { return check.in_flight() == 0; }));
+  EXPECT_EQ(check.check("/hung", 1s), 0);  // returned: the next check asks anew
+  EXPECT_EQ(gate->calls.load(), 3);
 }
 
 TEST(Probe, CollectorWithProbesIsDestroyedPromptly) {

@@ -331,14 +331,14 @@ Read HeldFile::read() {
 HeldFiles::HeldFiles(FsRoot root, std::size_t max_held)
     : root_(std::move(root)), max_held_(max_held) {}
 
-Read HeldFiles::read(const std::string& rel) {
+Read HeldFiles::read(const std::string& rel, std::size_t max_bytes) {
   auto it = files_.find(rel);
   if (it == files_.end()) {
     if (files_.size() >= max_held_) {
       ++fallbacks_;
-      return root_.read(rel);
+      return root_.read(rel, max_bytes);
     }
-    it = files_.emplace(rel, Entry{root_.hold(rel), cycle_}).first;
+    it = files_.emplace(rel, Entry{root_.hold(rel, max_bytes), cycle_}).first;
   }
   it->second.cycle = cycle_;
   Read r = it->second.file.read();

@@ -190,10 +190,12 @@ class HeldFile {
 // use and keeps the descriptor; end_cycle() closes those not read since
 // begin_cycle() (a departed device's files). At most `max_held` are held;
 // past that, reads fall back to open/read/close (counted in fallbacks()).
+// `max_bytes` is the first read's for a held file (a whole /proc/diskstats
+// or mountstats is larger than an attribute: 150 bytes a device).
 class HeldFiles {
  public:
   explicit HeldFiles(FsRoot root, std::size_t max_held = 4096);
-  Read read(const std::string& rel);
+  Read read(const std::string& rel, std::size_t max_bytes = kMaxAttributeBytes);
   void begin_cycle();
   // Closes files not read this cycle; returns how many.
   std::size_t end_cycle();

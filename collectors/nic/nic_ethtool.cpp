@@ -1,0 +1,254 @@
+#include "nic/nic_ethtool.hpp"
+
+#include <set>
+#include <string_view>
+#include <tuple>
+#include <utility>
+
+namespace nodewatch::nic {
+namespace {
+
+constexpr std::string_view kPfcFrames = "nodewatch_nic_pfc_pause_frames_total";
+constexpr std::string_view kPfcSeconds = "nodewatch_nic_pfc_pause_seconds_total";
+constexpr std::string_view kPauseFrames = "nodewatch_nic_pause_frames_total";
+constexpr std::string_view kPauseStorm = "nodewatch_nic_pause_storm_events_total";
+constexpr std::string_view kDiscards = "nodewatch_nic_discards_total";
+constexpr std::string_view kOutOfBuffer = "nodewatch_nic_out_of_buffer_total";
+constexpr std::string_view kFecCorrected = "nodewatch_nic_fec_corrected_blocks_total";
+constexpr std::string_view kFecUncorrectable = "nodewatch_nic_fec_uncorrectable_blocks_total";
+constexpr std::string_view kDriverCounter = "nodewatch_nic_driver_counters_total";
+
+double as_double(std::uint64_t v) {
+  return static_cast<double>(v);
+}
+
+// Forgets what was read of an interface's statistics, keeping its index.
+template <class Stats>
+void reset(Stats& stats) {
+  int ifindex = stats.ifindex;
+  stats = Stats{};
+  stats.ifindex = ifindex;
+}
+
+}  // namespace
+
+std::string anchored(std::string_view pattern) {
+  std::string out = "^(?:";
+  out.append(pattern);
+  out.append(")$");
+  return out;
+}
+
+EthtoolStats::EthtoolStats(const std::vector<std::string>& driver_counters,
+                           std::int64_t max_driver_counters)
+    : max_driver_counters_(max_driver_counters) {
+  for (const std::string& c : driver_counters) {
+    allow_.emplace_back(sources::NameFilterSpec{anchored(c), ""});
+  }
+}
+
+std::vector<MetricDesc> EthtoolStats::metric_descs() {
+  std::vector<MetricDesc> d;
+  auto add = [&](std::string_view name, MetricType type, std::string_view unit,
+                 std::string_view help, std::vector<std::string> labels) {
+    d.push_back(MetricDesc{std::string(name), type, std::string(unit), std::string(help),
+                           std::move(labels)});
+  };
+  add(kPfcFrames, MetricType::kCounter, "",
+      "Priority flow control (802.1Qbb) pause frames per priority, from the driver "
+      "(rx: the fabric pauses us; tx: we pause the fabric).",
+      {"interface", "direction", "priority"});
+  add(kPfcSeconds, MetricType::kCounter, "seconds",
+      "Time paused by priority flow control per priority, from the driver.",
+      {"interface", "direction", "priority"});
+  add(kPauseFrames, MetricType::kCounter, "",
+      "Link-level (802.3x) pause frames, from ethtool's standard statistics or the driver.",
+      {"interface", "direction"});
+  add(kPauseStorm, MetricType::kCounter, "",
+      "Pause storm events detected by the device (error: pause transmission was disabled).",
+      {"interface", "level"});
+  add(kDiscards, MetricType::kCounter, "",
+      "Packets the device discarded for lack of buffers or on transmit; priority is empty for "
+      "the whole port.",
+      {"interface", "direction", "priority"});
+  add(kOutOfBuffer, MetricType::kCounter, "",
+      "Packets dropped because a receive queue had no software buffer (mlx5 rx_out_of_buffer).",
+      {"interface"});
+  add(kFecCorrected, MetricType::kCounter, "",
+      "FEC blocks with errors corrected (ethtool standard FEC statistics).", {"interface"});
+  add(kFecUncorrectable, MetricType::kCounter, "",
+      "FEC blocks with errors that could not be corrected.", {"interface"});
+  add(kDriverCounter, MetricType::kCounter, "",
+      "Other allow-listed driver statistics (ethtool -S), by the driver's own name.",
+      {"interface", "counter"});
+  return d;
+}
+
+bool EthtoolStats::allowed(std::string_view name) const {
+  for (const sources::NameFilter& f : allow_) {
+    if (f.matches(name)) return true;
+  }
+  return false;
+}
+
+void EthtoolStats::read_netlink(KernelSource& source, MetricSink& out) {
+  pause_.clear();
+  fec_.clear();
+  Dump<PauseStats> pause;
+  Status s = source.pause_stats(&pause);
+  if (s == Status::kError) out.error("ethtool_error", "ethtool netlink", "ETHTOOL_MSG_PAUSE_GET");
+  if (pause.malformed > 0) out.error("parse_error", pause.malformed);
+  for (const PauseStats& p : pause.records) {
+    // A driver without pause statistics still answers, with no numbers.
+    if (p.rx_frames || p.tx_frames) pause_[p.ifindex] = p;
+  }
+  Dump<FecStats> fec;
+  s = source.fec_stats(&fec);
+  if (s == Status::kError) out.error("ethtool_error", "ethtool netlink", "ETHTOOL_MSG_FEC_GET");
+  if (fec.malformed > 0) out.error("parse_error", fec.malformed);
+  for (const FecStats& f : fec.records) {
+    if (f.corrected_blocks || f.uncorrectable_blocks) fec_[f.ifindex] = f;
+  }
+}
+
+void EthtoolStats::collect(const CollectContext& ctx, const std::vector<SelectedLink>& links,
+                           bool complete, KernelSource& source, MetricSink& out) {
+  read_netlink(source, out);
+  interfaces_.begin_cycle();
+  for (const SelectedLink& link : links) {
+    if (ctx.should_stop()) {
+      complete = false;
+      break;
+    }
+    auto seen = interfaces_.see(link.name);
+    DriverStats& stats = seen.entry;
+    bool refresh = seen.refresh;
+    if (stats.ifindex != link.ifindex) {
+      stats = DriverStats{};
+      stats.ifindex = link.ifindex;
+      refresh = true;
+    }
+    const std::string_view ifname = link.name;
+    bool has_std_pause = pause_.contains(link.ifindex);
+    collect_interface(link, stats, refresh, has_std_pause, source, out);
+    if (auto p = pause_.find(link.ifindex); p != pause_.end()) {
+      if (p->second.rx_frames)
+        out.add(kPauseFrames, {ifname, "rx"}, as_double(*p->second.rx_frames));
+      if (p->second.tx_frames)
+        out.add(kPauseFrames, {ifname, "tx"}, as_double(*p->second.tx_frames));
+    }
+    if (auto f = fec_.find(link.ifindex); f != fec_.end()) {
+      if (f->second.corrected_blocks) {
+        out.add(kFecCorrected, {ifname}, as_double(*f->second.corrected_blocks));
+      }
+      if (f->second.uncorrectable_blocks) {
+        out.add(kFecUncorrectable, {ifname}, as_double(*f->second.uncorrectable_blocks));
+      }
+    }
+  }
+  if (complete) interfaces_.end_cycle();
+}
+
+void EthtoolStats::select(std::vector<std::string> names, DriverStats& stats) {
+  stats.valid = false;
+  stats.selected.clear();
+  stats.over_limit = 0;
+  stats.names = std::move(names);
+  const std::vector<std::string>& all = stats.names;
+  // Two driver names that would land on the same curated series: the second
+  // stays a generic driver counter.
+  std::set<std::tuple<DriverMetric, std::string, std::string, std::string>> curated;
+  for (std::uint32_t i = 0; i < all.size(); ++i) {
+    const std::string& name = all[i];
+    if (name.empty() || !is_valid_utf8(name) || !allowed(name)) continue;
+    if (stats.selected.size() >= static_cast<std::size_t>(max_driver_counters_)) {
+      ++stats.over_limit;
+      continue;
+    }
+    DriverCounterMapping m = map_driver_counter(name);
+    if (m.metric != DriverMetric::kGeneric &&
+        !curated.insert({m.metric, m.direction, m.priority, m.level}).second) {
+      m = DriverCounterMapping{};
+    }
+    stats.selected.push_back(SelectedCounter{i, name, std::move(m)});
+  }
+  stats.valid = true;
+}
+
+void EthtoolStats::collect_interface(const SelectedLink& link, DriverStats& stats, bool refresh_due,
+                                     bool has_std_pause, KernelSource& source, MetricSink& out) {
+  const std::string_view ifname = link.name;
+  if (stats.unsupported && !refresh_due) return;
+  std::uint32_t count = 0;
+  Status s = source.stats_count(link.name, &count);
+  if (s != Status::kOk) {
+    if (s == Status::kError) out.error("ethtool_error", ifname, "ETHTOOL_GSSET_INFO");
+    if (s == Status::kUnsupported) {
+      reset(stats);
+      stats.unsupported = true;
+    }
+    return;
+  }
+  stats.unsupported = false;
+  if (count == 0) {
+    reset(stats);
+    return;
+  }
+  std::vector<std::string> names;
+  s = source.stats_names(link.name, count, &names);
+  if (s != Status::kOk || names.size() != count) {
+    if (s == Status::kOk) {
+      out.error("driver_stats_changed", ifname, "ETHTOOL_GSTRINGS");
+    } else if (s == Status::kError) {
+      out.error("ethtool_error", ifname, "ETHTOOL_GSTRINGS");
+    }
+    stats.valid = false;
+    return;
+  }
+  if (!stats.valid || count != stats.count || names != stats.names || refresh_due) {
+    stats.count = count;
+    select(std::move(names), stats);
+    if (!stats.valid) return;
+  }
+  if (stats.over_limit > 0) out.error("driver_counter_limit", stats.over_limit);
+  if (stats.selected.empty()) return;
+  std::vector<std::uint64_t> values;
+  s = source.stats_values(link.name, stats.count, &values);
+  if (s == Status::kError) out.error("ethtool_error", ifname, "ETHTOOL_GSTATS");
+  if (s != Status::kOk) return;
+  if (values.size() != stats.count) {
+    // The set changed since the names were read: names again next time.
+    out.error("driver_stats_changed", ifname, "ETHTOOL_GSTATS");
+    stats.valid = false;
+    return;
+  }
+  for (const SelectedCounter& c : stats.selected) {
+    double v = as_double(values[c.index]);
+    const DriverCounterMapping& m = c.mapping;
+    switch (m.metric) {
+      case DriverMetric::kPfcPauseFrames:
+        out.add(kPfcFrames, {ifname, m.direction, m.priority}, v);
+        break;
+      case DriverMetric::kPfcPauseDuration:
+        // mlx5 counts pause duration in microseconds (counters.rst).
+        out.add(kPfcSeconds, {ifname, m.direction, m.priority}, v / 1e6);
+        break;
+      case DriverMetric::kPauseFrames:
+        // The standard statistic, when the kernel has it, is the same count
+        // (mlx5 serves both from one register): the driver's copy then goes
+        // under its own name.
+        if (has_std_pause) {
+          out.add(kDriverCounter, {ifname, c.name}, v);
+        } else {
+          out.add(kPauseFrames, {ifname, m.direction}, v);
+        }
+        break;
+      case DriverMetric::kPauseStorm: out.add(kPauseStorm, {ifname, m.level}, v); break;
+      case DriverMetric::kDiscards: out.add(kDiscards, {ifname, m.direction, m.priority}, v); break;
+      case DriverMetric::kOutOfBuffer: out.add(kOutOfBuffer, {ifname}, v); break;
+      case DriverMetric::kGeneric: out.add(kDriverCounter, {ifname, c.name}, v); break;
+    }
+  }
+}
+
+}  // namespace nodewatch::nic
