@@ -10,6 +10,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "nodewatch/unique_fd.hpp"
+
 #include "nodewatch/sources/fs.hpp"
 
 namespace nodewatch::storage {
@@ -18,34 +20,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kAlignment = 4096;  // O_DIRECT: a multiple of every logical block size
-
-// An owned descriptor that can be reset (the write and fsync steps share one).
-class Fd {
- public:
-  Fd() = default;
-  ~Fd() { reset(); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  void set(int fd) {
-    reset();
-    fd_ = fd;
-  }
-  // Closes and returns 0 or the errno of close() (NFS reports write-back errors there).
-  int close() {
-    if (fd_ < 0) return 0;
-    int rc = ::close(fd_);
-    fd_ = -1;
-    return rc == 0 ? 0 : errno;
-  }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 struct FreeDeleter {
   void operator()(char* p) const { std::free(p); }
@@ -244,7 +218,7 @@ class Runner {
     fill_buffer();
     int fd = retry_eintr_open(file_.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) return errno;
-    fd_.set(fd);
+    fd_.reset(fd);
     int err = pwrite_all(fd, buffer_.get(), config_.size, 0);
     if (err != 0 || !fsync_probed_) {
       int close_err = fd_.close();
@@ -257,7 +231,7 @@ class Runner {
     if (fd_.get() < 0) {
       int fd = retry_eintr_open(file_.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
       if (fd < 0) return errno;
-      fd_.set(fd);
+      fd_.reset(fd);
     }
     int err = ::fsync(fd_.get()) == 0 ? 0 : errno;
     int close_err = fd_.close();
@@ -278,8 +252,7 @@ class Runner {
       if (fd < 0) return errno;
       ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     }
-    Fd owned;
-    owned.set(fd);
+    UniqueFd owned(fd);
     std::size_t got = 0;
     for (;;) {
       ssize_t n = ::pread(fd, buffer_.get() + got, capacity_ - got, static_cast<off_t>(got));
@@ -331,7 +304,7 @@ class Runner {
   std::shared_ptr<const void> keepalive_;
   AlignedBuffer buffer_;
   std::size_t capacity_ = 0;
-  Fd fd_;
+  UniqueFd fd_;  // the write and fsync steps share one
   bool created_ = false;
   bool direct_ = true;
   bool fsync_probed_ = false;
