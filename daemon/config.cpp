@@ -12,26 +12,6 @@
 namespace nodewatch {
 namespace {
 
-std::string join_key(const std::string& prefix, std::string_view key) {
-  if (prefix.empty()) return std::string(key);
-  return prefix + "." + std::string(key);
-}
-
-std::string_view type_name(const toml::node& n) {
-  switch (n.type()) {
-    case toml::node_type::table: return "table";
-    case toml::node_type::array: return "array";
-    case toml::node_type::string: return "string";
-    case toml::node_type::integer: return "integer";
-    case toml::node_type::floating_point: return "float";
-    case toml::node_type::boolean: return "boolean";
-    case toml::node_type::date: return "date";
-    case toml::node_type::time: return "time";
-    case toml::node_type::date_time: return "date-time";
-    default: return "nothing";
-  }
-}
-
 constexpr std::array<std::string_view, 7> kLogLevels{"trace", "debug",    "info", "warn",
                                                      "error", "critical", "off"};
 
@@ -75,23 +55,6 @@ std::optional<ListenAddress> parse_listen_address(std::string_view text) {
   return out;
 }
 
-namespace {
-
-// Reads a sub-table; reports a wrong type. Returns nullptr if absent or wrong.
-const toml::table* sub_table(const toml::table& parent, std::string_view key,
-                             std::vector<ConfigError>* errors, const std::string& file,
-                             const std::string& prefix) {
-  const toml::node* n = parent.get(key);
-  if (n == nullptr) return nullptr;
-  if (const toml::table* t = n->as_table()) return t;
-  errors->push_back(ConfigError{file, static_cast<int>(n->source().begin.line),
-                                static_cast<int>(n->source().begin.column), join_key(prefix, key),
-                                "expected a table, found " + std::string(type_name(*n))});
-  return nullptr;
-}
-
-}  // namespace
-
 ConfigResult parse_config(std::string_view text, std::string_view file,
                           std::span<const CollectorSpec> catalog) {
   ConfigResult result;
@@ -116,9 +79,7 @@ ConfigResult parse_config(std::string_view text, std::string_view file,
   cfg.source = file_s;
   OptionReader top(root, "", file_s, &errors);
   // Sections are known by name so that finish() flags unknown ones.
-  for (std::string_view section : {"server", "log", "nvml", "collectors"}) top.mark_known(section);
-
-  if (const toml::table* t = sub_table(root, "server", &errors, file_s, "")) {
+  if (const toml::table* t = top.get_table("server")) {
     OptionReader r(*t, "server", file_s, &errors);
     cfg.server.listen = r.get_string_array("listen", cfg.server.listen);
     if (const toml::node* n = t->get("listen"); n != nullptr && n->is_array()) {
@@ -143,20 +104,20 @@ ConfigResult parse_config(std::string_view text, std::string_view file,
     r.finish();
   }
 
-  if (const toml::table* t = sub_table(root, "log", &errors, file_s, "")) {
+  if (const toml::table* t = top.get_table("log")) {
     OptionReader r(*t, "log", file_s, &errors);
     cfg.log.level = r.get_enum("level", cfg.log.level, kLogLevels);
     r.finish();
   }
 
-  if (const toml::table* t = sub_table(root, "nvml", &errors, file_s, "")) {
+  if (const toml::table* t = top.get_table("nvml")) {
     OptionReader r(*t, "nvml", file_s, &errors);
     cfg.shared.nvml_library = r.get_string("library", cfg.shared.nvml_library);
     if (cfg.shared.nvml_library.empty()) r.error("library", "must not be empty");
     r.finish();
   }
 
-  const toml::table* collectors = sub_table(root, "collectors", &errors, file_s, "");
+  const toml::table* collectors = top.get_table("collectors");
   if (collectors != nullptr) {
     for (auto&& [k, v] : *collectors) {
       bool known = std::any_of(catalog.begin(), catalog.end(),
@@ -171,6 +132,10 @@ ConfigResult parse_config(std::string_view text, std::string_view file,
       }
     }
   }
+  static const toml::table kEmpty;
+  // Over [collectors]: its unknown keys are reported above, with the names
+  // that are known, so this reader is never finished.
+  OptionReader all(collectors != nullptr ? *collectors : kEmpty, "collectors", file_s, &errors);
   for (const CollectorSpec& spec : catalog) {
     CollectorConfig cc;
     cc.spec = &spec;
@@ -178,12 +143,9 @@ ConfigResult parse_config(std::string_view text, std::string_view file,
     cc.interval = spec.default_interval;
     cc.timeout = spec.default_timeout;
     std::string prefix = "collectors." + std::string(spec.name);
-    const toml::table* t = collectors != nullptr
-                               ? sub_table(*collectors, spec.name, &errors, file_s, "collectors")
-                               : nullptr;
+    const toml::table* t = all.get_table(spec.name);
     // Read the parsed table itself: copies of toml++ nodes lose their source
     // positions, which every error message needs.
-    static const toml::table kEmpty;
     const toml::table& src = t != nullptr ? *t : kEmpty;
     OptionReader r(src, prefix, file_s, &errors);
     cc.enabled = r.get_bool("enabled", cc.enabled);

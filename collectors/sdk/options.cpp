@@ -240,6 +240,15 @@ void OptionReader::mark_known(std::string_view key) {
   seen_.emplace_back(key);
 }
 
+const toml::table* OptionReader::get_table(std::string_view key) {
+  mark_known(key);
+  const toml::node* n = lookup(key);
+  if (n == nullptr) return nullptr;
+  if (const toml::table* t = n->as_table()) return t;
+  error_at(n, key, "expected a table, found " + std::string(type_name(*n)));
+  return nullptr;
+}
+
 void OptionReader::refuse_moved(std::string_view key, std::string_view new_place) {
   mark_known(key);
   if (lookup(key) == nullptr) return;

@@ -65,6 +65,9 @@ class OptionReader {
   void error(std::string_view key, std::string message);
   // Declares a key as known without reading it (a sub-table read separately).
   void mark_known(std::string_view key);
+  // The sub-table at `key` (marked known), or nullptr when it is absent or
+  // not a table (reported).
+  const toml::table* get_table(std::string_view key);
   // A key that moved elsewhere: present, it is an error that names its new
   // place ("`nvml_library` moved: set library in [nvml]").
   void refuse_moved(std::string_view key, std::string_view new_place);
