@@ -1,7 +1,9 @@
 // Reloads as Prometheus sees them, on the real binary: a SIGHUP with an
 // unchanged configuration changes nothing (no counter reset, no vanished
 // series, the same collector instances); a change to one collector rebuilds
-// that one alone. And --list-metrics, which builds no collector at all.
+// that one alone. --list-metrics, which builds no collector at all. And the
+// failure log of a real collector: one line when a device's file starts
+// failing, one when it stops.
 
 #include <gtest/gtest.h>
 
@@ -168,6 +170,41 @@ TEST_F(ReloadTest, ListMetricsBuildsNoCollectorAndReadsNoConfiguration) {
     EXPECT_EQ(d.log(), "");  // not even "configuration not found"
   }
   EXPECT_TRUE(fs::is_empty(dir_.path() / "probed"));
+}
+
+// A real collector's partial failure, end to end: one port's PMA counter
+// file (read every collection here: pma_interval 0) becomes unreadable (a
+// directory where the file was: EISDIR, which root cannot bypass as it
+// would a mode), for several collections; the log says so once, naming the
+// port and the file, and once when it reads again.
+TEST_F(ReloadTest, APartialFailureIsLoggedOnceWhenItStartsAndOnceWhenItEnds) {
+  auto config = dir_.write("nodewatch.toml", Config("15s"));
+  DaemonProcess::Options o;
+  o.args = Args(config);
+  DaemonProcess d(o, dir_.path() / "log");
+  ASSERT_TRUE(d.port()) << d.log();
+  ASSERT_TRUE(d.wait_log("first collection round complete")) << d.log();
+  const fs::path file = dir_.path() / "sys/class/infiniband/mlx5_0/ports/1/counters/port_rcv_data";
+  const std::string saved = ReadFile(file);
+  fs::remove(file);
+  fs::create_directory(file);
+  const std::string started =
+      "interconnect: read_error: mlx5_0/1: EISDIR reading counters/port_rcv_data";
+  ASSERT_TRUE(d.wait_log(started)) << d.log();
+  // Several collections (every 200 ms) while it fails: still one line.
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(CountLog(d, "read_error: mlx5_0/1"), 1u) << d.log();
+  fs::remove(file);
+  std::ofstream(file) << saved;
+  ASSERT_TRUE(d.wait_log("interconnect: read_error: mlx5_0/1: recovered after ([0-9]+) failures"))
+      << d.log();
+  auto failures = d.wait_log("mlx5_0/1: recovered after ([0-9]+) failures");
+  ASSERT_TRUE(failures);
+  EXPECT_GE(std::stoi(*failures), 3);
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(CountLog(d, "read_error: mlx5_0/1"), 2u) << d.log();
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(5s), 0);
 }
 
 }  // namespace
