@@ -1095,5 +1095,30 @@ TEST(DiskstatsFiles, ThisMachinesKernel) {
   EXPECT_GT(parsed, 0u);
 }
 
+// What killed the daemon with std::regex: a 60,000-character device name
+// (the recursive executor overflowed the stack under ASan) and a pattern
+// with nested quantifiers that --check-config accepted, on a legal
+// 31-character name (exponential backtracking, a core at 100 % forever).
+// On RE2 both are answered, and correctly.
+TEST(StorageCollectorTest, HostileDeviceNamesAndPatternsAreAnsweredInLinearTime) {
+  TempProcfs t;
+  const std::string huge(60000, 'a');
+  const std::string legal = std::string(30, 'a') + "b";
+  t.write(line14(huge, 1, 2, 0) + line14(legal, 3, 4, 1) + line14("sda", 5, 6, 2));
+  StorageCollector c(t.roots(), device_options("^(a+)+$", ""));
+  MetricSink sink(c.metrics());
+  CollectOnce(c, sink);
+  EXPECT_TRUE(has_series(sink, "nodewatch_storage_reads_completed_total", huge));
+  EXPECT_FALSE(has_series(sink, "nodewatch_storage_reads_completed_total", legal));
+  EXPECT_FALSE(has_series(sink, "nodewatch_storage_reads_completed_total", "sda"));
+  // The same pattern as an exclusion.
+  StorageCollector x(t.roots(), device_options("", "^(a+)+$"));
+  MetricSink s2(x.metrics());
+  CollectOnce(x, s2);
+  EXPECT_FALSE(has_series(s2, "nodewatch_storage_reads_completed_total", huge));
+  EXPECT_TRUE(has_series(s2, "nodewatch_storage_reads_completed_total", legal));
+  EXPECT_EQ(Value(s2, "nodewatch_storage_reads_completed_total", {"sda"}), 5);
+}
+
 }  // namespace
 }  // namespace nodewatch::storage
