@@ -41,7 +41,10 @@ bool is_32bit_wrap(std::uint64_t previous, std::uint64_t raw);
 // Counters by key ("sda/read_time", "mlx5_0/1/out_of_buffer"). A cycle
 // that does not update a key forgets it (the device went away, and a new
 // one under the name starts afresh). Thread-safe; meant to be held through
-// CollectorEnv::service() so that it outlives one collector instance.
+// CollectorEnv::service() so that it outlives one collector instance. The
+// cycle is the instance's, not a caller's: one collector name per instance
+// (the scheduler never runs two collects of one name at once, so an old and
+// a rebuilt collector sharing it never interleave their cycles).
 class WrapCounters {
  public:
   std::uint64_t update(std::string_view key, std::uint64_t raw, bool wraps32 = true);
