@@ -1,5 +1,6 @@
 #include "accelerator/accelerator_collector.hpp"
 
+#include <array>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +15,37 @@ namespace {
 
 constexpr const char* kInfo = "nodewatch_accelerator_info";
 constexpr const char* kUp = "nodewatch_accelerator_up";
+constexpr const char* kRecoveryAction = "nodewatch_accelerator_recovery_action";
+constexpr const char* kFabricState = "nodewatch_accelerator_fabric_state";
+
+// nvmlDeviceGpuRecoveryAction_t by value, and NVML_GPU_FABRIC_STATE_*.
+constexpr std::array<const char*, 6> kRecoveryActions = {
+    "none", "gpu_reset", "node_reboot", "drain_p2p", "drain_and_reset", "recover_imex_domain"};
+constexpr std::array<const char*, 4> kFabricStates = {"not_supported", "not_started", "in_progress",
+                                                      "completed"};
+
+void emit_gpm(const GpmActivity& g, const std::vector<std::string>& labels, bool instance,
+              MetricSink& out) {
+  struct Family {
+    const char* device;
+    const char* instance;
+    std::optional<double> GpmActivity::*value;
+  };
+  static constexpr std::array<Family, 5> kFamilies = {{
+      {"nodewatch_accelerator_graphics_active_ratio",
+       "nodewatch_accelerator_gpu_instance_graphics_active_ratio", &GpmActivity::graphics_active},
+      {"nodewatch_accelerator_sm_active_ratio",
+       "nodewatch_accelerator_gpu_instance_sm_active_ratio", &GpmActivity::sm_active},
+      {"nodewatch_accelerator_sm_occupancy_ratio",
+       "nodewatch_accelerator_gpu_instance_sm_occupancy_ratio", &GpmActivity::sm_occupancy},
+      {"nodewatch_accelerator_tensor_active_ratio",
+       "nodewatch_accelerator_gpu_instance_tensor_active_ratio", &GpmActivity::tensor_active},
+      {"nodewatch_accelerator_dram_bandwidth_ratio",
+       "nodewatch_accelerator_gpu_instance_dram_bandwidth_ratio", &GpmActivity::dram_bandwidth},
+  }};
+  for (const Family& f : kFamilies)
+    if (const auto& v = g.*(f.value)) out.add(instance ? f.instance : f.device, labels, *v);
+}
 
 std::vector<std::string> device_labels(const DeviceSample& d) {
   return {std::to_string(d.index), d.uuid};
@@ -90,6 +122,47 @@ const MetricTable& accelerator_metric_table() {
        "1 if the NVLink-C2C link to the CPU is active.", plus("link")},
       {"nodewatch_accelerator_c2c_link_errors_total", T::kCounter, "",
        "NVLink-C2C link errors (CRC and replays).", plus("link")},
+      // GPM (NVIDIA Hopper and later), over the last collection interval.
+      {"nodewatch_accelerator_graphics_active_ratio", T::kGauge, "",
+       "Fraction of the last interval the graphics or compute engine was busy (0..1).", dev},
+      {"nodewatch_accelerator_sm_active_ratio", T::kGauge, "",
+       "Fraction of the last interval the SMs had at least one warp resident, averaged over all "
+       "SMs (0..1).",
+       dev},
+      {"nodewatch_accelerator_sm_occupancy_ratio", T::kGauge, "",
+       "Resident warps over the SMs' maximum, averaged over the last interval (0..1).", dev},
+      {"nodewatch_accelerator_tensor_active_ratio", T::kGauge, "",
+       "Fraction of the last interval any tensor core pipe was busy (0..1).", dev},
+      {"nodewatch_accelerator_dram_bandwidth_ratio", T::kGauge, "",
+       "Device memory bandwidth used over the peak, over the last interval (0..1).", dev},
+      {"nodewatch_accelerator_gpu_instance_graphics_active_ratio", T::kGauge, "",
+       "graphics_active_ratio of one MIG GPU instance.", plus("gpu_instance")},
+      {"nodewatch_accelerator_gpu_instance_sm_active_ratio", T::kGauge, "",
+       "sm_active_ratio of one MIG GPU instance.", plus("gpu_instance")},
+      {"nodewatch_accelerator_gpu_instance_sm_occupancy_ratio", T::kGauge, "",
+       "sm_occupancy_ratio of one MIG GPU instance.", plus("gpu_instance")},
+      {"nodewatch_accelerator_gpu_instance_tensor_active_ratio", T::kGauge, "",
+       "tensor_active_ratio of one MIG GPU instance.", plus("gpu_instance")},
+      {"nodewatch_accelerator_gpu_instance_dram_bandwidth_ratio", T::kGauge, "",
+       "dram_bandwidth_ratio of one MIG GPU instance.", plus("gpu_instance")},
+      {kRecoveryAction, T::kGauge, "",
+       "The driver's verdict on what the device needs: 1 for the action it asks for (none, "
+       "gpu_reset, node_reboot, drain_p2p, drain_and_reset, recover_imex_domain), 0 for the "
+       "others.",
+       plus("action")},
+      {kFabricState, T::kGauge, "",
+       "NVLink fabric registration: 1 for the current state (not_supported, not_started, "
+       "in_progress, completed), 0 for the others.",
+       plus("state")},
+      {"nodewatch_accelerator_fabric_healthy", T::kGauge, "",
+       "1 if the device completed fabric registration and its fabric health shows no fault, else "
+       "0.",
+       dev},
+      {"nodewatch_accelerator_fabric_info",
+       T::kGauge,
+       "",
+       "The NVLink fabric the device registered with; always 1.",
+       {"accelerator", "uuid", "clique_id", "cluster_uuid"}},
   });
   return t;
 }
@@ -153,6 +226,28 @@ void emit_device(const DeviceSample& d, MetricSink& out) {
     out.add("nodewatch_accelerator_c2c_link_active", with(d, std::to_string(link)), active ? 1 : 0);
   for (const auto& [link, n] : d.c2c_link_errors)
     out.add("nodewatch_accelerator_c2c_link_errors_total", with(d, std::to_string(link)), n);
+  if (d.gpm) emit_gpm(*d.gpm, dev, false, out);
+  for (const auto& [gi, g] : d.gpm_instances) emit_gpm(g, with(d, std::to_string(gi)), true, out);
+  if (d.recovery_action) {
+    // A value this code does not know (a newer driver's) is an action too:
+    // exported as "unknown", so that an alert on action != "none" sees it.
+    const bool known = *d.recovery_action < kRecoveryActions.size();
+    for (std::size_t a = 0; a < kRecoveryActions.size(); ++a)
+      out.add(kRecoveryAction, with(d, kRecoveryActions[a]),
+              known && *d.recovery_action == a ? 1 : 0);
+    if (!known) out.add(kRecoveryAction, with(d, "unknown"), 1);
+  }
+  if (d.fabric) {
+    const FabricSample& f = *d.fabric;
+    for (std::size_t s = 0; s < kFabricStates.size(); ++s)
+      out.add(kFabricState, with(d, kFabricStates[s]), f.state == s ? 1 : 0);
+    if (f.state != 0) out.add("nodewatch_accelerator_fabric_healthy", dev, f.healthy ? 1 : 0);
+    if (f.state == kFabricStates.size() - 1)
+      out.add(
+          "nodewatch_accelerator_fabric_info",
+          std::vector<std::string>{std::to_string(d.index), d.uuid, f.clique_id, f.cluster_uuid},
+          1);
+  }
 }
 
 AcceleratorCollector::AcceleratorCollector(std::vector<std::unique_ptr<Backend>> backends)

@@ -61,6 +61,24 @@ struct NvlinkSample {
   std::map<std::string, double> errors;
 };
 
+// Activity over the last collection interval from NVML's GPM (Hopper and
+// later), each 0..1; a metric the driver did not give is empty.
+struct GpmActivity {
+  std::optional<double> graphics_active;  // GRAPHICS_UTIL
+  std::optional<double> sm_active;        // SM_UTIL
+  std::optional<double> sm_occupancy;     // SM_OCCUPANCY
+  std::optional<double> tensor_active;    // ANY_TENSOR_UTIL
+  std::optional<double> dram_bandwidth;   // DRAM_BW_UTIL
+};
+
+// NVLink fabric registration and health (NVSwitch and NVL systems).
+struct FabricSample {
+  unsigned state = 0;     // NVML_GPU_FABRIC_STATE_*: 0 not supported .. 3 completed
+  bool healthy = false;   // completed, status success, no fault in the health mask
+  std::string clique_id;  // when completed
+  std::string cluster_uuid;
+};
+
 struct DeviceSample {
   // Identity: `index` is the vendor's own device index (NVML index, the
   // ordinal among the vendor's DRM cards); uuid is stable across reboots.
@@ -107,6 +125,14 @@ struct DeviceSample {
   // each link that answered.
   std::optional<unsigned> nvlink_count;
   std::vector<NvlinkSample> nvlinks;
+  // GPM activity of the whole device, and per MIG GPU instance (by id).
+  std::optional<GpmActivity> gpm;
+  std::map<unsigned, GpmActivity> gpm_instances;
+  // The driver's verdict on what the GPU needs (nvmlDeviceGpuRecoveryAction_t:
+  // 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset,
+  // 5 recover the IMEX domain).
+  std::optional<unsigned> recovery_action;
+  std::optional<FabricSample> fabric;
 
   // Partial failures while reading this device (counted, by reason, in
   // nodewatch_collector_errors_total of the collector that asked).

@@ -383,7 +383,7 @@ TEST(DaemonNvmlTest, OneLibraryGivesGpuAndNvlinkMetricsFromOneInitAndOneThreadPe
 
   EXPECT_EQ(CountLines(testing::ReadFile(init_log), "nvmlInit "), 1u);
   const std::string log = d.log();
-  EXPECT_EQ(CountLines(log, "loaded, driver 550.54.15"), 1u) << log;
+  EXPECT_EQ(CountLines(log, "loaded, driver 580.65.06"), 1u) << log;
 
   // Threads: by name, one per GPU and the XID thread; and counted against
   // the same daemon without NVML, so that no unnamed thread hides.

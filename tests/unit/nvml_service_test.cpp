@@ -177,7 +177,7 @@ TEST(NvmlServiceTest, BothCollectorsShareOneInitAndOneThreadPerGpu) {
   std::shared_ptr<NvmlService> nvml = d.Service();
   EXPECT_EQ(d.services().made_of<NvmlService>(), 1u);
   EXPECT_EQ(nvml->threads(), kGpus + 1);
-  EXPECT_EQ(log.Count("loaded, driver 550.54.15"), 1u);
+  EXPECT_EQ(log.Count("loaded, driver 580.65.06"), 1u);
 }
 
 // A collector rebuilt by a reload (its options changed) is built while its

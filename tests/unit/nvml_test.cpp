@@ -70,7 +70,7 @@ struct Gpu {
             "nvidia",
             "NVIDIA H100 80GB HBM3",
             bus_id(),
-            "550.54.15",
+            "580.65.06",
             std::to_string(1650000000000ull + i)};
   }
 };
@@ -78,8 +78,9 @@ struct Gpu {
 // Series per device in eight_gpus.scenario: info, up, 2 utilization,
 // 2 memory, 2 temperatures, slowdown, power, limit, energy, 3 clocks,
 // 9 throttle reasons, 5 throttle times, 2 ECC, 2 remapped rows, pending,
-// failed, replays, 2 host-link byte counters, 2 C2C states, 2 C2C errors.
-constexpr std::size_t kSeriesPerGpu = 42;
+// failed, replays, 2 host-link byte counters, 2 C2C states, 2 C2C errors,
+// 6 recovery actions. (GPM needs two cycles: none in a first collection.)
+constexpr std::size_t kSeriesPerGpu = 48;
 
 // The number of samples with accelerator="i".
 std::size_t SeriesOf(const MetricSink& sink, unsigned i) {
@@ -134,8 +135,14 @@ using FakeHooks = nodewatch::testing::FakeNvmlHooks;
 // reserved memory as used; no field values, so no memory temperature, no
 // throttle times, no C2C, and the sampled PCIe throughput instead of byte
 // counters).
-void ExpectHealthyGpu(const MetricSink& s, unsigned index, bool old_driver = false) {
-  SCOPED_TRACE("GPU " + std::to_string(index));
+// `cycle`: which collection of the service this is (1 the first): from the
+// second on, GPM activity over samples cycle-1 and cycle, which the fake
+// gives as base + i + ((cycle - 1) mod 10) percent. 0: not known to the
+// caller (a device lost and back, a session reopened): then GPM is either
+// absent or all five families are there, with one k in 0..9 for all five.
+void ExpectHealthyGpu(const MetricSink& s, unsigned index, bool old_driver = false,
+                      unsigned cycle = 0) {
+  SCOPED_TRACE("GPU " + std::to_string(index) + ", cycle " + std::to_string(cycle));
   const Gpu g{index};
   const double i = index;
   EXPECT_EQ(Value(s, "nodewatch_accelerator_info", g.info()), 1);
@@ -203,7 +210,36 @@ void ExpectHealthyGpu(const MetricSink& s, unsigned index, bool old_driver = fal
   EXPECT_EQ(Value(s, "nodewatch_accelerator_c2c_link_active", g.with("1")), 0);
   EXPECT_EQ(Value(s, "nodewatch_accelerator_c2c_link_errors_total", g.with("0")), i);
   EXPECT_EQ(Value(s, "nodewatch_accelerator_c2c_link_errors_total", g.with("1")), i + 11);
-  EXPECT_EQ(SeriesOf(s, index), kSeriesPerGpu);
+  const char* actions[] = {"none",      "gpu_reset",       "node_reboot",
+                           "drain_p2p", "drain_and_reset", "recover_imex_domain"};
+  for (const char* a : actions)
+    EXPECT_EQ(Value(s, "nodewatch_accelerator_recovery_action", g.with(a)),
+              std::string(a) == "none" ? 1 : 0)
+        << a;
+  struct Gpm {
+    const char* name;
+    double base;
+  };
+  const Gpm gpm[] = {{"nodewatch_accelerator_graphics_active_ratio", 50},
+                     {"nodewatch_accelerator_sm_active_ratio", 40},
+                     {"nodewatch_accelerator_sm_occupancy_ratio", 30},
+                     {"nodewatch_accelerator_tensor_active_ratio", 20},
+                     {"nodewatch_accelerator_dram_bandwidth_ratio", 10}};
+  bool with_gpm = cycle >= 2;
+  std::optional<double> k;  // the fake's (seq mod 10) of the older sample
+  if (cycle >= 2) k = (cycle - 1) % 10;
+  if (cycle == 0 && Has(s, gpm[0].name, g.dev())) {
+    with_gpm = true;
+    k = Value(s, gpm[0].name, g.dev()) * 100 - gpm[0].base - i;
+    EXPECT_TRUE(*k >= -1e-9 && *k <= 9 + 1e-9) << *k;
+  }
+  for (const Gpm& m : gpm) {
+    if (!with_gpm)
+      EXPECT_FALSE(Has(s, m.name, g.dev())) << m.name;
+    else
+      EXPECT_NEAR(Value(s, m.name, g.dev()), (m.base + i + *k) / 100, 1e-12) << m.name;
+  }
+  EXPECT_EQ(SeriesOf(s, index), kSeriesPerGpu + (with_gpm ? 5 : 0));
 }
 
 // A device reported down for `reason`: its identity and up 0, nothing else.
@@ -265,31 +301,45 @@ TEST(NvmlTest, ThrottleReasonsCoverEveryBitOnce) {
 TEST(NvmlTest, EightGpusExportEverySeriesWithTheirValues) {
   FakeNode node(FAKE_NVML_LIBRARY, scenario("eight_gpus.scenario"));
   const MetricSink s = node.Collect();
-  for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(s, i);
+  for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(s, i, false, 1);
   EXPECT_TRUE(s.errors().empty());
   EXPECT_EQ(s.sample_count(), kGpus * kSeriesPerGpu);
-  // Every family but the two that other scenarios produce (XID events; the
-  // sampled throughput, only without byte counters).
-  const std::string text = s.render();
+  // A second cycle reads the same, now with GPM activity over the two
+  // cycles' samples (and reuses the device threads). NVML wants GPM samples
+  // more than 100 ms apart; a closer pair gives no activity.
+  std::this_thread::sleep_for(110ms);
+  const MetricSink again = node.Collect();
+  for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(again, i, false, 2);
+  EXPECT_TRUE(again.errors().empty());
+  // Every family but those that other scenarios produce (XID events; the
+  // sampled throughput, only without byte counters; MIG instances; fabric).
+  const std::string text = again.render();
   for (const MetricDesc& d : accelerator_metric_table().descs()) {
     if (d.name == "nodewatch_accelerator_xid_errors_total" ||
-        d.name == "nodewatch_accelerator_host_link_throughput_bytes_per_second")
+        d.name == "nodewatch_accelerator_host_link_throughput_bytes_per_second" ||
+        d.name.rfind("nodewatch_accelerator_gpu_instance_", 0) == 0 ||
+        d.name.rfind("nodewatch_accelerator_fabric_", 0) == 0)
       continue;
     EXPECT_NE(text.find("\n" + d.name + "{"), std::string::npos) << d.name;
   }
   // Newest symbols first; the 20 ms sampling call is not made when the
   // byte counters exist.
+  // (Two cycles so far: each call once per GPU and cycle.)
   FakeHooks hooks(FAKE_NVML_LIBRARY);
-  EXPECT_EQ(hooks.Calls("nvmlDeviceGetMemoryInfo_v2"), kGpus);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetMemoryInfo_v2"), 2 * kGpus);
   EXPECT_EQ(hooks.Calls("nvmlDeviceGetMemoryInfo"), 0u);
-  EXPECT_EQ(hooks.Calls("nvmlDeviceGetPciInfo_v3"), kGpus);
-  EXPECT_EQ(hooks.Calls("nvmlDeviceGetTemperatureV"), kGpus);
-  EXPECT_EQ(hooks.Calls("nvmlDeviceGetCurrentClocksEventReasons"), kGpus);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetPciInfo_v3"), 2 * kGpus);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetTemperatureV"), 2 * kGpus);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetCurrentClocksEventReasons"), 2 * kGpus);
   EXPECT_EQ(hooks.Calls("nvmlDeviceGetPcieThroughput"), 0u);
+  // GPM support is asked once per session; one sample per GPU and cycle.
+  EXPECT_EQ(hooks.Calls("nvmlGpmQueryDeviceSupport"), kGpus);
+  EXPECT_EQ(hooks.Calls("nvmlGpmSampleGet"), 2 * kGpus);
 
-  // A second cycle reads the same (and reuses the device threads).
-  const MetricSink again = node.Collect();
-  for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(again, i);
+  // A third cycle takes the activity over samples 2 and 3, not 1 and 3.
+  std::this_thread::sleep_for(110ms);
+  const MetricSink third = node.Collect();
+  for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(third, i, false, 3);
 }
 
 TEST(NvmlTest, GpuLostMidQueryIsDownAndTheOthersComplete) {
@@ -389,8 +439,9 @@ TEST(NvmlTest, OldLibraryFallbacksGiveTheSameCoreValues) {
   const MetricSink s = node.Collect();
   for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(s, i, /*old_driver=*/true);
   EXPECT_TRUE(s.errors().empty());
-  // No field values: no memory temperature, 5 throttle times, 4 C2C series.
-  EXPECT_EQ(s.sample_count(), kGpus * (kSeriesPerGpu - 10));
+  // No field values: no memory temperature, 5 throttle times, 4 C2C series,
+  // 6 recovery actions.
+  EXPECT_EQ(s.sample_count(), kGpus * (kSeriesPerGpu - 16));
   FakeHooks hooks(FAKE_NVML_OLD_LIBRARY);
   EXPECT_EQ(hooks.Calls("nvmlDeviceGetMemoryInfo"), kGpus);
   EXPECT_EQ(hooks.Calls("nvmlDeviceGetPciInfo"), kGpus);

@@ -32,6 +32,7 @@ inline constexpr Return kErrorDriverNotLoaded = 9;
 inline constexpr Return kErrorTimeout = 10;
 inline constexpr Return kErrorGpuIsLost = 15;
 inline constexpr Return kErrorResetRequired = 16;
+inline constexpr Return kErrorFunctionNotFound = 13;
 inline constexpr Return kErrorLibRmVersionMismatch = 18;  // driver reloaded under a session
 inline constexpr Return kErrorArgumentVersionMismatch = 25;
 inline constexpr Return kErrorUnknown = 999;
@@ -182,9 +183,11 @@ inline constexpr unsigned long long kClocksEventHwThermalSlowdown = 0x40;
 inline constexpr unsigned long long kClocksEventHwPowerBrakeSlowdown = 0x80;
 inline constexpr unsigned long long kClocksEventDisplayClockSetting = 0x100;
 
-// Field ids for nvmlDeviceGetFieldValues ("guaranteed never to change").
-// The throttle-time ids 251-253 were checked against NVML's own header as
-// published in its Python binding (269-271 there are power-smoothing fields).
+// Field ids for nvmlDeviceGetFieldValues. The header says each id is
+// "guaranteed never to change"; it is not so (see nvml_fields.hpp, which
+// says for each id from which driver branch it means what, and which
+// value type it answers with). Only the ids whose meaning never moved are
+// named here; the clock-event time ids are in nvml_fields.hpp's table.
 inline constexpr unsigned kFieldClocksEventSwPowerCapNs = 74;  // alias of PERF_POLICY_POWER
 inline constexpr unsigned kFieldClocksEventSyncBoostNs = 76;   // alias of PERF_POLICY_SYNC_BOOST
 inline constexpr unsigned kFieldMemoryTemp = 82;               // °C
@@ -193,7 +196,7 @@ inline constexpr unsigned kFieldNvlinkLinkCount = 91;
 inline constexpr unsigned kFieldNvlinkThroughputDataTx = 138;  // KiB, cumulative
 inline constexpr unsigned kFieldNvlinkThroughputDataRx = 139;
 inline constexpr unsigned kFieldNvlinkSpeedMBps = 164;  // NVLINK_GET_SPEED, MB/s
-// NVLink5 counters (driver 560+), scope = link.
+// NVLink5 counters (NVML 12.6, driver 560+), scope = link.
 inline constexpr unsigned kFieldNvlinkCountXmitBytes = 202;
 inline constexpr unsigned kFieldNvlinkCountRcvBytes = 204;
 inline constexpr unsigned kFieldNvlinkCountMalformedPacketErrors = 206;
@@ -208,14 +211,124 @@ inline constexpr unsigned kFieldNvlinkCountLinkRecoveryEvents = 215;
 inline constexpr unsigned kFieldNvlinkCountEffectiveErrors = 219;
 inline constexpr unsigned kFieldNvlinkCountSymbolErrors = 221;
 inline constexpr unsigned kFieldC2cLinkCount = 170;
-inline constexpr unsigned kFieldC2cLinkStatus = 171;  // scope = link; 0 inactive, 1 active
-inline constexpr unsigned kFieldPcieCountTxBytes = 197;
+inline constexpr unsigned kFieldC2cLinkStatus = 171;     // scope = link; 0 inactive, 1 active
+inline constexpr unsigned kFieldPcieCountTxBytes = 197;  // NVML 12.5 (driver 555) on
 inline constexpr unsigned kFieldPcieCountRxBytes = 198;
-inline constexpr unsigned kFieldC2cLinkErrorIntr = 231;    // scope = link; CRC errors
+// NVML 12.8 (driver 570) on: nvmlDeviceGpuRecoveryAction_t.
+inline constexpr unsigned kFieldGpuRecoveryAction = 230;
+inline constexpr unsigned kFieldC2cLinkErrorIntr = 231;    // NVML 12.9 on; scope = link; CRC
 inline constexpr unsigned kFieldC2cLinkErrorReplay = 232;  // scope = link
-inline constexpr unsigned kFieldClocksEventSwThermalNs = 251;
-inline constexpr unsigned kFieldClocksEventHwThermalNs = 252;
-inline constexpr unsigned kFieldClocksEventHwPowerBrakeNs = 253;
+
+// nvmlDeviceGpuRecoveryAction_t (RECOVER_IMEX_DOMAIN from NVML 13.3).
+inline constexpr unsigned kRecoveryActionNone = 0;
+inline constexpr unsigned kRecoveryActionGpuReset = 1;
+inline constexpr unsigned kRecoveryActionNodeReboot = 2;
+inline constexpr unsigned kRecoveryActionDrainP2p = 3;
+inline constexpr unsigned kRecoveryActionDrainAndReset = 4;
+inline constexpr unsigned kRecoveryActionRecoverImexDomain = 5;
+
+// Buffer size for nvmlSystemGetNVMLVersion ("13.590.44.01").
+inline constexpr unsigned kNvmlVersionBufferSize = 80;
+
+// GPM (GPU performance monitoring; Hopper and later, NVML 11.8 on).
+struct GpmSampleSt;
+using GpmSample = GpmSampleSt*;
+// nvmlGpmMetricId_t: the ones read here did not move in any header from
+// 11.8 to 13.3.
+inline constexpr unsigned kGpmGraphicsUtil = 1;
+inline constexpr unsigned kGpmSmUtil = 2;
+inline constexpr unsigned kGpmSmOccupancy = 3;
+inline constexpr unsigned kGpmAnyTensorUtil = 5;
+inline constexpr unsigned kGpmDramBwUtil = 10;
+// nvmlGpmMetric_t.
+struct GpmMetric {
+  unsigned metric_id;  // in
+  Return nvml_return;  // out: nonzero, value not valid
+  double value;        // out
+  struct {
+    char* short_name;
+    char* long_name;
+    char* unit;
+  } metric_info;  // out; may be null
+};
+static_assert(sizeof(GpmMetric) == 40 && offsetof(GpmMetric, value) == 8);
+// NVML_GPM_METRIC_MAX: 98 in NVML 11.8-12.8, 210 in 12.9-13.1, 333 from
+// 13.2, while NVML_GPM_METRICS_GET_VERSION stayed 1: the library cannot
+// tell the array's size, so it reads only num_metrics entries. The array
+// here has the largest size and num_metrics stays far below the smallest.
+inline constexpr unsigned kGpmMetricMax = 333;
+inline constexpr unsigned kGpmMetricMaxOldest = 98;
+// nvmlGpmMetricsGet_t.
+struct GpmMetricsGet {
+  unsigned version;  // kGpmMetricsGetVersion
+  unsigned num_metrics;
+  GpmSample sample1;
+  GpmSample sample2;
+  GpmMetric metrics[kGpmMetricMax];
+};
+static_assert(offsetof(GpmMetricsGet, sample1) == 8 && offsetof(GpmMetricsGet, metrics) == 24 &&
+              sizeof(GpmMetricsGet) == 24 + 40 * kGpmMetricMax);
+inline constexpr unsigned kGpmMetricsGetVersion = 1;
+// nvmlGpmSupport_t.
+struct GpmSupport {
+  unsigned version;  // kGpmSupportVersion
+  unsigned is_supported_device;
+};
+static_assert(sizeof(GpmSupport) == 8);
+inline constexpr unsigned kGpmSupportVersion = 1;
+
+// MIG (nvmlDeviceGetMigMode's current mode).
+inline constexpr unsigned kDeviceMigEnable = 1;
+
+// nvmlGpuFabricInfo_v2_t (NVML 12.4 on) and _v3_t (13.0 on: adds
+// health_summary), for nvmlDeviceGetGpuFabricInfoV. nvmlGpuFabricState_t
+// is an unsigned char in every header.
+inline constexpr unsigned kGpuFabricUuidLen = 16;
+struct GpuFabricInfoV2 {
+  unsigned version;
+  unsigned char cluster_uuid[kGpuFabricUuidLen];
+  Return status;  // valid only once state is COMPLETED
+  unsigned clique_id;
+  unsigned char state;
+  unsigned health_mask;
+};
+static_assert(sizeof(GpuFabricInfoV2) == 36 && offsetof(GpuFabricInfoV2, status) == 20 &&
+              offsetof(GpuFabricInfoV2, state) == 28 &&
+              offsetof(GpuFabricInfoV2, health_mask) == 32);
+struct GpuFabricInfoV3 {
+  unsigned version;
+  unsigned char cluster_uuid[kGpuFabricUuidLen];
+  Return status;
+  unsigned clique_id;
+  unsigned char state;
+  unsigned health_mask;
+  unsigned char health_summary;
+};
+static_assert(sizeof(GpuFabricInfoV3) == 40 && offsetof(GpuFabricInfoV3, health_summary) == 36);
+inline constexpr unsigned kGpuFabricInfoV2Version = sizeof(GpuFabricInfoV2) | (2u << 24);
+inline constexpr unsigned kGpuFabricInfoV3Version = sizeof(GpuFabricInfoV3) | (3u << 24);
+static_assert(kGpuFabricInfoV2Version == 0x02000024 && kGpuFabricInfoV3Version == 0x03000028);
+// NVML_GPU_FABRIC_STATE_*.
+inline constexpr unsigned kFabricStateNotSupported = 0;
+inline constexpr unsigned kFabricStateNotStarted = 1;
+inline constexpr unsigned kFabricStateInProgress = 2;
+inline constexpr unsigned kFabricStateCompleted = 3;
+// NVML_GPU_FABRIC_HEALTH_MASK_*: 2-bit fields (0 not supported, 1 TRUE, 2
+// FALSE) at these shifts, TRUE meaning trouble; DEGRADED_BW from 12.4,
+// ROUTE_RECOVERY, ROUTE_UNHEALTHY and ACCESS_TIMEOUT_RECOVERY from 12.8.
+inline constexpr unsigned kFabricHealthShiftDegradedBw = 0;
+inline constexpr unsigned kFabricHealthShiftRouteRecovery = 2;
+inline constexpr unsigned kFabricHealthShiftRouteUnhealthy = 4;
+inline constexpr unsigned kFabricHealthShiftAccessTimeoutRecovery = 6;
+inline constexpr unsigned kFabricHealthTrue = 1;
+// INCORRECT_CONFIGURATION (13.0 on): a 4-bit field at shift 8: 0 not
+// supported, 1 none, 2..8 a configuration fault.
+inline constexpr unsigned kFabricHealthShiftIncorrectConfiguration = 8;
+inline constexpr unsigned kFabricHealthIncorrectConfigurationNone = 1;
+// NVML_GPU_FABRIC_HEALTH_SUMMARY_* (v3): 1 healthy, 2 unhealthy, 3 limited
+// capacity.
+inline constexpr unsigned kFabricHealthSummaryNotSupported = 0;
+inline constexpr unsigned kFabricHealthSummaryHealthy = 1;
 
 // Signatures, as function-pointer types (dlsym names in the comments).
 using InitFn = Return (*)();                            // nvmlInit_v2, nvmlInit
@@ -252,5 +365,20 @@ using EventSetCreateFn = Return (*)(EventSet*);
 using DeviceRegisterEventsFn = Return (*)(Device, unsigned long long event_types, EventSet);
 using EventSetWaitFn = Return (*)(EventSet, EventData*, unsigned timeout_ms);  // _v2, v1
 using EventSetFreeFn = Return (*)(EventSet);
+using SystemGetNvmlVersionFn = Return (*)(char*, unsigned);  // nvmlSystemGetNVMLVersion
+using GpmQueryDeviceSupportFn = Return (*)(Device, GpmSupport*);
+using GpmSampleAllocFn = Return (*)(GpmSample*);
+using GpmSampleFreeFn = Return (*)(GpmSample);
+using GpmSampleGetFn = Return (*)(Device, GpmSample);
+using GpmMigSampleGetFn = Return (*)(Device, unsigned gpu_instance_id, GpmSample);
+using GpmMetricsGetFn = Return (*)(GpmMetricsGet*);
+// nvmlDeviceGetMigMode(device, &current, &pending).
+using DeviceGetMigModeFn = Return (*)(Device, unsigned* current, unsigned* pending);
+// nvmlDeviceGetMaxMigDeviceCount, nvmlDeviceGetGpuInstanceId.
+using DeviceGetMaxMigDeviceCountFn = Return (*)(Device, unsigned*);
+using DeviceGetMigDeviceHandleByIndexFn = Return (*)(Device, unsigned index, Device* mig);
+using DeviceGetGpuInstanceIdFn = Return (*)(Device, unsigned*);
+// nvmlDeviceGetGpuFabricInfoV: takes a GpuFabricInfoV2 or V3, by its version.
+using DeviceGetGpuFabricInfoVFn = Return (*)(Device, void* info);
 
 }  // namespace nodewatch::accelerator::nvml

@@ -10,6 +10,7 @@
 #include <system_error>
 #include <vector>
 
+#include "accelerator/nvml/nvml_fields.hpp"
 #include "nodewatch/collector.hpp"
 #include "nodewatch/metric.hpp"
 
@@ -80,6 +81,18 @@ std::vector<std::string> resolve_all(void* lib, NvmlApi& a) {
   resolve(lib, a.device_register_events, {"nvmlDeviceRegisterEvents"});
   resolve(lib, a.event_set_wait, {"nvmlEventSetWait_v2", "nvmlEventSetWait"});
   resolve(lib, a.event_set_free, {"nvmlEventSetFree"});
+  resolve(lib, a.system_get_nvml_version, {"nvmlSystemGetNVMLVersion"});
+  resolve(lib, a.gpm_query_device_support, {"nvmlGpmQueryDeviceSupport"});
+  resolve(lib, a.gpm_sample_alloc, {"nvmlGpmSampleAlloc"});
+  resolve(lib, a.gpm_sample_free, {"nvmlGpmSampleFree"});
+  resolve(lib, a.gpm_sample_get, {"nvmlGpmSampleGet"});
+  resolve(lib, a.gpm_mig_sample_get, {"nvmlGpmMigSampleGet"});
+  resolve(lib, a.gpm_metrics_get, {"nvmlGpmMetricsGet"});
+  resolve(lib, a.device_get_mig_mode, {"nvmlDeviceGetMigMode"});
+  resolve(lib, a.device_get_max_mig_device_count, {"nvmlDeviceGetMaxMigDeviceCount"});
+  resolve(lib, a.device_get_mig_device_handle_by_index, {"nvmlDeviceGetMigDeviceHandleByIndex"});
+  resolve(lib, a.device_get_gpu_instance_id, {"nvmlDeviceGetGpuInstanceId"});
+  resolve(lib, a.device_get_gpu_fabric_info_v, {"nvmlDeviceGetGpuFabricInfoV"});
   return missing;
 }
 
@@ -135,6 +148,12 @@ NvmlSession::Opened NvmlSession::open(const std::string& library) {
     if (s->api_.system_get_driver_version(buf.data(), buf.size()) == nvml::kSuccess)
       s->driver_version_ = nvml_c_string(buf.data(), buf.size());
   }
+  if (s->api_.system_get_nvml_version != nullptr) {
+    std::array<char, nvml::kNvmlVersionBufferSize> buf{};
+    if (s->api_.system_get_nvml_version(buf.data(), buf.size()) == nvml::kSuccess)
+      s->nvml_version_ = nvml_c_string(buf.data(), buf.size());
+  }
+  s->driver_branch_ = nvml_driver_branch(s->nvml_version_, s->driver_version_);
   // A failure here (a driver being reloaded) drops the session: `s` shuts
   // NVML down on the way out, and the open is retried like a failed load.
   const nvml::Return count_rc = s->api_.device_get_count(&s->device_count_);

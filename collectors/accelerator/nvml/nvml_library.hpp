@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "accelerator/nvml/nvml_api.hpp"
@@ -57,10 +58,29 @@ struct NvmlApi {
   nvml::DeviceRegisterEventsFn device_register_events = nullptr;
   nvml::EventSetWaitFn event_set_wait = nullptr;
   nvml::EventSetFreeFn event_set_free = nullptr;
+  nvml::SystemGetNvmlVersionFn system_get_nvml_version = nullptr;
+  // GPM.
+  nvml::GpmQueryDeviceSupportFn gpm_query_device_support = nullptr;
+  nvml::GpmSampleAllocFn gpm_sample_alloc = nullptr;
+  nvml::GpmSampleFreeFn gpm_sample_free = nullptr;
+  nvml::GpmSampleGetFn gpm_sample_get = nullptr;
+  nvml::GpmMigSampleGetFn gpm_mig_sample_get = nullptr;
+  nvml::GpmMetricsGetFn gpm_metrics_get = nullptr;
+  // MIG.
+  nvml::DeviceGetMigModeFn device_get_mig_mode = nullptr;
+  nvml::DeviceGetMaxMigDeviceCountFn device_get_max_mig_device_count = nullptr;
+  nvml::DeviceGetMigDeviceHandleByIndexFn device_get_mig_device_handle_by_index = nullptr;
+  nvml::DeviceGetGpuInstanceIdFn device_get_gpu_instance_id = nullptr;
+  // NVLink fabric.
+  nvml::DeviceGetGpuFabricInfoVFn device_get_gpu_fabric_info_v = nullptr;
 
   bool has_events() const {
     return event_set_create != nullptr && device_register_events != nullptr &&
            event_set_wait != nullptr && event_set_free != nullptr;
+  }
+  bool has_gpm() const {
+    return gpm_query_device_support != nullptr && gpm_sample_alloc != nullptr &&
+           gpm_sample_free != nullptr && gpm_sample_get != nullptr && gpm_metrics_get != nullptr;
   }
 };
 
@@ -69,7 +89,7 @@ struct NvmlApi {
 // That is what makes it safe to detach a thread that is stuck in the driver:
 // the thread owns the session it calls (hence the library's code and NVML's
 // own state), and cleans up after itself if its call ever returns.
-class NvmlSession {
+class NvmlSession : public std::enable_shared_from_this<NvmlSession> {
   struct Key {};  // only open() makes sessions
 
  public:
@@ -81,6 +101,13 @@ class NvmlSession {
   const NvmlApi& api() const { return api_; }
   const std::string& library() const { return library_; }  // as configured, for messages
   const std::string& driver_version() const { return driver_version_; }
+  // nvmlSystemGetNVMLVersion ("13.590.44.01"); empty when the library
+  // has no such call or it failed.
+  const std::string& nvml_version() const { return nvml_version_; }
+  // The driver branch (590), from the two versions (nvml_fields.hpp);
+  // empty when neither says, and then the fields whose id depends on the
+  // branch are not asked.
+  std::optional<unsigned> driver_branch() const { return driver_branch_; }
   // Read once, right after nvmlInit: the count does not change while the
   // driver stays loaded, and the call can hang while a wedged GPU holds the
   // driver lock, so it is not asked every cycle.
@@ -113,6 +140,8 @@ class NvmlSession {
   NvmlApi api_;
   std::string library_;
   std::string driver_version_;
+  std::string nvml_version_;
+  std::optional<unsigned> driver_branch_;
   unsigned device_count_ = 0;
   bool initialized_ = false;
 };

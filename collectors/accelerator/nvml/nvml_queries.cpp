@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "accelerator/nvml/nvml_fields.hpp"
+
 namespace nodewatch::accelerator {
 namespace {
 
@@ -49,7 +51,7 @@ class Answers {
   // supported", not an error to count every cycle.
   bool field_ok(const nvml::FieldValue& f) {
     switch (f.nvml_return) {
-      case nvml::kSuccess: return field_value_as_double(f).has_value();
+      case nvml::kSuccess: return type_ok(f);
       case nvml::kErrorInvalidArgument:
       case nvml::kErrorNotSupported: return false;
       default: {
@@ -67,6 +69,30 @@ class Answers {
   }
 
   void error(std::string detail) { d_.errors.emplace_back("nvml_error", std::move(detail)); }
+
+  // An answered field holds what its meaning under this driver says
+  // (nvml_fields.hpp); else it is counted as "nvml_field_type" and dropped.
+  // An id with no meaning under this driver was never asked.
+  bool type_ok(const nvml::FieldValue& f) {
+    const NvmlFieldDef* def = nvml_field_def(f.field_id, s_.driver_branch());
+    if (def != nullptr && nvml_field_type_ok(def->kind, f.value_type) &&
+        field_value_as_double(f).has_value())
+      return true;
+    std::string detail = "field " + std::to_string(f.field_id);
+    if (def != nullptr) detail += " (" + std::string(def->name) + ")";
+    detail += " answered " + nvml_value_type_name(f.value_type);
+    if (def != nullptr)
+      detail += def->kind == NvmlFieldKind::kInteger64 ? ", expected a 64-bit integer"
+                : def->kind == NvmlFieldKind::kInteger ? ", expected an integer"
+                                                       : ", expected a number";
+    else
+      detail += ", a field not read from driver branch " +
+                (s_.driver_branch() ? std::to_string(*s_.driver_branch()) : std::string("?"));
+    d_.errors.emplace_back("nvml_field_type", std::move(detail));
+    return false;
+  }
+
+  const NvmlSession& session() const { return s_; }
 
  private:
   const NvmlSession& s_;
@@ -104,16 +130,19 @@ void read_fields(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
   const NvmlApi& api = a.api();
   DeviceSample& d = a.sample();
   if (api.device_get_field_values == nullptr) return;
+  // Throttle time: 74 and 76 on every driver; the other three at the ids
+  // this driver's branch gives them, and not at all when it gives none.
+  const std::optional<unsigned> branch = a.session().driver_branch();
   struct Throttle {
-    unsigned field;
+    std::optional<unsigned> field;
     const char* reason;
   };
-  static constexpr std::array<Throttle, 5> kThrottleFields = {{
+  const std::array<Throttle, 5> kThrottleFields = {{
       {nvml::kFieldClocksEventSwPowerCapNs, "sw_power_cap"},
       {nvml::kFieldClocksEventSyncBoostNs, "sync_boost"},
-      {nvml::kFieldClocksEventSwThermalNs, "sw_thermal"},
-      {nvml::kFieldClocksEventHwThermalNs, "hw_thermal"},
-      {nvml::kFieldClocksEventHwPowerBrakeNs, "hw_power_brake"},
+      {nvml_field_id(NvmlVersionedField::kClocksEventSwThermalNs, branch), "sw_thermal"},
+      {nvml_field_id(NvmlVersionedField::kClocksEventHwThermalNs, branch), "hw_thermal"},
+      {nvml_field_id(NvmlVersionedField::kClocksEventHwPowerBrakeNs, branch), "hw_power_brake"},
   }};
   std::vector<nvml::FieldValue> f;
   auto ask = [&f](unsigned field, unsigned scope = 0) {
@@ -127,8 +156,10 @@ void read_fields(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
   const std::size_t tx = ask(nvml::kFieldPcieCountTxBytes);
   const std::size_t rx = ask(nvml::kFieldPcieCountRxBytes);
   const std::size_t c2c_count = ask(nvml::kFieldC2cLinkCount);
-  const std::size_t throttle_first = f.size();
-  for (const Throttle& t : kThrottleFields) ask(t.field);
+  const std::size_t recovery = ask(nvml::kFieldGpuRecoveryAction);
+  std::array<std::optional<std::size_t>, kThrottleFields.size()> throttle_at;
+  for (std::size_t i = 0; i < kThrottleFields.size(); ++i)
+    if (kThrottleFields[i].field) throttle_at[i] = ask(*kThrottleFields[i].field);
 
   if (!a.ok(api.device_get_field_values(dev, static_cast<int>(f.size()), f.data()),
             "nvmlDeviceGetFieldValues"))
@@ -139,9 +170,11 @@ void read_fields(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
   if (auto v = a.field(f[tx])) d.host_link_tx_bytes = *v;
   if (auto v = a.field(f[rx])) d.host_link_rx_bytes = *v;
   for (std::size_t i = 0; i < kThrottleFields.size(); ++i) {
-    if (auto v = a.field(f[throttle_first + i]))
+    if (!throttle_at[i]) continue;
+    if (auto v = a.field(f[*throttle_at[i]]))
       d.clock_throttle_seconds[kThrottleFields[i].reason] = *v / 1e9;
   }
+  if (auto v = a.field(f[recovery]); v && *v >= 0) d.recovery_action = static_cast<unsigned>(*v);
 
   const std::optional<double> links_d = a.field(f[c2c_count]);
   if (!links_d) return;
@@ -311,6 +344,26 @@ void read_nvlinks(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
 }
 
 // The accelerator collector's questions, after the identity.
+// NVLink fabric registration and health, through the versioned call: v3
+// (NVML 13.0 on) first, v2 for a driver that answers it with
+// ARGUMENT_VERSION_MISMATCH (remembered for the device).
+void read_fabric(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
+  const NvmlApi& api = a.api();
+  if (api.device_get_gpu_fabric_info_v == nullptr) return;
+  nvml::GpuFabricInfoV3 info{};
+  info.version = memory.fabric_v2 ? nvml::kGpuFabricInfoV2Version : nvml::kGpuFabricInfoV3Version;
+  nvml::Return rc = api.device_get_gpu_fabric_info_v(dev, &info);
+  if (rc == nvml::kErrorArgumentVersionMismatch && !memory.fabric_v2) {
+    memory.fabric_v2 = true;
+    info = {};
+    info.version = nvml::kGpuFabricInfoV2Version;
+    rc = api.device_get_gpu_fabric_info_v(dev, &info);
+  }
+  if (rc == nvml::kErrorNotSupported || rc == nvml::kErrorFunctionNotFound) return;
+  if (!a.ok(rc, "nvmlDeviceGetGpuFabricInfoV")) return;
+  a.sample().fabric = fabric_sample(info, !memory.fabric_v2);
+}
+
 void read_readings(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
   const NvmlApi& api = a.api();
   DeviceSample& d = a.sample();
@@ -427,6 +480,9 @@ void read_readings(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
       d.pcie_replays = n;
   }
   read_fields(a, dev, memory);
+  read_fabric(a, dev, memory);
+  memory.gpm.read(a.session().shared_from_this(), dev, d,
+                  [&a](nvml::Return rc, const char* call) { return a.ok(rc, call); });
   // nvmlDeviceGetPcieThroughput samples for 20 ms inside the call: only
   // when the driver has no cumulative byte counter for that direction.
   if (api.device_get_pcie_throughput != nullptr) {
@@ -574,6 +630,37 @@ std::span<const NvmlThrottleReason> nvml_throttle_reasons() {
       {nvml::kClocksEventDisplayClockSetting, "display_clock_setting"},
   }};
   return kReasons;
+}
+
+FabricSample fabric_sample(const nvml::GpuFabricInfoV3& info, bool has_summary) {
+  FabricSample f;
+  f.state = info.state;
+  if (info.state != nvml::kFabricStateCompleted) return f;
+  std::array<char, 16> clique{};
+  std::snprintf(clique.data(), clique.size(), "%u", info.clique_id);
+  f.clique_id = clique.data();
+  std::string uuid;
+  for (unsigned k = 0; k < nvml::kGpuFabricUuidLen; ++k) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    if (k == 4 || k == 6 || k == 8 || k == 10) uuid += '-';
+    uuid += kHex[info.cluster_uuid[k] >> 4];
+    uuid += kHex[info.cluster_uuid[k] & 0xf];
+  }
+  f.cluster_uuid = std::move(uuid);
+  auto field = [&](unsigned shift, unsigned mask) { return (info.health_mask >> shift) & mask; };
+  bool healthy = info.status == nvml::kSuccess;
+  for (unsigned shift :
+       {nvml::kFabricHealthShiftDegradedBw, nvml::kFabricHealthShiftRouteRecovery,
+        nvml::kFabricHealthShiftRouteUnhealthy, nvml::kFabricHealthShiftAccessTimeoutRecovery})
+    if (field(shift, 0x3) == nvml::kFabricHealthTrue) healthy = false;
+  if (field(nvml::kFabricHealthShiftIncorrectConfiguration, 0xf) >
+      nvml::kFabricHealthIncorrectConfigurationNone)
+    healthy = false;
+  if (has_summary && info.health_summary != nvml::kFabricHealthSummaryNotSupported &&
+      info.health_summary != nvml::kFabricHealthSummaryHealthy)
+    healthy = false;
+  f.healthy = healthy;
+  return f;
 }
 
 }  // namespace nodewatch::accelerator

@@ -23,6 +23,7 @@
 
 #include "accelerator/backend.hpp"
 #include "accelerator/nvml/nvml_api.hpp"
+#include "accelerator/nvml/nvml_gpm.hpp"
 #include "accelerator/nvml/nvml_library.hpp"
 
 namespace nodewatch::accelerator {
@@ -49,6 +50,11 @@ struct NvmlDeviceMemory {
   // Whether the device's per-counter NVLink error call ever answered: then
   // its "recovery" is the one exported, never the NVLink5 field's.
   bool nvlink_legacy_errors = false;
+  // The fabric call answered ARGUMENT_VERSION_MISMATCH to v3: a driver
+  // before NVML 13.0, asked with v2 from then on.
+  bool fabric_v2 = false;
+  // GPM samples: the previous one of the device and of each GPU instance.
+  NvmlGpmState gpm;
 };
 
 // One device's answers, and the answer of nvmlDeviceGetHandleByIndex (not
@@ -90,5 +96,13 @@ struct NvmlThrottleReason {
   std::string_view label;
 };
 std::span<const NvmlThrottleReason> nvml_throttle_reasons();
+
+// The fabric state of an answered nvmlDeviceGetGpuFabricInfoV (`has_summary`:
+// the v3 struct, whose health_summary is filled). Healthy: registration
+// completed with SUCCESS, no 2-bit health field TRUE (degraded bandwidth,
+// route recovery in progress, route unhealthy, access-timeout recovery in
+// progress), no incorrect configuration, and a summary, where the driver
+// gives one, that says healthy.
+FabricSample fabric_sample(const nvml::GpuFabricInfoV3& info, bool has_summary);
 
 }  // namespace nodewatch::accelerator

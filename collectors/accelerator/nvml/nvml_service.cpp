@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "accelerator/nvml/nvml_fields.hpp"
+
 namespace nodewatch::accelerator {
 namespace {
 
@@ -151,8 +153,21 @@ std::shared_ptr<const NvmlSession> NvmlService::ensure_session(Clock::time_point
   }
   session_ = std::move(opened.session);
   events_checked_ = false;
+  // Which numbering of the branch-dependent fields this driver gets
+  // (nvml_fields.hpp): said once, so that a throttle-time series that is
+  // absent on an unknown driver is explained in the log.
+  std::string fields;
+  if (const auto branch = session_->driver_branch()) {
+    const auto id = nvml_field_id(NvmlVersionedField::kClocksEventSwThermalNs, branch);
+    fields = "branch " + std::to_string(*branch) + ", clock-event time fields " +
+             (id ? std::to_string(*id) + "-" + std::to_string(*id + 2) : "none");
+  } else {
+    fields = "driver branch unknown: the clock-event time fields are not read";
+  }
   log_load_state(Severity::kInfo,
-                 "nvml: " + library_ + " loaded, driver " + session_->driver_version());
+                 "nvml: " + library_ + " loaded, driver " + session_->driver_version() + ", NVML " +
+                     (session_->nvml_version().empty() ? "?" : session_->nvml_version()) + " (" +
+                     fields + ")");
   return session_;
 }
 

@@ -41,6 +41,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -65,6 +66,15 @@ namespace nvml = nodewatch::accelerator::nvml;
 // The opaque handles, completed here: a device is its index.
 struct nodewatch::accelerator::nvml::DeviceSt {
   unsigned index;
+  int gpu_instance = -1;  // a MIG device handle: the id of its GPU instance
+};
+// A GPM sample: whose it is, and its number among that device's (or GPU
+// instance's) samples since the last nvmlInit.
+struct nodewatch::accelerator::nvml::GpmSampleSt {
+  bool taken = false;
+  unsigned device = 0;
+  int gpu_instance = -1;
+  unsigned long long seq = 0;
 };
 struct nodewatch::accelerator::nvml::EventSetSt {
   std::array<bool, 64> registered{};  // by device index
@@ -75,6 +85,8 @@ struct nodewatch::accelerator::nvml::EventSetSt {
 namespace {
 
 constexpr unsigned kMaxDevices = 64;
+constexpr unsigned kMaxMigDevices = 7;  // nvmlDeviceGetMaxMigDeviceCount
+constexpr const char* kDefaultDriver = "580.65.06";
 constexpr unsigned long long kGiB = 1ull << 30;
 constexpr unsigned long long kMiB = 1ull << 20;
 
@@ -116,8 +128,24 @@ struct PendingXid {  // xid DEV CODE [after_waits N]
   bool delivered;
 };
 
+struct FieldValueRule {  // field_value DEV FIELD TYPE VALUE
+  int device;
+  unsigned field;
+  unsigned type;
+  std::string value;
+};
+struct FabricRule {  // fabric DEV STATE [status CODE] [health MASK] [clique N] [summary S]
+  unsigned state = 0;
+  nvml::Return status = nvml::kSuccess;
+  unsigned long long health = 0;
+  unsigned long long clique = 7;
+  unsigned long long summary = 0;
+};
+
 struct State {
   unsigned devices = 8;
+  std::string driver = kDefaultDriver;  // driver VERSION
+  unsigned branch = 580;                // its major number
   nvml::Return init_error = nvml::kSuccess;
   std::string parse_error;
   std::vector<FailRule> fails;
@@ -136,7 +164,13 @@ struct State {
   std::map<std::pair<unsigned, unsigned>, bool> nvlink_down;  // (device, link)
   // nvlink_errors DEV LINK TYPE N: added to the derived value.
   std::map<std::tuple<unsigned, unsigned, std::string>, unsigned long long> nvlink_errors;
+  std::vector<FieldValueRule> field_values;
+  std::array<unsigned, kMaxDevices> recovery_action{};  // recovery_action DEV N
+  std::array<bool, kMaxDevices> no_gpm{};
+  std::array<std::vector<unsigned>, kMaxDevices> mig;  // mig DEV GI...: GPU instance ids
+  std::map<unsigned, FabricRule> fabric;               // by device
   // Runtime.
+  std::map<std::pair<unsigned, int>, unsigned long long> gpm_seq;  // (device, GI): samples taken
   std::string scenario_path;             // FAKE_NVML_SCENARIO at the last nvmlInit
   unsigned long long count_calls = 0;    // kept across nvmlInit while scenario_path stays
   nvml::Return broken = nvml::kSuccess;  // set by a count_error: every call fails until nvmlInit
@@ -164,6 +198,26 @@ nvml::Device handle(unsigned index) {
   return const_cast<nvml::Device>(&g_devices[index]);
 }
 
+// MIG device handles: slot k of device i.
+const std::array<std::array<nvml::DeviceSt, kMaxMigDevices>, kMaxDevices> g_mig_devices = [] {
+  std::array<std::array<nvml::DeviceSt, kMaxMigDevices>, kMaxDevices> d{};
+  for (unsigned i = 0; i < kMaxDevices; ++i)
+    for (unsigned k = 0; k < kMaxMigDevices; ++k) d[i][k].index = i;
+  return d;
+}();
+
+// The MIG handle a MIG device of this library is, or null.
+[[maybe_unused]] const nvml::DeviceSt* mig_of(nvml::Device dev) {
+  const std::less_equal<const nvml::DeviceSt*> le;
+  if (dev == nullptr || !le(&g_mig_devices.front().front(), dev) ||
+      !le(dev, &g_mig_devices.back().back()))
+    return nullptr;
+  return dev;
+}
+
+// Live GPM samples (allocated and not freed), for fake_nvml_gpm_samples().
+std::atomic<long> g_gpm_samples{0};
+
 // The index of a handle this library gave out, or -1.
 int index_of(nvml::Device dev) {
   const std::less_equal<const nvml::DeviceSt*> le;
@@ -190,6 +244,28 @@ bool parse_number(const std::string& s, unsigned long long* out) {
   char* end = nullptr;
   *out = std::strtoull(s.c_str(), &end, 10);
   return !s.empty() && *end == '\0';
+}
+
+// "590.44.01": the branch is the leading number.
+bool parse_branch(const std::string& s, unsigned long long* out) {
+  char* end = nullptr;
+  *out = std::strtoull(s.c_str(), &end, 10);
+  return end != s.c_str() && (*end == '\0' || *end == '.') && *out >= 100 && *out < 10000;
+}
+
+// A value type by its nvmlValue_t member name (d, ui, ul, ull, sll, si, us)
+// or as a number (any, to answer with a type NVML does not have).
+bool parse_value_type(const std::string& s, unsigned long long* out) {
+  static const std::map<std::string, unsigned, std::less<>> kNames = {
+      {"d", nvml::kValueTypeDouble},           {"ui", nvml::kValueTypeUnsignedInt},
+      {"ul", nvml::kValueTypeUnsignedLong},    {"ull", nvml::kValueTypeUnsignedLongLong},
+      {"sll", nvml::kValueTypeSignedLongLong}, {"si", nvml::kValueTypeSignedInt},
+      {"us", nvml::kValueTypeUnsignedShort}};
+  if (auto it = kNames.find(s); it != kNames.end()) {
+    *out = it->second;
+    return true;
+  }
+  return parse_number(s, out);
 }
 
 // Applies one line; false (and `error` set) if it does not parse.
@@ -297,6 +373,42 @@ bool apply_line(State& st, const std::string& raw, std::string* error) {
     for (unsigned i = 0; i < kMaxDevices; ++i)
       if (dev == kAnyDevice || dev == static_cast<int>(i))
         st.c2c_links[i] = static_cast<unsigned>(n);
+  } else if (cmd == "driver" && w.size() == 2 && w[1].size() < 40 && parse_branch(w[1], &n)) {
+    st.driver = w[1];
+    st.branch = static_cast<unsigned>(n);
+  } else if (cmd == "field_value" && w.size() == 5 && parse_device(w[1], &dev)) {
+    unsigned long long field = 0, type = 0;
+    if (!parse_number(w[2], &field) || !parse_value_type(w[3], &type)) return bad();
+    st.field_values.push_back(
+        {dev, static_cast<unsigned>(field), static_cast<unsigned>(type), w[4]});
+  } else if (cmd == "recovery_action" && w.size() == 3 && parse_device(w[1], &dev) &&
+             parse_number(w[2], &n)) {
+    for (unsigned i = 0; i < kMaxDevices; ++i)
+      if (dev == kAnyDevice || dev == static_cast<int>(i))
+        st.recovery_action[i] = static_cast<unsigned>(n);
+  } else if (cmd == "no_gpm" && w.size() == 2 && parse_device(w[1], &dev)) {
+    for (unsigned i = 0; i < kMaxDevices; ++i)
+      if (dev == kAnyDevice || dev == static_cast<int>(i)) st.no_gpm[i] = true;
+  } else if (cmd == "mig" && w.size() >= 2 && w.size() <= 2 + kMaxMigDevices &&
+             parse_device(w[1], &dev) && dev != kAnyDevice) {
+    std::vector<unsigned> gis;
+    for (std::size_t k = 2; k < w.size(); ++k) {
+      if (!parse_number(w[k], &n) || n > 14) return bad();
+      gis.push_back(static_cast<unsigned>(n));
+    }
+    st.mig[static_cast<unsigned>(dev)] = std::move(gis);
+  } else if (cmd == "fabric" && w.size() >= 3 && parse_device(w[1], &dev) &&
+             parse_number(w[2], &n) && n <= 3 &&
+             options_only(3, {"status", "health", "clique", "summary"})) {
+    FabricRule f;
+    f.state = static_cast<unsigned>(n);
+    unsigned long long status = 0;
+    if (!option(3, "status", &status) || !option(3, "health", &f.health) ||
+        !option(3, "clique", &f.clique) || !option(3, "summary", &f.summary))
+      return bad();
+    f.status = static_cast<nvml::Return>(status);
+    for (unsigned i = 0; i < kMaxDevices; ++i)
+      if (dev == kAnyDevice || dev == static_cast<int>(i)) st.fabric[i] = f;
   } else {
     return bad();
   }
@@ -499,6 +611,41 @@ nvml::Return get_reasons(const char* function, nvml::Device dev, unsigned long l
 }
 
 #ifndef FAKE_NVML_OLD_DRIVER
+// Which field ids a driver of `branch` knows, and what the ones whose
+// meaning moved mean there: this fake's own reading of NVML's headers
+// (gen/nvml/nvml.h in the history of NVIDIA's go-nvml; 12.2 = R535,
+// 12.4 = R550, 12.5 = R555, 12.6 = R560, 12.8 = R570, 12.9 = R575,
+// 13.0 = R580, 13.1 = R590), kept apart from the backend's table
+// (collectors/accelerator/nvml/nvml_fields.cpp) on purpose.
+enum class Meaning { kUnknown, kDerived, kClockEventNs, kPowerSmoothing };
+struct FieldMeaning {
+  Meaning meaning;
+  unsigned k = 0;  // kClockEventNs: 3, 4, 5 (the multiplier); kPowerSmoothing: its ordinal
+};
+FieldMeaning meaning_of(unsigned branch, unsigned id) {
+  // First branch that knows an id that never moved.
+  unsigned since = 0;
+  if (id == 197 || id == 198) since = 555;               // PCIE_COUNT_TX/RX_BYTES (12.5)
+  if (id >= 201 && id <= 222) since = 560;               // NVLink5 counters (12.6)
+  if (id == nvml::kFieldGpuRecoveryAction) since = 570;  // 12.8
+  if (id >= 231 && id <= 234) since = 575;               // C2C errors (12.9)
+  if (id >= 251 && id <= 253) {
+    if (branch >= 575 && branch < 590) return {Meaning::kClockEventNs, id - 251 + 3};
+    if (branch >= 570) return {Meaning::kPowerSmoothing, id - 251 + 1};  // 12.8, 13.1+: 251-268
+    return {Meaning::kUnknown};
+  }
+  if (id >= 269 && id <= 271) {
+    if (branch >= 590) return {Meaning::kClockEventNs, id - 269 + 3};
+    if (branch >= 575) return {Meaning::kPowerSmoothing, id - 256 + 1};  // 12.9/13.0: 256-273
+    return {Meaning::kUnknown};
+  }
+  return {branch >= since ? Meaning::kDerived : Meaning::kUnknown};
+}
+
+template <typename Ull, typename Ui>
+void fill_derived(unsigned i, nvml::FieldValue& f, unsigned links, unsigned link, const Ull& ull,
+                  const Ui& ui);
+
 // Fills one field of nvmlDeviceGetFieldValues for device i.
 void fill_field(unsigned i, nvml::FieldValue& f) {
   f.timestamp = 1700000000000000;
@@ -514,12 +661,50 @@ void fill_field(unsigned i, nvml::FieldValue& f) {
   };
   const unsigned links = g_state.c2c_links[i];
   const unsigned link = f.scope_id;
+  const FieldMeaning m = meaning_of(g_state.branch, f.field_id);
+  switch (m.meaning) {
+    case Meaning::kUnknown: f.nvml_return = nvml::kErrorInvalidArgument; break;
+    case Meaning::kClockEventNs: ull((i + 1ull) * m.k * 1000000000ull); break;
+    // Power smoothing: flags and small settings, as unsigned ints.
+    case Meaning::kPowerSmoothing: ui(m.k); break;
+    case Meaning::kDerived: fill_derived(i, f, links, link, ull, ui); break;
+  }
+  for (const FieldFailRule& r : g_state.field_fails)
+    if ((r.device == kAnyDevice || r.device == static_cast<int>(i)) && r.field == f.field_id)
+      f.nvml_return = r.code;
+  for (const FieldValueRule& r : g_state.field_values) {
+    if ((r.device != kAnyDevice && r.device != static_cast<int>(i)) || r.field != f.field_id)
+      continue;
+    f.nvml_return = nvml::kSuccess;
+    f.value_type = r.type;
+    f.value.ull_val = 0;
+    switch (r.type) {
+      case nvml::kValueTypeDouble: f.value.d_val = std::strtod(r.value.c_str(), nullptr); break;
+      case nvml::kValueTypeSignedInt:
+        f.value.si_val = static_cast<int>(std::strtol(r.value.c_str(), nullptr, 10));
+        break;
+      case nvml::kValueTypeSignedLongLong:
+        f.value.sll_val = std::strtoll(r.value.c_str(), nullptr, 10);
+        break;
+      case nvml::kValueTypeUnsignedInt:
+      case nvml::kValueTypeUnsignedShort:
+        f.value.ui_val = static_cast<unsigned>(std::strtoul(r.value.c_str(), nullptr, 10));
+        if (r.type == nvml::kValueTypeUnsignedShort)
+          f.value.us_val = static_cast<unsigned short>(f.value.ui_val);
+        break;
+      default: f.value.ull_val = std::strtoull(r.value.c_str(), nullptr, 10); break;
+    }
+  }
+}
+
+// The value of a field whose meaning never moved, derived from device i.
+template <typename Ull, typename Ui>
+void fill_derived(unsigned i, nvml::FieldValue& f, unsigned links, unsigned link, const Ull& ull,
+                  const Ui& ui) {
   switch (f.field_id) {
     case nvml::kFieldClocksEventSwPowerCapNs: ull((i + 1ull) * 1000000000ull); break;
     case nvml::kFieldClocksEventSyncBoostNs: ull((i + 1ull) * 2000000000ull); break;
-    case nvml::kFieldClocksEventSwThermalNs: ull((i + 1ull) * 3000000000ull); break;
-    case nvml::kFieldClocksEventHwThermalNs: ull((i + 1ull) * 4000000000ull); break;
-    case nvml::kFieldClocksEventHwPowerBrakeNs: ull((i + 1ull) * 5000000000ull); break;
+    case nvml::kFieldGpuRecoveryAction: ui(g_state.recovery_action[i]); break;
     case nvml::kFieldMemoryTemp:
       f.value_type = nvml::kValueTypeSignedInt;
       f.value.si_val = static_cast<int>(40 + i);
@@ -601,9 +786,6 @@ void fill_field(unsigned i, nvml::FieldValue& f) {
       break;
     }
   }
-  for (const FieldFailRule& r : g_state.field_fails)
-    if ((r.device == kAnyDevice || r.device == static_cast<int>(i)) && r.field == f.field_id)
-      f.nvml_return = r.code;
 }
 #endif
 
@@ -677,7 +859,24 @@ FAKE_NVML_EXPORT nvml::Return nvmlSystemGetDriverVersion(char* version, unsigned
     std::lock_guard lock(g_mu);
     if (g_state.init_count == 0) return nvml::kErrorUninitialized;
   }
-  return copy_string("550.54.15", version, length);
+  std::string driver;
+  {
+    std::lock_guard lock(g_mu);
+    driver = g_state.driver;
+  }
+  return copy_string(driver, version, length);
+}
+
+// "13.580.65.06": the CUDA major version the driver branch came with (13
+// from R580, 12 before), then the driver version.
+FAKE_NVML_EXPORT nvml::Return nvmlSystemGetNVMLVersion(char* version, unsigned length) {
+  std::string v;
+  {
+    std::lock_guard lock(g_mu);
+    if (g_state.init_count == 0) return nvml::kErrorUninitialized;
+    v = (g_state.branch >= 580 ? "13." : "12.") + g_state.driver;
+  }
+  return copy_string(v, version, length);
 }
 
 #ifndef FAKE_NVML_NO_DEVICE_COUNT
@@ -716,7 +915,13 @@ FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetUtilizationRates(nvml::Device dev,
                                                             nvml::Utilization* u) {
   if (u == nullptr) return nvml::kErrorInvalidArgument;
   const nvml::Return rc = enter(__func__, __func__, dev);
-  if (rc == nvml::kSuccess) *u = {10 * dev->index + 5, 3 * dev->index + 1};
+  if (rc != nvml::kSuccess) return rc;
+  {
+    std::lock_guard lock(g_mu);
+    // "Not supported on MIG-enabled GPUs".
+    if (!g_state.mig[dev->index].empty()) return nvml::kErrorNotSupported;
+  }
+  *u = {10 * dev->index + 5, 3 * dev->index + 1};
   return rc;
 }
 
@@ -976,6 +1181,193 @@ FAKE_NVML_EXPORT nvml::Return nvmlEventSetWait_v2(nvml::EventSet set, nvml::Even
                                                   unsigned timeout_ms) {
   return wait_event(set, data, timeout_ms, true);
 }
+
+// ---------------------------------------------------------------------------
+// GPM. Supported on every device but a `no_gpm` one. The whole device of a
+// MIG-enabled GPU answers NOT_SUPPORTED; its GPU instances answer through
+// nvmlGpmMigSampleGet. A metric over samples a and b (a taken before b, of
+// the same device or GPU instance) is, in percent:
+//   base + i + (a.seq mod 10) + gi
+// base 50 graphics (1), 40 SM active (2), 30 SM occupancy (3), 20 tensor
+// (5), 10 DRAM bandwidth (10); seq counts that device's (or instance's)
+// samples from 1 since the last nvmlInit; gi the GPU instance id, 0 for the
+// whole device. Other metric ids answer NOT_SUPPORTED.
+
+FAKE_NVML_EXPORT nvml::Return nvmlGpmQueryDeviceSupport(nvml::Device dev,
+                                                        nvml::GpmSupport* support) {
+  if (support == nullptr) return nvml::kErrorInvalidArgument;
+  if (support->version != nvml::kGpmSupportVersion) return nvml::kErrorArgumentVersionMismatch;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc != nvml::kSuccess) return rc;
+  std::lock_guard lock(g_mu);
+  support->is_supported_device = g_state.no_gpm[dev->index] ? 0 : 1;
+  return rc;
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlGpmSampleAlloc(nvml::GpmSample* sample) {
+  if (sample == nullptr) return nvml::kErrorInvalidArgument;
+  *sample = new nvml::GpmSampleSt{};
+  ++g_gpm_samples;
+  return nvml::kSuccess;
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlGpmSampleFree(nvml::GpmSample sample) {
+  if (sample == nullptr) return nvml::kErrorInvalidArgument;
+  delete sample;
+  --g_gpm_samples;
+  return nvml::kSuccess;
+}
+
+namespace {
+nvml::Return take_sample(unsigned i, int gi, nvml::GpmSample sample) {
+  std::lock_guard lock(g_mu);
+  sample->taken = true;
+  sample->device = i;
+  sample->gpu_instance = gi;
+  sample->seq = ++g_state.gpm_seq[{i, gi}];
+  return nvml::kSuccess;
+}
+}  // namespace
+
+FAKE_NVML_EXPORT nvml::Return nvmlGpmSampleGet(nvml::Device dev, nvml::GpmSample sample) {
+  if (sample == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc != nvml::kSuccess) return rc;
+  {
+    std::lock_guard lock(g_mu);
+    if (g_state.no_gpm[dev->index] || !g_state.mig[dev->index].empty())
+      return nvml::kErrorNotSupported;
+  }
+  return take_sample(dev->index, -1, sample);
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlGpmMigSampleGet(nvml::Device dev, unsigned gpu_instance_id,
+                                                  nvml::GpmSample sample) {
+  if (sample == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc != nvml::kSuccess) return rc;
+  {
+    std::lock_guard lock(g_mu);
+    const std::vector<unsigned>& gis = g_state.mig[dev->index];
+    if (g_state.no_gpm[dev->index]) return nvml::kErrorNotSupported;
+    if (std::find(gis.begin(), gis.end(), gpu_instance_id) == gis.end())
+      return nvml::kErrorInvalidArgument;
+  }
+  return take_sample(dev->index, static_cast<int>(gpu_instance_id), sample);
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlGpmMetricsGet(nvml::GpmMetricsGet* m) {
+  if (m == nullptr) return nvml::kErrorInvalidArgument;
+  if (m->version != nvml::kGpmMetricsGetVersion) return nvml::kErrorArgumentVersionMismatch;
+  std::lock_guard lock(g_mu);
+  if (g_state.init_count == 0) return nvml::kErrorUninitialized;
+  // NVML_GPM_METRIC_MAX of the driver's own header: 98 up to NVML 12.8,
+  // 210 in 12.9-13.1 (333 from 13.2 is not modelled).
+  const unsigned max = g_state.branch < 575 ? nvml::kGpmMetricMaxOldest : 210;
+  const nvml::GpmSampleSt* a = m->sample1;
+  const nvml::GpmSampleSt* b = m->sample2;
+  if (m->num_metrics > max || a == nullptr || b == nullptr || !a->taken || !b->taken ||
+      a->device != b->device || a->gpu_instance != b->gpu_instance || a->seq >= b->seq)
+    return nvml::kErrorInvalidArgument;
+  static char kPercent[] = "%";
+  for (unsigned k = 0; k < m->num_metrics; ++k) {
+    nvml::GpmMetric& r = m->metrics[k];
+    unsigned base = 0;
+    switch (r.metric_id) {
+      case nvml::kGpmGraphicsUtil: base = 50; break;
+      case nvml::kGpmSmUtil: base = 40; break;
+      case nvml::kGpmSmOccupancy: base = 30; break;
+      case nvml::kGpmAnyTensorUtil: base = 20; break;
+      case nvml::kGpmDramBwUtil: base = 10; break;
+      default: r.nvml_return = nvml::kErrorNotSupported; continue;
+    }
+    r.nvml_return = nvml::kSuccess;
+    r.value = base + a->device + static_cast<double>(a->seq % 10) +
+              (a->gpu_instance < 0 ? 0 : a->gpu_instance);
+    r.metric_info.short_name = nullptr;
+    r.metric_info.long_name = nullptr;
+    r.metric_info.unit = kPercent;
+  }
+  return nvml::kSuccess;
+}
+
+// ---------------------------------------------------------------------------
+// MIG: a `mig DEV GI...` device is in MIG mode with one MIG device per
+// listed GPU instance.
+
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetMigMode(nvml::Device dev, unsigned* current,
+                                                   unsigned* pending) {
+  if (current == nullptr || pending == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc != nvml::kSuccess) return rc;
+  std::lock_guard lock(g_mu);
+  *current = *pending = g_state.mig[dev->index].empty() ? 0 : nvml::kDeviceMigEnable;
+  return rc;
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetMaxMigDeviceCount(nvml::Device dev, unsigned* count) {
+  if (count == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc == nvml::kSuccess) *count = kMaxMigDevices;
+  return rc;
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetMigDeviceHandleByIndex(nvml::Device dev, unsigned index,
+                                                                  nvml::Device* mig) {
+  if (mig == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc != nvml::kSuccess) return rc;
+  std::lock_guard lock(g_mu);
+  const std::vector<unsigned>& gis = g_state.mig[dev->index];
+  if (index >= gis.size()) return nvml::kErrorNotFound;
+  *mig = const_cast<nvml::Device>(&g_mig_devices[dev->index][index]);
+  return nvml::kSuccess;
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetGpuInstanceId(nvml::Device mig, unsigned* id) {
+  if (id == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::DeviceSt* m = mig_of(mig);
+  if (m == nullptr) return nvml::kErrorInvalidArgument;  // not a MIG device handle
+  std::lock_guard lock(g_mu);
+  const std::vector<unsigned>& gis = g_state.mig[m->index];
+  const auto slot = static_cast<std::size_t>(m - &g_mig_devices[m->index][0]);
+  if (slot >= gis.size()) return nvml::kErrorInvalidArgument;
+  *id = gis[slot];
+  return nvml::kSuccess;
+}
+
+// ---------------------------------------------------------------------------
+// Fabric: NOT_SUPPORTED unless a `fabric` line names the device. v2 of the
+// struct from R550 (NVML 12.4), v3 from R580 (13.0); before R550 the
+// function does not exist (FUNCTION_NOT_FOUND). The cluster UUID is the 16
+// bytes 0xa0 + k.
+
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetGpuFabricInfoV(nvml::Device dev, void* info) {
+  if (info == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc != nvml::kSuccess) return rc;
+  std::lock_guard lock(g_mu);
+  if (g_state.branch < 550) return nvml::kErrorFunctionNotFound;
+  unsigned version = 0;
+  std::memcpy(&version, info, sizeof version);
+  const bool v3 = version == nvml::kGpuFabricInfoV3Version;
+  if (!(v3 && g_state.branch >= 580) && version != nvml::kGpuFabricInfoV2Version)
+    return nvml::kErrorArgumentVersionMismatch;
+  auto it = g_state.fabric.find(dev->index);
+  if (it == g_state.fabric.end()) return nvml::kErrorNotSupported;
+  const FabricRule& f = it->second;
+  nvml::GpuFabricInfoV3 out{};
+  out.version = version;
+  for (unsigned k = 0; k < nvml::kGpuFabricUuidLen; ++k)
+    out.cluster_uuid[k] = static_cast<unsigned char>(0xa0 + k);
+  out.status = f.status;
+  out.clique_id = static_cast<unsigned>(f.clique);
+  out.state = static_cast<unsigned char>(f.state);
+  out.health_mask = static_cast<unsigned>(f.health);
+  out.health_summary = static_cast<unsigned char>(f.summary);
+  std::memcpy(info, &out, v3 ? sizeof(nvml::GpuFabricInfoV3) : sizeof(nvml::GpuFabricInfoV2));
+  return nvml::kSuccess;
+}
 #endif  // FAKE_NVML_OLD_DRIVER
 
 // ---------------------------------------------------------------------------
@@ -1007,6 +1399,10 @@ FAKE_NVML_EXPORT int fake_nvml_blocked() {
   return g_state.blocked;
 }
 
+FAKE_NVML_EXPORT long fake_nvml_gpm_samples() {
+  return g_gpm_samples.load();
+}
+
 FAKE_NVML_EXPORT unsigned long long fake_nvml_inits() {
   std::lock_guard lock(g_mu);
   return g_state.inits;
@@ -1018,6 +1414,7 @@ static_assert(std::is_same_v<decltype(&nvmlInit), nvml::InitFn>);
 static_assert(std::is_same_v<decltype(&nvmlShutdown), nvml::ShutdownFn>);
 static_assert(std::is_same_v<decltype(&nvmlErrorString), nvml::ErrorStringFn>);
 static_assert(std::is_same_v<decltype(&nvmlSystemGetDriverVersion), nvml::SystemGetStringFn>);
+static_assert(std::is_same_v<decltype(&nvmlSystemGetNVMLVersion), nvml::SystemGetNvmlVersionFn>);
 static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetHandleByIndex), nvml::DeviceGetHandleByIndexFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetUUID), nvml::DeviceGetStringFn>);
@@ -1064,6 +1461,21 @@ static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetCurrentClocksEventReasons), nvml::DeviceGetUllFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetFieldValues), nvml::DeviceGetFieldValuesFn>);
 static_assert(std::is_same_v<decltype(&nvmlEventSetWait_v2), nvml::EventSetWaitFn>);
+static_assert(std::is_same_v<decltype(&nvmlGpmQueryDeviceSupport), nvml::GpmQueryDeviceSupportFn>);
+static_assert(std::is_same_v<decltype(&nvmlGpmSampleAlloc), nvml::GpmSampleAllocFn>);
+static_assert(std::is_same_v<decltype(&nvmlGpmSampleFree), nvml::GpmSampleFreeFn>);
+static_assert(std::is_same_v<decltype(&nvmlGpmSampleGet), nvml::GpmSampleGetFn>);
+static_assert(std::is_same_v<decltype(&nvmlGpmMigSampleGet), nvml::GpmMigSampleGetFn>);
+static_assert(std::is_same_v<decltype(&nvmlGpmMetricsGet), nvml::GpmMetricsGetFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetMigMode), nvml::DeviceGetMigModeFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetMaxMigDeviceCount), nvml::DeviceGetMaxMigDeviceCountFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetMigDeviceHandleByIndex),
+                             nvml::DeviceGetMigDeviceHandleByIndexFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetGpuInstanceId), nvml::DeviceGetGpuInstanceIdFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetGpuFabricInfoV), nvml::DeviceGetGpuFabricInfoVFn>);
 #ifndef FAKE_NVML_NO_DEVICE_COUNT
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetCount_v2), nvml::DeviceGetCountFn>);
 #endif

@@ -1,0 +1,155 @@
+#include "accelerator/nvml/nvml_fields.hpp"
+
+#include <array>
+#include <charconv>
+#include <limits>
+#include <string>
+
+namespace nodewatch::accelerator {
+namespace {
+
+constexpr unsigned kForever = std::numeric_limits<unsigned>::max();
+
+// One meaning of one id: `id` means `def` for drivers of branch
+// [from, until). An id that meant the same in every header has 0 and
+// kForever, and is asked even when the branch is unknown.
+struct Meaning {
+  NvmlFieldDef def;
+  unsigned from;
+  unsigned until;
+};
+
+using K = NvmlFieldKind;
+
+// See the top of nvml_fields.hpp for where each range comes from.
+constexpr std::array<Meaning, 6> kVersioned = {{
+    {{251, "clocks_event_reason_sw_therm_slowdown", K::kInteger64}, 575, 590},
+    {{252, "clocks_event_reason_hw_therm_slowdown", K::kInteger64}, 575, 590},
+    {{253, "clocks_event_reason_hw_power_brake_slowdown", K::kInteger64}, 575, 590},
+    {{269, "clocks_event_reason_sw_therm_slowdown", K::kInteger64}, 590, kForever},
+    {{270, "clocks_event_reason_hw_therm_slowdown", K::kInteger64}, 590, kForever},
+    {{271, "clocks_event_reason_hw_power_brake_slowdown", K::kInteger64}, 590, kForever},
+}};
+
+constexpr std::array<NvmlFieldDef, 27> kStable = {{
+    {nvml::kFieldClocksEventSwPowerCapNs, "clocks_event_reason_sw_power_cap", K::kInteger64},
+    {nvml::kFieldClocksEventSyncBoostNs, "clocks_event_reason_sync_boost", K::kInteger64},
+    {nvml::kFieldMemoryTemp, "memory_temp", K::kNumber},
+    {nvml::kFieldNvlinkLinkCount, "nvlink_link_count", K::kInteger},
+    {nvml::kFieldNvlinkThroughputDataTx, "nvlink_throughput_data_tx", K::kInteger},
+    {nvml::kFieldNvlinkThroughputDataRx, "nvlink_throughput_data_rx", K::kInteger},
+    {nvml::kFieldNvlinkSpeedMBps, "nvlink_get_speed", K::kInteger},
+    {nvml::kFieldC2cLinkCount, "c2c_link_count", K::kInteger},
+    {nvml::kFieldC2cLinkStatus, "c2c_link_get_status", K::kInteger},
+    {nvml::kFieldPcieCountTxBytes, "pcie_count_tx_bytes", K::kInteger64},
+    {nvml::kFieldPcieCountRxBytes, "pcie_count_rx_bytes", K::kInteger64},
+    {nvml::kFieldNvlinkCountXmitBytes, "nvlink_count_xmit_bytes", K::kInteger64},
+    {nvml::kFieldNvlinkCountRcvBytes, "nvlink_count_rcv_bytes", K::kInteger64},
+    {nvml::kFieldNvlinkCountMalformedPacketErrors, "nvlink_count_malformed_packet_errors",
+     K::kInteger},
+    {nvml::kFieldNvlinkCountBufferOverrunErrors, "nvlink_count_buffer_overrun_errors", K::kInteger},
+    {nvml::kFieldNvlinkCountRcvErrors, "nvlink_count_rcv_errors", K::kInteger},
+    {nvml::kFieldNvlinkCountRcvRemoteErrors, "nvlink_count_rcv_remote_errors", K::kInteger},
+    {nvml::kFieldNvlinkCountRcvGeneralErrors, "nvlink_count_rcv_general_errors", K::kInteger},
+    {nvml::kFieldNvlinkCountLocalLinkIntegrityErrors, "nvlink_count_local_link_integrity_errors",
+     K::kInteger},
+    {nvml::kFieldNvlinkCountXmitDiscards, "nvlink_count_xmit_discards", K::kInteger},
+    {nvml::kFieldNvlinkCountLinkRecoveryFailedEvents, "nvlink_count_link_recovery_failed_events",
+     K::kInteger},
+    {nvml::kFieldNvlinkCountLinkRecoveryEvents, "nvlink_count_link_recovery_events", K::kInteger},
+    {nvml::kFieldNvlinkCountEffectiveErrors, "nvlink_count_effective_errors", K::kInteger},
+    {nvml::kFieldNvlinkCountSymbolErrors, "nvlink_count_symbol_errors", K::kInteger},
+    {nvml::kFieldGpuRecoveryAction, "get_gpu_recovery_action", K::kInteger},
+    {nvml::kFieldC2cLinkErrorIntr, "c2c_link_error_intr", K::kInteger},
+    {nvml::kFieldC2cLinkErrorReplay, "c2c_link_error_replay", K::kInteger},
+}};
+
+bool in_range(const Meaning& m, std::optional<unsigned> branch) {
+  return branch && *branch >= m.from && *branch < m.until;
+}
+
+// The leading decimal number of `s` and what follows it.
+std::optional<unsigned> leading_number(std::string_view s, std::string_view* rest) {
+  unsigned v = 0;
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p == s.data()) return std::nullopt;
+  *rest = s.substr(static_cast<std::size_t>(p - s.data()));
+  return v;
+}
+
+// A plausible branch: every NVIDIA driver since R100 has had a 3-digit
+// major version; 4 digits leave room for the future.
+bool plausible_branch(unsigned b) {
+  return b >= 100 && b < 10000;
+}
+
+}  // namespace
+
+std::optional<unsigned> nvml_field_id(NvmlVersionedField field, std::optional<unsigned> branch) {
+  unsigned first = 0;  // the id of `field` in its 575-589 numbering
+  switch (field) {
+    case NvmlVersionedField::kClocksEventSwThermalNs: first = 251; break;
+    case NvmlVersionedField::kClocksEventHwThermalNs: first = 252; break;
+    case NvmlVersionedField::kClocksEventHwPowerBrakeNs: first = 253; break;
+  }
+  // Its meanings are kVersioned[k] and kVersioned[k + 3].
+  for (std::size_t k = 0; k < 3; ++k) {
+    if (kVersioned[k].def.id != first) continue;
+    for (const Meaning* m : {&kVersioned[k], &kVersioned[k + 3]})
+      if (in_range(*m, branch)) return m->def.id;
+  }
+  return std::nullopt;
+}
+
+const NvmlFieldDef* nvml_field_def(unsigned id, std::optional<unsigned> branch) {
+  for (const Meaning& m : kVersioned)
+    if (m.def.id == id) return in_range(m, branch) ? &m.def : nullptr;
+  for (const NvmlFieldDef& d : kStable)
+    if (d.id == id) return &d;
+  return nullptr;
+}
+
+bool nvml_field_type_ok(NvmlFieldKind kind, unsigned value_type) {
+  switch (value_type) {
+    case nvml::kValueTypeDouble: return kind == NvmlFieldKind::kNumber;
+    case nvml::kValueTypeUnsignedLong:
+    case nvml::kValueTypeUnsignedLongLong:
+    case nvml::kValueTypeSignedLongLong: return true;
+    case nvml::kValueTypeUnsignedInt:
+    case nvml::kValueTypeSignedInt:
+    case nvml::kValueTypeUnsignedShort: return kind != NvmlFieldKind::kInteger64;
+    default: return false;
+  }
+}
+
+std::string nvml_value_type_name(unsigned value_type) {
+  switch (value_type) {
+    case nvml::kValueTypeDouble: return "double";
+    case nvml::kValueTypeUnsignedInt: return "unsigned int";
+    case nvml::kValueTypeUnsignedLong: return "unsigned long";
+    case nvml::kValueTypeUnsignedLongLong: return "unsigned long long";
+    case nvml::kValueTypeSignedLongLong: return "signed long long";
+    case nvml::kValueTypeSignedInt: return "signed int";
+    case nvml::kValueTypeUnsignedShort: return "unsigned short";
+    default: return "value type " + std::to_string(value_type);
+  }
+}
+
+std::optional<unsigned> nvml_driver_branch(std::string_view nvml_version,
+                                           std::string_view driver_version) {
+  // "13.590.44.01": CUDA major, branch, then the driver's minor parts.
+  std::string_view rest;
+  if (auto major = leading_number(nvml_version, &rest);
+      major && rest.size() > 1 && rest[0] == '.') {
+    std::string_view after;
+    if (auto b = leading_number(rest.substr(1), &after);
+        b && plausible_branch(*b) && (after.empty() || after[0] == '.'))
+      return b;
+  }
+  if (auto b = leading_number(driver_version, &rest);
+      b && plausible_branch(*b) && (rest.empty() || rest[0] == '.'))
+    return b;
+  return std::nullopt;
+}
+
+}  // namespace nodewatch::accelerator
