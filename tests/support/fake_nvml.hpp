@@ -23,6 +23,7 @@ class FakeNvmlHooks {
     calls_ = reinterpret_cast<CallsFn>(dlsym(handle_.get(), "fake_nvml_calls"));
     blocked_ = reinterpret_cast<BlockedFn>(dlsym(handle_.get(), "fake_nvml_blocked"));
     inits_ = reinterpret_cast<InitsFn>(dlsym(handle_.get(), "fake_nvml_inits"));
+    gpm_samples_ = reinterpret_cast<GpmSamplesFn>(dlsym(handle_.get(), "fake_nvml_gpm_samples"));
   }
   // Applies one more scenario line now (tests/fixtures/nvml/README.md).
   void Script(const char* line) {
@@ -35,6 +36,8 @@ class FakeNvmlHooks {
   }
   // nvmlInit calls since the library was loaded.
   unsigned long long Inits() { return inits_ != nullptr ? inits_() : ~0ull; }
+  // GPM samples allocated and not yet freed (all sessions).
+  long GpmSamples() { return gpm_samples_ != nullptr ? gpm_samples_() : -1; }
   // Waits (bounded) until no call sleeps in a `block`, so that no thread
   // of this test is left inside the library.
   bool WaitUnblocked(std::chrono::milliseconds limit = std::chrono::seconds(10)) {
@@ -51,6 +54,7 @@ class FakeNvmlHooks {
   using CallsFn = unsigned long long (*)(const char*, int);
   using BlockedFn = int (*)();
   using InitsFn = unsigned long long (*)();
+  using GpmSamplesFn = long (*)();
   struct Close {
     void operator()(void* h) const { dlclose(h); }
   };
@@ -59,6 +63,7 @@ class FakeNvmlHooks {
   CallsFn calls_ = nullptr;
   BlockedFn blocked_ = nullptr;
   InitsFn inits_ = nullptr;
+  GpmSamplesFn gpm_samples_ = nullptr;
 };
 
 }  // namespace nodewatch::testing

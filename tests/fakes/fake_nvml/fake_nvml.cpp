@@ -146,6 +146,7 @@ struct State {
   unsigned devices = 8;
   std::string driver = kDefaultDriver;  // driver VERSION
   unsigned branch = 580;                // its major number
+  bool version_unknown = false;         // version_unknown: both version calls answer NOT_SUPPORTED
   nvml::Return init_error = nvml::kSuccess;
   std::string parse_error;
   std::vector<FailRule> fails;
@@ -376,6 +377,8 @@ bool apply_line(State& st, const std::string& raw, std::string* error) {
   } else if (cmd == "driver" && w.size() == 2 && w[1].size() < 40 && parse_branch(w[1], &n)) {
     st.driver = w[1];
     st.branch = static_cast<unsigned>(n);
+  } else if (cmd == "version_unknown" && w.size() == 1) {
+    st.version_unknown = true;
   } else if (cmd == "field_value" && w.size() == 5 && parse_device(w[1], &dev)) {
     unsigned long long field = 0, type = 0;
     if (!parse_number(w[2], &field) || !parse_value_type(w[3], &type)) return bad();
@@ -862,6 +865,7 @@ FAKE_NVML_EXPORT nvml::Return nvmlSystemGetDriverVersion(char* version, unsigned
   std::string driver;
   {
     std::lock_guard lock(g_mu);
+    if (g_state.version_unknown) return nvml::kErrorNotSupported;
     driver = g_state.driver;
   }
   return copy_string(driver, version, length);
@@ -874,6 +878,7 @@ FAKE_NVML_EXPORT nvml::Return nvmlSystemGetNVMLVersion(char* version, unsigned l
   {
     std::lock_guard lock(g_mu);
     if (g_state.init_count == 0) return nvml::kErrorUninitialized;
+    if (g_state.version_unknown) return nvml::kErrorNotSupported;
     v = (g_state.branch >= 580 ? "13." : "12.") + g_state.driver;
   }
   return copy_string(v, version, length);
