@@ -6,9 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packaging/install-deps.sh
-# A build directory of its own, so that it never reconfigures the test build.
-cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNODEWATCH_BUILD_TESTS=OFF >/dev/null
-ninja -C build-release nodewatchd
+packaging/build-release.sh
 port=9842
 echo
 echo "nodewatchd is starting; scrape it at http://$(hostname):${port}/metrics (or http://localhost:${port}/metrics)."
