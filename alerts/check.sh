@@ -20,6 +20,10 @@ command -v python3 >/dev/null || { echo "python3 not found" >&2; exit 2; }
 python3 alerts/render.py --check || status=1
 run promtool check rules --lint=all --lint-fatal alerts/*.yml
 run promtool test rules alerts/tests/*.yml
+# Every alert's runbook_url names a section of docs/runbook.md.
+for anchor in $(grep -o 'runbook_url: docs/runbook.md#.*' alerts/nodewatch-rules.yml | sed 's/.*#//' | sort -u); do
+  grep -qxF "## $anchor" docs/runbook.md || { echo "check.sh: docs/runbook.md has no section '## $anchor'" >&2; status=1; }
+done
 # An override renders valid rules that carry it (and only what it changes).
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -28,6 +28,9 @@ WARNING = 'alertstate="firing", severity="warning"'
 UNCORRECTED = 'type="uncorrected"'
 SM = 'clock="sm"'
 NOT_MEMORY = 'sensor!="memory"'
+WHOLE_GPU = 'gpu_instance=""'
+MIG_INSTANCE = 'gpu_instance!=""'
+NOT_NONE = 'action!="none"'
 
 
 def sel(extra=""):
@@ -136,6 +139,42 @@ UP_DOWN = [
     {"type": "value", "options": {"0": {"text": "down", "color": "red"}, "1": {"text": "up", "color": "green"}}}
 ]
 RED_IF_ANY = [{"color": "green", "value": None}, {"color": "red", "value": 1}]
+HEALTHY = [
+    {"type": "value", "options": {"0": {"text": "not healthy", "color": "red"}, "1": {"text": "healthy", "color": "green"}}}
+]
+
+# One-hot families (one series per label value, exactly one of them 1) are
+# drawn as one series per accelerator whose value is the code of the label
+# value that is 1: the driver's recovery action (codes: NVML's
+# nvmlDeviceGpuRecoveryAction_t) and the NVLink fabric registration state
+# (NVML_GPU_FABRIC_STATE_*). An action not listed here (a newer driver's)
+# reads OTHER_ACTION.
+RECOVERY_ACTIONS = [("none", 0, "green"), ("gpu_reset", 1, "red"), ("node_reboot", 2, "red"),
+                    ("drain_p2p", 3, "red"), ("drain_and_reset", 4, "red"), ("recover_imex_domain", 5, "orange")]
+OTHER_ACTION = 99
+FABRIC_STATES = [("not_supported", 0, "text"), ("not_started", 1, "red"), ("in_progress", 2, "orange"),
+                 ("completed", 3, "green")]
+
+
+def one_hot_code(metric, label, values, other=None):
+    """The code of the label value whose series is 1: the sum, without the
+    label, of each value's series times its code. With `other`, a value not
+    listed counts as that code."""
+    parts = []
+    for value, code, _ in values:
+        matcher = f'{label}="{value}"'
+        parts.append(f"{metric}{sel(matcher)} * {code}")
+    if other is not None:
+        matcher = label + '!~"' + "|".join(v for v, _, _ in values) + '"'
+        parts.append(f"{metric}{sel(matcher)} * {other}")
+    return f"sum without ({label}) (" + " or ".join(parts) + ")"
+
+
+def code_mappings(values, other=None):
+    options = {str(code): {"text": value, "color": color} for value, code, color in values}
+    if other is not None:
+        options[str(other)] = {"text": "other action", "color": "red"}
+    return [{"type": "value", "options": options}]
 
 
 def variables():
@@ -256,6 +295,14 @@ def fleet():
         stat("Collectors failing", "Collectors whose last collection failed or timed out, over all nodes.",
              "none", [(f"count(nodewatch_collector_up{sel()} == 0) or vector(0)", "failing")],
              thresholds=RED_IF_ANY),
+        stat("Accelerators needing recovery",
+             "Accelerators whose driver asks for a reset, a reboot or a drain before they are usable again.", "none",
+             [(f"count(accelerator_action:nodewatch_accelerator_recovery_action:required{sel()} == 1) or vector(0)",
+               "recovery")], thresholds=RED_IF_ANY),
+        stat("NVLink fabric not healthy",
+             "Accelerators of NVSwitch systems whose NVLink fabric is unhealthy or not registered yet.", "none",
+             [(f"count(nodewatch_accelerator_fabric_healthy{sel()} == 0) or vector(0)", "not healthy")],
+             thresholds=RED_IF_ANY),
         stat("Critical alerts firing", "nodewatch critical alerts firing now.", "none",
              [(f"count(ALERTS{sel(CRITICAL)}) or vector(0)", "critical")],
              thresholds=RED_IF_ANY),
@@ -277,6 +324,15 @@ def fleet():
               [(f"topk(10, sum by (instance) (increase(accelerator_xid:nodewatch_accelerator_xid_errors_total:hardware{sel()}[$__range])) "
                 f"+ sum by (instance) (increase(nodewatch_accelerator_ecc_errors_total{sel(UNCORRECTED)}[$__range])))",
                 "errors")],
+              w=12),
+        table("Recovery actions requested", "Nodes whose driver asks for an action (any but none) on accelerators, "
+              "with the action and the number of accelerators.", "none",
+              [(f"count by (instance, action) (nodewatch_accelerator_recovery_action{sel(NOT_NONE)} == 1)",
+                "accelerators")],
+              w=12),
+        table("NVLink fabric not healthy", "Nodes with accelerators whose NVLink fabric is unhealthy or not "
+              "registered, and how many.", "none",
+              [(f"count by (instance) (nodewatch_accelerator_fabric_healthy{sel()} == 0)", "accelerators")],
               w=12),
         table("NIC drops", "The ten nodes dropping the most packets (receive, transmit and missed) per second.",
               "pps",
@@ -304,6 +360,10 @@ def fleet():
         ts("Accelerator utilization", "Mean accelerator utilization per node.", "percentunit",
            [(f"avg by (instance) (nodewatch_accelerator_utilization_ratio{sel()})", "{{instance}}")],
            min=0, max=1),
+        ts("SM activity", "Mean SM activity (GPM, Hopper and later) of each node's accelerators: unlike utilization "
+           "it shows how much of the GPUs the work uses.", "percentunit",
+           [(f"avg by (instance) (nodewatch_accelerator_sm_active_ratio{sel(WHOLE_GPU)})", "{{instance}}")],
+           min=0, max=1),
         ts("Fabric throughput", "Fabric bytes sent plus received per node.", "Bps",
            [(f"sum by (instance) (rate(nodewatch_interconnect_port_transmitted_bytes_total{sel()}[{RI}]) "
              f"+ rate(nodewatch_interconnect_port_received_bytes_total{sel()}[{RI}]))", "{{instance}}")]),
@@ -318,12 +378,34 @@ def fleet():
 
 def node():
     acc = "{{instance}} {{accelerator}}"
+
+    def gpm(title, metric, what):
+        return ts(title, what + " From NVML GPM (Hopper and later), averaged over the last collection interval; "
+                  "on a MIG-enabled accelerator also per GPU instance (GI).", "percentunit",
+                  [(f"{metric}{sel(WHOLE_GPU)}", acc),
+                   (f"{metric}{sel(MIG_INSTANCE)}", acc + " GI {{gpu_instance}}")], min=0, max=1)
     items = [
         row("Accelerators"),
         state_timeline("Accelerator up", "1 while the accelerator answers its driver; 0 lost, reset required or stuck.",
                        "none", [(f"nodewatch_accelerator_up{sel()}", acc)], mappings=UP_DOWN, w=24, h=6),
-        ts("Utilization", "Share of time a kernel ran on the accelerator.", "percentunit",
+        state_timeline("Recovery action", "The driver's verdict on what the accelerator needs before it is usable "
+                       "again (NVML recovery action, drivers R565 and later): none, a reset, a reboot or a drain.",
+                       "none", [(one_hot_code("nodewatch_accelerator_recovery_action", "action", RECOVERY_ACTIONS,
+                                              OTHER_ACTION), acc)],
+                       mappings=code_mappings(RECOVERY_ACTIONS, OTHER_ACTION), w=24, h=6),
+        ts("Utilization", "Share of time a kernel ran on the accelerator (100% even for a kernel that keeps one SM "
+           "busy: see SM active).", "percentunit",
            [(f"nodewatch_accelerator_utilization_ratio{sel()}", acc)], min=0, max=1),
+        gpm("SM active (GPM)", "nodewatch_accelerator_sm_active_ratio",
+            "Share of the streaming multiprocessors that were busy: the activity to compare across GPUs and nodes."),
+        gpm("SM occupancy (GPM)", "nodewatch_accelerator_sm_occupancy_ratio",
+            "Warps resident on the SMs against the theoretical maximum."),
+        gpm("Tensor active (GPM)", "nodewatch_accelerator_tensor_active_ratio",
+            "Share of time the SMs ran tensor-core operations of any kind."),
+        gpm("DRAM bandwidth (GPM)", "nodewatch_accelerator_dram_bandwidth_ratio",
+            "Device memory bandwidth used against the theoretical maximum."),
+        gpm("Graphics engine active (GPM)", "nodewatch_accelerator_graphics_active_ratio",
+            "Share of time the graphics or compute engine was active."),
         ts("Memory used", "Device memory in use, against the total.", "bytes",
            [(f"nodewatch_accelerator_memory_used_bytes{sel()}", acc),
             (f"nodewatch_accelerator_memory_total_bytes{sel()}", acc + " total")]),
@@ -388,6 +470,17 @@ def node():
            [(f"sum without (link) (rate(nodewatch_nvlink_errors_total{sel()}[{RI}])) > 0", acc + " {{type}}")]),
         ts("NVLink speed", "Per-direction link speed as the driver reports it.", "Bps",
            [(f"min without (link) (nodewatch_nvlink_speed_bytes_per_second{sel()})", acc + " slowest link")]),
+        state_timeline("NVLink fabric registration", "Registration of the accelerator with the NVLink fabric of an "
+                       "NVSwitch system (HGX, NVL72), done by the fabric manager; until it completes the accelerator "
+                       "has no NVLink peers.", "none",
+                       [(one_hot_code("nodewatch_accelerator_fabric_state", "state", FABRIC_STATES), acc)],
+                       mappings=code_mappings(FABRIC_STATES)),
+        state_timeline("NVLink fabric health", "1 when registration completed with success and the fabric reports no "
+                       "degraded bandwidth, route recovery, unhealthy route, access-timeout recovery or incorrect "
+                       "configuration; 0 otherwise, also while registration is under way.", "none",
+                       [(f"nodewatch_accelerator_fabric_healthy{sel()}", acc)], mappings=HEALTHY),
+        table("NVLink fabric", "Clique and cluster each accelerator registered in (the accelerators of one NVLink "
+              "domain share them).", "none", [(f"nodewatch_accelerator_fabric_info{sel()}", "info")], h=6),
         row("Fabric ports"),
         state_timeline("Port state", "InfiniBand port state: 4 active; 1 down, 2 init, 3 armed.", "none",
                        [(f"nodewatch_interconnect_port_state{sel()}", "{{device}}/{{port}}")],
@@ -658,9 +751,19 @@ def fabric():
             (f"rate(nodewatch_interconnect_roce_retransmits_total{sel()}[{RI}])", port + " retransmits")]),
         ts("NIC PFC pause (RoCE netdevs)", "Share of time paused by PFC on each interface, per direction and priority.", "percentunit",
            [(f"rate(nodewatch_nic_pfc_pause_seconds_total{sel()}[{RI}])", "{{instance}} {{interface}} {{direction}} prio {{priority}}")]),
+        row("NVLink fabric (NVSwitch)"),
+        table("NVLink cliques", "Accelerators registered in each NVLink cluster and clique: the accelerators of one "
+              "NVLink domain (an NVL72 rack spans several nodes) share them.", "none",
+              [(f"count by (cluster_uuid, clique_id) (nodewatch_accelerator_fabric_info{sel()})", "accelerators")],
+              w=12, h=8),
+        state_timeline("NVLink fabric health per node", "The least healthy accelerator of each node: 1 when every "
+                       "accelerator completed registration and its fabric is healthy.", "none",
+                       [(f"min by (instance) (nodewatch_accelerator_fabric_healthy{sel()})", "{{instance}}")],
+                       mappings=HEALTHY, w=12, h=8),
     ]
     return dashboard("nodewatch-fabric", "nodewatch / Fabric",
-                     "InfiniBand and RoCE ports: throughput, link state over time, errors and congestion.", items, ["fabric"])
+                     "InfiniBand and RoCE ports: throughput, link state over time, errors and congestion; NVLink "
+                     "fabric registration and health.", items, ["fabric"])
 
 
 # ---------------------------------------------------------------------------

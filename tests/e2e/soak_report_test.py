@@ -113,6 +113,67 @@ class SoakReportTest(unittest.TestCase):
         self.assertEqual(len(ranged), 1)  # only the failing class is looked up in time
         self.assertEqual(ranged[0]["step"], str(step))
 
+    def test_recovery_action_and_nvlink_fabric_classes(self):
+        # n1: the driver asked for a GPU reset on one GPU and a node reboot on
+        # another; n2: a GPU's NVLink fabric turned unhealthy after
+        # registration; n3: clean.
+        def answer(path, params):
+            q = params.get("query", "")
+            if q.startswith("avg by (instance) (avg_over_time(up"):
+                return vector(({"instance": "n1"}, 1), ({"instance": "n2"}, 1), ({"instance": "n3"}, 1))
+            if "accelerator_action:nodewatch_accelerator_recovery_action:required" in q:
+                if path == "/api/v1/query":
+                    return vector(({"instance": "n1"}, 2))
+                return matrix(({"instance": "n1"}, [[1500, "0"], [1800, "1"], [2400, "2"], [3000, "0"]]))
+            if "accelerator:nodewatch_accelerator_fabric_healthy:completed" in q:
+                if path == "/api/v1/query":
+                    return vector(({"instance": "n2"}, 1))
+                return matrix(({"instance": "n2"}, [[2100, "1"]]))
+            return vector() if path == "/api/v1/query" else matrix()
+
+        prom = FakePrometheus(answer)
+        try:
+            rc, md, err, rep = run(prom.url)
+        finally:
+            prom.close()
+        self.assertEqual(rc, 1, err)
+        verdicts = {n["instance"]: n["verdict"] for n in rep["nodes"]}
+        self.assertEqual(verdicts, {"n1": "FAIL", "n2": "FAIL", "n3": "PASS"})
+        failures = {n["instance"]: n["failures"] for n in rep["nodes"]}
+        self.assertEqual(set(failures["n1"]), {"recovery_action"})
+        self.assertEqual(failures["n1"]["recovery_action"]["count"], 2)
+        self.assertEqual(failures["n1"]["recovery_action"]["first_seen"], "1970-01-01T00:29:00Z")  # 1800 - step
+        self.assertEqual(failures["n1"]["recovery_action"]["last_seen"], "1970-01-01T00:40:00Z")   # 2400
+        self.assertEqual(set(failures["n2"]), {"nvlink_fabric_unhealthy"})
+        self.assertIn("| n1 | FAIL | 100.0% | Driver recovery action required (2) |", md)
+        self.assertIn("| n2 | FAIL | 100.0% | NVLink fabric unhealthy (1) |", md)
+        self.assertIn("| Driver recovery action required | 1 |", md)
+        # The classes read the recording rules (the one list of the actions
+        # that count, and health only after registration), with the selector.
+        queries = [p["query"] for path, p in prom.queries if path == "/api/v1/query"]
+        self.assertIn('count by (instance) (max_over_time(accelerator_action:nodewatch_accelerator_recovery_action:required'
+                      '{job="nodewatch"}[3600s]) == 1)', queries)
+        self.assertIn('count by (instance) (min_over_time(accelerator:nodewatch_accelerator_fabric_healthy:completed'
+                      '{job="nodewatch"}[3600s]) == 0)', queries)
+
+    def test_soak_dashboard_has_every_class(self):
+        # The soak dashboard is generated from SOAK_CLASSES: each class is a
+        # column of the verdict table and a stat of its own.
+        import importlib.machinery
+        import importlib.util
+        loader = importlib.machinery.SourceFileLoader("nodewatch_soak_report", REPORT)
+        spec = importlib.util.spec_from_loader("nodewatch_soak_report", loader)
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+        with open(os.path.join(ROOT, "dashboards", "nodewatch-soak.json"), encoding="utf-8") as f:
+            panels = json.load(f)["panels"]
+        stats = {p["title"] for p in panels if p["type"] == "stat"}
+        table = next(p for p in panels if p["type"] == "table")
+        columns = set(next(t for t in table["transformations"] if t["id"] == "organize")["options"]["renameByName"].values())
+        for key, title, _ in module.SOAK_CLASSES:
+            self.assertIn(title, stats, key)
+            self.assertIn(title, columns, key)
+
     def test_all_pass_exits_zero(self):
         prom = FakePrometheus(lambda path, params: vector(({"instance": "n1"}, 1))
                               if params.get("query", "").startswith("avg by (instance)") else vector())
