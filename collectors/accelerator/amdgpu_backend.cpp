@@ -28,6 +28,11 @@ constexpr double kMicroPerUnit = 1e6;
 
 constexpr const char* kReadError = "read_error";
 constexpr const char* kParseError = "parse_error";
+// A gpu_metrics table this backend does not understand (an unknown version
+// or size, a malformed v1_9), and one shorter than its header says: see
+// amdgpu_backend.hpp.
+constexpr const char* kGpuMetricsLayout = "gpu_metrics_layout";
+constexpr const char* kGpuMetricsTruncated = "gpu_metrics_truncated";
 
 // "hwmon3" -> 3.
 std::optional<unsigned> hwmon_number(std::string_view name) {
@@ -140,7 +145,9 @@ class CardReader {
     return text ? amdgpu::label_value(*text) : std::string();
   }
 
-  void error(const char* reason) { errors_.emplace_back(reason); }
+  void error(const char* reason, std::string detail) {
+    errors_.emplace_back(reason, std::move(detail));
+  }
 
  private:
   sources::HeldFiles& held_;
@@ -380,14 +387,19 @@ std::optional<DeviceSample> AmdgpuBackend::read_card(const CardFacts& facts, uns
 
   if (std::optional<std::string> bytes = r.read(dir + "gpu_metrics")) {
     amdgpu::GpuMetrics m = amdgpu::parse_gpu_metrics(*bytes);
-    if (m.status == amdgpu::GpuMetricsStatus::kOk) {
-      d.energy_joules = m.energy_joules;
-    } else if (m.status == amdgpu::GpuMetricsStatus::kTruncated) {
-      r.error(kParseError);
+    switch (m.status) {
+      case amdgpu::GpuMetricsStatus::kOk: d.energy_joules = m.energy_joules; break;
+      case amdgpu::GpuMetricsStatus::kTruncated:
+        r.error(kGpuMetricsTruncated, "gpu_metrics " + m.problem);
+        break;
+      case amdgpu::GpuMetricsStatus::kUnknownLayout:
+      case amdgpu::GpuMetricsStatus::kMalformed:
+        // Counted every collection while it lasts (the scheduler logs the
+        // device when it starts and when it stops): the energy counter is
+        // missing, and the table needs a newer nodewatch, not a retry.
+        r.error(kGpuMetricsLayout, "gpu_metrics " + m.problem);
+        break;
     }
-    // A layout newer than this code (v1_8+, APU tables) is not an error: the
-    // table is fine, we just cannot read it, and counting it every cycle
-    // would look like a fault. Energy stays absent.
   }
 
   read_hwmon(facts, r, d);

@@ -24,7 +24,8 @@
 //                freq1_input (sclk), freq2_input (mclk)  Hz -> clock "graphics", "memory"
 //   PCIe         pcie_replay_count                       count
 //   ECC          ras/umc_err_count "ue: N" / "ce: N"     count (since driver load)
-//   energy       gpu_metrics energy_accumulator          2^-16 J -> J (see amdgpu_parse.hpp)
+//   energy       gpu_metrics energy_accumulator          2^-16 J -> J (v1_1..v1_9, see
+//                                                        amdgpu_parse.hpp)
 // pcie_bw is never opened: the kernel sleeps one second in its read.
 //
 // Sources (nodewatch/sources): every read goes through the sysfs FsRoot
@@ -43,14 +44,18 @@
 //    supported by the firmware; amdgpu::is_unavailable_errno): the value is
 //    left empty, no error;
 //  - any other failed read (EIO, ...): empty, and "read_error" in `errors`;
-//  - a value that does not parse, an unknown or truncated gpu_metrics layout:
-//    empty, and "parse_error";
+//  - a value that does not parse: empty, and "parse_error";
+//  - a gpu_metrics table that is not understood (a version or size not
+//    known here, a malformed v1_9; amdgpu::parse_gpu_metrics): no energy,
+//    and "gpu_metrics_layout"; one shorter than its header says (or than a
+//    header): no energy, and "gpu_metrics_truncated", a read that did not
+//    deliver the table rather than a table nodewatch does not know;
 //  - a card whose device goes away while it is read (ENODEV, ENXIO, or its
 //    files vanish): the card is not reported, and its facts and held
 //    descriptors are dropped;
 //  - no class/drm, no AMD card: no devices, not an error.
-// DeviceSample::errors carries reasons only (backend.hpp): the card and the
-// file of each failure are not passed on to the sink.
+// Each failure is a DeviceError (backend.hpp) with what failed as its
+// detail; the collector reports it with the device as its subject.
 
 #include <cstdint>
 

@@ -3,6 +3,8 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
+#include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <system_error>
@@ -26,7 +28,7 @@ std::optional<T> parse_number(std::string_view raw, int base = 10) {
   return value;
 }
 
-// One known gpu_metrics layout: where energy_accumulator (a u64) sits.
+// One known fixed gpu_metrics layout: where energy_accumulator (a u64) sits.
 struct Layout {
   std::uint8_t format;
   std::uint8_t content;
@@ -36,19 +38,20 @@ struct Layout {
 
 // Sizes and offsets of the structs of kgd_pp_interface.h under natural
 // alignment (the header has no packing attribute), computed by hand and
-// checked with a C compiler and with ctypes in
-// tests/fixtures/amdgpu/gen_gpu_metrics.py.
+// checked with ctypes in tests/fixtures/amdgpu/gen_gpu_metrics.py; v1_7 and
+// v1_8 also against the structs below.
 //
 // (1,6) has had two layouts under the same revision pair:
 //  - 384 bytes: the first gpu_metrics_v1_6 (torvalds/linux 00dedab07b52,
 //    May 2024), vcn/jpeg activity and a throttle status, energy at 88; it was
 //    reverted upstream (64af3d3d66c7) and is kept here because structure_size
 //    tells it apart;
-//  - 1664 bytes: the v1_6 "with activities per partition" (Sep 2024) that
-//    SMU 13.0.6 (MI300) fills on current kernels, energy at 16.
+//  - 1664 bytes: the v1_6 "with activities per partition" (Sep 2024), energy
+//    at 16, which SMU 13.0.6 filled until v1_7 replaced it in the same
+//    development cycle.
 // v1_0 and v2_0 are not naturally aligned and the v2/v3 layouts are APUs':
-// none of them is read.
-constexpr std::array<Layout, 8> kLayouts = {{
+// none of them is read. v1_9 has no fixed layout (parse_v1_9).
+constexpr std::array<Layout, 9> kLayouts = {{
     {1, 1, 96, 24},    // dGPUs: MI100, MI200 (older kernels), Navi
     {1, 2, 104, 24},   // + firmware_timestamp
     {1, 3, 120, 24},   // + voltages, indep_throttle_status; MI200 (aldebaran)
@@ -56,10 +59,183 @@ constexpr std::array<Layout, 8> kLayouts = {{
     {1, 5, 360, 88},   // + jpeg_activity[32], PCIe NAK counts
     {1, 6, 384, 88},   // see above: reverted upstream
     {1, 6, 1664, 16},  // see above: per-partition (XCP) stats
-    {1, 7, 2208, 24},  // + mem_max_bandwidth, xgmi_link_status
+    {1, 7, 2208, 24},  // + mem_max_bandwidth, xgmi_link_status; GpuMetricsV1_7
+    {1, 8, 3872, 24},  // xcp_stats grow (40 JPEG, host-limit counters); GpuMetricsV1_8
 }};
 
+// struct gpu_metrics_v1_7 and v1_8 of kgd_pp_interface.h, field for field
+// (runs of fields of one type as arrays, which lays them out the same), so
+// that the compiler checks the table above. amdgpu_xcp_metrics_v1_1/_v1_2 are
+// their per-partition stats (NUM_XCP = 8 of them, MAX_XCC = 8).
+struct MetricsTableHeader {
+  std::uint16_t structure_size;
+  std::uint8_t format_revision;
+  std::uint8_t content_revision;
+};
+
+struct XcpMetricsV1_1 {
+  std::uint32_t gfx_busy_inst[8];
+  std::uint16_t jpeg_busy[32];  // NUM_JPEG_ENG
+  std::uint16_t vcn_busy[4];
+  std::uint64_t gfx_busy_acc[8];
+  std::uint64_t gfx_below_host_limit_acc[8];
+};
+
+struct XcpMetricsV1_2 {
+  std::uint32_t gfx_busy_inst[8];
+  std::uint16_t jpeg_busy[40];  // NUM_JPEG_ENG_V1
+  std::uint16_t vcn_busy[4];
+  std::uint64_t gfx_busy_acc[8];
+  std::uint64_t gfx_below_host_limit_ppt_acc[8];
+  std::uint64_t gfx_below_host_limit_thm_acc[8];
+  std::uint64_t gfx_low_utilization_acc[8];
+  std::uint64_t gfx_below_host_limit_total_acc[8];
+};
+
+// Everything v1_7 and v1_8 share, in their order, with the per-partition
+// stats of `Xcp` near the end.
+template <typename Xcp>
+struct GpuMetricsV1_7Shape {
+  MetricsTableHeader header;
+  std::uint16_t temperature[3];  // hotspot, mem, vrsoc
+  std::uint16_t curr_socket_power;
+  std::uint16_t average_activity[2];  // gfx, umc
+  std::uint64_t mem_max_bandwidth;
+  std::uint64_t energy_accumulator;
+  std::uint64_t system_clock_counter;
+  std::uint32_t accumulation_counter;
+  std::uint32_t residency_acc[5];  // prochot, ppt, socket_thm, vr_thm, hbm_thm
+  std::uint32_t gfxclk_lock_status;
+  std::uint16_t link[4];          // pcie width, speed; xgmi width, speed
+  std::uint32_t activity_acc[2];  // gfx, mem
+  std::uint64_t pcie_acc[5];      // bandwidth acc, inst; l0_to_recov, replay, replay_rover counts
+  std::uint32_t pcie_nak_acc[2];  // sent, received
+  std::uint64_t xgmi_read_data_acc[8];
+  std::uint64_t xgmi_write_data_acc[8];
+  std::uint16_t xgmi_link_status[8];
+  std::uint16_t padding;
+  std::uint64_t firmware_timestamp;
+  std::uint16_t current_gfxclk[8];
+  std::uint16_t current_socclk[4];
+  std::uint16_t current_vclk0[4];
+  std::uint16_t current_dclk0[4];
+  std::uint16_t current_uclk;
+  std::uint16_t num_partition;
+  Xcp xcp_stats[8];
+  std::uint32_t pcie_lc_perf_other_end_recovery;
+};
+using GpuMetricsV1_7 = GpuMetricsV1_7Shape<XcpMetricsV1_1>;
+using GpuMetricsV1_8 = GpuMetricsV1_7Shape<XcpMetricsV1_2>;
+
+// The energy offset the table gives for v1_<content> of `size` bytes, or
+// SIZE_MAX when it has no such layout.
+constexpr std::size_t table_energy_offset(std::uint8_t content, std::uint16_t size) {
+  for (const Layout& l : kLayouts) {
+    if (l.format == 1 && l.content == content && l.size == size) return l.energy_offset;
+  }
+  return SIZE_MAX;
+}
+
+// The kernel is 64-bit, where u64 is 8-aligned; on a 32-bit build the structs
+// would pack differently and prove nothing about the table.
+static_assert(alignof(std::uint64_t) != 8 ||
+              (sizeof(XcpMetricsV1_1) == 232 && sizeof(XcpMetricsV1_2) == 440));
+static_assert(alignof(std::uint64_t) != 8 || (sizeof(GpuMetricsV1_7) == 2208 &&
+                                              offsetof(GpuMetricsV1_7, energy_accumulator) ==
+                                                  table_energy_offset(7, sizeof(GpuMetricsV1_7))));
+static_assert(alignof(std::uint64_t) != 8 || (sizeof(GpuMetricsV1_8) == 3872 &&
+                                              offsetof(GpuMetricsV1_8, energy_accumulator) ==
+                                                  table_energy_offset(8, sizeof(GpuMetricsV1_8))));
+
 constexpr std::size_t kHeaderSize = 4;
+// v1_9: the header, `int attr_count`, then the attributes, each a u64 tag
+// and its values.
+constexpr std::size_t kV1_9AttributesOffset = 8;
+constexpr std::size_t kTagSize = 8;
+// Bytes per value of each enum amdgpu_metrics_attr_type.
+constexpr std::array<std::size_t, kAttrTypeCount> kTypeWidth = {1, 1, 2, 2, 4, 4, 8, 8};
+
+// The table is in the CPU's byte order: copy, never cast (alignment; v1_9
+// is packed). The caller has checked that the bytes are there.
+template <typename T>
+T load(std::string_view bytes, std::size_t offset) {
+  T v{};
+  std::memcpy(&v, bytes.data() + offset, sizeof(v));
+  return v;
+}
+
+std::optional<double> energy_from_ticks(std::uint64_t ticks) {
+  constexpr std::uint64_t kAllOnes = std::numeric_limits<std::uint64_t>::max();
+  constexpr std::uint64_t kUintMax = std::numeric_limits<std::uint32_t>::max();
+  if (ticks == kAllOnes || ticks == kUintMax || ticks == 0) return std::nullopt;
+  return static_cast<double>(ticks) * kEnergyJoulesPerTick;
+}
+
+// "v1_9, 1150 bytes"
+std::string describe(const GpuMetrics& m) {
+  return "v" + std::to_string(m.format_revision) + "_" + std::to_string(m.content_revision) + ", " +
+         std::to_string(m.structure_size) + " bytes";
+}
+
+std::string hex(std::uint64_t v) {
+  std::array<char, 24> buf{};
+  std::snprintf(buf.data(), buf.size(), "0x%llx", static_cast<unsigned long long>(v));
+  return buf.data();
+}
+
+// Walks a v1_9 table, `table` being exactly its structure_size bytes (see
+// the failure contract in the header). Sets status, energy and problem.
+void parse_v1_9(std::string_view table, GpuMetrics& out) {
+  auto malformed = [&out](const std::string& what) {
+    out.status = GpuMetricsStatus::kMalformed;
+    out.problem = describe(out) + ": " + what;
+  };
+  if (table.size() < kV1_9AttributesOffset) return malformed("no room for the attribute count");
+  const auto count = load<std::int32_t>(table, kHeaderSize);
+  // Every attribute takes at least its tag: a count that cannot fit is not
+  // walked at all.
+  const std::size_t room = (table.size() - kV1_9AttributesOffset) / kTagSize;
+  if (count < 0 || static_cast<std::uint64_t>(count) > room) {
+    return malformed("attribute count " + std::to_string(count) + ", room for at most " +
+                     std::to_string(room));
+  }
+  std::optional<double> energy;
+  bool energy_seen = false;
+  std::size_t pos = kV1_9AttributesOffset;
+  for (std::int32_t i = 0; i < count; ++i) {
+    // "attribute 3 of 47 (tag 0x900406)", built only for a failure.
+    auto which = [&](std::optional<std::uint64_t> tag) {
+      std::string w = "attribute " + std::to_string(i) + " of " + std::to_string(count);
+      return tag ? w + " (tag " + hex(*tag) + ")" : w;
+    };
+    if (table.size() - pos < kTagSize) return malformed(which({}) + ": its tag runs past the end");
+    const auto tag = load<std::uint64_t>(table, pos);
+    pos += kTagSize;
+    if ((tag >> 32) != 0) return malformed(which(tag) + " sets bits 32..63");
+    const auto type = static_cast<unsigned>((tag >> 20) & 0xf);
+    const auto id = static_cast<unsigned>((tag >> 10) & 0x3ff);
+    const auto instances = static_cast<std::size_t>(tag & 0x3ff);
+    if (type >= kAttrTypeCount) {
+      return malformed(which(tag) + " has unknown type " + std::to_string(type));
+    }
+    const std::size_t size = instances * kTypeWidth[type];  // at most 1023 * 8
+    if (table.size() - pos < size) return malformed(which(tag) + ": its values run past the end");
+    if (id == kAttrIdEnergyAccumulator) {
+      if (energy_seen) return malformed(which(tag) + ": a second energy_accumulator");
+      if (type != kAttrTypeU64 || instances != 1) {
+        return malformed(which(tag) + ": energy_accumulator is not one u64");
+      }
+      energy_seen = true;
+      energy = energy_from_ticks(load<std::uint64_t>(table, pos));
+    }
+    pos += size;  // any other attribute, known here or not, is skipped
+  }
+  if (pos != table.size()) {
+    return malformed("the attributes end at byte " + std::to_string(pos));
+  }
+  out.status = GpuMetricsStatus::kOk;
+  out.energy_joules = energy;
+}
 
 }  // namespace
 
@@ -171,12 +347,23 @@ GpuMetrics parse_gpu_metrics(std::string_view bytes) {
   GpuMetrics out;
   if (bytes.size() < kHeaderSize) {
     out.status = GpuMetricsStatus::kTruncated;
+    out.problem = std::to_string(bytes.size()) + " bytes, shorter than its header";
     return out;
   }
-  // The table is in the CPU's byte order: copy, never cast (alignment).
-  std::memcpy(&out.structure_size, bytes.data(), sizeof(out.structure_size));
+  out.structure_size = load<std::uint16_t>(bytes, 0);
   out.format_revision = static_cast<std::uint8_t>(bytes[2]);
   out.content_revision = static_cast<std::uint8_t>(bytes[3]);
+  auto truncated = [&] {
+    out.status = GpuMetricsStatus::kTruncated;
+    out.problem = describe(out) + ", " + std::to_string(bytes.size()) + " read";
+    return out;
+  };
+  if (out.format_revision == 1 && out.content_revision == 9) {
+    if (bytes.size() < out.structure_size) return truncated();
+    // Bytes past structure_size are ignored, as for the fixed layouts.
+    parse_v1_9(bytes.substr(0, out.structure_size), out);
+    return out;
+  }
   const Layout* layout = nullptr;
   for (const Layout& l : kLayouts) {
     if (l.format == out.format_revision && l.content == out.content_revision &&
@@ -187,20 +374,12 @@ GpuMetrics parse_gpu_metrics(std::string_view bytes) {
   }
   if (layout == nullptr) {
     out.status = GpuMetricsStatus::kUnknownLayout;
+    out.problem = describe(out) + ": not a layout known here";
     return out;
   }
-  if (bytes.size() < layout->size) {
-    out.status = GpuMetricsStatus::kTruncated;
-    return out;
-  }
+  if (bytes.size() < layout->size) return truncated();
   out.status = GpuMetricsStatus::kOk;
-  std::uint64_t ticks = 0;
-  std::memcpy(&ticks, bytes.data() + layout->energy_offset, sizeof(ticks));
-  constexpr std::uint64_t kAllOnes = std::numeric_limits<std::uint64_t>::max();
-  constexpr std::uint64_t kUintMax = std::numeric_limits<std::uint32_t>::max();
-  if (ticks != kAllOnes && ticks != kUintMax && ticks != 0) {
-    out.energy_joules = static_cast<double>(ticks) * kEnergyJoulesPerTick;
-  }
+  out.energy_joules = energy_from_ticks(load<std::uint64_t>(bytes, layout->energy_offset));
   return out;
 }
 

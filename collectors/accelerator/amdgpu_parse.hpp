@@ -70,18 +70,38 @@ std::optional<RasCounts> parse_ras_err_count(std::string_view raw);
 std::string label_value(std::string_view raw);
 
 // ---------------------------------------------------------------------------
-// gpu_metrics: a binary table (struct gpu_metrics_vX_Y of kgd_pp_interface.h)
-// in the CPU's byte order, naturally aligned, starting with
+// gpu_metrics: a binary table in the CPU's byte order, starting with
 //   struct metrics_table_header { u16 structure_size; u8 format_revision;
 //                                 u8 content_revision; };
-// The same (format, content) pair has had two layouts (v1_6, see the .cpp),
-// so a layout is only trusted when structure_size is exactly the size of a
-// layout known here, and the data read holds all of it.
+// Two kinds (kgd_pp_interface.h; tests/fixtures/amdgpu/README.md has the
+// table of versions, sizes and kernels):
+//  - v1_1 .. v1_8: a fixed C struct gpu_metrics_v1_<n>, naturally aligned.
+//    The same (format, content) pair has had two layouts (v1_6, see the
+//    .cpp), so a layout is only trusted when structure_size is exactly the
+//    size of a layout known here, and the data read holds all of it.
+//  - v1_9: self-describing (smu_cmn.h DECLARE_SMU_METRICS_CLASS, packed):
+//    the header, an int attribute count, then per attribute a u64 tag
+//      unit << 24 | type << 20 | id << 10 | count
+//    followed by `count` values of `type` (u8, s8, u16, s16, u32, s32, u64,
+//    s64 = 0..7), unaligned. structure_size is the whole table.
+//
+// Failure contract of parse_gpu_metrics (never reads outside `bytes`):
+//  - kTruncated: fewer bytes than a header, or than structure_size says;
+//  - kUnknownLayout: a (format, content, structure_size) not known here;
+//  - kMalformed: a v1_9 table whose attributes do not add up: a negative
+//    count, or more attributes than its size can hold; a tag or values
+//    running past structure_size; a tag of an unknown type (its size cannot
+//    be known) or with bits 32..63 set (no kernel sets them); the attributes
+//    ending before structure_size does; an energy_accumulator that is not
+//    one u64, or given twice.
+// An attribute whose id is not known here is skipped by its size, so a
+// newer kernel's extra attributes cost nothing. Only kOk carries values.
 
 enum class GpuMetricsStatus {
   kOk,
-  kTruncated,      // shorter than its header, or than its structure_size
-  kUnknownLayout,  // a (format, content, structure_size) not known here
+  kTruncated,
+  kUnknownLayout,
+  kMalformed,
 };
 
 struct GpuMetrics {
@@ -94,9 +114,25 @@ struct GpuMetrics {
   // (smu_cmn_init_soft_gpu_metrics fills the table with 0xff), UINT_MAX
   // (firmware that no longer reports it) or 0 (the second die of an MI250X).
   std::optional<double> energy_joules;
+  // When not kOk, what was wrong, for the failure log:
+  // "v1_9, 1150 bytes: attribute 3 of 47 (tag 0x900406) runs past the end".
+  std::string problem;
 };
 
 GpuMetrics parse_gpu_metrics(std::string_view bytes);
+
+// v1_9's attribute ids (enum amdgpu_metrics_attr_id) and types (enum
+// amdgpu_metrics_attr_type): only what is read here. Later kernels append
+// ids after the last one (SMU 15.0.8's temperatures), never renumber.
+inline constexpr unsigned kAttrIdEnergyAccumulator = 7;
+inline constexpr unsigned kAttrTypeU64 = 6;
+inline constexpr unsigned kAttrTypeCount = 8;  // u8, s8, u16, s16, u32, s32, u64, s64
+
+// A v1_9 tag: AMDGPU_METRICS_ENC_ATTR(unit, type, id, count).
+constexpr std::uint64_t gpu_metrics_tag(unsigned unit, unsigned type, unsigned id, unsigned count) {
+  return (std::uint64_t{unit} << 24) | (std::uint64_t{type} << 20) | (std::uint64_t{id} << 10) |
+         count;
+}
 
 // energy_accumulator's unit: 15.259 uJ = 2^-16 J (kgd_pp_interface.h, v1_4+;
 // the same counter in v1_1..v1_3, see the fixture README).

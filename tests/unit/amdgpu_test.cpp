@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cerrno>
@@ -20,9 +21,12 @@
 #include <functional>
 #include <future>
 #include <iterator>
+#include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "accelerator/accelerator_collector.hpp"
@@ -251,6 +255,27 @@ void put_u64(std::string& t, std::size_t offset, std::uint64_t v) {
   for (int i = 0; i < 8; ++i) t[offset + i] = static_cast<char>((v >> (8 * i)) & 0xff);
 }
 
+// Little-endian, byte by byte: independent of the parser's memcpy.
+std::uint64_t get_le(std::string_view t, std::size_t offset, std::size_t width) {
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < width; ++i) {
+    v |= std::uint64_t{static_cast<unsigned char>(t[offset + i])} << (8 * i);
+  }
+  return v;
+}
+
+// 2^16 ticks of energy_accumulator per joule.
+double joules(std::uint64_t ticks) {
+  return static_cast<double>(ticks) / 65536.0;
+}
+
+// Parses `bytes` from a buffer of exactly their size, so that the sanitizers
+// catch any read past the end.
+GpuMetrics parse_exact(std::string_view bytes) {
+  std::vector<char> buf(bytes.begin(), bytes.end());
+  return parse_gpu_metrics(std::string_view(buf.data(), buf.size()));
+}
+
 struct LayoutCase {
   std::uint16_t size;
   std::uint8_t format;
@@ -260,8 +285,8 @@ struct LayoutCase {
 
 // From kgd_pp_interface.h under natural alignment (gen_gpu_metrics.py --check).
 const LayoutCase kLayoutCases[] = {
-    {96, 1, 1, 24},  {104, 1, 2, 24}, {120, 1, 3, 24},  {288, 1, 4, 24},
-    {360, 1, 5, 88}, {384, 1, 6, 88}, {1664, 1, 6, 16}, {2208, 1, 7, 24},
+    {96, 1, 1, 24},  {104, 1, 2, 24},  {120, 1, 3, 24},  {288, 1, 4, 24},  {360, 1, 5, 88},
+    {384, 1, 6, 88}, {1664, 1, 6, 16}, {2208, 1, 7, 24}, {3872, 1, 8, 24},
 };
 
 TEST(AmdgpuGpuMetrics, EnergyAtEachLayoutsOffset) {
@@ -272,7 +297,7 @@ TEST(AmdgpuGpuMetrics, EnergyAtEachLayoutsOffset) {
     // would give a different value.
     for (std::size_t decoy : {16u, 24u, 88u}) put_u64(t, decoy, 7 * 65536);
     put_u64(t, c.energy_offset, 3 * 65536 + 16384);  // 3.25 J
-    GpuMetrics m = parse_gpu_metrics(t);
+    GpuMetrics m = parse_exact(t);
     SCOPED_TRACE("v" + std::to_string(c.format) + "_" + std::to_string(c.content) + " size " +
                  std::to_string(c.size));
     EXPECT_EQ(m.status, GpuMetricsStatus::kOk);
@@ -302,9 +327,13 @@ TEST(AmdgpuGpuMetrics, TruncatedTables) {
   EXPECT_EQ(parse_gpu_metrics("").status, GpuMetricsStatus::kTruncated);
   EXPECT_EQ(parse_gpu_metrics(std::string("\x78\x00\x01", 3)).status, GpuMetricsStatus::kTruncated);
   // A v1_3 header announcing 120 bytes, and 60 of them.
-  EXPECT_EQ(parse_gpu_metrics(metrics_table(60, 120, 1, 3)).status, GpuMetricsStatus::kTruncated);
-  // One byte short of the per-partition v1_6.
-  EXPECT_EQ(parse_gpu_metrics(metrics_table(1663, 1664, 1, 6)).status,
+  GpuMetrics m = parse_gpu_metrics(metrics_table(60, 120, 1, 3));
+  EXPECT_EQ(m.status, GpuMetricsStatus::kTruncated);
+  EXPECT_EQ(m.problem, "v1_3, 120 bytes, 60 read");
+  // One byte short of v1_8, and of a v1_9 of 1150 bytes.
+  EXPECT_EQ(parse_gpu_metrics(metrics_table(3871, 3872, 1, 8)).status,
+            GpuMetricsStatus::kTruncated);
+  EXPECT_EQ(parse_gpu_metrics(metrics_table(1149, 1150, 1, 9)).status,
             GpuMetricsStatus::kTruncated);
   // Trailing bytes past structure_size are ignored.
   EXPECT_EQ(parse_gpu_metrics(metrics_table(130, 120, 1, 3)).status, GpuMetricsStatus::kOk);
@@ -315,36 +344,263 @@ TEST(AmdgpuGpuMetrics, UnknownLayouts) {
     std::uint16_t size;
     std::uint8_t format, content;
   } const unknown[] = {
-      {100, 1, 0},   // v1_0: not naturally aligned
-      {3872, 1, 8},  // v1_8: its tail is not settled
-      {96, 1, 3},    // v1_3 with v1_1's size
-      {1000, 1, 6},  // neither v1_6
-      {120, 2, 1},   // APU layouts
+      {100, 1, 0},    // v1_0: not naturally aligned
+      {96, 1, 3},     // v1_3 with v1_1's size
+      {1000, 1, 6},   // neither v1_6
+      {3872, 1, 7},   // v1_7 with v1_8's size
+      {2208, 1, 8},   // and the other way round
+      {1150, 1, 10},  // after v1_9
+      {120, 2, 1},    // APU layouts
       {120, 9, 9},
   };
   for (const auto& u : unknown) {
     GpuMetrics m = parse_gpu_metrics(metrics_table(4096, u.size, u.format, u.content));
     EXPECT_EQ(m.status, GpuMetricsStatus::kUnknownLayout) << u.size;
     EXPECT_FALSE(m.energy_joules);
+    EXPECT_FALSE(m.problem.empty());
+  }
+  EXPECT_EQ(parse_gpu_metrics(metrics_table(4096, 3872, 1, 7)).problem,
+            "v1_7, 3872 bytes: not a layout known here");
+}
+
+// The MI300X's v1_7 and v1_8 files: energy read at offset 24 by the test, and
+// the value the fixture README documents.
+TEST(AmdgpuGpuMetrics, FixedLayoutFixtureFiles) {
+  if constexpr (std::endian::native != std::endian::little) GTEST_SKIP() << "little-endian tables";
+  const fs::path dir = fixture_sysfs().parent_path() / "gpu_metrics";
+  struct {
+    const char* file;
+    std::uint8_t content;
+    std::uint16_t size;
+    double documented;
+  } const cases[] = {
+      {"mi300x_v1_7.bin", 7, 2208, 2345678.75},
+      {"mi300x_v1_8.bin", 8, 3872, 3456789.125},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.file);
+    const std::string t = read_file(dir / c.file);
+    ASSERT_EQ(t.size(), c.size);
+    EXPECT_EQ(get_le(t, 0, 2), c.size);  // structure_size
+    GpuMetrics m = parse_exact(t);
+    EXPECT_EQ(m.status, GpuMetricsStatus::kOk);
+    EXPECT_EQ(m.format_revision, 1);
+    EXPECT_EQ(m.content_revision, c.content);
+    ASSERT_TRUE(m.energy_joules);
+    EXPECT_DOUBLE_EQ(*m.energy_joules, joules(get_le(t, 24, 8)));
+    EXPECT_DOUBLE_EQ(*m.energy_joules, c.documented);
   }
 }
 
-TEST(AmdgpuGpuMetrics, FixtureFiles) {
+TEST(AmdgpuGpuMetrics, TreeFixtureFiles) {
   if constexpr (std::endian::native != std::endian::little) GTEST_SKIP() << "little-endian tables";
-  GpuMetrics mi300 = parse_gpu_metrics(read_file(fixture_sysfs() / kMi300x / "gpu_metrics"));
+  const std::string v1_9 = read_file(fixture_sysfs() / kMi300x / "gpu_metrics");
+  GpuMetrics mi300 = parse_exact(v1_9);
   EXPECT_EQ(mi300.status, GpuMetricsStatus::kOk);
   EXPECT_EQ(mi300.format_revision, 1);
-  EXPECT_EQ(mi300.content_revision, 6);
-  EXPECT_EQ(mi300.structure_size, 1664);
-  // energy_accumulator = 123456789 * 2^16 + 2^15 ticks of 2^-16 J.
+  EXPECT_EQ(mi300.content_revision, 9);
+  EXPECT_EQ(mi300.structure_size, 1150);
+  EXPECT_EQ(get_le(v1_9, 4, 4), 47u);  // attr_count
+  // energy_accumulator's tag (id 7, u64, one value) at 84, its value at 92.
+  EXPECT_EQ(get_le(v1_9, 84, 8), gpu_metrics_tag(0, kAttrTypeU64, kAttrIdEnergyAccumulator, 1));
+  ASSERT_TRUE(mi300.energy_joules);
+  EXPECT_DOUBLE_EQ(*mi300.energy_joules, joules(get_le(v1_9, 92, 8)));
+  // = 123456789 * 2^16 + 2^15 ticks.
   EXPECT_DOUBLE_EQ(*mi300.energy_joules, 123456789.5);
 
-  GpuMetrics mi210 = parse_gpu_metrics(read_file(fixture_sysfs() / kMi210 / "gpu_metrics"));
+  GpuMetrics mi210 = parse_exact(read_file(fixture_sysfs() / kMi210 / "gpu_metrics"));
   EXPECT_EQ(mi210.status, GpuMetricsStatus::kOk);
   EXPECT_EQ(mi210.content_revision, 3);
   EXPECT_EQ(mi210.structure_size, 120);
   // 987654 * 2^16 + 2^14 ticks.
   EXPECT_DOUBLE_EQ(*mi210.energy_joules, 987654.25);
+}
+
+// A v1_9 table, attribute by attribute, in the kernel's encoding.
+class V1_9Table {
+ public:
+  // Widths of u8, s8, u16, s16, u32, s32, u64, s64.
+  static constexpr std::size_t kWidth[] = {1, 1, 2, 2, 4, 4, 8, 8};
+
+  // `count` values of `type`, each 0x11 bytes unless `value` is given (then
+  // each value is `value`).
+  V1_9Table& add(unsigned id, unsigned type, unsigned count,
+                 std::optional<std::uint64_t> value = {}, unsigned unit = 0) {
+    return add_raw(gpu_metrics_tag(unit, type, id, count), count * kWidth[type], value,
+                   kWidth[type]);
+  }
+  // Any tag, followed by `value_bytes` bytes.
+  V1_9Table& add_raw(std::uint64_t tag, std::size_t value_bytes,
+                     std::optional<std::uint64_t> value = {}, std::size_t width = 8) {
+    append(tag, 8);
+    for (std::size_t done = 0; done < value_bytes; done += width) {
+      if (value) {
+        append(*value, std::min(width, value_bytes - done));
+      } else {
+        body_.append(std::min(width, value_bytes - done), '\x11');
+      }
+    }
+    ++count_;
+    return *this;
+  }
+  V1_9Table& raw_bytes(std::size_t n) {
+    body_.append(n, '\x22');
+    return *this;
+  }
+  // The whole table; structure_size and attr_count as the kernel sets them
+  // unless overridden.
+  std::string bytes(std::optional<std::int32_t> attr_count = {},
+                    std::optional<std::uint16_t> structure_size = {}) const {
+    std::string t;
+    const std::size_t size = 8 + body_.size();
+    auto put = [&t](std::uint64_t v, std::size_t width) {
+      for (std::size_t i = 0; i < width; ++i) t.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    };
+    put(structure_size.value_or(static_cast<std::uint16_t>(size)), 2);
+    put(1, 1);
+    put(9, 1);
+    put(static_cast<std::uint32_t>(attr_count.value_or(count_)), 4);
+    return t + body_;
+  }
+
+ private:
+  void append(std::uint64_t v, std::size_t width) {
+    for (std::size_t i = 0; i < width; ++i)
+      body_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  }
+  std::string body_;
+  std::int32_t count_ = 0;
+};
+
+constexpr unsigned kU16 = 2, kU32 = 4, kS64 = 7;
+
+TEST(AmdgpuGpuMetrics, V1_9EnergyAmongOtherAttributes) {
+  if constexpr (std::endian::native != std::endian::little) GTEST_SKIP() << "little-endian tables";
+  const std::uint64_t ticks = 42 * 65536 + 8192;  // 42.125 J
+  V1_9Table table;
+  table
+      .add(0, kU16, 1, 71)            // temperature_hotspot
+      .add(6, kAttrTypeU64, 1, 5300)  // mem_max_bandwidth: a u64 before the energy
+      .add(1000, kU16, 3)             // an id this code does not know: skipped by its size
+      .add(900, kS64, 2)
+      .add(kAttrIdEnergyAccumulator, kAttrTypeU64, 1, ticks)
+      .add(41, kU16, 40);  // jpeg_busy[40] after it
+  const std::string t = table.bytes();
+  GpuMetrics m = parse_exact(t);
+  EXPECT_EQ(m.status, GpuMetricsStatus::kOk) << m.problem;
+  EXPECT_EQ(m.structure_size, t.size());
+  ASSERT_TRUE(m.energy_joules);
+  EXPECT_DOUBLE_EQ(*m.energy_joules, joules(ticks));
+  EXPECT_DOUBLE_EQ(*m.energy_joules, 42.125);
+
+  // Bytes after structure_size are not the table's.
+  GpuMetrics longer = parse_exact(t + std::string(40, '\x7f'));
+  EXPECT_EQ(longer.status, GpuMetricsStatus::kOk);
+  EXPECT_DOUBLE_EQ(*longer.energy_joules, 42.125);
+}
+
+TEST(AmdgpuGpuMetrics, V1_9WithoutEnergy) {
+  if constexpr (std::endian::native != std::endian::little) GTEST_SKIP() << "little-endian tables";
+  // No energy attribute at all, and none at all: well formed, no energy.
+  for (const std::string& t : {V1_9Table().add(0, kU16, 1, 60).bytes(), V1_9Table().bytes()}) {
+    GpuMetrics m = parse_exact(t);
+    EXPECT_EQ(m.status, GpuMetricsStatus::kOk) << m.problem;
+    EXPECT_FALSE(m.energy_joules);
+  }
+  // The kernel's 0xff fill: never written.
+  GpuMetrics unset = parse_exact(
+      V1_9Table().add(kAttrIdEnergyAccumulator, kAttrTypeU64, 1, ~std::uint64_t{0}).bytes());
+  EXPECT_EQ(unset.status, GpuMetricsStatus::kOk);
+  EXPECT_FALSE(unset.energy_joules);
+}
+
+TEST(AmdgpuGpuMetrics, MalformedV1_9) {
+  if constexpr (std::endian::native != std::endian::little) GTEST_SKIP() << "little-endian tables";
+  V1_9Table good;
+  good.add(0, kU16, 1, 71).add(kAttrIdEnergyAccumulator, kAttrTypeU64, 1, 65536);
+  const std::string ok = good.bytes();
+  ASSERT_EQ(parse_exact(ok).status, GpuMetricsStatus::kOk);
+
+  const std::uint64_t energy_tag = gpu_metrics_tag(0, kAttrTypeU64, kAttrIdEnergyAccumulator, 1);
+  struct Case {
+    const char* what;
+    std::string bytes;
+  };
+  const Case cases[] = {
+      {"negative attribute count", good.bytes(-1)},
+      {"most negative count", good.bytes(std::numeric_limits<std::int32_t>::min())},
+      {"huge attribute count", good.bytes(std::numeric_limits<std::int32_t>::max())},
+      // Three attributes said, two there: the third tag would lie past the end.
+      {"count one too many", good.bytes(3)},
+      {"count one too few: bytes left over", good.bytes(1)},
+      {"no room for the count", metrics_table(6, 6, 1, 9)},
+      {"structure_size below the header", metrics_table(16, 2, 1, 9)},
+      // A tag whose count asks for more values than the table holds.
+      {"values run past the end",
+       V1_9Table().add_raw(gpu_metrics_tag(0, kU32, 0, 1023), 4).bytes()},
+      {"type 8", V1_9Table().add_raw(gpu_metrics_tag(0, 8, 0, 1), 8).bytes()},
+      {"type 15", V1_9Table().add_raw(gpu_metrics_tag(0, 15, 0, 1), 8).bytes()},
+      {"bits 32..63 set", V1_9Table().add_raw(energy_tag | (std::uint64_t{1} << 40), 8).bytes()},
+      {"energy as u32", V1_9Table().add(kAttrIdEnergyAccumulator, kU32, 1, 65536).bytes()},
+      {"energy with two values",
+       V1_9Table().add(kAttrIdEnergyAccumulator, kAttrTypeU64, 2, 65536).bytes()},
+      {"energy with none", V1_9Table().add(kAttrIdEnergyAccumulator, kAttrTypeU64, 0).bytes()},
+      {"energy twice",
+       V1_9Table(good).add(kAttrIdEnergyAccumulator, kAttrTypeU64, 1, 65536).bytes()},
+      {"stray bytes after the last attribute", V1_9Table(good).raw_bytes(3).bytes()},
+  };
+  for (const Case& c : cases) {
+    GpuMetrics m = parse_exact(c.bytes);
+    EXPECT_EQ(m.status, GpuMetricsStatus::kMalformed) << c.what;
+    EXPECT_FALSE(m.energy_joules) << c.what;
+    EXPECT_FALSE(m.problem.empty()) << c.what;
+  }
+  EXPECT_EQ(parse_exact(good.bytes(-1)).problem,
+            "v1_9, 34 bytes: attribute count -1, room for at most 3");
+  EXPECT_EQ(parse_exact(V1_9Table().add_raw(gpu_metrics_tag(0, 8, 0, 1), 8).bytes()).problem,
+            "v1_9, 24 bytes: attribute 0 of 1 (tag 0x800001) has unknown type 8");
+}
+
+// Every prefix of every table, and every table with one byte broken: never
+// a read outside the buffer (the sanitizers watch), never a value from a
+// table cut short.
+TEST(AmdgpuGpuMetrics, TruncationsAndDamageNeverCrash) {
+  const fs::path dir = fixture_sysfs().parent_path() / "gpu_metrics";
+  const std::string tables[] = {
+      read_file(fixture_sysfs() / kMi300x / "gpu_metrics"),  // v1_9
+      read_file(fixture_sysfs() / kMi210 / "gpu_metrics"),   // v1_3
+      read_file(dir / "mi300x_v1_7.bin"),
+      read_file(dir / "mi300x_v1_8.bin"),
+      V1_9Table().add(1000, kU16, 3).add(kAttrIdEnergyAccumulator, kAttrTypeU64, 1, 65536).bytes(),
+  };
+  for (const std::string& full : tables) {
+    ASSERT_GE(full.size(), 8u);
+    ASSERT_EQ(parse_exact(full).status, GpuMetricsStatus::kOk);
+    for (std::size_t n = 0; n < full.size(); ++n) {
+      const std::string_view prefix(full.data(), n);
+      GpuMetrics m = parse_exact(prefix);
+      EXPECT_EQ(m.status, GpuMetricsStatus::kTruncated) << n;
+      EXPECT_FALSE(m.energy_joules) << n;
+      // The same prefix claiming to be whole: a v1_9 must not walk off its end.
+      if (n >= 4) {
+        std::string claimed(prefix);
+        claimed[0] = static_cast<char>(n & 0xff);
+        claimed[1] = static_cast<char>(n >> 8);
+        GpuMetrics c = parse_exact(claimed);
+        EXPECT_NE(c.status, GpuMetricsStatus::kOk) << n;
+      }
+    }
+    for (std::size_t i = 0; i < full.size(); ++i) {
+      for (char b : {'\x00', '\xff', '\x80'}) {
+        std::string damaged = full;
+        damaged[i] = b;
+        GpuMetrics m = parse_exact(damaged);
+        if (m.status != GpuMetricsStatus::kOk) {
+          EXPECT_FALSE(m.energy_joules);
+        }
+      }
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -384,7 +640,7 @@ TEST(AmdgpuBackend, Mi300xValues) {
   EXPECT_DOUBLE_EQ(*d->temperature_slowdown_celsius, 110.0);  // temp2_crit, junction
   EXPECT_DOUBLE_EQ(*d->power_watts, 612.0);                   // power1_input 612000000 µW
   EXPECT_DOUBLE_EQ(*d->power_limit_watts, 750.0);             // power1_cap
-  EXPECT_DOUBLE_EQ(*d->energy_joules, 123456789.5);           // gpu_metrics v1_6
+  EXPECT_DOUBLE_EQ(*d->energy_joules, 123456789.5);           // gpu_metrics v1_9
   EXPECT_EQ(d->clock_hertz.size(), 2u);
   EXPECT_DOUBLE_EQ(d->clock_hertz.at("graphics"), 2.1e9);  // freq1_input, sclk
   EXPECT_DOUBLE_EQ(d->clock_hertz.at("memory"), 1.3e9);    // freq2_input, mclk
@@ -552,31 +808,57 @@ TEST(AmdgpuBackend, RasQueryInaccessibleIsNotAnError) {
   EXPECT_TRUE(d->errors.empty());
 }
 
-TEST(AmdgpuBackend, TruncatedGpuMetricsIsAParseErrorAnUnknownLayoutIsNot) {
-  const std::string full = read_file(fixture_sysfs() / kMi300x / "gpu_metrics");
-  ASSERT_EQ(full.size(), 1664u);
-  for (const std::string& damaged : {full.substr(0, 60), full.substr(0, 2)}) {
+// The card's gpu_metrics as each kernel sends it: the MI300X's v1_7 (Linux
+// 6.13 to 6.15) and v1_8 (6.16 to 6.18) files in place of its v1_9.
+TEST(AmdgpuBackend, EnergyFromEachMi300xVersion) {
+  if constexpr (std::endian::native != std::endian::little) GTEST_SKIP() << "little-endian tables";
+  const fs::path dir = fixture_sysfs().parent_path() / "gpu_metrics";
+  for (const char* file : {"mi300x_v1_7.bin", "mi300x_v1_8.bin"}) {
+    SCOPED_TRACE(file);
+    const std::string table = read_file(dir / file);
     TempTree tree;
-    tree.write(kMi300x + "/gpu_metrics", damaged);
+    tree.write(kMi300x + "/gpu_metrics", table);
+    std::vector<DeviceSample> devices = sample(tree.roots());
+    const DeviceSample* d = find_bus(devices, "0000:05:00.0");
+    ASSERT_NE(d, nullptr);
+    ASSERT_TRUE(d->energy_joules);
+    EXPECT_DOUBLE_EQ(*d->energy_joules, joules(get_le(table, 24, 8)));
+    EXPECT_TRUE(d->errors.empty());
+  }
+}
+
+TEST(AmdgpuBackend, GpuMetricsFailures) {
+  const std::string full = read_file(fixture_sysfs() / kMi300x / "gpu_metrics");
+  ASSERT_EQ(full.size(), 1150u);
+  std::string unknown = full;  // a version after this code's: v1_10
+  unknown[3] = 10;
+  std::string malformed = full;  // an attribute count past what the table holds
+  malformed[4] = static_cast<char>(0xf0);
+  struct {
+    std::string bytes;
+    const char* reason;
+    const char* detail;
+  } const cases[] = {
+      {full.substr(0, 60), "gpu_metrics_truncated", "gpu_metrics v1_9, 1150 bytes, 60 read"},
+      {full.substr(0, 2), "gpu_metrics_truncated", "gpu_metrics 2 bytes, shorter than its header"},
+      {unknown, "gpu_metrics_layout", "gpu_metrics v1_10, 1150 bytes: not a layout known here"},
+      {malformed, "gpu_metrics_layout",
+       "gpu_metrics v1_9, 1150 bytes: attribute count 240, room for at most 142"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.detail);
+    TempTree tree;
+    tree.write(kMi300x + "/gpu_metrics", c.bytes);
     std::vector<DeviceSample> devices = sample(tree.roots());
     const DeviceSample* d = find_bus(devices, "0000:05:00.0");
     ASSERT_NE(d, nullptr);
     EXPECT_FALSE(d->energy_joules);
-    EXPECT_EQ(reasons(d->errors), std::vector<std::string>{"parse_error"});
+    ASSERT_EQ(reasons(d->errors), std::vector<std::string>{c.reason});
+    EXPECT_EQ(d->errors[0].detail, c.detail);
+    EXPECT_FALSE(d->errors[0].logged_by_backend);
+    // Everything else of the card is still read.
     EXPECT_DOUBLE_EQ(*d->power_watts, 612.0);
   }
-  // A layout newer than the code (here content_revision 9) is well formed:
-  // no energy, but no error counted every cycle either.
-  std::string unknown = full;
-  unknown[3] = 9;
-  TempTree tree;
-  tree.write(kMi300x + "/gpu_metrics", unknown);
-  std::vector<DeviceSample> devices = sample(tree.roots());
-  const DeviceSample* d = find_bus(devices, "0000:05:00.0");
-  ASSERT_NE(d, nullptr);
-  EXPECT_FALSE(d->energy_joules);
-  EXPECT_TRUE(d->errors.empty());
-  EXPECT_DOUBLE_EQ(*d->power_watts, 612.0);
 }
 
 TEST(AmdgpuBackend, IdentityFallbacks) {
@@ -859,11 +1141,54 @@ TEST(AmdgpuCollector, PartialFailuresAreCounted) {
   MetricSink sink(collector.metrics());
   CollectOnce(collector, sink);
   ASSERT_EQ(sink.errors().count("parse_error"), 1u);
-  EXPECT_EQ(sink.errors().at("parse_error"), 2u);
+  EXPECT_EQ(sink.errors().at("parse_error"), 1u);
+  ASSERT_EQ(sink.errors().count("gpu_metrics_truncated"), 1u);
+  EXPECT_EQ(sink.errors().at("gpu_metrics_truncated"), 1u);
   double v = 0;
   EXPECT_FALSE(
       sink.get("nodewatch_accelerator_utilization_ratio", {"0", "amd-4f8a2c1e9b3d7065"}, &v));
   EXPECT_TRUE(sink.get("nodewatch_accelerator_up", {"0", "amd-4f8a2c1e9b3d7065"}, &v));
+}
+
+// A table this code does not understand, unknown or malformed, is counted
+// as gpu_metrics_layout with the device as subject (which the scheduler logs
+// when it starts and stops failing), on every collection while it lasts;
+// the energy series is absent and the rest of the device is exported.
+TEST(AmdgpuCollector, GpuMetricsLayoutIsCountedPerDevice) {
+  if constexpr (std::endian::native != std::endian::little) GTEST_SKIP() << "little-endian tables";
+  const std::string v1_9 = read_file(fixture_sysfs() / kMi300x / "gpu_metrics");
+  std::string unknown_type = v1_9;  // the first attribute's tag: type 2 (u16) becomes 9
+  ASSERT_EQ(get_le(unknown_type, 8, 8), gpu_metrics_tag(2, 2, 0, 1));
+  unknown_type[10] = static_cast<char>(0x92);
+  std::string mi210_v1_8 = read_file(fixture_sysfs() / kMi210 / "gpu_metrics");
+  mi210_v1_8[3] = 8;  // v1_8's revision with v1_3's 120 bytes
+  TempTree tree;
+  tree.write(kMi300x + "/gpu_metrics", unknown_type);
+  tree.write(kMi210 + "/gpu_metrics", mi210_v1_8);
+  std::vector<std::unique_ptr<Backend>> backends;
+  backends.push_back(make_amdgpu_backend(tree.roots()));
+  AcceleratorCollector collector(std::move(backends));
+  const std::string u0 = "amd-4f8a2c1e9b3d7065", u1 = "amd-71b6c2d8e04f9a35";
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    MetricSink sink(collector.metrics());
+    CollectOnce(collector, sink);
+    ExpectConformant(sink);
+    ASSERT_EQ(sink.errors().size(), 1u);
+    EXPECT_EQ(sink.errors().at("gpu_metrics_layout"), 2u);
+    using Key = MetricSink::FailureKey;
+    ASSERT_EQ(sink.failures().count(Key{"gpu_metrics_layout", u0}), 1u);
+    EXPECT_EQ(sink.failures().at(Key{"gpu_metrics_layout", u0}),
+              "gpu_metrics v1_9, 1150 bytes: attribute 0 of 47 (tag 0x2920001) has unknown type 9");
+    ASSERT_EQ(sink.failures().count(Key{"gpu_metrics_layout", u1}), 1u);
+    EXPECT_EQ(sink.failures().at(Key{"gpu_metrics_layout", u1}),
+              "gpu_metrics v1_8, 120 bytes: not a layout known here");
+    double v = 0;
+    EXPECT_FALSE(sink.get("nodewatch_accelerator_energy_joules_total", {"0", u0}, &v));
+    EXPECT_FALSE(sink.get("nodewatch_accelerator_energy_joules_total", {"1", u1}, &v));
+    EXPECT_DOUBLE_EQ(Value(sink, "nodewatch_accelerator_power_watts", {"0", u0}), 612.0);
+    EXPECT_EQ(Value(sink, "nodewatch_accelerator_up", {"1", u1}), 1);
+  }
 }
 
 }  // namespace
