@@ -28,8 +28,6 @@ WARNING = 'alertstate="firing", severity="warning"'
 UNCORRECTED = 'type="uncorrected"'
 SM = 'clock="sm"'
 NOT_MEMORY = 'sensor!="memory"'
-WHOLE_GPU = 'gpu_instance=""'
-MIG_INSTANCE = 'gpu_instance!=""'
 NOT_NONE = 'action!="none"'
 
 
@@ -362,7 +360,7 @@ def fleet():
            min=0, max=1),
         ts("SM activity", "Mean SM activity (GPM, Hopper and later) of each node's accelerators: unlike utilization "
            "it shows how much of the GPUs the work uses.", "percentunit",
-           [(f"avg by (instance) (nodewatch_accelerator_sm_active_ratio{sel(WHOLE_GPU)})", "{{instance}}")],
+           [(f"avg by (instance) (nodewatch_accelerator_sm_active_ratio{sel()})", "{{instance}}")],
            min=0, max=1),
         ts("Fabric throughput", "Fabric bytes sent plus received per node.", "Bps",
            [(f"sum by (instance) (rate(nodewatch_interconnect_port_transmitted_bytes_total{sel()}[{RI}]) "
@@ -382,8 +380,9 @@ def node():
     def gpm(title, metric, what):
         return ts(title, what + " From NVML GPM (Hopper and later), averaged over the last collection interval; "
                   "on a MIG-enabled accelerator also per GPU instance (GI).", "percentunit",
-                  [(f"{metric}{sel(WHOLE_GPU)}", acc),
-                   (f"{metric}{sel(MIG_INSTANCE)}", acc + " GI {{gpu_instance}}")], min=0, max=1)
+                  [(f"{metric}{sel()}", acc),
+                   (f"{metric.replace('nodewatch_accelerator_', 'nodewatch_accelerator_gpu_instance_', 1)}{sel()}",
+                    acc + " GI {{gpu_instance}}")], min=0, max=1)
     items = [
         row("Accelerators"),
         state_timeline("Accelerator up", "1 while the accelerator answers its driver; 0 lost, reset required or stuck.",
