@@ -7,8 +7,11 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "nodewatch/collector.hpp"
 #include "nodewatch/metric.hpp"
@@ -48,6 +51,19 @@ inline double Value(const MetricSink& sink, std::string_view name,
     return std::nan("");
   }
   return v;
+}
+
+// Whether one series is there (no failure when it is not).
+inline bool HasSeries(const MetricSink& sink, std::string_view name,
+                      const std::vector<std::string>& labels) {
+  double v = 0;
+  return sink.get(name, labels, &v);
+}
+
+// How many partial failures the collection counted under `reason`.
+inline std::uint64_t ErrorCount(const MetricSink& sink, std::string_view reason) {
+  auto it = sink.errors().find(reason);
+  return it == sink.errors().end() ? 0 : it->second;
 }
 
 }  // namespace nodewatch::testing

@@ -33,8 +33,10 @@ namespace nodewatch::accelerator {
 namespace {
 
 using nodewatch::testing::CollectOnce;
+using nodewatch::testing::ErrorCount;
 using nodewatch::testing::ExpectConformant;
 using nodewatch::testing::Value;
+constexpr auto Has = nodewatch::testing::HasSeries;
 using namespace std::chrono_literals;
 
 std::string scenario(const char* name) {
@@ -50,16 +52,6 @@ std::vector<std::string> with(unsigned i, std::string extra) {
   auto l = dev(i);
   l.push_back(std::move(extra));
   return l;
-}
-
-bool Has(const MetricSink& s, std::string_view name, const std::vector<std::string>& labels) {
-  double v = 0;
-  return s.get(name, labels, &v);
-}
-
-std::uint64_t ErrorCount(const MetricSink& s, std::string_view reason) {
-  auto it = s.errors().find(reason);
-  return it == s.errors().end() ? 0 : it->second;
 }
 
 // Collects through one accelerator collector over a service of its own.
