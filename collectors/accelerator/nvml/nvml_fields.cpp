@@ -10,27 +10,48 @@ namespace {
 
 constexpr unsigned kForever = std::numeric_limits<unsigned>::max();
 
-// One meaning of one id: `id` means `def` for drivers of branch
-// [from, until). An id that meant the same in every header has 0 and
-// kForever, and is asked even when the branch is unknown.
+// One meaning of one id: `def.id` means `field` for drivers of branch
+// [from, until).
 struct Meaning {
+  NvmlVersionedField field;
   NvmlFieldDef def;
   unsigned from;
   unsigned until;
 };
 
+using F = NvmlVersionedField;
 using K = NvmlFieldKind;
 
 // See the top of nvml_fields.hpp for where each range comes from.
 constexpr std::array<Meaning, 6> kVersioned = {{
-    {{251, "clocks_event_reason_sw_therm_slowdown", K::kInteger64}, 575, 590},
-    {{252, "clocks_event_reason_hw_therm_slowdown", K::kInteger64}, 575, 590},
-    {{253, "clocks_event_reason_hw_power_brake_slowdown", K::kInteger64}, 575, 590},
-    {{269, "clocks_event_reason_sw_therm_slowdown", K::kInteger64}, 590, kForever},
-    {{270, "clocks_event_reason_hw_therm_slowdown", K::kInteger64}, 590, kForever},
-    {{271, "clocks_event_reason_hw_power_brake_slowdown", K::kInteger64}, 590, kForever},
+    {F::kClocksEventSwThermalNs,
+     {251, "clocks_event_reason_sw_therm_slowdown", K::kInteger64},
+     575,
+     590},
+    {F::kClocksEventHwThermalNs,
+     {252, "clocks_event_reason_hw_therm_slowdown", K::kInteger64},
+     575,
+     590},
+    {F::kClocksEventHwPowerBrakeNs,
+     {253, "clocks_event_reason_hw_power_brake_slowdown", K::kInteger64},
+     575,
+     590},
+    {F::kClocksEventSwThermalNs,
+     {269, "clocks_event_reason_sw_therm_slowdown", K::kInteger64},
+     590,
+     kForever},
+    {F::kClocksEventHwThermalNs,
+     {270, "clocks_event_reason_hw_therm_slowdown", K::kInteger64},
+     590,
+     kForever},
+    {F::kClocksEventHwPowerBrakeNs,
+     {271, "clocks_event_reason_hw_power_brake_slowdown", K::kInteger64},
+     590,
+     kForever},
 }};
 
+// Ids that meant the same in every header that defines them: asked of every
+// driver, even one whose branch is unknown.
 constexpr std::array<NvmlFieldDef, 27> kStable = {{
     {nvml::kFieldClocksEventSwPowerCapNs, "clocks_event_reason_sw_power_cap", K::kInteger64},
     {nvml::kFieldClocksEventSyncBoostNs, "clocks_event_reason_sync_boost", K::kInteger64},
@@ -86,18 +107,8 @@ bool plausible_branch(unsigned b) {
 }  // namespace
 
 std::optional<unsigned> nvml_field_id(NvmlVersionedField field, std::optional<unsigned> branch) {
-  unsigned first = 0;  // the id of `field` in its 575-589 numbering
-  switch (field) {
-    case NvmlVersionedField::kClocksEventSwThermalNs: first = 251; break;
-    case NvmlVersionedField::kClocksEventHwThermalNs: first = 252; break;
-    case NvmlVersionedField::kClocksEventHwPowerBrakeNs: first = 253; break;
-  }
-  // Its meanings are kVersioned[k] and kVersioned[k + 3].
-  for (std::size_t k = 0; k < 3; ++k) {
-    if (kVersioned[k].def.id != first) continue;
-    for (const Meaning* m : {&kVersioned[k], &kVersioned[k + 3]})
-      if (in_range(*m, branch)) return m->def.id;
-  }
+  for (const Meaning& m : kVersioned)
+    if (m.field == field && in_range(m, branch)) return m.def.id;
   return std::nullopt;
 }
 

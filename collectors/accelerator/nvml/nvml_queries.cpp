@@ -137,7 +137,7 @@ void read_fields(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
     std::optional<unsigned> field;
     const char* reason;
   };
-  const std::array<Throttle, 5> kThrottleFields = {{
+  const std::array<Throttle, 5> throttle_fields = {{
       {nvml::kFieldClocksEventSwPowerCapNs, "sw_power_cap"},
       {nvml::kFieldClocksEventSyncBoostNs, "sync_boost"},
       {nvml_field_id(NvmlVersionedField::kClocksEventSwThermalNs, branch), "sw_thermal"},
@@ -157,9 +157,9 @@ void read_fields(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
   const std::size_t rx = ask(nvml::kFieldPcieCountRxBytes);
   const std::size_t c2c_count = ask(nvml::kFieldC2cLinkCount);
   const std::size_t recovery = ask(nvml::kFieldGpuRecoveryAction);
-  std::array<std::optional<std::size_t>, kThrottleFields.size()> throttle_at;
-  for (std::size_t i = 0; i < kThrottleFields.size(); ++i)
-    if (kThrottleFields[i].field) throttle_at[i] = ask(*kThrottleFields[i].field);
+  std::array<std::optional<std::size_t>, throttle_fields.size()> throttle_at;
+  for (std::size_t i = 0; i < throttle_fields.size(); ++i)
+    if (throttle_fields[i].field) throttle_at[i] = ask(*throttle_fields[i].field);
 
   if (!a.ok(api.device_get_field_values(dev, static_cast<int>(f.size()), f.data()),
             "nvmlDeviceGetFieldValues"))
@@ -169,10 +169,10 @@ void read_fields(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
   // counter reset.
   if (auto v = a.field(f[tx])) d.host_link_tx_bytes = *v;
   if (auto v = a.field(f[rx])) d.host_link_rx_bytes = *v;
-  for (std::size_t i = 0; i < kThrottleFields.size(); ++i) {
+  for (std::size_t i = 0; i < throttle_fields.size(); ++i) {
     if (!throttle_at[i]) continue;
     if (auto v = a.field(f[*throttle_at[i]]))
-      d.clock_throttle_seconds[kThrottleFields[i].reason] = *v / 1e9;
+      d.clock_throttle_seconds[throttle_fields[i].reason] = *v / 1e9;
   }
   if (auto v = a.field(f[recovery]); v && *v >= 0) d.recovery_action = static_cast<unsigned>(*v);
 
