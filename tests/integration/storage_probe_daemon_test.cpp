@@ -147,8 +147,10 @@ TEST(StorageProbeDaemon, HungProbeIsReportedStuckWithoutHurtingAnythingElse) {
   EXPECT_GE(*pcie_after - *pcie_before, 2.0);
 
   // A writer arrives: the blocked open returns, and the probe recovers by
-  // itself (the FIFO is removed, so the probe makes its file again).
-  int writer = ::open(file.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  // itself (the FIFO is removed, so the probe makes its file again). O_RDWR
+  // releases a blocked reader (the read step) and a blocked writer (the
+  // create step, when a cycle saw the file missing before the mkfifo).
+  int writer = ::open(file.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
   ASSERT_GE(writer, 0) << "the probe is not blocked in open(): " << std::strerror(errno);
   std::filesystem::remove(file);
   ::close(writer);

@@ -265,7 +265,10 @@ TEST(Probe, StuckWhileBlockedThenRecoversByItself) {
   MetricSink sink(c.metrics());
   CollectOnce(c, sink);  // does not wait on the blocked thread
   EXPECT_EQ(Value(sink, "nodewatch_storage_probe_stuck", {pc.path}), 1);
-  int writer = ::open(p.file_path().c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  // The blocked open is the read's (a reader) or, when a cycle saw the file
+  // missing between the remove and the mkfifo, the create's (a writer): an
+  // O_RDWR open of a FIFO never blocks and releases either.
+  int writer = ::open(p.file_path().c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
   ASSERT_GE(writer, 0);
   std::filesystem::remove(p.file_path());
   ::close(writer);
@@ -317,7 +320,7 @@ TEST(Probe, AReplacementWaitsForItsBlockedPredecessorInsteadOfPilingUp) {
 
   std::shared_ptr<Probe> last = registry->acquire(pc, file);
   ASSERT_TRUE(eventually([&] { return last->snapshot().stuck; }));
-  int writer = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  int writer = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);  // a reader or a writer
   ASSERT_GE(writer, 0);
   std::filesystem::remove(fifo);
   ::close(writer);
