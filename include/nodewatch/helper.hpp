@@ -1,0 +1,180 @@
+#pragma once
+// File-system work on paths that may hang, done in helper processes
+// (DESIGN.md, "Shape of the process").
+//
+// A thread that calls into a hard NFS, Lustre, GPFS or FUSE mount whose
+// server stopped answering waits in the kernel, and once the server has
+// read the request not even SIGKILL lets it out. In the daemon, such a
+// thread keeps the whole process (and its listening socket) alive after
+// SIGTERM, so a restart cannot serve while the storage is hung. Every
+// system call on a configured path that may be such a mount (the storage
+// probes, the textfile directory, the configuration's check of probe
+// paths) is therefore made by a helper process, which the daemon abandons
+// when it does not answer in time.
+//
+// The process tree:
+//   nodewatchd                 the daemon; asks the launcher for helpers
+//   └─ nwd-launcher            forked by start_launcher() before any thread
+//      └─ nwd-fs-helper        one per key (a path and its user), forked
+//                              by the launcher on demand
+// The launcher is forked while the daemon has one thread and no descriptor
+// but its standard ones: it holds no listening socket, no device, no
+// library handle, and it closes everything but its channel to the daemon.
+// It never touches a configured path, so it always answers. A helper is a
+// fork of the launcher holding one stream socket to the daemon (and
+// /dev/null as its standard streams); it dies with the launcher
+// (PR_SET_PDEATHSIG), and the launcher reaps it on SIGCHLD whenever the
+// kernel lets it go. The daemon holds a pidfd of each helper: signals go
+// to that exact process (never to a reused pid), and its exit is seen by
+// poll().
+//
+// The wire: each request and each answer is one frame, a 32-bit length
+// followed by that many bytes (an operation code and its fields); frames
+// are bounded (kMaxFrameBytes) and every field is checked on both sides: a
+// helper that sends nonsense is discarded (Failure::kBroken).
+//
+// Abandoning: a call that has no answer by its deadline (or whose caller
+// stops waiting) sends the helper SIGKILL and forgets it; nothing ever
+// waits on a helper synchronously. Until the kernel lets the helper go, it
+// is counted as abandoned and its key is blocked: no other helper is
+// started for that key (at most one helper in flight per path), and the
+// caller reports the path stuck. At most kMaxHelpers helpers (running and
+// abandoned together) exist in a process.
+//
+// Thread-safety: the launcher and the abandoned-helper bookkeeping are
+// process-wide and thread-safe; one Fs is used by one thread at a time.
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "nodewatch/sources/fs.hpp"
+
+namespace nodewatch::helper {
+
+using Clock = std::chrono::steady_clock;
+
+inline constexpr std::size_t kMaxHelpers = 32;
+// A frame's largest payload: a textfile input of the largest allowed size
+// (64 MiB) and its fields.
+inline constexpr std::size_t kMaxFrameBytes = (std::size_t{64} << 20) + 4096;
+// A directory listing's largest answer, in bytes of names.
+inline constexpr std::size_t kMaxListingBytes = std::size_t{4} << 20;
+
+// Forks the launcher. Call it first thing in main(), while the process has
+// one thread: a fork of a process with several threads may copy a lock
+// another thread holds. Returns "" when the launcher runs, else why not
+// (the process then starts no helper: every call fails with kUnavailable).
+// Calling it again while the launcher runs does nothing.
+std::string start_launcher();
+bool launcher_running();
+
+// Why a call has no answer from the file system.
+enum class Failure {
+  kNone,         // answered (the answer may still be an errno)
+  kTimeout,      // no answer by the deadline: the helper was abandoned
+  kCancelled,    // the caller stopped waiting: the helper was abandoned
+  kBlocked,      // an abandoned helper of the key is still alive: nothing was started
+  kLimit,        // kMaxHelpers are alive
+  kUnavailable,  // no launcher, or it could not start a helper
+  kBroken,       // the helper died or answered nonsense: it was discarded
+};
+// "timeout", "cancelled", "blocked", "limit", "unavailable", "broken"; "" for kNone.
+std::string_view failure_name(Failure f);
+
+// How long a call may wait: until `at`, or until `*cancel` is set (checked
+// every few tens of milliseconds while waiting).
+struct Deadline {
+  Clock::time_point at;
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+// Abandoned helpers still alive whose key starts with `key_prefix`.
+std::size_t abandoned(std::string_view key_prefix = {});
+// True while an abandoned helper of exactly `key` is alive.
+bool blocked(std::string_view key);
+// Helpers running now (started, not abandoned, not closed), all keys.
+std::size_t running();
+
+// The answer of one call.
+struct Answer {
+  Failure failure = Failure::kNone;
+  int err = 0;  // the call's errno when it was answered
+  // The time the helper spent in the system calls, measured there (no
+  // round trip in it).
+  std::chrono::nanoseconds took{0};
+  bool answered() const { return failure == Failure::kNone; }
+  bool ok() const { return answered() && err == 0; }
+};
+
+struct StatInfo {
+  mode_t mode = 0;
+  std::uint64_t size = 0;
+  double mtime_seconds = 0;
+};
+
+// The file-system calls of one key, made by one helper process started on
+// first use and kept while it answers. A failed call other than an errno
+// ends the helper (abandoned or discarded); the next call starts another
+// unless the key is blocked. Handles from open() are the helper's and die
+// with it (generation() changes).
+//
+// `faults` (tests): an injected errno for a path answers the call at once,
+// without the helper, as the sources layer's reads do.
+class Fs {
+ public:
+  explicit Fs(std::string key, std::shared_ptr<sources::Faults> faults = nullptr);
+  // Closes the running helper, if any (it exits when it reads the end of
+  // its socket); never waits.
+  ~Fs();
+  Fs(const Fs&) = delete;
+  Fs& operator=(const Fs&) = delete;
+
+  const std::string& key() const { return key_; }
+
+  Answer stat(const std::string& path, const Deadline& d, StatInfo* out = nullptr);
+  // O_CLOEXEC is added; `handle` is the helper's descriptor.
+  Answer open(const std::string& path, int flags, mode_t mode, const Deadline& d, int* handle);
+  Answer close(int handle, const Deadline& d);
+  // All of `data` at `offset` (a short write that makes no progress: EIO).
+  Answer pwrite(int handle, std::string_view data, off_t offset, const Deadline& d);
+  // Up to `len` bytes from `offset`, fewer at the end of the file; the
+  // helper's buffer is aligned for O_DIRECT.
+  Answer pread(int handle, std::size_t len, off_t offset, const Deadline& d, std::string* out);
+  Answer fsync(int handle, const Deadline& d);
+  Answer ftruncate(int handle, off_t len, const Deadline& d);
+  Answer fadvise_dontneed(int handle, const Deadline& d);
+  // The sources layer's listing and regular-file read (fs.hpp), made by the
+  // helper; `answer` says whether it was answered at all.
+  sources::Listing list(const std::string& dir, const Deadline& d, Answer* answer);
+  sources::FsRoot::FileRead read_regular(const std::string& path, std::size_t max_bytes,
+                                         const Deadline& d, Answer* answer);
+
+  // Abandons the running helper now (a caller that stops for good while it
+  // may be in the kernel).
+  void abandon();
+  // True while this key's abandoned helper is alive.
+  bool blocked() const;
+  // The running helper's pid, 0 when none (tests).
+  pid_t pid() const;
+  // Changes each time a helper is started.
+  std::uint64_t generation() const { return generation_; }
+
+ private:
+  struct Process;
+  Answer call(std::string_view request, const Deadline& d, std::string* reply);
+  std::optional<int> fault(const std::string& path) const;
+
+  std::string key_;
+  std::shared_ptr<sources::Faults> faults_;
+  std::unique_ptr<Process> proc_;
+  std::uint64_t generation_ = 0;
+};
+
+}  // namespace nodewatch::helper

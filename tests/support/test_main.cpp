@@ -1,0 +1,19 @@
+// The tests' main(): the helper launcher (nodewatch/helper.hpp) is forked
+// first, while the test process has one thread, as nodewatchd's main()
+// does; then GoogleTest runs.
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "nodewatch/helper.hpp"
+
+int main(int argc, char** argv) {
+  std::string err = nodewatch::helper::start_launcher();
+  if (!err.empty())
+    std::fprintf(stderr, "TEST SETUP: no helper launcher (%s): helper calls will fail\n",
+                 err.c_str());
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
