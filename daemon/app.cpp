@@ -14,6 +14,7 @@
 #include "config.hpp"
 #include "http_server.hpp"
 #include "logging.hpp"
+#include "nodewatch/helper.hpp"
 #include "nodewatch/version.hpp"
 #include "router.hpp"
 #include "scheduler.hpp"
@@ -365,7 +366,18 @@ class Daemon {
 }  // namespace
 
 int run(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
+  // First, while this process has one thread and no descriptor but its
+  // standard ones: the launcher of the helper processes that make every
+  // file-system call on a configured path (nodewatch/helper.hpp). The
+  // configuration's check of probe paths needs it already.
+  std::string launcher_error;
+  if (!cmd.list_metrics) launcher_error = helper::start_launcher();
   setup_logging(cmd.log_level.empty() ? "info" : cmd.log_level);
+  if (!launcher_error.empty())
+    spdlog::error(
+        "no helper launcher ({}): storage probes, the textfile directory and probe path "
+        "checks will fail",
+        launcher_error);
   if (!cmd.log_level.empty() && !set_log_level(cmd.log_level)) {
     std::cerr << "--log-level: \"" << cmd.log_level
               << "\" is not one of trace, debug, info, warn, error, critical, off\n";

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "nodewatch/helper.hpp"
 #include "nodewatch/version.hpp"
 
 namespace nodewatch {
@@ -79,6 +80,18 @@ const MetricTable& SelfMetrics::table() {
        "",
        "HTTP responses sent, by request path and status code.",
        {"path", "code"}},
+      {"nodewatch_helper_processes",
+       MetricType::kGauge,
+       "",
+       "Helper processes that make the file-system calls on configured paths: running, and "
+       "abandoned after their timeout but still held by the kernel (state D on a hung mount).",
+       {"state"}},
+      {"nodewatch_textfile_abandoned_helpers",
+       MetricType::kGauge,
+       "",
+       "Textfile helper processes abandoned after the collection's timeout that are still "
+       "alive (the textfile collector is down meanwhile, so the daemon reports them).",
+       {}},
   });
   return t;
 }
@@ -190,6 +203,12 @@ std::string SelfMetrics::render(const std::vector<CollectorStatus>& statuses,
   for (const auto& [key, n] : requests_)
     sink.add("nodewatch_http_requests_total", {key.first, std::to_string(key.second)},
              static_cast<double>(n));
+
+  sink.add("nodewatch_helper_processes", {"running"}, static_cast<double>(helper::running()));
+  sink.add("nodewatch_helper_processes", {"abandoned"}, static_cast<double>(helper::abandoned()));
+  if (!include || include("textfile"))
+    sink.add("nodewatch_textfile_abandoned_helpers", {},
+             static_cast<double>(helper::abandoned("textfile:")));
 
   MetricSink proc(process_table());
   ProcessStats p = read_process_stats();

@@ -397,6 +397,7 @@ struct State {
   int launcher = -1;
   pid_t launcher_pid = 0;
   std::vector<Abandoned> abandoned;
+  std::set<std::string, std::less<>> in_flight;  // keys with a call in flight
   std::size_t running = 0;
   std::mutex spawn_mu;  // one conversation with the launcher at a time
 };
@@ -500,6 +501,7 @@ std::string_view failure_name(Failure f) {
     case Failure::kTimeout: return "timeout";
     case Failure::kCancelled: return "cancelled";
     case Failure::kBlocked: return "blocked";
+    case Failure::kBusy: return "busy";
     case Failure::kLimit: return "limit";
     case Failure::kUnavailable: return "unavailable";
     case Failure::kBroken: return "broken";
@@ -522,6 +524,12 @@ bool blocked(std::string_view key) {
   prune(s);
   return std::any_of(s.abandoned.begin(), s.abandoned.end(),
                      [&](const Abandoned& a) { return a.key == key; });
+}
+
+bool busy(std::string_view key) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  return s.in_flight.count(key) != 0;
 }
 
 std::size_t running() {
@@ -680,6 +688,23 @@ std::optional<int> Fs::fault(const std::string& path) const {
 
 Answer Fs::call(std::string_view request, const Deadline& d, std::string* reply) {
   Answer a;
+  State& s = state();
+  {
+    std::lock_guard lock(s.mu);
+    prune(s);
+    if (std::any_of(s.abandoned.begin(), s.abandoned.end(),
+                    [&](const Abandoned& e) { return e.key == key_; }))
+      return Answer{Failure::kBlocked, 0, {}};
+    if (!s.in_flight.insert(key_).second) return Answer{Failure::kBusy, 0, {}};
+  }
+  struct Landed {
+    State& s;
+    const std::string& key;
+    ~Landed() {
+      std::lock_guard lock(s.mu);
+      s.in_flight.erase(key);
+    }
+  } landed{s, key_};
   if (!proc_) {
     auto p = std::make_unique<Process>();
     a.failure = spawn(key_, &p->pid, &p->sock, &p->pidfd);

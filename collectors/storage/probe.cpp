@@ -4,14 +4,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
-#include "nodewatch/unique_fd.hpp"
-
+#include "nodewatch/helper.hpp"
 #include "nodewatch/sources/fs.hpp"
 
 namespace nodewatch::storage {
@@ -20,11 +21,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kAlignment = 4096;  // O_DIRECT: a multiple of every logical block size
-
-struct FreeDeleter {
-  void operator()(char* p) const { std::free(p); }
-};
-using AlignedBuffer = std::unique_ptr<char, FreeDeleter>;
+// How often a probe whose path has a call in flight from its predecessor
+// (a reload) looks again, within the operation's timeout.
+constexpr std::chrono::milliseconds kBusyRetry{50};
 
 std::size_t round_up(std::size_t n, std::size_t to) {
   return (n + to - 1) / to * to;
@@ -34,87 +33,70 @@ double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-int retry_eintr_open(const char* path, int flags, mode_t mode = 0) {
-  int fd = -1;
-  do {
-    fd = ::open(path, flags, mode);
-  } while (fd < 0 && errno == EINTR);
-  return fd;
-}
-
-// Writes all of buf at `offset`; 0 or an errno (EIO for a short write that made no progress).
-int pwrite_all(int fd, const char* buf, std::size_t n, off_t offset) {
-  while (n > 0) {
-    ssize_t w = ::pwrite(fd, buf, n, offset);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (w == 0) return EIO;
-    buf += w;
-    n -= static_cast<std::size_t>(w);
-    offset += w;
-  }
-  return 0;
-}
-
 }  // namespace
 
 // One thread's control block.
 struct Probe::Shared {
   mutable std::mutex mu;
   std::condition_variable cv;
-  bool stop = false;
+  std::atomic<bool> stop{false};  // also the helper calls' cancel flag
   bool done = false;
-  // The operation in the file system right now, if any.
-  bool in_op = false;
-  Clock::time_point op_started;
 };
 
 // What the probes of one file report; locked apart from Shared (never both
-// at once), and never while a thread is in the file system.
+// at once), and never while a thread waits on its helper.
 struct ProbeRecord {
   mutable std::mutex mu;
   std::array<ProbeOpState, kProbeOpCount> ops;
+  std::string helper_failure;
 };
 
 namespace {
 
+// What one probe operation came to: the errno and the helper-measured time
+// of its system calls, or the helper failure that left it unanswered.
+struct Outcome {
+  int err = 0;
+  Clock::duration took{};
+  helper::Failure failure = helper::Failure::kNone;
+
+  bool answered() const { return failure == helper::Failure::kNone; }
+  // Adds one call's answer; false when the operation cannot go on.
+  bool add(const helper::Answer& a) {
+    took += a.took;
+    failure = a.failure;
+    if (a.answered()) err = a.err;
+    return a.ok();
+  }
+};
+
 // The probe's thread: everything it touches is either its own (config, file
-// name, buffer) or `shared` and `record`, which it locks only around
+// name, helper) or `shared` and `record`, which it locks only around
 // bookkeeping.
 class Runner {
  public:
   Runner(std::shared_ptr<Probe::Shared> shared, std::shared_ptr<ProbeRecord> record,
-         ProbeConfig config, std::string file, std::shared_ptr<Probe::Shared> predecessor,
-         std::shared_ptr<const void> keepalive)
+         ProbeConfig config, std::string file, std::string key)
       : shared_(std::move(shared)),
         record_(std::move(record)),
         config_(std::move(config)),
         file_(std::move(file)),
-        predecessor_(std::move(predecessor)),
-        keepalive_(std::move(keepalive)) {
+        fs_(std::move(key)) {
     capacity_ = round_up(std::max<std::size_t>(config_.size, 1), kAlignment);
-    buffer_.reset(static_cast<char*>(std::aligned_alloc(kAlignment, capacity_)));
-    if (buffer_) std::memset(buffer_.get(), 'n', capacity_);
+    content_.assign(config_.size, 'n');
     for (ProbeOp op : config_.operations) {
       if (op == ProbeOp::kFsync) fsync_probed_ = true;
     }
   }
 
   void run() {
-    if (wait_for_predecessor()) {
-      for (;;) {
-        Clock::time_point cycle = Clock::now();
-        {
-          std::lock_guard lock(shared_->mu);
-          if (shared_->stop) break;
-        }
-        run_cycle();
-        std::unique_lock lock(shared_->mu);
-        shared_->cv.wait_until(lock, cycle + config_.interval, [&] { return shared_->stop; });
-        if (shared_->stop) break;
-      }
+    for (;;) {
+      Clock::time_point cycle = Clock::now();
+      if (shared_->stop) break;
+      run_cycle();
+      std::unique_lock lock(shared_->mu);
+      shared_->cv.wait_until(lock, cycle + config_.interval, [&] { return shared_->stop.load(); });
+      if (shared_->stop) break;
     }
     std::lock_guard lock(shared_->mu);
     shared_->done = true;
@@ -122,53 +104,26 @@ class Runner {
   }
 
  private:
-  // The probe of the same file before a reload may still be blocked in the
-  // kernel (its thread was detached). Nothing is started on the path until
-  // it returns, and its operation is reported as this probe's meanwhile, so
-  // reloads during a hang never pile up blocked threads. False when asked to
-  // stop first.
-  bool wait_for_predecessor() {
-    while (predecessor_) {
-      Clock::time_point started;
-      {
-        std::lock_guard lock(predecessor_->mu);
-        if (predecessor_->done || !predecessor_->in_op) break;
-        started = predecessor_->op_started;
-      }
-      std::unique_lock lock(shared_->mu);
-      shared_->in_op = true;
-      shared_->op_started = started;
-      shared_->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return shared_->stop; });
-      if (shared_->stop) {
-        shared_->in_op = false;
-        return false;
-      }
+  helper::Deadline deadline() const {
+    return helper::Deadline{op_started_ + config_.timeout, &shared_->stop};
+  }
+
+  void begin() { op_started_ = Clock::now(); }
+
+  // Records the operation, unless nothing was learnt about the path (the
+  // daemon is stopping, or the path's helper is held by the kernel).
+  void end(ProbeOp op, const Outcome& o, bool timed) {
+    using helper::Failure;
+    if (o.failure == Failure::kCancelled || o.failure == Failure::kBlocked ||
+        o.failure == Failure::kBusy)
+      return;
+    if (!o.answered() && o.failure != Failure::kTimeout) {
+      std::lock_guard lock(record_->mu);
+      record_->helper_failure = std::string(helper::failure_name(o.failure));
+      return;
     }
-    predecessor_.reset();
-    std::lock_guard lock(shared_->mu);
-    shared_->in_op = false;
-    return true;
-  }
-
-  bool stopping() {
-    std::lock_guard lock(shared_->mu);
-    return shared_->stop;
-  }
-
-  void begin() {
-    std::lock_guard lock(shared_->mu);
-    shared_->in_op = true;
-    shared_->op_started = Clock::now();
-  }
-
-  void end(ProbeOp op, int err, bool timed) {
-    Clock::time_point now = Clock::now();
-    Clock::duration took;
-    {
-      std::lock_guard lock(shared_->mu);
-      took = now - shared_->op_started;
-      shared_->in_op = false;
-    }
+    int err = o.answered() ? o.err : ETIMEDOUT;
+    Clock::duration took = o.answered() ? o.took : Clock::duration(config_.timeout);
     if (err == 0 && took > config_.timeout) err = ETIMEDOUT;
     std::string errno_label = err == 0 ? std::string() : sources::errno_name(err);
     std::lock_guard lock(record_->mu);
@@ -183,128 +138,162 @@ class Runner {
     }
   }
 
+  // Closes the handle the write and fsync steps share, if any.
+  void close_handle(Outcome* o) {
+    if (handle_ < 0) return;
+    int h = std::exchange(handle_, -1);
+    if (handle_generation_ != fs_.generation()) return;  // died with its helper
+    helper::Answer a = fs_.close(h, deadline());
+    if (o != nullptr && o->err == 0) o->add(a);
+  }
+
+  bool open_handle(int flags, Outcome* o) {
+    int h = -1;
+    if (!o->add(fs_.open(file_, flags | O_NOFOLLOW, 0644, deadline(), &h))) return false;
+    handle_ = h;
+    handle_generation_ = fs_.generation();
+    return true;
+  }
+
   // Creates the file with `size` bytes once (not timed).
   bool ensure_file() {
     if (created_) return true;
     begin();
-    int err = 0;
-    int fd = retry_eintr_open(file_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) {
-      err = errno;
-    } else {
+    Outcome o;
+    if (open_handle(O_WRONLY | O_CREAT, &o)) {
       // Truncating keeps a file left by a run with a larger size from staying larger.
-      if (::ftruncate(fd, static_cast<off_t>(config_.size)) != 0) err = errno;
-      if (err == 0) err = pwrite_all(fd, buffer_.get(), config_.size, 0);
-      if (::close(fd) != 0 && err == 0) err = errno;
+      if (o.add(fs_.ftruncate(handle_, static_cast<off_t>(config_.size), deadline())))
+        o.add(fs_.pwrite(handle_, content_, 0, deadline()));
+      close_handle(&o);
     }
-    end(ProbeOp::kCreate, err, false);
-    created_ = err == 0;
+    end(ProbeOp::kCreate, o, false);
+    created_ = o.answered() && o.err == 0;
     return created_;
   }
 
-  void fill_buffer() {
+  void fill_content() {
     // Different content every cycle, so that no layer can skip the write.
     ++generation_;
     std::uint64_t g = generation_;
-    std::memcpy(buffer_.get(), &g, std::min(sizeof(g), config_.size));
+    std::memcpy(content_.data(), &g, std::min(sizeof(g), config_.size));
   }
 
-  int do_stat() {
-    struct stat st {};
-    return ::stat(file_.c_str(), &st) == 0 ? 0 : errno;
+  Outcome do_stat() {
+    Outcome o;
+    o.add(fs_.stat(file_, deadline()));
+    return o;
   }
 
-  int do_write() {
-    fill_buffer();
-    int fd = retry_eintr_open(file_.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return errno;
-    fd_.reset(fd);
-    int err = pwrite_all(fd, buffer_.get(), config_.size, 0);
-    if (err != 0 || !fsync_probed_) {
-      int close_err = fd_.close();
-      if (err == 0) err = close_err;
-    }
-    return err;
+  Outcome do_write() {
+    fill_content();
+    Outcome o;
+    if (!open_handle(O_WRONLY, &o)) return o;
+    bool ok = o.add(fs_.pwrite(handle_, content_, 0, deadline()));
+    if (!ok || !fsync_probed_) close_handle(&o);
+    return o;
   }
 
-  int do_fsync() {
-    if (fd_.get() < 0) {
-      int fd = retry_eintr_open(file_.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-      if (fd < 0) return errno;
-      fd_.reset(fd);
-    }
-    int err = ::fsync(fd_.get()) == 0 ? 0 : errno;
-    int close_err = fd_.close();
-    return err != 0 ? err : close_err;
+  Outcome do_fsync() {
+    Outcome o;
+    if (handle_ < 0 && !open_handle(O_WRONLY, &o)) return o;
+    o.add(fs_.fsync(handle_, deadline()));
+    close_handle(&o);
+    return o;
   }
 
-  int do_read() {
-    int fd = -1;
+  Outcome do_read() {
+    Outcome o;
     if (direct_) {
-      fd = retry_eintr_open(file_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_DIRECT);
-      if (fd < 0 && errno == EINVAL)
+      if (!open_handle(O_RDONLY | O_DIRECT, &o)) {
+        if (!o.answered() || o.err != EINVAL) return o;
         direct_ = false;  // the file system refuses O_DIRECT
-      else if (fd < 0)
-        return errno;
+        o = Outcome{o.err == EINVAL ? 0 : o.err, o.took, o.failure};
+      }
     }
     if (!direct_) {
-      fd = retry_eintr_open(file_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-      if (fd < 0) return errno;
-      ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    }
-    UniqueFd owned(fd);
-    std::size_t got = 0;
-    for (;;) {
-      ssize_t n = ::pread(fd, buffer_.get() + got, capacity_ - got, static_cast<off_t>(got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno == EINVAL && direct_ && got == 0) {
-        // Some file systems accept O_DIRECT at open and refuse the read.
-        direct_ = false;
-        owned.reset();
-        return do_read();
+      if (!open_handle(O_RDONLY, &o)) return o;
+      if (!o.add(fs_.fadvise_dontneed(handle_, deadline()))) {
+        close_handle(nullptr);
+        return o;
       }
-      if (n < 0) return errno;
-      if (n == 0) break;
-      got += static_cast<std::size_t>(n);
-      if (got >= config_.size) break;
     }
-    if (got < config_.size) {
+    std::string got;
+    helper::Answer a = fs_.pread(handle_, capacity_, 0, deadline(), &got);
+    if (a.answered() && a.err == EINVAL && direct_) {
+      // Some file systems accept O_DIRECT at open and refuse the read.
+      o.took += a.took;
+      direct_ = false;
+      close_handle(nullptr);
+      Outcome again = do_read();
+      again.took += o.took;
+      return again;
+    }
+    if (!o.add(a)) {
+      close_handle(nullptr);
+      return o;
+    }
+    if (got.size() < config_.size) {
       created_ = false;  // shorter than written: made again next cycle
-      return EIO;
+      close_handle(nullptr);
+      o.err = EIO;
+      return o;
     }
-    return owned.close();
+    close_handle(&o);
+    return o;
+  }
+
+  // Waits while the path's predecessor probe has a call in flight (a
+  // reload replaced it a moment ago); false when it still has, or the path
+  // is stuck.
+  bool path_free() {
+    auto until = Clock::now() + config_.timeout;
+    for (;;) {
+      if (fs_.blocked()) return false;
+      if (!helper::busy(fs_.key())) return true;
+      std::unique_lock lock(shared_->mu);
+      if (shared_->cv.wait_for(lock, kBusyRetry, [&] { return shared_->stop.load(); }))
+        return false;
+      if (Clock::now() >= until) return false;
+    }
   }
 
   void run_cycle() {
-    if (!buffer_) return;
+    if (!path_free()) return;  // stuck: reported by snapshot(), nothing started
+    {
+      std::lock_guard lock(record_->mu);
+      record_->helper_failure.clear();
+    }
     if (!ensure_file()) return;
     for (ProbeOp op : config_.operations) {
-      if (stopping()) break;
+      if (shared_->stop) break;
       begin();
-      int err = 0;
+      Outcome o;
       switch (op) {
-        case ProbeOp::kStat: err = do_stat(); break;
-        case ProbeOp::kWrite: err = do_write(); break;
-        case ProbeOp::kFsync: err = do_fsync(); break;
-        case ProbeOp::kRead: err = do_read(); break;
+        case ProbeOp::kStat: o = do_stat(); break;
+        case ProbeOp::kWrite: o = do_write(); break;
+        case ProbeOp::kFsync: o = do_fsync(); break;
+        case ProbeOp::kRead: o = do_read(); break;
         case ProbeOp::kCreate:
         case ProbeOp::kCount: break;
       }
-      end(op, err, true);
-      if (err == ENOENT) created_ = false;  // removed under us: created again next cycle
+      end(op, o, true);
+      if (!o.answered()) break;  // the helper is gone: the rest waits for the next cycle
+      if (o.err == ENOENT) created_ = false;  // removed under us: created again next cycle
     }
-    fd_.reset();
+    begin();
+    close_handle(nullptr);
   }
 
   std::shared_ptr<Probe::Shared> shared_;
   std::shared_ptr<ProbeRecord> record_;
   ProbeConfig config_;
   std::string file_;
-  std::shared_ptr<Probe::Shared> predecessor_;  // until it is no longer blocked
-  std::shared_ptr<const void> keepalive_;
-  AlignedBuffer buffer_;
-  std::size_t capacity_ = 0;
-  UniqueFd fd_;  // the write and fsync steps share one
+  helper::Fs fs_;
+  std::string content_;    // what the write step writes: `size` bytes
+  std::size_t capacity_ = 0;  // what the read step asks for: `size`, aligned for O_DIRECT
+  Clock::time_point op_started_;
+  int handle_ = -1;  // the helper's descriptor the write and fsync steps share
+  std::uint64_t handle_generation_ = 0;
   bool created_ = false;
   bool direct_ = true;
   bool fsync_probed_ = false;
@@ -351,11 +340,10 @@ std::string probe_file_name(std::string_view hostname) {
 }
 
 Probe::Probe(ProbeConfig config, std::string file_name)
-    : Probe(Lineage{}, std::move(config), std::move(file_name), nullptr, nullptr, nullptr) {}
+    : Probe(Lineage{}, std::move(config), std::move(file_name), nullptr) {}
 
 Probe::Probe(Lineage, ProbeConfig config, std::string file_name,
-             std::shared_ptr<Shared> predecessor, std::shared_ptr<ProbeRecord> record,
-             std::shared_ptr<const void> keepalive)
+             std::shared_ptr<ProbeRecord> record)
     : config_(std::move(config)),
       file_name_(std::move(file_name)),
       shared_(std::make_shared<Shared>()),
@@ -367,14 +355,13 @@ Probe::Probe(Lineage, ProbeConfig config, std::string file_name,
       if (!histogram) histogram.emplace(probe_buckets());
     }
   }
-  thread_ = std::thread([runner = std::make_shared<Runner>(
-                             shared_, record_, config_, file_path(), std::move(predecessor),
-                             std::move(keepalive))] { runner->run(); });
+  thread_ = std::thread([runner = std::make_shared<Runner>(shared_, record_, config_, file_path(),
+                                                           helper_key())] { runner->run(); });
 }
 
 Probe::~Probe() {
   request_stop();
-  finish(Clock::now() + std::chrono::milliseconds(200));
+  finish(Clock::now() + std::chrono::milliseconds(500));
 }
 
 std::string Probe::file_path() const {
@@ -383,12 +370,13 @@ std::string Probe::file_path() const {
   return p + file_name_;
 }
 
+std::string Probe::helper_key() const {
+  return "probe:" + file_path();
+}
+
 ProbeSnapshot Probe::snapshot() const {
   ProbeSnapshot out;
-  {
-    std::lock_guard lock(shared_->mu);
-    out.stuck = shared_->in_op && Clock::now() - shared_->op_started > config_.timeout;
-  }
+  out.stuck = helper::blocked(helper_key());
   // The record may hold operations an earlier probe of the path had: only
   // this one's are reported.
   std::lock_guard lock(record_->mu);
@@ -397,6 +385,7 @@ ProbeSnapshot Probe::snapshot() const {
   }
   const auto create = static_cast<std::size_t>(ProbeOp::kCreate);
   out.ops[create] = record_->ops[create];
+  out.helper_failure = record_->helper_failure;
   return out;
 }
 
@@ -407,7 +396,6 @@ void Probe::request_stop() {
 }
 
 bool Probe::stop_requested() const {
-  std::lock_guard lock(shared_->mu);
   return shared_->stop;
 }
 
@@ -421,7 +409,7 @@ bool Probe::finish(std::chrono::steady_clock::time_point deadline) {
   if (ended) {
     thread_.join();
   } else {
-    thread_.detach();
+    thread_.detach();  // it owns its state and ends once its wait is interrupted
   }
   return ended;
 }
@@ -434,10 +422,8 @@ std::shared_ptr<Probe> ProbeRegistry::acquire(const ProbeConfig& config,
   std::lock_guard lock(mu_);
   // Paths no probe or record is left on: forgotten (a path configured again
   // later starts afresh).
-  std::erase_if(paths_, [](const auto& e) {
-    return e.second.newest.expired() && e.second.blocked.expired() && e.second.record.expired() &&
-           e.second.current.expired();
-  });
+  std::erase_if(paths_,
+                [](const auto& e) { return e.second.record.expired() && e.second.current.expired(); });
   Path& path = paths_[file];
   if (std::shared_ptr<Probe> current = path.current.lock()) {
     if (current->config() == config && current->file_name() == file_name &&
@@ -445,21 +431,10 @@ std::shared_ptr<Probe> ProbeRegistry::acquire(const ProbeConfig& config,
       return current;
     }
   }
-  // The thread this one waits for: the one the last probe waited for, if it
-  // is still not done (blocked in the kernel), else the last probe's.
-  std::shared_ptr<Probe::Shared> predecessor = path.blocked.lock();
-  if (predecessor) {
-    std::lock_guard plock(predecessor->mu);
-    if (predecessor->done) predecessor.reset();
-  }
-  if (!predecessor) predecessor = path.newest.lock();
   std::shared_ptr<ProbeRecord> record = path.record.lock();
   if (!record) record = std::make_shared<ProbeRecord>();
-  auto probe = std::make_shared<Probe>(Probe::Lineage{}, config, file_name, predecessor, record,
-                                       weak_from_this().lock());
+  auto probe = std::make_shared<Probe>(Probe::Lineage{}, config, file_name, record);
   path.current = probe;
-  path.newest = probe->shared_;
-  path.blocked = predecessor;
   path.record = record;
   return probe;
 }

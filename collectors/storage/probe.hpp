@@ -21,23 +21,39 @@
 // Creating the file is not timed; its failures are counted under the
 // operation "create" and the cycle's other operations are skipped.
 //
-// The thread never holds the state's mutex while it is in the file system:
-// snapshot() never blocks on a hung mount. While an operation has been in
-// the file system longer than `timeout`, snapshot().stuck is true; the
-// thread cannot start another one until the kernel returns, and recovers by
-// itself when it does. An operation that returns after `timeout` counts as a
-// failure with errno "ETIMEDOUT" (its duration is still observed).
+// Every system call on the path is made by a helper process
+// (nodewatch/helper.hpp; its key is "probe:" and the probe file's path), so
+// that a hung mount can never hold the daemon: the probe's thread only
+// waits on the helper's socket, for at most `timeout` per operation. The
+// duration observed is the one the helper measured around the system calls
+// (no round trip in it). An operation that has not returned by `timeout`
+// counts as a failure with errno "ETIMEDOUT", is observed at `timeout` (a
+// lower bound of how long it took), and its helper is abandoned: sent
+// SIGKILL and left to the kernel. While the kernel holds it (a hard NFS or
+// FUSE mount whose server stopped answering: state D), snapshot().stuck is
+// true and nothing else is started on the path; the probe recovers by
+// itself once the helper is gone. An operation that only waits
+// interruptibly (a FIFO in place of the file) ends with the SIGKILL: it
+// counts ETIMEDOUT every cycle and is never stuck.
 //
-// Destruction asks the thread to stop and waits at most a short grace
-// period: a thread still blocked in the kernel is detached (it owns its
-// state through a shared_ptr and exits when the kernel lets it go).
+// Failures of the helper machinery itself (no launcher, the helper bound
+// reached, a helper that died) are not the path's: the cycle is skipped and
+// snapshot().helper_failure names the failure until a cycle runs again.
+//
+// The probe's thread never holds the state's mutex while it waits on the
+// helper, so snapshot() never waits. Destruction (or request_stop())
+// interrupts a wait within a few tens of milliseconds, abandoning the
+// helper if it was in a call; the thread then ends.
 //
 // The probes of the process are handed out by a ProbeRegistry (below),
 // which the storage collectors share through the daemon's services: a
 // rebuilt collector gets the running probe of an unchanged path (its thread,
 // histograms and counts go on), and a probe of a changed one continues the
-// path's histograms and counts and waits for a predecessor still blocked in
-// the kernel instead of starting another thread on the path.
+// path's histograms and counts. One call of a path is in flight at a time
+// (the helper's key): a replacement that starts while its predecessor is
+// still in a call waits for it, and one that starts while the path's helper
+// is held by the kernel reports stuck, so that reloads during a hang never
+// pile up helpers.
 
 #include <array>
 #include <chrono>
@@ -87,6 +103,9 @@ struct ProbeOpState {
 
 struct ProbeSnapshot {
   bool stuck = false;
+  // The helper failure ("unavailable", "limit", "broken") that skipped the
+  // last cycle; empty when the last cycle ran.
+  std::string helper_failure;
   std::array<ProbeOpState, kProbeOpCount> ops;
 };
 
@@ -120,18 +139,17 @@ class Probe {
   // detaches it otherwise. Returns true when it ended.
   bool finish(std::chrono::steady_clock::time_point deadline);
 
+  // The helper key of the probe's path ("probe:" and file_path()).
+  std::string helper_key() const;
+
   // Only a ProbeRegistry makes the probes of a lineage.
   class Lineage {
     friend class Probe;
     friend class ProbeRegistry;
     Lineage() = default;
   };
-  // `predecessor`: the thread of the probe this one replaces on the path,
-  // waited for while it is blocked in the kernel (may be null); `record`:
-  // the path's state, continued; `keepalive`: held by the thread until it
-  // ends (the registry, so that a blocked thread keeps its lineage known).
-  Probe(Lineage, ProbeConfig config, std::string file_name, std::shared_ptr<Shared> predecessor,
-        std::shared_ptr<ProbeRecord> record, std::shared_ptr<const void> keepalive);
+  // `record`: the path's state, continued.
+  Probe(Lineage, ProbeConfig config, std::string file_name, std::shared_ptr<ProbeRecord> record);
 
  private:
   friend class ProbeRegistry;
@@ -153,12 +171,10 @@ class ProbeRegistry : public std::enable_shared_from_this<ProbeRegistry> {
 
   // The running probe of `config` (same path, operations, interval,
   // timeout, size and file), shared with the collector it was made for; or
-  // a new one, which continues the path's record and waits for the path's
-  // last thread while that one is blocked in the kernel.
+  // a new one, which continues the path's record.
   std::shared_ptr<Probe> acquire(const ProbeConfig& config, const std::string& file_name);
   // Gives `probes` back: those no other holder shares are stopped, all at
-  // once, and waited for until `deadline` in all (a blocked one is left to
-  // end on its own). Empties `probes`.
+  // once, and waited for until `deadline` in all. Empties `probes`.
   void release(std::vector<std::shared_ptr<Probe>>& probes,
                std::chrono::steady_clock::time_point deadline);
   // Probe files with a probe or record alive (tests).
@@ -166,9 +182,7 @@ class ProbeRegistry : public std::enable_shared_from_this<ProbeRegistry> {
 
  private:
   struct Path {
-    std::weak_ptr<Probe> current;          // the probe handed out last
-    std::weak_ptr<Probe::Shared> newest;   // its thread's state
-    std::weak_ptr<Probe::Shared> blocked;  // the thread the newest one waits for
+    std::weak_ptr<Probe> current;  // the probe handed out last
     std::weak_ptr<ProbeRecord> record;
   };
   mutable std::mutex mu_;

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <string_view>
 
+#include "nodewatch/helper.hpp"
+
 namespace nodewatch::storage {
 namespace {
 
@@ -12,6 +14,7 @@ constexpr std::string_view kProbeErrors = "nodewatch_storage_probe_errors_total"
 constexpr std::string_view kProbeStuck = "nodewatch_storage_probe_stuck";
 constexpr std::string_view kProbeLastSuccess =
     "nodewatch_storage_probe_last_success_timestamp_seconds";
+constexpr std::string_view kAbandonedHelpers = "nodewatch_storage_probe_abandoned_helpers";
 
 // How long a collector's destruction waits for its probes' threads, in all.
 constexpr std::chrono::milliseconds kStopGrace{500};
@@ -59,14 +62,30 @@ std::vector<MetricDesc> ProbeSet::metric_descs() {
                              "seconds",
                              "Unix time of the last successful probe operation of this kind.",
                              {"path", "operation"}});
+  descs.push_back(MetricDesc{std::string(kAbandonedHelpers),
+                             MetricType::kGauge,
+                             "",
+                             "Probe helper processes abandoned after their timeout that are still "
+                             "alive: held by the kernel in a call on a hung mount (state D).",
+                             {}});
   return descs;
 }
 
 void ProbeSet::collect(MetricSink& out) {
+  // Of every probe the process ran, configured now or not: a path removed
+  // from the configuration during a hang leaves its helper behind.
+  // (Without probes and leftovers, no series.)
+  std::size_t abandoned = helper::abandoned("probe:");
+  if (!probes_.empty() || abandoned > 0)
+    out.add(kAbandonedHelpers, {}, static_cast<double>(abandoned));
   for (const auto& probe : probes_) {
     const std::string& path = probe->config().path;
     ProbeSnapshot snap = probe->snapshot();
     out.add(kProbeStuck, {path}, snap.stuck ? 1.0 : 0.0);
+    if (!snap.helper_failure.empty())
+      out.error("helper_" + snap.helper_failure, path,
+                "the probe's last cycle was skipped: no helper process (" + snap.helper_failure +
+                    ")");
     for (std::size_t i = 0; i < kProbeOpCount; ++i) {
       const ProbeOpState& s = snap.ops[i];
       std::string_view op = probe_op_name(static_cast<ProbeOp>(i));

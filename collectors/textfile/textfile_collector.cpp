@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "nodewatch/helper.hpp"
 #include "nodewatch/options.hpp"
 #include "textfile/textfile_parse.hpp"
 
@@ -45,6 +46,11 @@ bool reserved(std::string_view name) {
 }
 
 // "*.prom", and not a hidden file (an editor's or a writer's temporary).
+std::string strip_slashes(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir;
+}
+
 bool is_input(std::string_view n) {
   return n.size() > 5 && n.substr(n.size() - 5) == ".prom" && n[0] != '.';
 }
@@ -56,9 +62,36 @@ struct Input {
   std::string reason;  // the errors_total reason when `error` is set
 };
 
-Input read_input(const sources::FsRoot& dir, const std::string& name, std::int64_t max_bytes) {
+// A CollectError for a helper call that was not answered: the collector is
+// down (its series withdrawn) until the directory answers again.
+[[noreturn]] void unanswered(const std::string& dir, helper::Failure f) {
+  using helper::Failure;
+  switch (f) {
+    case Failure::kTimeout:
+    case Failure::kCancelled:
+      throw CollectError("stuck", dir +
+                                      " did not answer within the collection's timeout; its "
+                                      "helper process was abandoned");
+    case Failure::kBlocked:
+      throw CollectError("stuck", dir +
+                                      ": the helper process abandoned on it is still held by the "
+                                      "kernel (a hung mount); nothing is read until it is gone");
+    case Failure::kBusy:
+      throw CollectError("stuck", dir + ": another collection's helper is still reading it");
+    default:
+      throw CollectError("helper_" + std::string(helper::failure_name(f)),
+                         dir + ": no helper process to read it (" +
+                             std::string(helper::failure_name(f)) + ")");
+  }
+}
+
+Input read_input(helper::Fs& fs, const std::string& dir, const std::string& name,
+                 std::int64_t max_bytes, const helper::Deadline& d) {
   Input in;
-  sources::FsRoot::FileRead r = dir.read_regular(name, static_cast<std::size_t>(max_bytes));
+  helper::Answer a;
+  sources::FsRoot::FileRead r =
+      fs.read_regular(dir + "/" + name, static_cast<std::size_t>(max_bytes), d, &a);
+  if (!a.answered()) unanswered(dir, a.failure);
   if (r.info) in.mtime = r.info->mtime_seconds;
   if (r.ok()) {
     in.text = std::move(r.text);
@@ -95,14 +128,19 @@ TextfileOptions read_textfile_options(OptionReader& r) {
 
 TextfileCollector::TextfileCollector(TextfileOptions options,
                                      std::shared_ptr<sources::Faults> faults)
-    : options_(std::move(options)), dir_(options_.directory, std::move(faults)) {}
+    : options_(std::move(options)),
+      dir_(strip_slashes(options_.directory)),
+      fs_("textfile:" + dir_, std::move(faults)) {}
 
 const MetricTable& TextfileCollector::metrics() const {
   return table();
 }
 
 void TextfileCollector::collect(const CollectContext& ctx, MetricSink& out) {
-  sources::Listing listing = dir_.list("");
+  const helper::Deadline deadline{ctx.deadline, ctx.cancelled};
+  helper::Answer a;
+  sources::Listing listing = fs_.list(dir_, deadline, &a);
+  if (!a.answered()) unanswered(options_.directory, a.failure);
   if (!listing.ok()) {
     // The default directory not existing is the normal case of a node
     // without inputs; anything else is worth counting.
@@ -128,7 +166,7 @@ void TextfileCollector::collect(const CollectContext& ctx, MetricSink& out) {
   std::int64_t total_bytes = 0;
   for (const std::string& name : files) {
     if (ctx.should_stop()) break;
-    Input r = read_input(dir_, name, options_.max_file_bytes);
+    Input r = read_input(fs_, dir_, name, options_.max_file_bytes, deadline);
     std::string error = r.error;
     std::string reason = r.reason;
     if (error.empty() &&

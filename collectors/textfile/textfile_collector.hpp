@@ -22,6 +22,7 @@
 #include <string_view>
 
 #include "nodewatch/collector.hpp"
+#include "nodewatch/helper.hpp"
 #include "nodewatch/sources/fs.hpp"
 
 namespace nodewatch {
@@ -47,11 +48,17 @@ struct TextfileOptions {
 // Reads [collectors.textfile]; a relative directory is a configuration error.
 TextfileOptions read_textfile_options(OptionReader& r);
 
-// The directory is listed and its files read through an FsRoot at it
-// (FsRoot::read_regular: O_NONBLOCK, fstat on the descriptor read), so that
-// tests inject errnos through `faults` as on sysfs (Roots::faults).
-// Refusals are counted with the file as the subject and why as the detail
-// (the scheduler logs them when they start and stop).
+// The directory is listed and its files read by a helper process
+// (nodewatch/helper.hpp, key "textfile:" and the directory), because it may
+// sit on a network or user-space file system that can hang: the reads are
+// the sources layer's (FsRoot::read_regular: O_NONBLOCK, fstat on the
+// descriptor read) made there. A directory that does not answer within the
+// collection's deadline abandons its helper and the collection fails
+// ("stuck": the collector is down and its series are withdrawn); while the
+// kernel holds that helper, nothing is read and every collection fails at
+// once, until it is gone. Tests inject errnos through `faults` as on sysfs
+// (Roots::faults). Refusals are counted with the file as the subject and
+// why as the detail (the scheduler logs them when they start and stop).
 class TextfileCollector final : public Collector {
  public:
   explicit TextfileCollector(TextfileOptions options,
@@ -62,7 +69,8 @@ class TextfileCollector final : public Collector {
 
  private:
   TextfileOptions options_;
-  sources::FsRoot dir_;
+  std::string dir_;  // without trailing slashes
+  helper::Fs fs_;
 };
 
 }  // namespace textfile

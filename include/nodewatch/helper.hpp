@@ -38,8 +38,10 @@
 // waits on a helper synchronously. Until the kernel lets the helper go, it
 // is counted as abandoned and its key is blocked: no other helper is
 // started for that key (at most one helper in flight per path), and the
-// caller reports the path stuck. At most kMaxHelpers helpers (running and
-// abandoned together) exist in a process.
+// caller reports the path stuck. One call of a key is in flight at a time,
+// whichever Fs makes it (a collector and its replacement during a reload
+// share the path): another is refused with kBusy. At most kMaxHelpers
+// helpers (running and abandoned together) exist in a process.
 //
 // Thread-safety: the launcher and the abandoned-helper bookkeeping are
 // process-wide and thread-safe; one Fs is used by one thread at a time.
@@ -81,11 +83,13 @@ enum class Failure {
   kTimeout,      // no answer by the deadline: the helper was abandoned
   kCancelled,    // the caller stopped waiting: the helper was abandoned
   kBlocked,      // an abandoned helper of the key is still alive: nothing was started
+  kBusy,         // another call of the key is in flight (another Fs): nothing was started
   kLimit,        // kMaxHelpers are alive
   kUnavailable,  // no launcher, or it could not start a helper
   kBroken,       // the helper died or answered nonsense: it was discarded
 };
-// "timeout", "cancelled", "blocked", "limit", "unavailable", "broken"; "" for kNone.
+// "timeout", "cancelled", "blocked", "busy", "limit", "unavailable", "broken";
+// "" for kNone.
 std::string_view failure_name(Failure f);
 
 // How long a call may wait: until `at`, or until `*cancel` is set (checked
@@ -99,6 +103,8 @@ struct Deadline {
 std::size_t abandoned(std::string_view key_prefix = {});
 // True while an abandoned helper of exactly `key` is alive.
 bool blocked(std::string_view key);
+// True while a call of `key` is in flight.
+bool busy(std::string_view key);
 // Helpers running now (started, not abandoned, not closed), all keys.
 std::size_t running();
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "nodewatch/helper.hpp"
 #include "nodewatch/services.hpp"
 #include "nodewatch/sources/fs.hpp"
 #include "storage/path_check.hpp"
@@ -241,7 +242,12 @@ TEST(Probe, FileRemovedUnderItIsCreatedAgain) {
   }));
 }
 
-TEST(Probe, StuckWhileBlockedThenRecoversByItself) {
+TEST(Probe, AnInterruptibleWaitTimesOutEachCycleAndRecoversByItself) {
+  // A FIFO with no writer in place of the file: the read's open() waits,
+  // the helper is abandoned at the timeout, and since a FIFO's wait is
+  // interruptible the SIGKILL ends it: each cycle counts ETIMEDOUT on a new
+  // helper, the path is never held (a hung mount's wait is not
+  // interruptible: hung_mount_test), and nothing piles up.
   TempDir dir;
   StorageOptions o;
   ProbeConfig pc;
@@ -253,78 +259,86 @@ TEST(Probe, StuckWhileBlockedThenRecoversByItself) {
   StorageCollector c(fixture_roots(), o, "h");
   const Probe& p = *c.probes()[0];
   auto read_state = [&] { return p.snapshot().ops[static_cast<std::size_t>(ProbeOp::kRead)]; };
+  auto timeouts = [&] {
+    ProbeSnapshot snap = p.snapshot();
+    std::uint64_t n = 0;
+    for (ProbeOp op : {ProbeOp::kRead, ProbeOp::kCreate}) {
+      const auto& e = snap.ops[static_cast<std::size_t>(op)].errors;
+      auto it = e.find("ETIMEDOUT");
+      if (it != e.end()) n += it->second;
+    }
+    return n;
+  };
   ASSERT_TRUE(eventually([&] { return read_state().success; }));
-  // A FIFO with no writer in place of the file: the next open() blocks.
+  const std::uint64_t reads_before = read_state().histogram->count();
   std::filesystem::remove(p.file_path());
   ASSERT_EQ(::mkfifo(p.file_path().c_str(), 0644), 0);
-  ASSERT_TRUE(eventually([&] { return p.snapshot().stuck; }));
-  std::uint64_t attempts = read_state().histogram->count();
-  std::this_thread::sleep_for(300ms);  // three intervals: no second operation started
-  EXPECT_TRUE(p.snapshot().stuck);
-  EXPECT_EQ(read_state().histogram->count(), attempts);
+  ASSERT_TRUE(eventually([&] { return timeouts() >= 3; }));
+  EXPECT_FALSE(read_state().success);
+  // A timed-out read is observed at the timeout: the histogram sees it.
+  EXPECT_GT(read_state().histogram->count(), reads_before);
   MetricSink sink(c.metrics());
-  CollectOnce(c, sink);  // does not wait on the blocked thread
-  EXPECT_EQ(Value(sink, "nodewatch_storage_probe_stuck", {pc.path}), 1);
-  // The blocked open is the read's (a reader) or, when a cycle saw the file
-  // missing between the remove and the mkfifo, the create's (a writer): an
-  // O_RDWR open of a FIFO never blocks and releases either.
-  int writer = ::open(p.file_path().c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
-  ASSERT_GE(writer, 0);
+  CollectOnce(c, sink);  // does not wait on the helper
+  double exported = 0;
+  for (const char* op : {"read", "create"}) {
+    double v = 0;
+    if (sink.get("nodewatch_storage_probe_errors_total", {pc.path, op, "ETIMEDOUT"}, &v))
+      exported += v;
+  }
+  EXPECT_GE(exported, 3);
+  EXPECT_LE(helper::abandoned("probe:" + p.file_path()), 1u) << "abandoned helpers piled up";
+  // The FIFO goes: the probe makes its file again by itself.
   std::filesystem::remove(p.file_path());
-  ::close(writer);
-  ASSERT_TRUE(eventually([&] { return !p.snapshot().stuck && read_state().success; }));
-  // The blocked call was observed (longer than the timeout: ETIMEDOUT or the
-  // open's own error), and the file was made again.
-  EXPECT_GT(read_state().histogram->count(), attempts);
+  ASSERT_TRUE(eventually([&] { return read_state().success; }));
   EXPECT_TRUE(std::filesystem::is_regular_file(p.file_path()));
+  EXPECT_TRUE(eventually([&] { return helper::abandoned("probe:" + p.file_path()) == 0; }));
+  EXPECT_FALSE(p.snapshot().stuck);
 }
 
-TEST(Probe, AReplacementWaitsForItsBlockedPredecessorInsteadOfPilingUp) {
-  // A reload during a hang replaces the probe: the new one must start
-  // nothing on the path while the old thread is blocked, report stuck, stop
-  // promptly itself, and take over once the old call returns. The lineage
-  // is the registry's (the collectors' service), not the process's.
+TEST(Probe, AReplacementWaitsForItsPredecessorsCallInsteadOfStartingAnother) {
+  // A reload replaces the probe while its call is in flight (here the
+  // create's open() of a FIFO, waiting for a reader): the new probe starts
+  // no helper call on the path until the old one's ends; the old one stops
+  // promptly all the same (its wait is interrupted and its helper
+  // abandoned), and the new one then takes over.
   auto registry = std::make_shared<ProbeRegistry>();
   TempDir dir;
   ProbeConfig pc;
   pc.path = dir.path().string();
   pc.operations = {ProbeOp::kRead};
-  pc.interval = 100ms;
-  pc.timeout = 50ms;
+  pc.interval = 5s;
+  pc.timeout = 5s;
   const std::string file = "nodewatch-probe-predecessor-test";
+  const std::string fifo = pc.path + "/" + file;
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
   auto read_of = [](const Probe& p) {
     return p.snapshot().ops[static_cast<std::size_t>(ProbeOp::kRead)];
   };
   std::shared_ptr<Probe> first = registry->acquire(pc, file);
-  ASSERT_TRUE(eventually([&] { return read_of(*first).success; }));
-  std::filesystem::remove(first->file_path());
-  ASSERT_EQ(::mkfifo(first->file_path().c_str(), 0644), 0);
-  ASSERT_TRUE(eventually([&] { return first->snapshot().stuck; }));
-  const std::string fifo = first->file_path();
-  // The path's record goes on from probe to probe: what the first one read.
-  const std::uint64_t reads = read_of(*first).histogram->count();
+  const std::string key = first->helper_key();
+  ASSERT_TRUE(eventually([&] { return helper::busy(key); }));
+  const std::size_t running_with_first = helper::running();
+
+  ProbeConfig changed = pc;
+  changed.size = 8192;
+  std::shared_ptr<Probe> next = registry->acquire(changed, file);
+  ASSERT_NE(next.get(), first.get());
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(helper::running(), running_with_first) << "a second helper was started on the path";
+  EXPECT_FALSE(read_of(*next).observed);
+
+  std::filesystem::remove(fifo);  // the old call's open() waits on, on the FIFO's inode
+  auto t0 = std::chrono::steady_clock::now();
   first->request_stop();
-  EXPECT_FALSE(first->finish(std::chrono::steady_clock::now() + 100ms));  // blocked: detached
+  EXPECT_TRUE(first->finish(std::chrono::steady_clock::now() + 1s))
+      << "a probe waiting on its helper must stop promptly";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
   first.reset();
-
-  for (int generation = 0; generation < 3; ++generation) {
-    std::shared_ptr<Probe> next = registry->acquire(pc, file);
-    ASSERT_TRUE(eventually([&] { return next->snapshot().stuck; })) << generation;
-    std::this_thread::sleep_for(300ms);
-    EXPECT_EQ(read_of(*next).histogram->count(), reads)
-        << "an operation was started on a blocked path";
-    next->request_stop();
-    EXPECT_TRUE(next->finish(std::chrono::steady_clock::now() + 1s))
-        << "the waiting thread must stop (generation " << generation << ")";
-  }
-
-  std::shared_ptr<Probe> last = registry->acquire(pc, file);
-  ASSERT_TRUE(eventually([&] { return last->snapshot().stuck; }));
-  int writer = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);  // a reader or a writer
-  ASSERT_GE(writer, 0);
-  std::filesystem::remove(fifo);
-  ::close(writer);
-  ASSERT_TRUE(eventually([&] { return !last->snapshot().stuck && read_of(*last).success; }));
+  ASSERT_TRUE(eventually([&] { return read_of(*next).success; }));
+  EXPECT_TRUE(std::filesystem::is_regular_file(fifo));
+  EXPECT_EQ(std::filesystem::file_size(fifo), 8192u);
+  // The cancelled create was nobody's failure.
+  EXPECT_TRUE(next->snapshot().ops[static_cast<std::size_t>(ProbeOp::kCreate)].errors.empty());
 }
 
 // ---------------------------------------------------------------------------
@@ -465,39 +479,6 @@ TEST(ProbePathCheck, AnswersForDirectoriesFilesAndMissingPaths) {
   EXPECT_EQ(check.check(dir.write("plain", "x").string(), 1s), ENOTDIR);
   EXPECT_EQ(check.check((dir.path() / "missing").string(), 1s), ENOENT);
   EXPECT_EQ(check.in_flight(), 0u);
-}
-
-TEST(ProbePathCheck, AStatBlockedOnAHungMountIsNotStartedAgain) {
-  // A stat that blocks on "/hung" until released, as on a hung NFS mount.
-  struct Gate {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool open = false;
-    std::atomic<int> calls{0};
-  };
-  auto gate = std::make_shared<Gate>();
-  DirectoryCheck check([gate](const std::string& path) {
-    ++gate->calls;
-    if (path == "/hung") {
-      std::unique_lock lock(gate->mu);
-      gate->cv.wait(lock, [&] { return gate->open; });
-    }
-    return 0;
-  });
-  EXPECT_EQ(check.check("/hung", 20ms), std::nullopt);  // accepted as hung
-  EXPECT_EQ(check.check("/hung", 20ms), std::nullopt);  // a reload: waits on the same call
-  EXPECT_EQ(gate->calls.load(), 1);
-  EXPECT_EQ(check.in_flight(), 1u);
-  EXPECT_EQ(check.check("/data", 1s), 0);  // another path is not held up
-  EXPECT_EQ(gate->calls.load(), 2);
-  {
-    std::lock_guard lock(gate->mu);
-    gate->open = true;
-  }
-  gate->cv.notify_all();
-  ASSERT_TRUE(eventually([&] { return check.in_flight() == 0; }));
-  EXPECT_EQ(check.check("/hung", 1s), 0);  // returned: the next check asks anew
-  EXPECT_EQ(gate->calls.load(), 3);
 }
 
 TEST(Probe, CollectorWithProbesIsDestroyedPromptly) {

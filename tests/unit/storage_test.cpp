@@ -335,6 +335,7 @@ TEST(StorageCollector, TableIsWellFormed) {
       "nodewatch_storage_probe_errors_total",
       "nodewatch_storage_probe_stuck",
       "nodewatch_storage_probe_last_success_timestamp_seconds",
+      "nodewatch_storage_probe_abandoned_helpers",
   };
   EXPECT_EQ(c.metrics().descs().size(), std::size(expected));
   for (const char* name : expected) EXPECT_GE(c.metrics().find(name), 0) << name;

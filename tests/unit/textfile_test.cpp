@@ -290,17 +290,20 @@ std::string Failure(const MetricSink& sink, const std::string& reason, const std
 
 // Errnos on files between two collections: each file that cannot be read
 // is refused whole and counted with its name, the others are taken, and
-// all of them are taken again once the faults stop. Nothing is held open.
+// all of them are taken again once the faults stop. Nothing is held open
+// but the helper's two descriptors.
 TEST(TextfileCollector, ErrnosBetweenCollections) {
   Dir d;
   for (const char* f : {"a", "b", "c", "d", "e"})
     d.dir.write(std::string(f) + ".prom", std::string("burnin_") + f + " 1\n");
   auto faults = std::make_shared<sources::Faults>();
   TextfileCollector c(d.options(), faults);
-  const int fds = OpenFds();
   MetricSink first(c.metrics());
   CollectOnce(c, first);
   ASSERT_TRUE(first.errors().empty());
+  // From here on: the collector's helper is running (its socket and pidfd
+  // are this process's), and no collection leaves a descriptor behind.
+  const int fds = OpenFds();
 
   faults->inject("/a.prom", EACCES);
   faults->inject("/b.prom", EIO);
