@@ -289,7 +289,7 @@ class Runner {
   ProbeConfig config_;
   std::string file_;
   helper::Fs fs_;
-  std::string content_;    // what the write step writes: `size` bytes
+  std::string content_;       // what the write step writes: `size` bytes
   std::size_t capacity_ = 0;  // what the read step asks for: `size`, aligned for O_DIRECT
   Clock::time_point op_started_;
   int handle_ = -1;  // the helper's descriptor the write and fsync steps share
@@ -422,8 +422,9 @@ std::shared_ptr<Probe> ProbeRegistry::acquire(const ProbeConfig& config,
   std::lock_guard lock(mu_);
   // Paths no probe or record is left on: forgotten (a path configured again
   // later starts afresh).
-  std::erase_if(paths_,
-                [](const auto& e) { return e.second.record.expired() && e.second.current.expired(); });
+  std::erase_if(paths_, [](const auto& e) {
+    return e.second.record.expired() && e.second.current.expired();
+  });
   Path& path = paths_[file];
   if (std::shared_ptr<Probe> current = path.current.lock()) {
     if (current->config() == config && current->file_name() == file_name &&

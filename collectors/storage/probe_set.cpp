@@ -83,9 +83,9 @@ void ProbeSet::collect(MetricSink& out) {
     ProbeSnapshot snap = probe->snapshot();
     out.add(kProbeStuck, {path}, snap.stuck ? 1.0 : 0.0);
     if (!snap.helper_failure.empty())
-      out.error("helper_" + snap.helper_failure, path,
-                "the probe's last cycle was skipped: no helper process (" + snap.helper_failure +
-                    ")");
+      out.error(
+          "helper_" + snap.helper_failure, path,
+          "the probe's last cycle was skipped: no helper process (" + snap.helper_failure + ")");
     for (std::size_t i = 0; i < kProbeOpCount; ++i) {
       const ProbeOpState& s = snap.ops[i];
       std::string_view op = probe_op_name(static_cast<ProbeOp>(i));

@@ -79,9 +79,9 @@ struct Input {
     case Failure::kBusy:
       throw CollectError("stuck", dir + ": another collection's helper is still reading it");
     default:
-      throw CollectError("helper_" + std::string(helper::failure_name(f)),
-                         dir + ": no helper process to read it (" +
-                             std::string(helper::failure_name(f)) + ")");
+      throw CollectError(
+          "helper_" + std::string(helper::failure_name(f)),
+          dir + ": no helper process to read it (" + std::string(helper::failure_name(f)) + ")");
   }
 }
 

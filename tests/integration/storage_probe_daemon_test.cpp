@@ -154,8 +154,7 @@ TEST(StorageProbeDaemon, ABlockingProbeFileTimesOutWithoutHurtingAnythingElse) {
 
   EXPECT_GE(scrape_value(*port, timeouts).value_or(0), 2.0);  // one per cycle
   EXPECT_EQ(scrape_value(*port, read_success), 0.0);
-  EXPECT_EQ(scrape_value(*port, "nodewatch_helper_processes{state=\"abandoned\"}").value_or(9),
-            0.0)
+  EXPECT_EQ(scrape_value(*port, "nodewatch_helper_processes{state=\"abandoned\"}").value_or(9), 0.0)
       << "a helper killed in an interruptible wait is gone at once";
 
   // The FIFO goes: the probe makes its file again by itself.

@@ -1,0 +1,317 @@
+// A mount that stops answering, for real: the tests' FUSE file system
+// (fakes/hangfs) reads each request and never answers it, as a hard NFS,
+// Lustre or GPFS mount whose server went away does. A caller then waits in
+// the kernel's request_wait_answer in state D, and not even SIGKILL lets it
+// out. With the storage probe and the textfile directory on that mount, the
+// real nodewatchd binary must: keep scrapes fast and the other collectors
+// on their cadence, report the probe stuck and the textfile collector down,
+// start no second helper per path across reloads, recover by itself when
+// the mount answers, and on SIGTERM during the hang exit within 5 s with
+// status 0, its port free for a second instance that serves at once while
+// the mount is still hung.
+//
+// Needs /dev/fuse and the right to mount (root, as in CI): skipped loudly
+// otherwise.
+
+#include <gtest/gtest.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <cmath>  // before support/collector_test.hpp
+#include "nodewatch/helper.hpp"
+
+#include "storage/path_check.hpp"
+#include "support/collector_test.hpp"
+#include "support/daemon_process.hpp"
+#include "support/hangfs.hpp"
+#include "support/http_client.hpp"
+
+namespace nodewatch {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::DaemonProcess;
+using testing::HangFs;
+using testing::Request;
+using testing::SampleValue;
+using testing::TempDir;
+
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit) {
+  auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return pred();
+}
+
+std::optional<double> scrape_value(std::uint16_t port, const std::string& series) {
+  auto r = Request(port, "GET", "/metrics");
+  if (!r || r->status != 200) return std::nullopt;
+  return SampleValue(r->body, series);
+}
+
+struct Proc {
+  pid_t pid;
+  pid_t ppid;
+  char state;
+};
+
+// Every process named `comm` (not zombies).
+std::vector<Proc> processes_named(const std::string& comm) {
+  std::vector<Proc> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string line;
+    if (!std::getline(in, line)) continue;
+    auto open = line.find('(');
+    auto close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close + 4 >= line.size())
+      continue;
+    if (line.substr(open + 1, close - open - 1) != comm) continue;
+    char state = line[close + 2];
+    if (state == 'Z') continue;
+    pid_t ppid = std::atoi(line.c_str() + close + 4);
+    out.push_back(Proc{std::stoi(name), ppid, state});
+  }
+  return out;
+}
+
+// Helpers in state D: held by the kernel in a call on the hung mount.
+std::size_t helpers_in_d() {
+  auto all = processes_named("nwd-fs-helper");
+  return static_cast<std::size_t>(
+      std::count_if(all.begin(), all.end(), [](const Proc& p) { return p.state == 'D'; }));
+}
+
+class HungMount : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string why = HangFs::unavailable(); !why.empty())
+      GTEST_SKIP() << "NO REAL HUNG MOUNT HERE: " << why
+                   << " (the FUSE hang tests need /dev/fuse and root, as in CI)";
+    // Helpers orphaned by a daemon that exited are re-parented to this
+    // process, which reaps them: the test sees them leave.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    backing_ = dir_.path() / "backing";
+    mnt_ = dir_.path() / "mnt";
+    std::filesystem::create_directories(backing_);
+    std::filesystem::create_directories(mnt_);
+    fs_.emplace(backing_, mnt_);
+    ASSERT_TRUE(fs_->mounted());
+  }
+
+  void TearDown() override {
+    fs_.reset();  // kills the server: every held request fails, every caller is released
+    // The helpers it released end (they were sent SIGKILL); reap those that
+    // were re-parented here.
+    bool gone = eventually(
+        [] {
+          while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+          }
+          return helpers_in_d() == 0;
+        },
+        10s);
+    EXPECT_TRUE(gone) << "helpers still held after the mount went away";
+    ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+  }
+
+  std::string config(const std::string& probe_timeout) const {
+    return "[collectors.storage]\ninterval = \"1s\"\ntimeout = \"500ms\"\n"
+           "[[collectors.storage.probe]]\npath = \"" +
+           mnt_.string() +
+           "\"\noperations = [\"stat\", \"read\"]\ninterval = \"1s\"\ntimeout = \"" +
+           probe_timeout +
+           "\"\n"
+           "[collectors.textfile]\ninterval = \"1s\"\ntimeout = \"500ms\"\ndirectory = \"" +
+           mnt_.string() +
+           "\"\n"
+           "[collectors.pcie]\ninterval = \"1s\"\ntimeout = \"500ms\"\n";
+  }
+
+  DaemonProcess::Options options(const std::filesystem::path& cfg, const std::string& listen) {
+    const std::filesystem::path fixtures = testing::fixtures_dir() / "storage";
+    DaemonProcess::Options o;
+    o.args = {"--config", cfg.string(),
+              "--listen", listen,
+              "--sysfs",  (fixtures / "sys").string(),
+              "--procfs", (fixtures / "proc").string()};
+    return o;
+  }
+
+  TempDir dir_;
+  std::filesystem::path backing_;
+  std::filesystem::path mnt_;
+  std::optional<HangFs> fs_;
+};
+
+TEST_F(HungMount, TheDaemonStaysWholeAndSigtermEndsItWhileAHelperIsHeld) {
+  { std::ofstream(backing_ / "burnin.prom") << "burnin_check_success 1\n"; }
+  auto cfg = dir_.write("nodewatch.toml", config("300ms"));
+  auto d = std::make_unique<DaemonProcess>(options(cfg, "127.0.0.1:0"), dir_.path() / "log1");
+  auto port = d->port();
+  ASSERT_TRUE(port) << d->log();
+  const std::string p = "{path=\"" + mnt_.string() + "\"";
+  const std::string read_success = "nodewatch_storage_probe_success" + p + ",operation=\"read\"}";
+  const std::string stuck = "nodewatch_storage_probe_stuck" + p + "}";
+  const std::string textfile_up = "nodewatch_collector_up{collector=\"textfile\"}";
+  const std::string storage_up = "nodewatch_collector_up{collector=\"storage\"}";
+  const std::string probe_abandoned = "nodewatch_storage_probe_abandoned_helpers";
+  const std::string textfile_abandoned = "nodewatch_textfile_abandoned_helpers";
+  ASSERT_TRUE(eventually([&] { return scrape_value(*port, read_success) == 1.0; }, 10s))
+      << d->log();
+  ASSERT_TRUE(eventually([&] { return scrape_value(*port, "burnin_check_success") == 1.0; }, 5s))
+      << d->log();
+  EXPECT_EQ(scrape_value(*port, stuck), 0.0);
+  EXPECT_EQ(helpers_in_d(), 0u);
+
+  // The server stops answering.
+  fs_->hang();
+  ASSERT_TRUE(eventually([&] { return scrape_value(*port, stuck) == 1.0; }, 5s)) << d->log();
+  ASSERT_TRUE(eventually([&] { return scrape_value(*port, textfile_up) == 0.0; }, 5s)) << d->log();
+  ASSERT_TRUE(eventually([&] { return scrape_value(*port, textfile_abandoned) == 1.0; }, 5s));
+  EXPECT_EQ(scrape_value(*port, probe_abandoned), 1.0);
+  // The textfile collector's series are withdrawn, not served stale.
+  EXPECT_EQ(scrape_value(*port, "burnin_check_success"), std::nullopt);
+  // Both abandoned helpers are in state D, held by the kernel.
+  EXPECT_TRUE(eventually([] { return helpers_in_d() == 2; }, 5s)) << helpers_in_d();
+
+  // All through the hang: scrapes are fast and the other collectors keep
+  // their cadence.
+  auto last_success = [&](const char* collector) {
+    return scrape_value(*port, std::string("nodewatch_collector_last_success_timestamp_seconds{"
+                                           "collector=\"") +
+                                   collector + "\"}");
+  };
+  auto storage_before = last_success("storage");
+  auto pcie_before = last_success("pcie");
+  ASSERT_TRUE(storage_before && pcie_before);
+  std::vector<double> latencies_ms;
+  auto until = std::chrono::steady_clock::now() + 3s;
+  while (std::chrono::steady_clock::now() < until) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = Request(*port, "GET", "/metrics");
+    latencies_ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200);
+    EXPECT_EQ(SampleValue(r->body, stuck), 1.0);
+    EXPECT_EQ(SampleValue(r->body, storage_up), 1.0);
+    std::this_thread::sleep_for(50ms);
+  }
+  std::sort(latencies_ms.begin(), latencies_ms.end());
+  std::printf("scrape latency during the hang: %zu scrapes, median %.2f ms, max %.2f ms\n",
+              latencies_ms.size(), latencies_ms[latencies_ms.size() / 2], latencies_ms.back());
+  EXPECT_LT(latencies_ms.back(), 100.0);
+  EXPECT_GE(*last_success("storage") - *storage_before, 2.0);
+  EXPECT_GE(*last_success("pcie") - *pcie_before, 2.0);
+
+  // Reloads during the hang, one of them changing the probe: the path
+  // check's helper hangs once and is not started again, and no second
+  // probe or textfile helper is started on the path.
+  dir_.write("nodewatch.toml", config("400ms"));
+  d->signal(SIGHUP);
+  ASSERT_TRUE(d->wait_log("configuration reloaded", 10s)) << d->log();
+  std::this_thread::sleep_for(1500ms);  // probe and textfile cycles after the reload
+  const std::size_t after_first = helpers_in_d();
+  EXPECT_EQ(after_first, 3u) << "probe, textfile and the reload's path check";
+  const std::size_t held_after_first = fs_->held();
+  dir_.write("nodewatch.toml", config("300ms"));
+  d->signal(SIGHUP);
+  std::this_thread::sleep_for(3s);  // several probe and textfile cycles
+  EXPECT_EQ(helpers_in_d(), after_first) << "a reload started another helper on the hung path";
+  EXPECT_EQ(fs_->held(), held_after_first) << "a call reached the hung mount again";
+  EXPECT_EQ(scrape_value(*port, stuck), 1.0);
+  EXPECT_EQ(scrape_value(*port, "nodewatch_helper_processes{state=\"abandoned\"}"), 3.0);
+
+  // The server answers again: everything recovers by itself.
+  fs_->answer();
+  ASSERT_TRUE(eventually([&] { return scrape_value(*port, stuck) == 0.0; }, 10s)) << d->log();
+  ASSERT_TRUE(eventually([&] { return scrape_value(*port, read_success) == 1.0; }, 10s))
+      << d->log();
+  ASSERT_TRUE(eventually([&] { return scrape_value(*port, textfile_up) == 1.0; }, 10s)) << d->log();
+  EXPECT_EQ(scrape_value(*port, "burnin_check_success"), 1.0);
+  EXPECT_TRUE(eventually([&] { return scrape_value(*port, textfile_abandoned) == 0.0; }, 5s));
+  EXPECT_EQ(scrape_value(*port, probe_abandoned), 0.0);
+  EXPECT_TRUE(eventually([] { return helpers_in_d() == 0; }, 5s));
+
+  // Hung again, then SIGTERM: the process is gone within 5 s with status 0.
+  fs_->hang();
+  ASSERT_TRUE(eventually([&] { return scrape_value(*port, stuck) == 1.0; }, 5s)) << d->log();
+  ASSERT_TRUE(eventually([] { return helpers_in_d() >= 1; }, 5s));
+  auto t0 = std::chrono::steady_clock::now();
+  d->signal(SIGTERM);
+  auto rc = d->wait(5s);
+  auto exit_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(rc) << "still running 5 s after SIGTERM while a helper is held\n" << d->log();
+  EXPECT_EQ(*rc, 0) << d->log();
+  std::printf("SIGTERM during the hang: reaped after %.0f ms, status %d\n", exit_ms, *rc);
+  EXPECT_GE(helpers_in_d(), 1u) << "the held helpers outlive the daemon, as they must";
+
+  // A second instance on the same port serves while the mount is still hung.
+  const std::string same_port = "127.0.0.1:" + std::to_string(*port);
+  t0 = std::chrono::steady_clock::now();
+  DaemonProcess second(options(cfg, same_port), dir_.path() / "log2");
+  bool healthy = eventually(
+      [&] {
+        auto r = Request(*port, "GET", "/-/healthy");
+        return r && r->status == 200;
+      },
+      5s);
+  auto serve_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(healthy) << "no second instance on port " << *port << "\n" << second.log();
+  std::printf("second instance on port %u: /-/healthy after %.0f ms, the mount still hung\n", *port,
+              serve_ms);
+  EXPECT_TRUE(eventually([&] { return scrape_value(*port, stuck) == 1.0; }, 10s)) << second.log();
+  second.signal(SIGTERM);
+  auto rc2 = second.wait(5s);
+  ASSERT_TRUE(rc2) << second.log();
+  EXPECT_EQ(*rc2, 0);
+}
+
+TEST_F(HungMount, APathCheckOnTheHungMountIsAcceptedAndNotStartedAgain) {
+  // The configuration's check of a probe path (path_check.hpp) in this
+  // process: its helper is abandoned at the limit and not started again
+  // while the kernel holds it.
+  storage::DirectoryCheck check("test-check:");
+  EXPECT_EQ(check.check(mnt_.string(), 1s), 0);
+  fs_->hang();
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(check.check(mnt_.string(), 200ms), std::nullopt);  // accepted: no answer
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  ASSERT_TRUE(fs_->wait_held(1, 2s));
+  EXPECT_EQ(check.in_flight(), 1u);
+  const std::size_t held = fs_->held();
+  // A second check (a reload) answers at once, without a request.
+  t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(check.check(mnt_.string(), 1s), std::nullopt);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 100ms);
+  EXPECT_EQ(fs_->held(), held);
+  EXPECT_EQ(check.in_flight(), 1u);
+  // Another path is not held up.
+  TempDir other;
+  EXPECT_EQ(check.check(other.path().string(), 1s), 0);
+  fs_->answer();
+  ASSERT_TRUE(eventually([&] { return check.in_flight() == 0; }, 5s));
+  EXPECT_EQ(check.check(mnt_.string(), 1s), 0);  // released: asked anew
+}
+
+}  // namespace
+}  // namespace nodewatch
