@@ -16,6 +16,7 @@ test_pkgs=(
   prometheus            # promtool, and a real server scraping the daemon
   prometheus-node-exporter wrk curl  # the benchmark's baseline and load generator
   systemd               # systemd-analyze verify on the unit
+  strace                # the unit's SystemCallFilter against every call made
   iproute2 clang-format
   libfuse3-dev fuse3    # nodewatch-hangfs, the hung-mount tests' real FUSE file system
   python3               # dashboards/generate.py and dashboards/lint.py
