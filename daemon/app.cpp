@@ -5,10 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <mutex>
 #include <set>
+#include <thread>
+#include <utility>
 
 #include "asio.hpp"
 #include "config.hpp"
@@ -264,14 +268,50 @@ class Daemon {
     });
   }
 
+  // SIGHUP. The file is read and checked on a thread of its own, never on
+  // the io thread: checking a probe path on a hung mount waits up to a
+  // second for its helper (storage/path_check.hpp), and scrapes must not
+  // wait with it. A SIGHUP during a reload runs one more after it.
   void reload() {
+    if (reload_thread_.joinable()) {
+      reload_again_ = true;
+      return;
+    }
     spdlog::info("SIGHUP: reloading {}", cmd_.config_path);
     systemd::notify_reloading();
+    reload_done_ = false;
+    reload_thread_ = std::thread([this] {
+      auto r = std::make_shared<ConfigResult>(load(cmd_, catalog_));
+      {
+        std::lock_guard lock(reload_mu_);
+        reload_done_ = true;
+      }
+      reload_cv_.notify_all();
+      asio::post(io_, [this, r] {
+        if (reload_thread_.joinable()) reload_thread_.join();
+        if (stopping_) return;
+        apply_reload(std::move(*r));
+        if (std::exchange(reload_again_, false)) reload();
+      });
+    });
+  }
+
+  // Waits until `deadline` for a reload's reading of the file; false if it
+  // is still reading (its thread is then left to the process's exit).
+  bool finish_reload_thread(std::chrono::steady_clock::time_point deadline) {
+    if (!reload_thread_.joinable()) return true;
+    std::unique_lock lock(reload_mu_);
+    if (!reload_cv_.wait_until(lock, deadline, [this] { return reload_done_; })) return false;
+    lock.unlock();
+    reload_thread_.join();
+    return true;
+  }
+
+  void apply_reload(ConfigResult r) {
     auto finish_reload = [this](bool ok) {
       self_.set_reload_result(ok);
       systemd::notify("READY=1\nSTATUS=" + status_line() + (ok ? "" : "; last reload failed"));
     };
-    ConfigResult r = load(cmd_, catalog_);
     if (!r.config) {
       for (const auto& e : r.errors) spdlog::error("reload rejected: {}", e.str());
       finish_reload(false);
@@ -331,11 +371,13 @@ class Daemon {
   }
 
   int finish() {
-    if (!scheduler_.shutdown_workers(kWorkerGrace)) {
-      // A collector is stuck in the kernel and cannot be interrupted.
-      // Exiting without running destructors is safe: nothing is left to flush
-      // but the log.
-      spdlog::warn("exiting with a collector still running");
+    bool reload_ended = finish_reload_thread(std::chrono::steady_clock::now() + kWorkerGrace);
+    if (!reload_ended || !scheduler_.shutdown_workers(kWorkerGrace)) {
+      // A collector is stuck in the kernel and cannot be interrupted (or a
+      // reload is still reading the configuration). Exiting without running
+      // destructors is safe: nothing is left to flush but the log.
+      spdlog::warn(reload_ended ? "exiting with a collector still running"
+                                : "exiting while a reload is still reading the configuration");
       spdlog::shutdown();
       std::fflush(stdout);
       std::_Exit(0);
@@ -360,6 +402,12 @@ class Daemon {
   asio::steady_timer drain_;
   bool ready_ = false;
   bool stopping_ = false;
+  // The reload reading the file now, if any (see reload()).
+  std::thread reload_thread_;
+  std::mutex reload_mu_;
+  std::condition_variable reload_cv_;
+  bool reload_done_ = false;  // under reload_mu_
+  bool reload_again_ = false;
   bool socket_activated_ = false;
 };
 

@@ -224,8 +224,23 @@ TEST_F(HungMount, TheDaemonStaysWholeAndSigtermEndsItWhileAHelperIsHeld) {
   // Reloads during the hang, one of them changing the probe: the path
   // check's helper hangs once and is not started again, and no second
   // probe or textfile helper is started on the path.
+  // The first reload's check of the probe path waits its full second on
+  // the hung mount, off the io thread: scrapes meanwhile stay fast.
   dir_.write("nodewatch.toml", config("400ms"));
   d->signal(SIGHUP);
+  double reload_worst_ms = 0;
+  auto reload_until = std::chrono::steady_clock::now() + 1500ms;
+  while (std::chrono::steady_clock::now() < reload_until) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = Request(*port, "GET", "/metrics");
+    reload_worst_ms = std::max(
+        reload_worst_ms,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ASSERT_TRUE(r && r->status == 200);
+    std::this_thread::sleep_for(20ms);
+  }
+  std::printf("scrape latency during the reload's path check: max %.2f ms\n", reload_worst_ms);
+  EXPECT_LT(reload_worst_ms, 100.0);
   ASSERT_TRUE(d->wait_log("configuration reloaded", 10s)) << d->log();
   std::this_thread::sleep_for(1500ms);  // probe and textfile cycles after the reload
   const std::size_t after_first = helpers_in_d();
