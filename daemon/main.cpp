@@ -4,9 +4,13 @@
 #include <iostream>
 
 #include "app.hpp"
+#include "nodewatch/helper.hpp"
 #include "nodewatch/version.hpp"
 
 int main(int argc, char** argv) {
+  // A replacement helper launcher (nodewatch/helper.hpp) runs from here and
+  // never returns.
+  nodewatch::helper::launcher_entry(argc, argv);
   nodewatch::CommandLine cmd;
   CLI::App app{"nodewatchd: per-node monitoring daemon for AI training clusters"};
   app.set_version_flag("--version", std::string("nodewatchd ") + nodewatch::kVersion +

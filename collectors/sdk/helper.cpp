@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -37,6 +38,10 @@ constexpr std::chrono::milliseconds kCancelSlice{25};
 // never touches a configured path, so only a machine out of memory or
 // processes makes it slow.
 constexpr std::chrono::seconds kSpawnLimit{5};
+// What a replacement launcher is started with (launcher_entry()).
+constexpr const char* kLauncherFlag = "--nodewatch-helper-launcher";
+// The least time between two starts of a replacement launcher.
+constexpr std::chrono::seconds kRelaunchBackoff{10};
 
 // Debian bookworm's glibc (2.36) declares these in <sys/pidfd.h> without C
 // linkage for C++: called through syscall(2) instead (Linux 5.3 and later).
@@ -400,6 +405,8 @@ struct State {
   std::set<std::string, std::less<>> in_flight;  // keys with a call in flight
   std::size_t running = 0;
   std::mutex spawn_mu;  // one conversation with the launcher at a time
+  // When the launcher was last started again (under spawn_mu).
+  std::optional<Clock::time_point> relaunched;
 };
 
 // Never destroyed: helpers may be abandoned while the process exits.
@@ -489,6 +496,16 @@ std::string start_launcher() {
   return "";
 }
 
+void launcher_entry(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], kLauncherFlag) == 0) launcher_main(3);
+}
+
+pid_t launcher_pid() {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  return s.launcher >= 0 ? s.launcher_pid : 0;
+}
+
 bool launcher_running() {
   State& s = state();
   std::lock_guard lock(s.mu);
@@ -547,41 +564,65 @@ struct Fs::Process {
 
 namespace {
 
-// Starts a helper for `key`.
-Failure spawn(const std::string& key, pid_t* pid, UniqueFd* sock, UniqueFd* pidfd) {
-  State& s = state();
-  int ctl = -1;
-  {
-    std::lock_guard lock(s.mu);
-    prune(s);
-    if (std::any_of(s.abandoned.begin(), s.abandoned.end(),
-                    [&](const Abandoned& a) { return a.key == key; }))
-      return Failure::kBlocked;
-    if (s.running + s.abandoned.size() >= kMaxHelpers) return Failure::kLimit;
-    if (s.launcher < 0) return Failure::kUnavailable;
-    ctl = s.launcher;
-    ++s.running;  // reserved; given back below on failure
+// Starts a replacement launcher after the first one died (killed by hand or
+// by the OOM killer; every helper died with it). This process has threads
+// by now, so it cannot fork one: it execs its own binary again with
+// kLauncherFlag (launcher_entry() in main() answers it), its channel as
+// descriptor 3, /dev/null as 0-2, nothing else, an empty environment and
+// default signals. Under spawn_mu; false when it could not.
+bool relaunch(State& s) {
+  auto now = Clock::now();
+  if (s.relaunched && now - *s.relaunched < kRelaunchBackoff) return false;
+  s.relaunched = now;
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return false;
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  ::posix_spawn_file_actions_init(&fa);
+  ::posix_spawnattr_init(&attr);
+  ::posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0);
+  ::posix_spawn_file_actions_adddup2(&fa, 0, 1);
+  ::posix_spawn_file_actions_adddup2(&fa, 0, 2);
+  ::posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+  ::posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+  sigset_t none;
+  sigset_t all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  ::posix_spawnattr_setsigmask(&attr, &none);
+  ::posix_spawnattr_setsigdefault(&attr, &all);
+  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  char arg0[] = "nodewatchd";
+  std::string flag = kLauncherFlag;
+  char* argv[] = {arg0, flag.data(), nullptr};
+  char* envp[] = {nullptr};
+  pid_t pid = 0;
+  int rc = ::posix_spawn(&pid, "/proc/self/exe", &fa, &attr, argv, envp);
+  ::posix_spawn_file_actions_destroy(&fa);
+  ::posix_spawnattr_destroy(&attr);
+  ::close(sv[1]);
+  if (rc != 0) {
+    ::close(sv[0]);
+    return false;
   }
-  auto fail = [&s](bool launcher_gone) {
-    std::lock_guard lock(s.mu);
-    --s.running;
-    if (launcher_gone && s.launcher >= 0) {
-      // It died (out of memory, killed): no helper can be started any more.
-      ::close(s.launcher);
-      s.launcher = -1;
-      ::waitpid(s.launcher_pid, nullptr, WNOHANG);
-    }
-    return Failure::kUnavailable;
-  };
-  std::lock_guard spawn_lock(s.spawn_mu);
+  std::lock_guard lock(s.mu);
+  s.launcher = sv[0];
+  s.launcher_pid = pid;
+  return true;
+}
+
+// Asks the launcher on `ctl` for a helper. kNone with the helper's pid and
+// descriptors; kUnavailable with `launcher_gone` when the launcher is dead.
+Failure ask_launcher(int ctl, pid_t* pid, UniqueFd* sock, UniqueFd* pidfd, bool* launcher_gone) {
+  *launcher_gone = true;
   char req = 'S';
   ssize_t sent;
   do {
     sent = ::send(ctl, &req, 1, MSG_NOSIGNAL);
   } while (sent < 0 && errno == EINTR);
-  if (sent != 1) return fail(true);
+  if (sent != 1) return Failure::kUnavailable;
   if (wait_for(ctl, POLLIN, Deadline{Clock::now() + kSpawnLimit}) != Failure::kNone)
-    return fail(true);
+    return Failure::kUnavailable;
   std::int32_t reply[2] = {0, 0};
   msghdr msg{};
   iovec iov{reply, sizeof reply};
@@ -594,7 +635,8 @@ Failure spawn(const std::string& key, pid_t* pid, UniqueFd* sock, UniqueFd* pidf
   do {
     got = ::recvmsg(ctl, &msg, MSG_CMSG_CLOEXEC);
   } while (got < 0 && errno == EINTR);
-  if (got != sizeof reply) return fail(true);
+  if (got != sizeof reply) return Failure::kUnavailable;
+  *launcher_gone = false;
   int fds[2] = {-1, -1};
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
@@ -604,13 +646,57 @@ Failure spawn(const std::string& key, pid_t* pid, UniqueFd* sock, UniqueFd* pidf
   if (reply[0] != 0 || fds[0] < 0 || fds[1] < 0 || reply[1] <= 0) {
     if (fds[0] >= 0) ::close(fds[0]);
     if (fds[1] >= 0) ::close(fds[1]);
-    return fail(false);
+    return Failure::kUnavailable;  // the launcher could not fork (out of processes or memory)
   }
   ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
   *pid = reply[1];
   sock->reset(fds[0]);
   pidfd->reset(fds[1]);
   return Failure::kNone;
+}
+
+// Starts a helper for `key`; starts a replacement launcher first when the
+// launcher has died.
+Failure spawn(const std::string& key, pid_t* pid, UniqueFd* sock, UniqueFd* pidfd) {
+  State& s = state();
+  {
+    std::lock_guard lock(s.mu);
+    prune(s);
+    if (std::any_of(s.abandoned.begin(), s.abandoned.end(),
+                    [&](const Abandoned& a) { return a.key == key; }))
+      return Failure::kBlocked;
+    if (s.running + s.abandoned.size() >= kMaxHelpers) return Failure::kLimit;
+    if (s.launcher < 0 && s.launcher_pid == 0) return Failure::kUnavailable;  // never started
+    ++s.running;  // reserved; given back below on failure
+  }
+  std::lock_guard spawn_lock(s.spawn_mu);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    int ctl = -1;
+    {
+      std::lock_guard lock(s.mu);
+      ctl = s.launcher;
+    }
+    if (ctl < 0 && !relaunch(s)) break;
+    {
+      std::lock_guard lock(s.mu);
+      ctl = s.launcher;
+    }
+    bool gone = false;
+    if (ask_launcher(ctl, pid, sock, pidfd, &gone) == Failure::kNone) return Failure::kNone;
+    if (!gone) break;
+    // It died (killed, or out of memory), and its helpers with it: reap it,
+    // and start a replacement (at most once every kRelaunchBackoff).
+    std::lock_guard lock(s.mu);
+    ::close(s.launcher);
+    s.launcher = -1;
+    // Our child, not reaped yet: the pid is still its. (It never waits on a
+    // file system, so SIGKILL ends it at once if it is still there.)
+    ::kill(s.launcher_pid, SIGKILL);
+    ::waitpid(s.launcher_pid, nullptr, 0);
+  }
+  std::lock_guard lock(s.mu);
+  --s.running;
+  return Failure::kUnavailable;
 }
 
 Failure write_frame(int fd, std::string_view frame, const Deadline& d) {

@@ -48,7 +48,7 @@ struct Probe::Shared {
 struct ProbeRecord {
   mutable std::mutex mu;
   std::array<ProbeOpState, kProbeOpCount> ops;
-  std::string helper_failure;
+  std::map<std::string, std::uint64_t> helper_failures;  // since last taken
 };
 
 namespace {
@@ -119,7 +119,7 @@ class Runner {
       return;
     if (!o.answered() && o.failure != Failure::kTimeout) {
       std::lock_guard lock(record_->mu);
-      record_->helper_failure = std::string(helper::failure_name(o.failure));
+      ++record_->helper_failures[std::string(helper::failure_name(o.failure))];
       return;
     }
     int err = o.answered() ? o.err : ETIMEDOUT;
@@ -259,10 +259,6 @@ class Runner {
 
   void run_cycle() {
     if (!path_free()) return;  // stuck: reported by snapshot(), nothing started
-    {
-      std::lock_guard lock(record_->mu);
-      record_->helper_failure.clear();
-    }
     if (!ensure_file()) return;
     for (ProbeOp op : config_.operations) {
       if (shared_->stop) break;
@@ -385,8 +381,12 @@ ProbeSnapshot Probe::snapshot() const {
   }
   const auto create = static_cast<std::size_t>(ProbeOp::kCreate);
   out.ops[create] = record_->ops[create];
-  out.helper_failure = record_->helper_failure;
   return out;
+}
+
+std::map<std::string, std::uint64_t> Probe::take_helper_failures() {
+  std::lock_guard lock(record_->mu);
+  return std::exchange(record_->helper_failures, {});
 }
 
 void Probe::request_stop() {

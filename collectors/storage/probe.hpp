@@ -37,8 +37,8 @@
 // counts ETIMEDOUT every cycle and is never stuck.
 //
 // Failures of the helper machinery itself (no launcher, the helper bound
-// reached, a helper that died) are not the path's: the cycle is skipped and
-// snapshot().helper_failure names the failure until a cycle runs again.
+// reached, a helper that died) are not the path's: the rest of the cycle is
+// skipped and the failure is counted for take_helper_failures().
 //
 // The probe's thread never holds the state's mutex while it waits on the
 // helper, so snapshot() never waits. Destruction (or request_stop())
@@ -103,9 +103,6 @@ struct ProbeOpState {
 
 struct ProbeSnapshot {
   bool stuck = false;
-  // The helper failure ("unavailable", "limit", "broken") that skipped the
-  // last cycle; empty when the last cycle ran.
-  std::string helper_failure;
   std::array<ProbeOpState, kProbeOpCount> ops;
 };
 
@@ -131,6 +128,9 @@ class Probe {
   // A copy of the state of the configured operations and of "create",
   // taken under the mutexes (never waits on the file system).
   ProbeSnapshot snapshot() const;
+  // The helper failures ("unavailable", "limit", "broken") counted since the
+  // last call, and forgets them.
+  std::map<std::string, std::uint64_t> take_helper_failures();
 
   // Asks the thread to stop, without waiting.
   void request_stop();

@@ -82,10 +82,11 @@ void ProbeSet::collect(MetricSink& out) {
     const std::string& path = probe->config().path;
     ProbeSnapshot snap = probe->snapshot();
     out.add(kProbeStuck, {path}, snap.stuck ? 1.0 : 0.0);
-    if (!snap.helper_failure.empty())
-      out.error(
-          "helper_" + snap.helper_failure, path,
-          "the probe's last cycle was skipped: no helper process (" + snap.helper_failure + ")");
+    for (const auto& [failure, n] : probe->take_helper_failures()) {
+      for (std::uint64_t i = 0; i < n; ++i)
+        out.error("helper_" + failure, path,
+                  "a probe cycle was cut short: no helper process (" + failure + ")");
+    }
     for (std::size_t i = 0; i < kProbeOpCount; ++i) {
       const ProbeOpState& s = snap.ops[i];
       std::string_view op = probe_op_name(static_cast<ProbeOp>(i));

@@ -76,6 +76,19 @@ inline constexpr std::size_t kMaxListingBytes = std::size_t{4} << 20;
 // Calling it again while the launcher runs does nothing.
 std::string start_launcher();
 bool launcher_running();
+// The launcher's pid, 0 when none runs (tests).
+pid_t launcher_pid();
+
+// Call first thing in main(), before start_launcher(): when this process is
+// a replacement launcher (below), it runs the launcher and never returns;
+// otherwise it does nothing.
+//
+// A launcher that dies (killed, or chosen by the OOM killer) takes its
+// helpers with it. The next helper that is asked for starts a replacement:
+// the process has threads by then and cannot fork one, so it execs its own
+// binary (/proc/self/exe) with a flag that launcher_entry() recognizes, at
+// most once every 10 s.
+void launcher_entry(int argc, char** argv);
 
 // Why a call has no answer from the file system.
 enum class Failure {

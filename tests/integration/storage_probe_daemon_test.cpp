@@ -176,6 +176,66 @@ TEST(StorageProbeDaemon, ABlockingProbeFileTimesOutWithoutHurtingAnythingElse) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
 }
 
+// The daemon's helper launcher killed (by hand, or by the OOM killer): its
+// helpers die with it, the probe's next cycle counts the broken helper, the
+// daemon starts a replacement launcher (its own binary exec'd again), and
+// the probe goes on.
+TEST(StorageProbeDaemon, AKilledHelperLauncherIsReplaced) {
+  TempDir dir;
+  std::filesystem::path data = dir.path() / "data";
+  std::filesystem::create_directories(data);
+  auto config = dir.write("nodewatch.toml",
+                          "[collectors.storage]\ninterval = \"500ms\"\ntimeout = \"400ms\"\n"
+                          "[[collectors.storage.probe]]\npath = \"" +
+                              data.string() +
+                              "\"\noperations = [\"stat\"]\ninterval = \"200ms\"\n"
+                              "timeout = \"200ms\"\n");
+  DaemonProcess::Options o;
+  o.args = {"--config", config.string(),
+            "--listen", "127.0.0.1:0",
+            "--sysfs",  (storage_fixtures() / "sys").string(),
+            "--procfs", (storage_fixtures() / "proc").string()};
+  DaemonProcess d(o, dir.path() / "log");
+  auto port = d.port();
+  ASSERT_TRUE(port) << d.log();
+  const std::string count = "nodewatch_storage_probe_duration_seconds_count{path=\"" +
+                            data.string() + "\",operation=\"stat\"}";
+  ASSERT_TRUE(eventually([&] { return scrape_value(*port, count).value_or(0) >= 2; }, 10s))
+      << d.log();
+  // The daemon's children: the launcher is the one named nwd-launcher.
+  auto launcher = [&]() -> pid_t {
+    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+      std::string name = e.path().filename().string();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::string stat = ReadFile(e.path() / "stat");
+      auto close = stat.rfind(')');
+      if (close == std::string::npos || stat.find("(nwd-launcher)") == std::string::npos) continue;
+      if (std::atoi(stat.c_str() + close + 4) == d.pid() && stat[close + 2] != 'Z')
+        return std::stoi(name);
+    }
+    return 0;
+  };
+  pid_t first = launcher();
+  ASSERT_GT(first, 0);
+  ASSERT_EQ(::kill(first, SIGKILL), 0);
+  double before = scrape_value(*port, count).value_or(0);
+  ASSERT_TRUE(eventually([&] { return scrape_value(*port, count).value_or(0) >= before + 3; }, 10s))
+      << "the probe did not go on after its launcher was killed\n"
+      << d.log();
+  pid_t second = launcher();
+  EXPECT_GT(second, 0);
+  EXPECT_NE(second, first);
+  std::string cmdline = ReadFile("/proc/" + std::to_string(second) + "/cmdline");
+  EXPECT_NE(cmdline.find("--nodewatch-helper-launcher"), std::string::npos) << cmdline;
+  EXPECT_GE(
+      scrape_value(
+          *port, "nodewatch_collector_errors_total{collector=\"storage\",reason=\"helper_broken\"}")
+          .value_or(0),
+      1.0);
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(5s), 0) << d.log();
+}
+
 // ---------------------------------------------------------------------------
 // A directory that becomes unwritable
 

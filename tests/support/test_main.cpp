@@ -10,6 +10,7 @@
 #include "nodewatch/helper.hpp"
 
 int main(int argc, char** argv) {
+  nodewatch::helper::launcher_entry(argc, argv);  // a replacement launcher stays there
   std::string err = nodewatch::helper::start_launcher();
   if (!err.empty())
     std::fprintf(stderr, "TEST SETUP: no helper launcher (%s): helper calls will fail\n",

@@ -269,6 +269,38 @@ TEST(Helper, InjectedFaultsAnswerWithoutTheHelper) {
   EXPECT_GT(fs.pid(), 0);
 }
 
+// Last of the suite (it replaces this process's launcher): a launcher that
+// dies takes its helpers with it, and the next call starts a replacement
+// (this binary exec'd again, answered by launcher_entry() in its main()).
+TEST(HelperZ, ALauncherThatDiesIsReplaced) {
+  Fs fs("test:relaunch");
+  ASSERT_TRUE(fs.stat("/", in(5s)).ok());
+  pid_t helper = fs.pid();
+  pid_t first = launcher_pid();
+  ASSERT_GT(first, 0);
+  ASSERT_EQ(::kill(first, SIGKILL), 0);
+  // Its helper dies with it (PR_SET_PDEATHSIG).
+  EXPECT_TRUE(eventually([&] { return !alive(helper); }));
+  EXPECT_EQ(fs.stat("/", in(5s)).failure, Failure::kBroken);
+  Answer again = fs.stat("/", in(5s));
+  ASSERT_TRUE(again.ok()) << failure_name(again.failure);
+  pid_t second = launcher_pid();
+  EXPECT_NE(second, first);
+  EXPECT_EQ(comm_of(second), "nwd-launcher");
+  EXPECT_NE(fs.pid(), helper);
+  // The replacement holds its channel and /dev/null only.
+  std::size_t fds = 0;
+  for (const auto& e :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(second) + "/fd")) {
+    (void)e;
+    ++fds;
+  }
+  EXPECT_LE(fds, 5u);  // 0-2, the channel, and its signalfd
+  // Other keys get helpers from it too.
+  Fs other("test:relaunch-other");
+  EXPECT_TRUE(other.stat("/", in(5s)).ok());
+}
+
 TEST(HelperWire, ReaderNeverReadsPastItsFrame) {
   std::string frame = wire::Writer().u8(7).bytes("abc").i64(-5).frame();
   ASSERT_EQ(frame.size(), 4u + 1 + 4 + 3 + 8);
