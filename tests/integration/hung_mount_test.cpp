@@ -37,6 +37,7 @@
 #include "support/daemon_process.hpp"
 #include "support/hangfs.hpp"
 #include "support/http_client.hpp"
+#include "support/scrape.hpp"
 
 namespace nodewatch {
 namespace {
@@ -44,8 +45,11 @@ namespace {
 using namespace std::chrono_literals;
 using testing::DaemonProcess;
 using testing::HangFs;
+using testing::LastSuccess;
 using testing::Request;
 using testing::SampleValue;
+using testing::ScrapeFor;
+using testing::ScrapeTimes;
 using testing::TempDir;
 
 template <class Pred>
@@ -201,33 +205,18 @@ TEST_F(HungMount, TheDaemonStaysWholeAndSigtermEndsItWhileAHelperIsHeld) {
 
   // All through the hang: scrapes are fast and the other collectors keep
   // their cadence.
-  auto last_success = [&](const char* collector) {
-    return scrape_value(*port, std::string("nodewatch_collector_last_success_timestamp_seconds{"
-                                           "collector=\"") +
-                                   collector + "\"}");
-  };
-  auto storage_before = last_success("storage");
-  auto pcie_before = last_success("pcie");
+  auto storage_before = LastSuccess(*port, "storage");
+  auto pcie_before = LastSuccess(*port, "pcie");
   ASSERT_TRUE(storage_before && pcie_before);
-  std::vector<double> latencies_ms;
-  auto until = std::chrono::steady_clock::now() + 3s;
-  while (std::chrono::steady_clock::now() < until) {
-    auto t0 = std::chrono::steady_clock::now();
-    auto r = Request(*port, "GET", "/metrics");
-    latencies_ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    ASSERT_TRUE(r);
-    ASSERT_EQ(r->status, 200);
-    EXPECT_EQ(SampleValue(r->body, stuck), 1.0);
-    EXPECT_EQ(SampleValue(r->body, storage_up), 1.0);
-    std::this_thread::sleep_for(50ms);
-  }
-  std::sort(latencies_ms.begin(), latencies_ms.end());
+  ScrapeTimes times = ScrapeFor(*port, 3s, 50ms, [&](const std::string& body) {
+    EXPECT_EQ(SampleValue(body, stuck), 1.0);
+    EXPECT_EQ(SampleValue(body, storage_up), 1.0);
+  });
   std::printf("scrape latency during the hang: %zu scrapes, median %.2f ms, max %.2f ms\n",
-              latencies_ms.size(), latencies_ms[latencies_ms.size() / 2], latencies_ms.back());
-  EXPECT_LT(latencies_ms.back(), 100.0);
-  EXPECT_GE(*last_success("storage") - *storage_before, 2.0);
-  EXPECT_GE(*last_success("pcie") - *pcie_before, 2.0);
+              times.ms.size(), times.median(), times.worst());
+  EXPECT_LT(times.worst(), 100.0);
+  EXPECT_GE(LastSuccess(*port, "storage").value_or(0) - *storage_before, 2.0);  // 1 s cadence
+  EXPECT_GE(LastSuccess(*port, "pcie").value_or(0) - *pcie_before, 2.0);
 
   // Reloads during the hang, one of them changing the probe: the path
   // check's helper hangs once and is not started again, and no second
@@ -238,25 +227,19 @@ TEST_F(HungMount, TheDaemonStaysWholeAndSigtermEndsItWhileAHelperIsHeld) {
   // after it.
   dir_.write("nodewatch.toml", config("400ms"));
   d->signal(SIGHUP);
-  double reload_worst_ms = 0;
-  auto reload_until = std::chrono::steady_clock::now() + 1500ms;
+  const auto reload_sent = std::chrono::steady_clock::now();
   bool second_sent = false;
-  while (std::chrono::steady_clock::now() < reload_until) {
-    if (!second_sent && std::chrono::steady_clock::now() > reload_until - 1200ms) {
+  ScrapeTimes during_reload = ScrapeFor(*port, 1500ms, 20ms, [&](const std::string&) {
+    if (!second_sent && std::chrono::steady_clock::now() - reload_sent > 300ms) {
       dir_.write("nodewatch.toml", config("350ms"));
       d->signal(SIGHUP);
       second_sent = true;
     }
-    auto t0 = std::chrono::steady_clock::now();
-    auto r = Request(*port, "GET", "/metrics");
-    reload_worst_ms = std::max(
-        reload_worst_ms,
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    ASSERT_TRUE(r && r->status == 200);
-    std::this_thread::sleep_for(20ms);
-  }
-  std::printf("scrape latency during the reload's path check: max %.2f ms\n", reload_worst_ms);
-  EXPECT_LT(reload_worst_ms, 100.0);
+  });
+  ASSERT_TRUE(second_sent);
+  std::printf("scrape latency during the reload's path check: max %.2f ms\n",
+              during_reload.worst());
+  EXPECT_LT(during_reload.worst(), 100.0);
   ASSERT_TRUE(eventually([&] { return count_log(*d, "configuration reloaded") == 2; }, 10s))
       << d->log();
   std::this_thread::sleep_for(1500ms);  // probe and textfile cycles after the reloads

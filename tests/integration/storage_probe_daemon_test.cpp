@@ -31,6 +31,7 @@
 #include "support/collector_test.hpp"
 #include "support/daemon_process.hpp"
 #include "support/http_client.hpp"
+#include "support/scrape.hpp"
 
 namespace nodewatch {
 namespace {
@@ -41,9 +42,12 @@ using storage::ProbeOp;
 using storage::StorageCollector;
 using storage::StorageOptions;
 using testing::DaemonProcess;
+using testing::LastSuccess;
 using testing::ReadFile;
 using testing::Request;
 using testing::SampleValue;
+using testing::ScrapeFor;
+using testing::ScrapeTimes;
 using testing::TempDir;
 
 std::filesystem::path storage_fixtures() {
@@ -64,6 +68,17 @@ bool eventually(Pred pred, std::chrono::milliseconds limit) {
     std::this_thread::sleep_for(20ms);
   }
   return pred();
+}
+
+// The daemon with `config`, on an ephemeral loopback port, reading the
+// storage fixture's sysfs and procfs.
+DaemonProcess::Options on_storage_fixture(const std::filesystem::path& config) {
+  DaemonProcess::Options o;
+  o.args = {"--config", config.string(),
+            "--listen", "127.0.0.1:0",
+            "--sysfs",  (storage_fixtures() / "sys").string(),
+            "--procfs", (storage_fixtures() / "proc").string()};
+  return o;
 }
 
 std::optional<double> scrape_value(std::uint16_t port, const std::string& series) {
@@ -91,12 +106,7 @@ TEST(StorageProbeDaemon, ABlockingProbeFileTimesOutWithoutHurtingAnythingElse) {
           data.string() +
           "\"\noperations = [\"stat\", \"read\"]\ninterval = \"1s\"\ntimeout = \"300ms\"\n"
           "[collectors.pcie]\ninterval = \"1s\"\ntimeout = \"500ms\"\n");
-  DaemonProcess::Options o;
-  o.args = {"--config", config.string(),
-            "--listen", "127.0.0.1:0",
-            "--sysfs",  (storage_fixtures() / "sys").string(),
-            "--procfs", (storage_fixtures() / "proc").string()};
-  DaemonProcess d(o, dir.path() / "log");
+  DaemonProcess d(on_storage_fixture(config), dir.path() / "log");
   auto port = d.port();
   ASSERT_TRUE(port) << d.log();
   const std::string p = "{path=\"" + data.string() + "\"";
@@ -119,38 +129,19 @@ TEST(StorageProbeDaemon, ABlockingProbeFileTimesOutWithoutHurtingAnythingElse) {
   ASSERT_TRUE(eventually([&] { return scrape_value(*port, timeouts) >= 1.0; }, 5s)) << d.log();
 
   // All through the hang: scrapes are fast and the collectors keep their cadence.
-  auto last_success = [&](const char* collector) {
-    return scrape_value(*port, std::string("nodewatch_collector_last_success_timestamp_seconds{"
-                                           "collector=\"") +
-                                   collector + "\"}");
-  };
-  auto storage_before = last_success("storage");
-  auto pcie_before = last_success("pcie");
+  auto storage_before = LastSuccess(*port, "storage");
+  auto pcie_before = LastSuccess(*port, "pcie");
   ASSERT_TRUE(storage_before && pcie_before);
-  std::vector<double> latencies_ms;
-  auto hang_until = std::chrono::steady_clock::now() + 3s;
-  while (std::chrono::steady_clock::now() < hang_until) {
-    auto t0 = std::chrono::steady_clock::now();
-    auto r = Request(*port, "GET", "/metrics");
-    latencies_ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    ASSERT_TRUE(r);
-    ASSERT_EQ(r->status, 200);
-    EXPECT_EQ(SampleValue(r->body, stuck), 0.0);
-    EXPECT_EQ(SampleValue(r->body, "nodewatch_collector_up{collector=\"storage\"}"), 1.0);
-    std::this_thread::sleep_for(50ms);
-  }
-  std::sort(latencies_ms.begin(), latencies_ms.end());
-  double median = latencies_ms[latencies_ms.size() / 2];
-  double worst = latencies_ms.back();
-  std::printf("scrape latency during the hang: %zu scrapes, median %.2f ms, max %.2f ms\n",
-              latencies_ms.size(), median, worst);
-  EXPECT_LT(worst, 100.0);
-  auto storage_after = last_success("storage");
-  auto pcie_after = last_success("pcie");
-  ASSERT_TRUE(storage_after && pcie_after);
-  EXPECT_GE(*storage_after - *storage_before, 2.0);  // 1 s cadence over 3 s
-  EXPECT_GE(*pcie_after - *pcie_before, 2.0);
+  ScrapeTimes times = ScrapeFor(*port, 3s, 50ms, [&](const std::string& body) {
+    EXPECT_EQ(SampleValue(body, stuck), 0.0);
+    EXPECT_EQ(SampleValue(body, "nodewatch_collector_up{collector=\"storage\"}"), 1.0);
+  });
+  std::printf(
+      "scrape latency while the probe times out: %zu scrapes, median %.2f ms, max %.2f ms\n",
+      times.ms.size(), times.median(), times.worst());
+  EXPECT_LT(times.worst(), 100.0);
+  EXPECT_GE(LastSuccess(*port, "storage").value_or(0) - *storage_before, 2.0);  // 1 s cadence
+  EXPECT_GE(LastSuccess(*port, "pcie").value_or(0) - *pcie_before, 2.0);
 
   EXPECT_GE(scrape_value(*port, timeouts).value_or(0), 2.0);  // one per cycle
   EXPECT_EQ(scrape_value(*port, read_success), 0.0);
@@ -190,12 +181,7 @@ TEST(StorageProbeDaemon, AKilledHelperLauncherIsReplaced) {
                               data.string() +
                               "\"\noperations = [\"stat\"]\ninterval = \"200ms\"\n"
                               "timeout = \"200ms\"\n");
-  DaemonProcess::Options o;
-  o.args = {"--config", config.string(),
-            "--listen", "127.0.0.1:0",
-            "--sysfs",  (storage_fixtures() / "sys").string(),
-            "--procfs", (storage_fixtures() / "proc").string()};
-  DaemonProcess d(o, dir.path() / "log");
+  DaemonProcess d(on_storage_fixture(config), dir.path() / "log");
   auto port = d.port();
   ASSERT_TRUE(port) << d.log();
   const std::string count = "nodewatch_storage_probe_duration_seconds_count{path=\"" +
