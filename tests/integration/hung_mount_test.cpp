@@ -35,6 +35,7 @@
 #include "storage/path_check.hpp"
 #include "support/collector_test.hpp"
 #include "support/daemon_process.hpp"
+#include "support/eventually.hpp"
 #include "support/hangfs.hpp"
 #include "support/http_client.hpp"
 #include "support/scrape.hpp"
@@ -43,6 +44,7 @@ namespace nodewatch {
 namespace {
 
 using namespace std::chrono_literals;
+using nodewatch::testing::Eventually;
 using testing::DaemonProcess;
 using testing::HangFs;
 using testing::LastSuccess;
@@ -51,16 +53,6 @@ using testing::SampleValue;
 using testing::ScrapeFor;
 using testing::ScrapeTimes;
 using testing::TempDir;
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit) {
-  auto until = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return pred();
-}
 
 std::optional<double> scrape_value(std::uint16_t port, const std::string& series) {
   auto r = Request(port, "GET", "/metrics");
@@ -132,7 +124,7 @@ class HungMount : public ::testing::Test {
     fs_.reset();  // kills the server: every held request fails, every caller is released
     // The helpers it released end (they were sent SIGKILL); reap those that
     // were re-parented here.
-    bool gone = eventually(
+    bool gone = Eventually(
         [] {
           while (::waitpid(-1, nullptr, WNOHANG) > 0) {
           }
@@ -185,23 +177,23 @@ TEST_F(HungMount, TheDaemonStaysWholeAndSigtermEndsItWhileAHelperIsHeld) {
   const std::string storage_up = "nodewatch_collector_up{collector=\"storage\"}";
   const std::string probe_abandoned = "nodewatch_storage_probe_abandoned_helpers";
   const std::string textfile_abandoned = "nodewatch_textfile_abandoned_helpers";
-  ASSERT_TRUE(eventually([&] { return scrape_value(*port, read_success) == 1.0; }, 10s))
+  ASSERT_TRUE(Eventually([&] { return scrape_value(*port, read_success) == 1.0; }, 10s))
       << d->log();
-  ASSERT_TRUE(eventually([&] { return scrape_value(*port, "burnin_check_success") == 1.0; }, 5s))
+  ASSERT_TRUE(Eventually([&] { return scrape_value(*port, "burnin_check_success") == 1.0; }, 5s))
       << d->log();
   EXPECT_EQ(scrape_value(*port, stuck), 0.0);
   EXPECT_EQ(helpers_in_d(), 0u);
 
   // The server stops answering.
   fs_->hang();
-  ASSERT_TRUE(eventually([&] { return scrape_value(*port, stuck) == 1.0; }, 5s)) << d->log();
-  ASSERT_TRUE(eventually([&] { return scrape_value(*port, textfile_up) == 0.0; }, 5s)) << d->log();
-  ASSERT_TRUE(eventually([&] { return scrape_value(*port, textfile_abandoned) == 1.0; }, 5s));
+  ASSERT_TRUE(Eventually([&] { return scrape_value(*port, stuck) == 1.0; }, 5s)) << d->log();
+  ASSERT_TRUE(Eventually([&] { return scrape_value(*port, textfile_up) == 0.0; }, 5s)) << d->log();
+  ASSERT_TRUE(Eventually([&] { return scrape_value(*port, textfile_abandoned) == 1.0; }, 5s));
   EXPECT_EQ(scrape_value(*port, probe_abandoned), 1.0);
   // The textfile collector's series are withdrawn, not served stale.
   EXPECT_EQ(scrape_value(*port, "burnin_check_success"), std::nullopt);
   // Both abandoned helpers are in state D, held by the kernel.
-  EXPECT_TRUE(eventually([] { return helpers_in_d() == 2; }, 5s)) << helpers_in_d();
+  EXPECT_TRUE(Eventually([] { return helpers_in_d() == 2; }, 5s)) << helpers_in_d();
 
   // All through the hang: scrapes are fast and the other collectors keep
   // their cadence.
@@ -240,7 +232,7 @@ TEST_F(HungMount, TheDaemonStaysWholeAndSigtermEndsItWhileAHelperIsHeld) {
   std::printf("scrape latency during the reload's path check: max %.2f ms\n",
               during_reload.worst());
   EXPECT_LT(during_reload.worst(), 100.0);
-  ASSERT_TRUE(eventually([&] { return count_log(*d, "configuration reloaded") == 2; }, 10s))
+  ASSERT_TRUE(Eventually([&] { return count_log(*d, "configuration reloaded") == 2; }, 10s))
       << d->log();
   std::this_thread::sleep_for(1500ms);  // probe and textfile cycles after the reloads
   const std::size_t after_first = helpers_in_d();
@@ -248,7 +240,7 @@ TEST_F(HungMount, TheDaemonStaysWholeAndSigtermEndsItWhileAHelperIsHeld) {
   const std::size_t held_after_first = fs_->held();
   dir_.write("nodewatch.toml", config("300ms"));
   d->signal(SIGHUP);
-  ASSERT_TRUE(eventually([&] { return count_log(*d, "configuration reloaded") == 3; }, 10s))
+  ASSERT_TRUE(Eventually([&] { return count_log(*d, "configuration reloaded") == 3; }, 10s))
       << d->log();
   std::this_thread::sleep_for(3s);  // several probe and textfile cycles
   EXPECT_EQ(helpers_in_d(), after_first) << "a reload started another helper on the hung path";
@@ -258,19 +250,19 @@ TEST_F(HungMount, TheDaemonStaysWholeAndSigtermEndsItWhileAHelperIsHeld) {
 
   // The server answers again: everything recovers by itself.
   fs_->answer();
-  ASSERT_TRUE(eventually([&] { return scrape_value(*port, stuck) == 0.0; }, 10s)) << d->log();
-  ASSERT_TRUE(eventually([&] { return scrape_value(*port, read_success) == 1.0; }, 10s))
+  ASSERT_TRUE(Eventually([&] { return scrape_value(*port, stuck) == 0.0; }, 10s)) << d->log();
+  ASSERT_TRUE(Eventually([&] { return scrape_value(*port, read_success) == 1.0; }, 10s))
       << d->log();
-  ASSERT_TRUE(eventually([&] { return scrape_value(*port, textfile_up) == 1.0; }, 10s)) << d->log();
+  ASSERT_TRUE(Eventually([&] { return scrape_value(*port, textfile_up) == 1.0; }, 10s)) << d->log();
   EXPECT_EQ(scrape_value(*port, "burnin_check_success"), 1.0);
-  EXPECT_TRUE(eventually([&] { return scrape_value(*port, textfile_abandoned) == 0.0; }, 5s));
+  EXPECT_TRUE(Eventually([&] { return scrape_value(*port, textfile_abandoned) == 0.0; }, 5s));
   EXPECT_EQ(scrape_value(*port, probe_abandoned), 0.0);
-  EXPECT_TRUE(eventually([] { return helpers_in_d() == 0; }, 5s));
+  EXPECT_TRUE(Eventually([] { return helpers_in_d() == 0; }, 5s));
 
   // Hung again, then SIGTERM: the process is gone within 5 s with status 0.
   fs_->hang();
-  ASSERT_TRUE(eventually([&] { return scrape_value(*port, stuck) == 1.0; }, 5s)) << d->log();
-  ASSERT_TRUE(eventually([] { return helpers_in_d() >= 1; }, 5s));
+  ASSERT_TRUE(Eventually([&] { return scrape_value(*port, stuck) == 1.0; }, 5s)) << d->log();
+  ASSERT_TRUE(Eventually([] { return helpers_in_d() >= 1; }, 5s));
   auto t0 = std::chrono::steady_clock::now();
   d->signal(SIGTERM);
   auto rc = d->wait(5s);
@@ -285,7 +277,7 @@ TEST_F(HungMount, TheDaemonStaysWholeAndSigtermEndsItWhileAHelperIsHeld) {
   const std::string same_port = "127.0.0.1:" + std::to_string(*port);
   t0 = std::chrono::steady_clock::now();
   DaemonProcess second(options(cfg, same_port), dir_.path() / "log2");
-  bool healthy = eventually(
+  bool healthy = Eventually(
       [&] {
         auto r = Request(*port, "GET", "/-/healthy");
         return r && r->status == 200;
@@ -296,7 +288,7 @@ TEST_F(HungMount, TheDaemonStaysWholeAndSigtermEndsItWhileAHelperIsHeld) {
   ASSERT_TRUE(healthy) << "no second instance on port " << *port << "\n" << second.log();
   std::printf("second instance on port %u: /-/healthy after %.0f ms, the mount still hung\n", *port,
               serve_ms);
-  EXPECT_TRUE(eventually([&] { return scrape_value(*port, stuck) == 1.0; }, 10s)) << second.log();
+  EXPECT_TRUE(Eventually([&] { return scrape_value(*port, stuck) == 1.0; }, 10s)) << second.log();
   second.signal(SIGTERM);
   auto rc2 = second.wait(5s);
   ASSERT_TRUE(rc2) << second.log();
@@ -326,7 +318,7 @@ TEST_F(HungMount, APathCheckOnTheHungMountIsAcceptedAndNotStartedAgain) {
   TempDir other;
   EXPECT_EQ(check.check(other.path().string(), 1s), 0);
   fs_->answer();
-  ASSERT_TRUE(eventually([&] { return check.in_flight() == 0; }, 5s));
+  ASSERT_TRUE(Eventually([&] { return check.in_flight() == 0; }, 5s));
   EXPECT_EQ(check.check(mnt_.string(), 1s), 0);  // released: asked anew
 }
 

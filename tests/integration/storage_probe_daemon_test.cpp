@@ -30,6 +30,7 @@
 #include "storage/storage_collector.hpp"
 #include "support/collector_test.hpp"
 #include "support/daemon_process.hpp"
+#include "support/eventually.hpp"
 #include "support/http_client.hpp"
 #include "support/scrape.hpp"
 
@@ -37,6 +38,7 @@ namespace nodewatch {
 namespace {
 
 using namespace std::chrono_literals;
+using nodewatch::testing::Eventually;
 using storage::ProbeConfig;
 using storage::ProbeOp;
 using storage::StorageCollector;
@@ -58,16 +60,6 @@ std::string hostname() {
   char buf[256] = {};
   ::gethostname(buf, sizeof(buf) - 1);
   return buf;
-}
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit) {
-  auto until = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return pred();
 }
 
 // The daemon with `config`, on an ephemeral loopback port, reading the
@@ -114,7 +106,7 @@ TEST(StorageProbeDaemon, ABlockingProbeFileTimesOutWithoutHurtingAnythingElse) {
   const std::string stuck = "nodewatch_storage_probe_stuck" + p + "}";
   const std::string timeouts =
       "nodewatch_storage_probe_errors_total" + p + ",operation=\"read\",errno=\"ETIMEDOUT\"}";
-  ASSERT_TRUE(eventually([&] { return scrape_value(*port, read_success) == 1.0; }, 10s)) << d.log();
+  ASSERT_TRUE(Eventually([&] { return scrape_value(*port, read_success) == 1.0; }, 10s)) << d.log();
   EXPECT_EQ(scrape_value(*port, stuck), 0.0);
 
   // The probe file becomes a FIFO with no writer: each read's open() waits.
@@ -126,7 +118,7 @@ TEST(StorageProbeDaemon, ABlockingProbeFileTimesOutWithoutHurtingAnythingElse) {
   std::filesystem::rename(dir.path() / "fifo", file);
   // Timed out within one probe interval plus the timeout, exported within
   // one collector interval after that.
-  ASSERT_TRUE(eventually([&] { return scrape_value(*port, timeouts) >= 1.0; }, 5s)) << d.log();
+  ASSERT_TRUE(Eventually([&] { return scrape_value(*port, timeouts) >= 1.0; }, 5s)) << d.log();
 
   // All through the hang: scrapes are fast and the collectors keep their cadence.
   auto storage_before = LastSuccess(*port, "storage");
@@ -150,7 +142,7 @@ TEST(StorageProbeDaemon, ABlockingProbeFileTimesOutWithoutHurtingAnythingElse) {
 
   // The FIFO goes: the probe makes its file again by itself.
   std::filesystem::remove(file);
-  ASSERT_TRUE(eventually([&] { return scrape_value(*port, read_success) == 1.0; }, 5s)) << d.log();
+  ASSERT_TRUE(Eventually([&] { return scrape_value(*port, read_success) == 1.0; }, 5s)) << d.log();
   EXPECT_TRUE(std::filesystem::is_regular_file(file));
 
   // Waiting again, then SIGTERM: the daemon exits within 5 s all the same.
@@ -186,7 +178,7 @@ TEST(StorageProbeDaemon, AKilledHelperLauncherIsReplaced) {
   ASSERT_TRUE(port) << d.log();
   const std::string count = "nodewatch_storage_probe_duration_seconds_count{path=\"" +
                             data.string() + "\",operation=\"stat\"}";
-  ASSERT_TRUE(eventually([&] { return scrape_value(*port, count).value_or(0) >= 2; }, 10s))
+  ASSERT_TRUE(Eventually([&] { return scrape_value(*port, count).value_or(0) >= 2; }, 10s))
       << d.log();
   // The daemon's children: the launcher is the one named nwd-launcher.
   auto launcher = [&]() -> pid_t {
@@ -205,7 +197,7 @@ TEST(StorageProbeDaemon, AKilledHelperLauncherIsReplaced) {
   ASSERT_GT(first, 0);
   ASSERT_EQ(::kill(first, SIGKILL), 0);
   double before = scrape_value(*port, count).value_or(0);
-  ASSERT_TRUE(eventually([&] { return scrape_value(*port, count).value_or(0) >= before + 3; }, 10s))
+  ASSERT_TRUE(Eventually([&] { return scrape_value(*port, count).value_or(0) >= before + 3; }, 10s))
       << "the probe did not go on after its launcher was killed\n"
       << d.log();
   pid_t second = launcher();
@@ -266,9 +258,9 @@ TEST(StorageProbeErrors, ReadOnlyRemountCountsWriteErrorsByErrno) {
   auto op_state = [&](ProbeOp op) {
     return c.probes()[0]->snapshot().ops[static_cast<std::size_t>(op)];
   };
-  ASSERT_TRUE(eventually([&] { return op_state(ProbeOp::kRead).success; }, 5s));
+  ASSERT_TRUE(Eventually([&] { return op_state(ProbeOp::kRead).success; }, 5s));
   ASSERT_TRUE(mnt.remount_read_only()) << std::strerror(errno);
-  ASSERT_TRUE(eventually(
+  ASSERT_TRUE(Eventually(
       [&] {
         auto w = op_state(ProbeOp::kWrite);
         return w.observed && !w.success && w.errors.count("EROFS") > 0;
@@ -276,7 +268,7 @@ TEST(StorageProbeErrors, ReadOnlyRemountCountsWriteErrorsByErrno) {
       5s));
   // Reads and stats of the existing file still work.
   std::uint64_t reads = op_state(ProbeOp::kRead).histogram->count();
-  ASSERT_TRUE(eventually([&] { return op_state(ProbeOp::kRead).histogram->count() > reads; }, 5s));
+  ASSERT_TRUE(Eventually([&] { return op_state(ProbeOp::kRead).histogram->count() > reads; }, 5s));
   MetricSink sink(c.metrics());
   testing::CollectOnce(c, sink);
   const std::string path = pc.path;
@@ -384,7 +376,7 @@ TEST(NodeExporterAgreement, DiskstatsAndMountstats) {
   } reap{pid};
   // HTTP/1.0, so that Go's server answers without chunked encoding.
   std::string body;
-  ASSERT_TRUE(eventually(
+  ASSERT_TRUE(Eventually(
       [&] {
         testing::TestConnection conn(port);
         if (!conn.connected() || !conn.send("GET /metrics HTTP/1.0\r\n\r\n")) return false;

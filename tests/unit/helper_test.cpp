@@ -22,25 +22,17 @@
 #include "../collectors/sdk/helper_wire.hpp"
 #include "nodewatch/helper.hpp"
 #include "support/daemon_process.hpp"
+#include "support/eventually.hpp"
 
 namespace nodewatch::helper {
 namespace {
 
 using namespace std::chrono_literals;
+using nodewatch::testing::Eventually;
 using nodewatch::testing::TempDir;
 
 Deadline in(std::chrono::milliseconds d) {
   return Deadline{Clock::now() + d};
-}
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 5s) {
-  auto until = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
 }
 
 std::string comm_of(pid_t pid) {
@@ -180,7 +172,7 @@ TEST(Helper, ClosingTheFsEndsItsHelper) {
     EXPECT_EQ(running(), before + 1);
   }
   EXPECT_EQ(running(), before);
-  EXPECT_TRUE(eventually([&] { return !alive(pid); }));
+  EXPECT_TRUE(Eventually([&] { return !alive(pid); }));
 }
 
 TEST(Helper, NoAnswerByTheDeadlineAbandonsTheHelper) {
@@ -201,8 +193,8 @@ TEST(Helper, NoAnswerByTheDeadlineAbandonsTheHelper) {
   EXPECT_GE(waited, 200ms);
   EXPECT_LT(waited, 2s);
   EXPECT_EQ(fs.pid(), 0);  // forgotten
-  EXPECT_TRUE(eventually([&] { return !alive(first); })) << "SIGKILL ends a FIFO wait";
-  EXPECT_TRUE(eventually([&] { return !fs.blocked() && abandoned("test:deadline") == 0; }));
+  EXPECT_TRUE(Eventually([&] { return !alive(first); })) << "SIGKILL ends a FIFO wait";
+  EXPECT_TRUE(Eventually([&] { return !fs.blocked() && abandoned("test:deadline") == 0; }));
   // The next call starts another helper.
   ASSERT_TRUE(fs.stat(fifo, in(5s)).ok());
   EXPECT_NE(fs.pid(), first);
@@ -232,17 +224,17 @@ TEST(Helper, ADeadHelperIsReplaced) {
   ASSERT_TRUE(fs.stat("/", in(5s)).ok());
   pid_t first = fs.pid();
   ASSERT_EQ(::kill(first, SIGKILL), 0);
-  ASSERT_TRUE(eventually([&] { return !alive(first); }));
+  ASSERT_TRUE(Eventually([&] { return !alive(first); }));
   Answer a = fs.stat("/", in(5s));
   EXPECT_EQ(a.failure, Failure::kBroken);
   // Its key is blocked until every thread of it is gone (a sanitizer's
   // runtime may still be tearing one down), then a new helper answers.
-  EXPECT_TRUE(eventually([&] { return fs.stat("/", in(5s)).ok(); }));
+  EXPECT_TRUE(Eventually([&] { return fs.stat("/", in(5s)).ok(); }));
   EXPECT_NE(fs.pid(), first);
 }
 
 TEST(Helper, TheNumberOfHelpersIsBounded) {
-  ASSERT_TRUE(eventually([] { return abandoned() == 0; }));
+  ASSERT_TRUE(Eventually([] { return abandoned() == 0; }));
   std::vector<std::unique_ptr<Fs>> all;
   std::size_t started = running() + abandoned();
   for (std::size_t i = started; i < kMaxHelpers; ++i) {
@@ -280,7 +272,7 @@ TEST(HelperZ, ALauncherThatDiesIsReplaced) {
   ASSERT_GT(first, 0);
   ASSERT_EQ(::kill(first, SIGKILL), 0);
   // Its helper dies with it (PR_SET_PDEATHSIG).
-  EXPECT_TRUE(eventually([&] { return !alive(helper); }));
+  EXPECT_TRUE(Eventually([&] { return !alive(helper); }));
   EXPECT_EQ(fs.stat("/", in(5s)).failure, Failure::kBroken);
   Answer again = fs.stat("/", in(5s));
   ASSERT_TRUE(again.ok()) << failure_name(again.failure);

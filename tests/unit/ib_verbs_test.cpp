@@ -14,11 +14,13 @@
 
 #include "interconnect/ib_verbs.hpp"
 #include "support/daemon_process.hpp"
+#include "support/eventually.hpp"
 
 namespace nodewatch::interconnect {
 namespace {
 
 using namespace std::chrono_literals;
+using nodewatch::testing::Eventually;
 
 class Fake {
  public:
@@ -49,15 +51,6 @@ class Fake {
   void (*fail_open_)(const char*) = nullptr;
 };
 
-template <class Pred>
-bool eventually(Pred pred) {
-  for (int i = 0; i < 500; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
-}
-
 TEST(VerbsSourceWithLibrary, CountsPortEventsAndFollowsDevices) {
   testing::TempDir dev;  // stands in for /dev/infiniband
   Fake fake;             // the same copy the source dlopens (one per process)
@@ -74,15 +67,15 @@ TEST(VerbsSourceWithLibrary, CountsPortEventsAndFollowsDevices) {
   ASSERT_TRUE(fake.event("mlx5_0", IBV_EVENT_PORT_ERR, 1));
   ASSERT_TRUE(fake.event("mlx5_0", IBV_EVENT_LID_CHANGE, 1));
   ASSERT_TRUE(fake.event("mlx5_0", IBV_EVENT_PORT_ACTIVE, 1));
-  EXPECT_TRUE(eventually([&] { return source->state_changes("mlx5_0", 1) == 2u; }));
-  EXPECT_TRUE(eventually([&] { return fake.count("acked") >= 3; }));  // every event acked
+  EXPECT_TRUE(Eventually([&] { return source->state_changes("mlx5_0", 1) == 2u; }));
+  EXPECT_TRUE(Eventually([&] { return fake.count("acked") >= 3; }));  // every event acked
   EXPECT_EQ(source->state_changes("mlx5_0", 2), 0u);
   EXPECT_EQ(source->state_changes("mlx5_1", 1), 0u);
 
   // mlx5_1 goes fatal (a firmware reset): no value until it is opened again
   // at the next sync, counting afresh.
   ASSERT_TRUE(fake.event("mlx5_1", IBV_EVENT_DEVICE_FATAL, 0));
-  EXPECT_TRUE(eventually([&] { return !source->state_changes("mlx5_1", 1).has_value(); }));
+  EXPECT_TRUE(Eventually([&] { return !source->state_changes("mlx5_1", 1).has_value(); }));
   const unsigned long opened = fake.count("open");
   EXPECT_TRUE(source->sync({"mlx5_0", "mlx5_1"}).empty());
   EXPECT_EQ(fake.count("open"), opened + 1);
@@ -138,7 +131,7 @@ TEST(VerbsSourceWithLibrary, OneEventThreadForEveryDevice) {
   EXPECT_TRUE(source->sync(list).empty());
   EXPECT_EQ(Threads(), before + 1);
   ASSERT_TRUE(fake.event("mlx5_139", IBV_EVENT_PORT_ERR, 1));
-  EXPECT_TRUE(eventually([&] { return source->state_changes("mlx5_139", 1) == 1u; }));
+  EXPECT_TRUE(Eventually([&] { return source->state_changes("mlx5_139", 1) == 1u; }));
   EXPECT_EQ(source->state_changes("mlx5_100", 1), 0u);
   source.reset();
   EXPECT_EQ(Threads(), before);

@@ -30,12 +30,14 @@
 #include "storage/storage_collector.hpp"
 #include "support/collector_test.hpp"
 #include "support/daemon_process.hpp"
+#include "support/eventually.hpp"
 
 namespace nodewatch::storage {
 namespace {
 
 using namespace std::chrono_literals;
 using nodewatch::testing::CollectOnce;
+using nodewatch::testing::Eventually;
 using nodewatch::testing::TempDir;
 using nodewatch::testing::Value;
 
@@ -47,17 +49,6 @@ Roots fixture_roots() {
 ConfigResult parse(const std::string& probe_body) {
   static const std::vector<CollectorSpec> catalog = {storage_collector_spec()};
   return parse_config("[[collectors.storage.probe]]\n" + probe_body, "n.toml", catalog);
-}
-
-// Polls `pred` until it holds or `limit` passes.
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 10s) {
-  auto until = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
 }
 
 TEST(ProbeConfig, ValidProbeIsAccepted) {
@@ -145,7 +136,7 @@ TEST(Probe, EveryOperationOnARealDirectory) {
   ASSERT_EQ(c.probes().size(), 1u);
   const Probe& probe = *c.probes()[0];
   // Three full cycles.
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(Eventually([&] {
     ProbeSnapshot s = probe.snapshot();
     return s.ops[static_cast<std::size_t>(ProbeOp::kRead)].histogram->count() >= 3;
   }));
@@ -179,7 +170,7 @@ TEST(Probe, EveryOperationOnARealDirectory) {
   EXPECT_EQ(entries, 1u);
   std::uint64_t before =
       probe.snapshot().ops[static_cast<std::size_t>(ProbeOp::kWrite)].histogram->count();
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(Eventually([&] {
     return probe.snapshot().ops[static_cast<std::size_t>(ProbeOp::kWrite)].histogram->count() >
            before + 1;
   }));
@@ -200,7 +191,7 @@ TEST(Probe, OnlyTheConfiguredOperationsAreTimed) {
   pc.timeout = 100ms;
   o.probes = {pc};
   StorageCollector c(fixture_roots(), o, "h");
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(Eventually([&] {
     return c.probes()[0]->snapshot().ops[static_cast<std::size_t>(ProbeOp::kStat)].observed;
   }));
   MetricSink sink(c.metrics());
@@ -233,10 +224,10 @@ TEST(Probe, FileRemovedUnderItIsCreatedAgain) {
     }
     return n;
   };
-  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(p.file_path()); }));
+  ASSERT_TRUE(Eventually([&] { return std::filesystem::exists(p.file_path()); }));
   std::filesystem::remove(p.file_path());
-  ASSERT_TRUE(eventually([&] { return stat_errors() >= 1; }));
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(Eventually([&] { return stat_errors() >= 1; }));
+  ASSERT_TRUE(Eventually([&] {
     return std::filesystem::exists(p.file_path()) &&
            p.snapshot().ops[static_cast<std::size_t>(ProbeOp::kStat)].success;
   }));
@@ -269,11 +260,11 @@ TEST(Probe, AnInterruptibleWaitTimesOutEachCycleAndRecoversByItself) {
     }
     return n;
   };
-  ASSERT_TRUE(eventually([&] { return read_state().success; }));
+  ASSERT_TRUE(Eventually([&] { return read_state().success; }));
   const std::uint64_t reads_before = read_state().histogram->count();
   std::filesystem::remove(p.file_path());
   ASSERT_EQ(::mkfifo(p.file_path().c_str(), 0644), 0);
-  ASSERT_TRUE(eventually([&] { return timeouts() >= 3; }));
+  ASSERT_TRUE(Eventually([&] { return timeouts() >= 3; }));
   EXPECT_FALSE(read_state().success);
   // A timed-out read is observed at the timeout: the histogram sees it.
   EXPECT_GT(read_state().histogram->count(), reads_before);
@@ -289,9 +280,9 @@ TEST(Probe, AnInterruptibleWaitTimesOutEachCycleAndRecoversByItself) {
   EXPECT_LE(helper::abandoned("probe:" + p.file_path()), 1u) << "abandoned helpers piled up";
   // The FIFO goes: the probe makes its file again by itself.
   std::filesystem::remove(p.file_path());
-  ASSERT_TRUE(eventually([&] { return read_state().success; }));
+  ASSERT_TRUE(Eventually([&] { return read_state().success; }));
   EXPECT_TRUE(std::filesystem::is_regular_file(p.file_path()));
-  EXPECT_TRUE(eventually([&] { return helper::abandoned("probe:" + p.file_path()) == 0; }));
+  EXPECT_TRUE(Eventually([&] { return helper::abandoned("probe:" + p.file_path()) == 0; }));
   EXPECT_FALSE(p.snapshot().stuck);
 }
 
@@ -316,7 +307,7 @@ TEST(Probe, AReplacementWaitsForItsPredecessorsCallInsteadOfStartingAnother) {
   };
   std::shared_ptr<Probe> first = registry->acquire(pc, file);
   const std::string key = first->helper_key();
-  ASSERT_TRUE(eventually([&] { return helper::busy(key); }));
+  ASSERT_TRUE(Eventually([&] { return helper::busy(key); }));
   const std::size_t running_with_first = helper::running();
 
   ProbeConfig changed = pc;
@@ -334,7 +325,7 @@ TEST(Probe, AReplacementWaitsForItsPredecessorsCallInsteadOfStartingAnother) {
       << "a probe waiting on its helper must stop promptly";
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
   first.reset();
-  ASSERT_TRUE(eventually([&] { return read_of(*next).success; }));
+  ASSERT_TRUE(Eventually([&] { return read_of(*next).success; }));
   EXPECT_TRUE(std::filesystem::is_regular_file(fifo));
   EXPECT_EQ(std::filesystem::file_size(fifo), 8192u);
   // The cancelled create was nobody's failure.
@@ -391,7 +382,7 @@ TEST(ProbeRebuild, AnUnchangedProbeKeepsItsThreadHistogramAndCounts) {
   std::unique_ptr<Collector> first =
       spec.create(CollectorEnv{fixture_roots(), typed(one), {}, &services});
   const Probe* probe = as_storage(first).probes().at(0).get();
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(Eventually([&] {
     return probe->snapshot().ops[static_cast<std::size_t>(ProbeOp::kRead)].histogram->count() >= 2;
   }));
   MetricSink before(first->metrics());
@@ -410,7 +401,7 @@ TEST(ProbeRebuild, AnUnchangedProbeKeepsItsThreadHistogramAndCounts) {
   const std::string path = data.path().string();
   std::uint64_t reads =
       before.get_histogram("nodewatch_storage_probe_duration_seconds", {path, "read"})->count();
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(Eventually([&] {
     return probe->snapshot().ops[static_cast<std::size_t>(ProbeOp::kRead)].histogram->count() >
            reads;  // it goes on probing
   }));
@@ -429,7 +420,7 @@ TEST(ProbeRebuild, AChangedProbeOfAPathContinuesThePathsHistograms) {
   std::unique_ptr<Collector> first =
       spec.create(CollectorEnv{fixture_roots(), typed(one), {}, &services});
   const Probe& probe = *as_storage(first).probes().at(0);
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(Eventually([&] {
     return probe.snapshot().ops[static_cast<std::size_t>(ProbeOp::kRead)].histogram->count() >= 2;
   }));
   MetricSink before(first->metrics());
@@ -459,7 +450,7 @@ TEST(ProbeRebuild, ARemovedProbeStopsAndItsPathIsForgotten) {
     StorageCollector c(fixture_roots(), one, "h", StorageServices{nullptr, registry});
     gone = c.probes()[0];
     EXPECT_EQ(registry->paths(), 1u);
-    ASSERT_TRUE(eventually([&] { return reads(*c.probes()[0]) >= 3; }));
+    ASSERT_TRUE(Eventually([&] { return reads(*c.probes()[0]) >= 3; }));
   }
   EXPECT_TRUE(gone.expired());  // stopped and released: no thread left on the path
   EXPECT_EQ(registry->paths(), 0u);
@@ -491,7 +482,7 @@ TEST(Probe, CollectorWithProbesIsDestroyedPromptly) {
   pc.timeout = 1s;
   o.probes = {pc};
   auto c = std::make_unique<StorageCollector>(fixture_roots(), o, "h");
-  ASSERT_TRUE(eventually([&] { return c->probes()[0]->snapshot().ops[0].observed; }));
+  ASSERT_TRUE(Eventually([&] { return c->probes()[0]->snapshot().ops[0].observed; }));
   auto t0 = std::chrono::steady_clock::now();
   c.reset();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 100ms);
