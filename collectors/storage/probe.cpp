@@ -49,6 +49,9 @@ struct ProbeRecord {
   mutable std::mutex mu;
   std::array<ProbeOpState, kProbeOpCount> ops;
   std::map<std::string, std::uint64_t> helper_failures;  // since last taken
+  // By operation: its last attempt was abandoned at its timeout (it has
+  // not answered since).
+  std::array<bool, kProbeOpCount> timed_out{};
 };
 
 namespace {
@@ -127,6 +130,7 @@ class Runner {
     if (err == 0 && took > config_.timeout) err = ETIMEDOUT;
     std::string errno_label = err == 0 ? std::string() : sources::errno_name(err);
     std::lock_guard lock(record_->mu);
+    record_->timed_out[static_cast<std::size_t>(op)] = !o.answered();
     ProbeOpState& s = record_->ops[static_cast<std::size_t>(op)];
     if (timed && s.histogram) s.histogram->observe(std::chrono::duration<double>(took).count());
     s.observed = true;
@@ -372,10 +376,13 @@ std::string Probe::helper_key() const {
 
 ProbeSnapshot Probe::snapshot() const {
   ProbeSnapshot out;
-  out.stuck = helper::blocked(helper_key());
+  const bool held = helper::blocked(helper_key());
   // The record may hold operations an earlier probe of the path had: only
   // this one's are reported.
   std::lock_guard lock(record_->mu);
+  out.stuck = held || record_->timed_out[static_cast<std::size_t>(ProbeOp::kCreate)];
+  for (ProbeOp op : config_.operations)
+    out.stuck = out.stuck || record_->timed_out[static_cast<std::size_t>(op)];
   for (ProbeOp op : config_.operations) {
     out.ops[static_cast<std::size_t>(op)] = record_->ops[static_cast<std::size_t>(op)];
   }

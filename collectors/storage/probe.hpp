@@ -29,12 +29,17 @@
 // (no round trip in it). An operation that has not returned by `timeout`
 // counts as a failure with errno "ETIMEDOUT", is observed at `timeout` (a
 // lower bound of how long it took), and its helper is abandoned: sent
-// SIGKILL and left to the kernel. While the kernel holds it (a hard NFS or
-// FUSE mount whose server stopped answering: state D), snapshot().stuck is
-// true and nothing else is started on the path; the probe recovers by
-// itself once the helper is gone. An operation that only waits
-// interruptibly (a FIFO in place of the file) ends with the SIGKILL: it
-// counts ETIMEDOUT every cycle and is never stuck.
+// SIGKILL and left to the kernel.
+//
+// snapshot().stuck is true from such a timeout until that operation
+// answers again (success or errno): a stat answered from the client's
+// attribute cache does not clear a read that hangs. Where the wait is killable (NFS's
+// RPC waits, a FIFO in place of the file), the SIGKILL ends the helper at
+// once and each cycle starts a new one, which times out again while the
+// mount hangs. Where it is not (a FUSE request the server has read: state
+// D), the kernel holds the abandoned helper; meanwhile nothing else is
+// started on the path (the helper key is blocked). Either way the probe
+// recovers by itself.
 //
 // Failures of the helper machinery itself (no launcher, the helper bound
 // reached, a helper that died) are not the path's: the rest of the cycle is
@@ -102,6 +107,9 @@ struct ProbeOpState {
 };
 
 struct ProbeSnapshot {
+  // An operation's last attempt was abandoned at its timeout and it has
+  // not answered since, or the path's abandoned helper is still held by
+  // the kernel.
   bool stuck = false;
   std::array<ProbeOpState, kProbeOpCount> ops;
 };

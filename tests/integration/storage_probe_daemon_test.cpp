@@ -84,10 +84,10 @@ std::optional<double> scrape_value(std::uint16_t port, const std::string& series
 
 TEST(StorageProbeDaemon, ABlockingProbeFileTimesOutWithoutHurtingAnythingElse) {
   // A FIFO in place of the probe file: the read's open() waits, as on a
-  // slow mount, but interruptibly (a hung mount's wait is not:
+  // hung NFS mount, killably (a FUSE request the server has read is not:
   // hung_mount_test). The helper is abandoned at the probe's timeout and
-  // its SIGKILL ends it, so each cycle counts ETIMEDOUT and the path is
-  // never stuck.
+  // its SIGKILL ends it: each cycle counts ETIMEDOUT on a new helper, and
+  // the probe is stuck until an operation answers.
   TempDir dir;
   std::filesystem::path data = dir.path() / "data";
   std::filesystem::create_directories(data);
@@ -125,7 +125,7 @@ TEST(StorageProbeDaemon, ABlockingProbeFileTimesOutWithoutHurtingAnythingElse) {
   auto pcie_before = LastSuccess(*port, "pcie");
   ASSERT_TRUE(storage_before && pcie_before);
   ScrapeTimes times = ScrapeFor(*port, 3s, 50ms, [&](const std::string& body) {
-    EXPECT_EQ(SampleValue(body, stuck), 0.0);
+    EXPECT_EQ(SampleValue(body, stuck), 1.0);
     EXPECT_EQ(SampleValue(body, "nodewatch_collector_up{collector=\"storage\"}"), 1.0);
   });
   std::printf(
@@ -144,6 +144,7 @@ TEST(StorageProbeDaemon, ABlockingProbeFileTimesOutWithoutHurtingAnythingElse) {
   std::filesystem::remove(file);
   ASSERT_TRUE(Eventually([&] { return scrape_value(*port, read_success) == 1.0; }, 5s)) << d.log();
   EXPECT_TRUE(std::filesystem::is_regular_file(file));
+  EXPECT_EQ(scrape_value(*port, stuck), 0.0);
 
   // Waiting again, then SIGTERM: the daemon exits within 5 s all the same.
   std::filesystem::remove(file);

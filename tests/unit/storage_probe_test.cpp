@@ -233,12 +233,14 @@ TEST(Probe, FileRemovedUnderItIsCreatedAgain) {
   }));
 }
 
-TEST(Probe, AnInterruptibleWaitTimesOutEachCycleAndRecoversByItself) {
+TEST(Probe, AKillableWaitTimesOutEachCycleIsStuckAndRecoversByItself) {
   // A FIFO with no writer in place of the file: the read's open() waits,
   // the helper is abandoned at the timeout, and since a FIFO's wait is
-  // interruptible the SIGKILL ends it: each cycle counts ETIMEDOUT on a new
-  // helper, the path is never held (a hung mount's wait is not
-  // interruptible: hung_mount_test), and nothing piles up.
+  // killable (as NFS's RPC waits are) the SIGKILL ends it: each cycle counts
+  // ETIMEDOUT on a new helper, the probe is stuck until an operation
+  // answers again, the path's key is never held for long (a FUSE request
+  // the server has read is not killable: hung_mount_test), and nothing
+  // piles up.
   TempDir dir;
   StorageOptions o;
   ProbeConfig pc;
@@ -266,6 +268,7 @@ TEST(Probe, AnInterruptibleWaitTimesOutEachCycleAndRecoversByItself) {
   ASSERT_EQ(::mkfifo(p.file_path().c_str(), 0644), 0);
   ASSERT_TRUE(Eventually([&] { return timeouts() >= 3; }));
   EXPECT_FALSE(read_state().success);
+  EXPECT_TRUE(p.snapshot().stuck);
   // A timed-out read is observed at the timeout: the histogram sees it.
   EXPECT_GT(read_state().histogram->count(), reads_before);
   MetricSink sink(c.metrics());
@@ -277,13 +280,14 @@ TEST(Probe, AnInterruptibleWaitTimesOutEachCycleAndRecoversByItself) {
       exported += v;
   }
   EXPECT_GE(exported, 3);
+  EXPECT_EQ(Value(sink, "nodewatch_storage_probe_stuck", {pc.path}), 1);
   EXPECT_LE(helper::abandoned("probe:" + p.file_path()), 1u) << "abandoned helpers piled up";
   // The FIFO goes: the probe makes its file again by itself.
   std::filesystem::remove(p.file_path());
   ASSERT_TRUE(Eventually([&] { return read_state().success; }));
   EXPECT_TRUE(std::filesystem::is_regular_file(p.file_path()));
   EXPECT_TRUE(Eventually([&] { return helper::abandoned("probe:" + p.file_path()) == 0; }));
-  EXPECT_FALSE(p.snapshot().stuck);
+  EXPECT_FALSE(p.snapshot().stuck);  // an operation answered
 }
 
 TEST(Probe, AReplacementWaitsForItsPredecessorsCallInsteadOfStartingAnother) {
