@@ -18,6 +18,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <new>
 #include <set>
 #include <vector>
 
@@ -404,7 +405,8 @@ struct State {
   std::vector<Abandoned> abandoned;
   std::set<std::string, std::less<>> in_flight;  // keys with a call in flight
   std::size_t running = 0;
-  std::mutex spawn_mu;  // one conversation with the launcher at a time
+  std::vector<pid_t> dead_launchers;  // not reaped yet
+  std::timed_mutex spawn_mu;          // one conversation with the launcher at a time
   // When the launcher was last started again (under spawn_mu).
   std::optional<Clock::time_point> relaunched;
 };
@@ -612,7 +614,10 @@ bool relaunch(State& s) {
 }
 
 // Asks the launcher on `ctl` for a helper. kNone with the helper's pid and
-// descriptors; kUnavailable with `launcher_gone` when the launcher is dead.
+// descriptors; kUnavailable otherwise, with `launcher_gone` when the
+// launcher is dead or does not answer within kSpawnLimit. Every descriptor
+// received is either handed out or closed (a socket closed here makes its
+// helper read the end of its stream and exit).
 Failure ask_launcher(int ctl, pid_t* pid, UniqueFd* sock, UniqueFd* pidfd, bool* launcher_gone) {
   *launcher_gone = true;
   char req = 'S';
@@ -628,74 +633,98 @@ Failure ask_launcher(int ctl, pid_t* pid, UniqueFd* sock, UniqueFd* pidfd, bool*
   iovec iov{reply, sizeof reply};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
   msg.msg_control = control;
   msg.msg_controllen = sizeof control;
   ssize_t got;
   do {
     got = ::recvmsg(ctl, &msg, MSG_CMSG_CLOEXEC);
   } while (got < 0 && errno == EINTR);
-  if (got != sizeof reply) return Failure::kUnavailable;
-  *launcher_gone = false;
-  int fds[2] = {-1, -1};
+  std::vector<UniqueFd> fds;
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-        c->cmsg_len == CMSG_LEN(2 * sizeof(int)))
-      std::memcpy(fds, CMSG_DATA(c), sizeof fds);
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    std::size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (std::size_t i = 0; i < n; ++i) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      fds.emplace_back(fd);
+    }
   }
-  if (reply[0] != 0 || fds[0] < 0 || fds[1] < 0 || reply[1] <= 0) {
-    if (fds[0] >= 0) ::close(fds[0]);
-    if (fds[1] >= 0) ::close(fds[1]);
-    return Failure::kUnavailable;  // the launcher could not fork (out of processes or memory)
-  }
-  ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+  if (got != sizeof reply) return Failure::kUnavailable;  // dead (0) or out of step
+  *launcher_gone = false;
+  // Short of descriptors here, the kernel delivers fewer than sent
+  // (MSG_CTRUNC): what did arrive is closed with `fds`.
+  if (reply[0] != 0 || reply[1] <= 0 || fds.size() != 2 || (msg.msg_flags & MSG_CTRUNC) != 0)
+    return Failure::kUnavailable;  // the launcher could not fork, or this process is out of fds
+  ::fcntl(fds[0].get(), F_SETFL, ::fcntl(fds[0].get(), F_GETFL) | O_NONBLOCK);
   *pid = reply[1];
-  sock->reset(fds[0]);
-  pidfd->reset(fds[1]);
+  *sock = std::move(fds[0]);
+  *pidfd = std::move(fds[1]);
   return Failure::kNone;
 }
 
+// Reaps launchers that died, without waiting. Under the state's lock.
+void reap_launchers(State& s) {
+  std::erase_if(s.dead_launchers, [](pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) != 0; });
+}
+
 // Starts a helper for `key`; starts a replacement launcher first when the
-// launcher has died.
-Failure spawn(const std::string& key, pid_t* pid, UniqueFd* sock, UniqueFd* pidfd) {
+// launcher has died. Waits for another caller's conversation with the
+// launcher until `d` at most (a slow launcher is a machine in trouble: its
+// conversation is bounded by kSpawnLimit, not by the caller's deadline).
+Failure spawn(const std::string& key, const Deadline& d, pid_t* pid, UniqueFd* sock,
+              UniqueFd* pidfd) {
   State& s = state();
   {
     std::lock_guard lock(s.mu);
     prune(s);
+    reap_launchers(s);
     if (std::any_of(s.abandoned.begin(), s.abandoned.end(),
                     [&](const Abandoned& a) { return a.key == key; }))
       return Failure::kBlocked;
     if (s.running + s.abandoned.size() >= kMaxHelpers) return Failure::kLimit;
     if (s.launcher < 0 && s.launcher_pid == 0) return Failure::kUnavailable;  // never started
-    ++s.running;  // reserved; given back below on failure
+    ++s.running;  // reserved; given back below unless a helper was started
   }
-  std::lock_guard spawn_lock(s.spawn_mu);
+  struct Reservation {
+    State& s;
+    bool kept = false;
+    ~Reservation() {
+      if (kept) return;
+      std::lock_guard lock(s.mu);
+      --s.running;
+    }
+  } reservation{s};
+  std::unique_lock spawn_lock(s.spawn_mu, std::defer_lock);
+  if (!spawn_lock.try_lock_until(d.at)) return Failure::kUnavailable;
   for (int attempt = 0; attempt < 2; ++attempt) {
     int ctl = -1;
     {
       std::lock_guard lock(s.mu);
       ctl = s.launcher;
     }
-    if (ctl < 0 && !relaunch(s)) break;
-    {
+    if (ctl < 0) {
+      if (!relaunch(s)) break;
       std::lock_guard lock(s.mu);
       ctl = s.launcher;
     }
     bool gone = false;
-    if (ask_launcher(ctl, pid, sock, pidfd, &gone) == Failure::kNone) return Failure::kNone;
+    if (ask_launcher(ctl, pid, sock, pidfd, &gone) == Failure::kNone) {
+      reservation.kept = true;
+      return Failure::kNone;
+    }
     if (!gone) break;
-    // It died (killed, or out of memory), and its helpers with it: reap it,
-    // and start a replacement (at most once every kRelaunchBackoff).
+    // It died (killed, or out of memory), and its helpers with it, or it
+    // does not answer: end it (our child, not reaped yet, so the pid is
+    // still its), reap it later without waiting, and start a replacement
+    // (at most once every kRelaunchBackoff).
     std::lock_guard lock(s.mu);
     ::close(s.launcher);
     s.launcher = -1;
-    // Our child, not reaped yet: the pid is still its. (It never waits on a
-    // file system, so SIGKILL ends it at once if it is still there.)
     ::kill(s.launcher_pid, SIGKILL);
-    ::waitpid(s.launcher_pid, nullptr, 0);
+    s.dead_launchers.push_back(s.launcher_pid);
+    reap_launchers(s);
   }
-  std::lock_guard lock(s.mu);
-  --s.running;
   return Failure::kUnavailable;
 }
 
@@ -751,6 +780,7 @@ Fs::~Fs() {
 
 void Fs::abandon() {
   if (!proc_) return;
+  ++generation_;  // its handles die with it
   pidfd_kill(proc_->pidfd.get());
   State& s = state();
   std::lock_guard lock(s.mu);
@@ -791,9 +821,14 @@ Answer Fs::call(std::string_view request, const Deadline& d, std::string* reply)
       s.in_flight.erase(key);
     }
   } landed{s, key_};
+  // Past the deadline already (the rest of an operation whose earlier call
+  // used it up), or stopping: nothing is started.
+  if (d.cancel != nullptr && d.cancel->load(std::memory_order_relaxed))
+    return Answer{Failure::kCancelled, 0, {}};
+  if (Clock::now() >= d.at) return Answer{Failure::kTimeout, 0, {}};
   if (!proc_) {
     auto p = std::make_unique<Process>();
-    a.failure = spawn(key_, &p->pid, &p->sock, &p->pidfd);
+    a.failure = spawn(key_, d, &p->pid, &p->sock, &p->pidfd);
     if (!a.answered()) return a;
     proc_ = std::move(p);
     ++generation_;
@@ -804,9 +839,13 @@ Answer Fs::call(std::string_view request, const Deadline& d, std::string* reply)
   if (a.answered()) a.failure = read_exact_until(fd, reinterpret_cast<char*>(&len), 4, d);
   if (a.answered() && (len < 12 || len > kMaxFrameBytes)) a.failure = Failure::kBroken;
   if (a.answered()) {
-    reply->resize(len);
-    a.failure = read_exact_until(fd, reply->data(), len, d);
+    try {
+      reply->resize(len);
+    } catch (const std::bad_alloc&) {
+      a.failure = Failure::kBroken;  // its answer is left unread: it is out of step
+    }
   }
+  if (a.answered()) a.failure = read_exact_until(fd, reply->data(), len, d);
   if (!a.answered()) {
     abandon();  // in the kernel, dead, or out of step: it is never asked again
     return a;

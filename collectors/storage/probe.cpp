@@ -142,13 +142,16 @@ class Runner {
     }
   }
 
-  // Closes the handle the write and fsync steps share, if any.
+  // Closes the handle the write and fsync steps share, if any. A handle
+  // whose helper is gone (abandoned or broken by the call that failed) died
+  // with it; a close's own failure counts only for an operation that had
+  // succeeded so far.
   void close_handle(Outcome* o) {
     if (handle_ < 0) return;
     int h = std::exchange(handle_, -1);
-    if (handle_generation_ != fs_.generation()) return;  // died with its helper
+    if (handle_generation_ != fs_.generation() || fs_.pid() == 0) return;
     helper::Answer a = fs_.close(h, deadline());
-    if (o != nullptr && o->err == 0) o->add(a);
+    if (o != nullptr && o->answered() && o->err == 0) o->add(a);
   }
 
   bool open_handle(int flags, Outcome* o) {

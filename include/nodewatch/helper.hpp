@@ -182,7 +182,8 @@ class Fs {
   bool blocked() const;
   // The running helper's pid, 0 when none (tests).
   pid_t pid() const;
-  // Changes each time a helper is started.
+  // Changes each time a helper is started or abandoned: a handle of
+  // another generation is dead.
   std::uint64_t generation() const { return generation_; }
 
  private:

@@ -33,6 +33,7 @@
 #include "nodewatch/helper.hpp"
 
 #include "storage/path_check.hpp"
+#include "storage/probe.hpp"
 #include "support/collector_test.hpp"
 #include "support/daemon_process.hpp"
 #include "support/eventually.hpp"
@@ -320,6 +321,49 @@ TEST_F(HungMount, APathCheckOnTheHungMountIsAcceptedAndNotStartedAgain) {
   fs_->answer();
   ASSERT_TRUE(Eventually([&] { return check.in_flight() == 0; }, 5s));
   EXPECT_EQ(check.check(mnt_.string(), 1s), 0);  // released: asked anew
+}
+
+TEST(HungMountFsync, AnFsyncThatHangsIsCountedAndTheProbeIsStuckUntilItAnswers) {
+  // Only fsync hangs (the server holds FSYNC requests and serves the rest),
+  // as on a mount whose write-back stalls while its metadata answers: the
+  // probe's fsync times out after its open and write answered. The timeout
+  // is counted against fsync, the path is stuck, and nothing else is
+  // started on it while the kernel holds the helper.
+  if (std::string why = HangFs::unavailable(); !why.empty())
+    GTEST_SKIP() << "NO REAL HUNG MOUNT HERE: " << why
+                 << " (the FUSE hang tests need /dev/fuse and root, as in CI)";
+  TempDir dir;
+  std::filesystem::create_directories(dir.path() / "backing");
+  std::filesystem::create_directories(dir.path() / "mnt");
+  HangFs fs(dir.path() / "backing", dir.path() / "mnt", {"fsync"});
+  ASSERT_TRUE(fs.mounted());
+  storage::ProbeConfig pc;
+  pc.path = (dir.path() / "mnt").string();
+  pc.operations = {storage::ProbeOp::kWrite, storage::ProbeOp::kFsync};
+  pc.interval = 200ms;
+  pc.timeout = 150ms;
+  storage::Probe p(pc, "probe-fsync");
+  auto op = [&](storage::ProbeOp o) { return p.snapshot().ops[static_cast<std::size_t>(o)]; };
+  auto timeouts = [&] {
+    const auto& e = op(storage::ProbeOp::kFsync).errors;
+    auto it = e.find("ETIMEDOUT");
+    return it == e.end() ? std::uint64_t{0} : it->second;
+  };
+  ASSERT_TRUE(Eventually([&] { return op(storage::ProbeOp::kFsync).success; }, 5s));
+  fs.hang();
+  ASSERT_TRUE(Eventually([&] { return timeouts() == 1; }, 5s));
+  EXPECT_TRUE(p.snapshot().stuck);
+  EXPECT_TRUE(op(storage::ProbeOp::kWrite).success) << "the write answered";
+  EXPECT_EQ(helper::abandoned(p.helper_key()), 1u);
+  const std::uint64_t writes = op(storage::ProbeOp::kWrite).histogram->count();
+  std::this_thread::sleep_for(600ms);  // three intervals: nothing started on the path
+  EXPECT_EQ(timeouts(), 1u);
+  EXPECT_EQ(op(storage::ProbeOp::kWrite).histogram->count(), writes);
+  EXPECT_TRUE(p.snapshot().stuck);
+  fs.answer();
+  ASSERT_TRUE(Eventually([&] { return !p.snapshot().stuck; }, 5s));
+  ASSERT_TRUE(Eventually([&] { return op(storage::ProbeOp::kFsync).success; }, 5s));
+  EXPECT_EQ(helper::abandoned(p.helper_key()), 0u);
 }
 
 }  // namespace

@@ -104,7 +104,10 @@ class HangFs {
 
   // Mounts `backing_dir` (a directory) at `mountpoint` (an empty directory)
   // and waits up to 5 s for the server to say it is ready.
-  HangFs(const std::filesystem::path& backing_dir, const std::filesystem::path& mountpoint) {
+  // `hold`: the operations held while hung ("fsync", "write", ...: the
+  // server's --hold); empty: every request.
+  HangFs(const std::filesystem::path& backing_dir, const std::filesystem::path& mountpoint,
+         const std::vector<std::string>& hold = {}) {
     mountpoint_ = resolve(mountpoint);
     std::string tmpl =
         (std::filesystem::temp_directory_path() / "nodewatch-hangfs-XXXXXX").string();
@@ -127,8 +130,13 @@ class HangFs {
 
     // Everything the child needs, made before fork(): between fork() and
     // exec() only async-signal-safe calls.
-    std::vector<std::string> args = {NODEWATCH_HANGFS, "--status", status_file_.string(),
-                                     backing_dir.string(), mountpoint_.string()};
+    std::vector<std::string> args = {NODEWATCH_HANGFS, "--status", status_file_.string()};
+    for (const std::string& op : hold) {
+      args.push_back("--hold");
+      args.push_back(op);
+    }
+    args.push_back(backing_dir.string());
+    args.push_back(mountpoint_.string());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

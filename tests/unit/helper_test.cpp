@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -198,7 +199,7 @@ TEST(Helper, NoAnswerByTheDeadlineAbandonsTheHelper) {
   // The next call starts another helper.
   ASSERT_TRUE(fs.stat(fifo, in(5s)).ok());
   EXPECT_NE(fs.pid(), first);
-  EXPECT_EQ(fs.generation(), 2u);
+  EXPECT_EQ(fs.generation(), 3u);  // started, abandoned, started
 }
 
 TEST(Helper, ACancelledCallReturnsPromptly) {
@@ -245,6 +246,41 @@ TEST(Helper, TheNumberOfHelpersIsBounded) {
   EXPECT_EQ(one_more.stat("/", in(5s)).failure, Failure::kLimit);
   all.pop_back();
   EXPECT_TRUE(one_more.stat("/", in(5s)).ok());
+}
+
+TEST(Helper, OutOfDescriptorsNothingLeaks) {
+  // One descriptor free: the helper's socket arrives, its pidfd cannot
+  // (MSG_CTRUNC). What arrived is closed, the call fails as unavailable,
+  // and the count of running helpers is given back.
+  auto open_fds = [] {
+    std::size_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+      (void)e;
+      ++n;
+    }
+    return n;
+  };
+  const std::size_t fds = open_fds();
+  const std::size_t before = running();
+  int lowest = ::dup(0);
+  ASSERT_GE(lowest, 0);
+  ::close(lowest);
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit tight = old;
+  tight.rlim_cur = static_cast<rlim_t>(lowest) + 1;  // only `lowest` is free below it
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
+  Answer a;
+  {
+    Fs fs("test:ctrunc");
+    a = fs.stat("/", in(5s));
+  }
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old), 0);
+  EXPECT_EQ(a.failure, Failure::kUnavailable) << failure_name(a.failure);
+  EXPECT_EQ(open_fds(), fds);
+  EXPECT_EQ(running(), before);
+  Fs again("test:ctrunc");
+  EXPECT_TRUE(again.stat("/", in(5s)).ok());
 }
 
 TEST(Helper, InjectedFaultsAnswerWithoutTheHelper) {

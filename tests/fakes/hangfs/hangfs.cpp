@@ -8,7 +8,11 @@
 //   SIGUSR2  answer: the held requests are processed in the order they came
 //   SIGTERM, SIGINT  unmount and exit 0
 //
-// Usage: nodewatch-hangfs [--status FILE] BACKING_DIR MOUNTPOINT
+// Usage: nodewatch-hangfs [--status FILE] [--hold OP]... BACKING_DIR MOUNTPOINT
+// --hold OP (lookup, getattr, setattr, open, read, write, release, fsync,
+// flush, readdir, create; repeatable): while hung, hold only requests of
+// these operations and serve the others (a mount whose writes-back hang
+// while its metadata still answers).
 // It prints "ready" once the kernel's INIT is answered and the connection is
 // primed (callers wait in state D; see Server); FILE is rewritten (a
 // temporary, then rename) on every change: "state=hung held=2".
@@ -477,13 +481,26 @@ static_assert(sizeof(OutHeader) == 16);
 // this server does not take interrupts (fc->no_interrupt) and from then on
 // waits for every answer killably (D), never interruptibly (S). Every later
 // INTERRUPT is answered ENOSYS too (there are none once that is recorded).
+// FUSE opcodes by name (linux/fuse.h, enum fuse_opcode; stable ABI).
+const std::map<std::string, std::uint32_t>& opcodes() {
+  static const std::map<std::string, std::uint32_t> kOps = {
+      {"lookup", 1}, {"getattr", 3},  {"setattr", 4},  {"open", 14},
+      {"read", 15},  {"write", 16},   {"release", 18}, {"fsync", 20},
+      {"flush", 25}, {"readdir", 28}, {"create", 35},
+  };
+  return kOps;
+}
+
 class Server {
  public:
-  Server(fuse_session* se, PassThrough* fs, std::string mountpoint, std::string status_file)
+  // `hold`: the opcodes held while hung; empty: all of them.
+  Server(fuse_session* se, PassThrough* fs, std::string mountpoint, std::string status_file,
+         std::vector<std::uint32_t> hold)
       : se_(se),
         fs_(fs),
         mountpoint_(std::move(mountpoint)),
-        status_file_(std::move(status_file)) {}
+        status_file_(std::move(status_file)),
+        hold_(std::move(hold)) {}
   ~Server() { std::free(buf_.mem); }
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -571,7 +588,8 @@ class Server {
       ::kill(prime_pid_, SIGKILL);
       return;
     }
-    if (hung_) {
+    if (hung_ &&
+        (hold_.empty() || std::find(hold_.begin(), hold_.end(), h.opcode) != hold_.end())) {
       held_.emplace_back(mem, mem + buf_.size);
       write_status();
       return;
@@ -684,6 +702,7 @@ class Server {
   std::string status_file_;
   int fuse_fd_ = -1;
   fuse_buf buf_{};
+  std::vector<std::uint32_t> hold_;
   bool hung_ = false;
   bool announced_ = false;
   std::deque<std::vector<char>> held_;
@@ -701,7 +720,8 @@ struct SessionDeleter {
 };
 
 int usage() {
-  std::fputs("usage: nodewatch-hangfs [--status FILE] BACKING_DIR MOUNTPOINT\n", stderr);
+  std::fputs("usage: nodewatch-hangfs [--status FILE] [--hold OP]... BACKING_DIR MOUNTPOINT\n",
+             stderr);
   return 2;
 }
 
@@ -709,11 +729,16 @@ int usage() {
 
 int main(int argc, char** argv) {
   std::string status_file;
+  std::vector<std::uint32_t> hold;
   std::vector<std::string> positional;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--status" && i + 1 < argc) {
       status_file = argv[++i];
+    } else if (arg == "--hold" && i + 1 < argc) {
+      auto it = opcodes().find(argv[++i]);
+      if (it == opcodes().end()) return usage();
+      hold.push_back(it->second);
     } else if (arg.starts_with("-")) {
       return usage();
     } else {
@@ -763,7 +788,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "nodewatch-hangfs: cannot mount on %s\n", mountpoint.c_str());
     return 1;
   }
-  int rc = Server(se.get(), &fs, mountpoint, status_file).run(signal_fd.get());
+  int rc = Server(se.get(), &fs, mountpoint, status_file, std::move(hold)).run(signal_fd.get());
   // Closes /dev/fuse first (held requests end with an error) and detaches the
   // mount; a no-op when the kernel ended the session.
   fuse_session_unmount(se.get());
