@@ -14,6 +14,7 @@
 #include <cmath>  // before support/collector_test.hpp
 #include <condition_variable>
 #include <filesystem>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -44,6 +45,18 @@ using nodewatch::testing::Value;
 Roots fixture_roots() {
   std::filesystem::path base = nodewatch::testing::fixtures_dir() / "storage";
   return Roots{base / "sys", base / "proc"};
+}
+
+// Failures of `ops` with errno `name` so far.
+std::uint64_t errno_count(const Probe& p, std::initializer_list<ProbeOp> ops, const char* name) {
+  ProbeSnapshot snap = p.snapshot();
+  std::uint64_t n = 0;
+  for (ProbeOp op : ops) {
+    const auto& e = snap.ops[static_cast<std::size_t>(op)].errors;
+    auto it = e.find(name);
+    if (it != e.end()) n += it->second;
+  }
+  return n;
 }
 
 ConfigResult parse(const std::string& probe_body) {
@@ -214,16 +227,7 @@ TEST(Probe, FileRemovedUnderItIsCreatedAgain) {
   const Probe& p = *c.probes()[0];
   // The removal is seen by whichever operation comes next: the stat, or the
   // read when the file goes between the two.
-  auto stat_errors = [&] {
-    ProbeSnapshot snap = p.snapshot();
-    std::uint64_t n = 0;
-    for (ProbeOp op : {ProbeOp::kStat, ProbeOp::kRead}) {
-      const auto& e = snap.ops[static_cast<std::size_t>(op)].errors;
-      auto it = e.find("ENOENT");
-      if (it != e.end()) n += it->second;
-    }
-    return n;
-  };
+  auto stat_errors = [&] { return errno_count(p, {ProbeOp::kStat, ProbeOp::kRead}, "ENOENT"); };
   ASSERT_TRUE(Eventually([&] { return std::filesystem::exists(p.file_path()); }));
   std::filesystem::remove(p.file_path());
   ASSERT_TRUE(Eventually([&] { return stat_errors() >= 1; }));
@@ -252,16 +256,7 @@ TEST(Probe, AKillableWaitTimesOutEachCycleIsStuckAndRecoversByItself) {
   StorageCollector c(fixture_roots(), o, "h");
   const Probe& p = *c.probes()[0];
   auto read_state = [&] { return p.snapshot().ops[static_cast<std::size_t>(ProbeOp::kRead)]; };
-  auto timeouts = [&] {
-    ProbeSnapshot snap = p.snapshot();
-    std::uint64_t n = 0;
-    for (ProbeOp op : {ProbeOp::kRead, ProbeOp::kCreate}) {
-      const auto& e = snap.ops[static_cast<std::size_t>(op)].errors;
-      auto it = e.find("ETIMEDOUT");
-      if (it != e.end()) n += it->second;
-    }
-    return n;
-  };
+  auto timeouts = [&] { return errno_count(p, {ProbeOp::kRead, ProbeOp::kCreate}, "ETIMEDOUT"); };
   ASSERT_TRUE(Eventually([&] { return read_state().success; }));
   const std::uint64_t reads_before = read_state().histogram->count();
   std::filesystem::remove(p.file_path());
