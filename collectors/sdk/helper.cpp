@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -406,8 +407,14 @@ struct State {
   std::set<std::string, std::less<>> in_flight;  // keys with a call in flight
   std::size_t running = 0;
   std::vector<pid_t> dead_launchers;  // not reaped yet
-  std::timed_mutex spawn_mu;          // one conversation with the launcher at a time
-  // When the launcher was last started again (under spawn_mu).
+  // One conversation with the launcher at a time: `talking` under
+  // talk_mu, waited for on talk_cv (a condition variable rather than a
+  // timed mutex, whose pthread_mutex_clocklock GCC 12's ThreadSanitizer
+  // does not know).
+  std::mutex talk_mu;
+  std::condition_variable talk_cv;
+  bool talking = false;
+  // When the launcher was last started again (by the caller talking).
   std::optional<Clock::time_point> relaunched;
 };
 
@@ -571,7 +578,8 @@ namespace {
 // by now, so it cannot fork one: it execs its own binary again with
 // kLauncherFlag (launcher_entry() in main() answers it), its channel as
 // descriptor 3, /dev/null as 0-2, nothing else, an empty environment and
-// default signals. Under spawn_mu; false when it could not.
+// default signals. By the caller talking to the launcher; false when it
+// could not.
 bool relaunch(State& s) {
   auto now = Clock::now();
   if (s.relaunched && now - *s.relaunched < kRelaunchBackoff) return false;
@@ -695,8 +703,22 @@ Failure spawn(const std::string& key, const Deadline& d, pid_t* pid, UniqueFd* s
       --s.running;
     }
   } reservation{s};
-  std::unique_lock spawn_lock(s.spawn_mu, std::defer_lock);
-  if (!spawn_lock.try_lock_until(d.at)) return Failure::kUnavailable;
+  {
+    std::unique_lock lock(s.talk_mu);
+    if (!s.talk_cv.wait_until(lock, d.at, [&] { return !s.talking; }))
+      return Failure::kUnavailable;  // another caller's conversation outlasted our deadline
+    s.talking = true;
+  }
+  struct Talking {
+    State& s;
+    ~Talking() {
+      {
+        std::lock_guard lock(s.talk_mu);
+        s.talking = false;
+      }
+      s.talk_cv.notify_one();
+    }
+  } talking{s};
   for (int attempt = 0; attempt < 2; ++attempt) {
     int ctl = -1;
     {
