@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <string>
 
+#include "kernel/kernel_log.hpp"
 #include "kernel/kernel_state.hpp"
 #include "kernel/kmsg.hpp"
 #include "support/daemon_process.hpp"
@@ -206,6 +207,110 @@ TEST(KernelState, WrittenAtomically) {
   back = parse_state(ReadFile(path), &why);
   ASSERT_TRUE(back) << why;
   EXPECT_EQ(back->counts.lost, 7u);
+}
+
+// A matcher for the counting tests: "EVENT <name> <device>" messages.
+std::optional<KernelEvent> test_matcher(const KmsgRecord& r) {
+  if (r.message.rfind("EVENT ", 0) != 0) return std::nullopt;
+  std::string rest = r.message.substr(6);
+  std::size_t sp = rest.find(' ');
+  KernelEvent e;
+  e.event = rest.substr(0, sp);
+  e.device = sp == std::string::npos ? "" : rest.substr(sp + 1);
+  if (e.event == "nvidia_xid") e.code = "79";
+  return e;
+}
+
+KmsgRecord record(std::uint64_t seq, std::string message, int facility = 0) {
+  KmsgRecord r;
+  r.seq = seq;
+  r.ts_usec = seq * 1000;
+  r.facility = facility;
+  r.level = 3;
+  r.message = std::move(message);
+  return r;
+}
+
+TEST(KernelLog, CountsEachRecordOnceAcrossARestart) {
+  KernelLog first(std::nullopt, "boot-a", test_matcher);
+  for (std::uint64_t seq = 5; seq <= 9; ++seq)
+    first.feed(record(seq, seq % 2 ? "EVENT oom_kill" : "something else"));
+  first.feed(record(10, "EVENT nvidia_xid 0000:18:00.0"));
+  EXPECT_FALSE(first.continued());
+  const KernelState saved = first.state();
+  EXPECT_EQ(saved.last_seq, 10u);
+  EXPECT_EQ((saved.counts.events.at({"oom_kill", ""})), 3u);  // 5, 7, 9
+  EXPECT_EQ((saved.counts.xids.at({"0000:18:00.0", "79"})), 1u);
+  EXPECT_EQ(saved.counts.lost, 0u);  // what the buffer had lost before the first read is unknown
+
+  // Restarted in the same boot: the buffer is read from its start again;
+  // what was counted is skipped, what was logged while down is counted.
+  std::string why;
+  auto reread = parse_state(serialize_state(saved), &why);
+  ASSERT_TRUE(reread) << why;
+  KernelLog second(reread, "boot-a", test_matcher);
+  EXPECT_TRUE(second.continued());
+  for (std::uint64_t seq = 5; seq <= 10; ++seq) second.feed(record(seq, "EVENT oom_kill"));
+  second.feed(record(11, "EVENT oom_kill"));
+  EXPECT_EQ(second.skipped(), 6u);
+  EXPECT_EQ((second.state().counts.events.at({"oom_kill", ""})), 4u);
+  EXPECT_EQ((second.state().counts.xids.at({"0000:18:00.0", "79"})), 1u);
+
+  // A gap: records overwritten before they were read.
+  second.feed(record(20, "EVENT oom_kill"));
+  EXPECT_EQ(second.state().counts.lost, 8u);  // 12..19
+  EXPECT_EQ(second.last_ts_usec(), 20000u);
+
+  // Another boot: afresh.
+  KernelLog third(second.state(), "boot-b", test_matcher);
+  EXPECT_FALSE(third.continued());
+  EXPECT_TRUE(third.state().counts.events.empty());
+  EXPECT_EQ(third.state().counts.lost, 0u);
+  EXPECT_EQ(third.state().boot_id, "boot-b");
+  third.feed(record(0, "EVENT oom_kill"));
+  EXPECT_EQ((third.state().counts.events.at({"oom_kill", ""})), 1u);
+}
+
+TEST(KernelLog, UserSpaceCannotForgeAnEvent) {
+  // A process that writes to /dev/kmsg gets facility 1 (user) whatever it
+  // asks for: never matched.
+  KernelLog log(std::nullopt, "b", test_matcher);
+  EXPECT_FALSE(log.feed(record(1, "EVENT nvidia_xid 0000:18:00.0", /*facility=*/1)));
+  EXPECT_TRUE(log.state().counts.events.empty());
+  EXPECT_EQ(log.state().last_seq, 1u);  // still read: the next record is not a gap
+  EXPECT_TRUE(log.feed(record(2, "EVENT nvidia_xid 0000:18:00.0")));
+  EXPECT_EQ(log.state().counts.lost, 0u);
+}
+
+TEST(KernelLog, DevicesPerEventAreBounded) {
+  KernelLog log(std::nullopt, "b", test_matcher, /*max_devices=*/2);
+  log.feed(record(1, "EVENT io_error sda"));
+  log.feed(record(2, "EVENT io_error sdb"));
+  log.feed(record(3, "EVENT io_error sdc"));
+  log.feed(record(4, "EVENT io_error sdd"));
+  log.feed(record(5, "EVENT io_error sda"));  // a known one stays itself
+  log.feed(record(6, "EVENT fs_error sdc"));  // per event
+  const auto& ev = log.state().counts.events;
+  EXPECT_EQ((ev.at({"io_error", "sda"})), 2u);
+  EXPECT_EQ((ev.at({"io_error", "sdb"})), 1u);
+  EXPECT_EQ((ev.at({"io_error", "other"})), 2u);
+  EXPECT_EQ(ev.count({"io_error", "sdc"}), 0u);
+  EXPECT_EQ((ev.at({"fs_error", "sdc"})), 1u);
+}
+
+TEST(KernelLog, RecordsOfAFileAreSplitAtLinesThatDoNotStartWithASpace) {
+  auto records = split_records(
+      "6,1,10,-;first\n"
+      " SUBSYSTEM=pci\n"
+      " DEVICE=+pci:0000:18:00.0\n"
+      "\n"
+      "3,2,20,-;second\n"
+      "4,3,30,-;third without newline");
+  ASSERT_EQ(records.size(), 3u);
+  auto r = parse_kmsg_record(records[0]);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->device, "+pci:0000:18:00.0");
+  EXPECT_EQ(parse_kmsg_record(records[2])->message, "third without newline");
 }
 
 }  // namespace

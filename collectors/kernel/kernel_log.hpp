@@ -1,0 +1,68 @@
+#pragma once
+// Counting the kernel log exactly once across restarts (kernel_state.hpp):
+// records are fed in sequence order; a record at or before the state's
+// last_seq of the same boot was counted already and is skipped; a gap in
+// the sequence numbers is records the ring buffer overwrote before they
+// were read (while nodewatch was down, or an overrun while it ran), counted
+// as lost. A state of another boot is dropped: a new boot starts afresh.
+//
+// Only facility 0 (the kernel) is matched: user space cannot write it
+// (kmsg.hpp).
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernel/kernel_state.hpp"
+#include "kernel/kmsg.hpp"
+
+namespace nodewatch::kernel {
+
+// What a matcher found in a record.
+struct KernelEvent {
+  std::string event;   // the vocabulary's name ("nvidia_xid")
+  std::string device;  // PCI address, interface or block device; "" for none
+  std::string code;    // the XID or SXID number, for those two events
+};
+
+using Matcher = std::function<std::optional<KernelEvent>(const KmsgRecord&)>;
+
+class KernelLog {
+ public:
+  // `saved`: the state file's content, if any; `boot_id`: this boot's.
+  // At most `max_devices` distinct devices per event; the rest count as
+  // device "other".
+  KernelLog(std::optional<KernelState> saved, std::string boot_id, Matcher match,
+            std::size_t max_devices = 64);
+
+  // Feeds the next record read. Returns the event it counted, if any.
+  std::optional<KernelEvent> feed(const KmsgRecord& r);
+
+  const KernelState& state() const { return state_; }
+  // Records fed that were counted before (a restart re-reads the buffer).
+  std::uint64_t skipped() const { return skipped_; }
+  // The monotonic timestamp of the last record fed, in microseconds.
+  std::optional<std::uint64_t> last_ts_usec() const { return last_ts_; }
+  // True when the state came from the file (same boot), false when afresh.
+  bool continued() const { return continued_; }
+
+ private:
+  std::string device_key(const std::string& event, const std::string& device) const;
+
+  KernelState state_;
+  Matcher match_;
+  std::size_t max_devices_;
+  std::uint64_t skipped_ = 0;
+  std::optional<std::uint64_t> last_ts_;
+  bool continued_ = false;
+};
+
+// The records in a file that holds /dev/kmsg records one after another (a
+// fixture, or a saved copy): a record starts at each line that does not
+// begin with a space.
+std::vector<std::string> split_records(std::string_view text);
+
+}  // namespace nodewatch::kernel
