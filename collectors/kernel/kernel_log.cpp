@@ -40,10 +40,10 @@ std::optional<KernelEvent> KernelLog::feed(const KmsgRecord& r) {
   std::optional<KernelEvent> e = match_(r);
   if (!e) return std::nullopt;
   e->device = device_key(e->event, e->device);
-  ++state_.counts.events[{e->event, e->device}];
+  state_.counts.events[{e->event, e->device}] += e->count;
   if (!e->code.empty() && (e->event == "nvidia_xid" || e->event == "nvidia_sxid")) {
     auto& table = e->event == "nvidia_xid" ? state_.counts.xids : state_.counts.sxids;
-    ++table[{e->device, e->code}];
+    table[{e->device, e->code}] += e->count;
   }
   return e;
 }

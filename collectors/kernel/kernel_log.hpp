@@ -23,9 +23,10 @@ namespace nodewatch::kernel {
 
 // What a matcher found in a record.
 struct KernelEvent {
-  std::string event;   // the vocabulary's name ("nvidia_xid")
-  std::string device;  // PCI address, interface or block device; "" for none
-  std::string code;    // the XID or SXID number, for those two events
+  std::string event;        // the vocabulary's name ("nvidia_xid")
+  std::string device;       // PCI address, interface or block device; "" for none
+  std::string code;         // the XID or SXID number, for those two events
+  std::uint64_t count = 1;  // errors the record reports ("EDAC MC1: 262 CE ..."), else 1
 };
 
 using Matcher = std::function<std::optional<KernelEvent>(const KmsgRecord&)>;

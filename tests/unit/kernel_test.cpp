@@ -10,19 +10,24 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>  // before support/collector_test.hpp
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "kernel/kernel_events.hpp"
 #include "kernel/kernel_log.hpp"
 #include "kernel/kernel_state.hpp"
 #include "kernel/kmsg.hpp"
 #include "kernel/kmsg_reader.hpp"
+#include "support/collector_test.hpp"
 #include "support/daemon_process.hpp"
 
 namespace nodewatch::kernel {
@@ -376,6 +381,113 @@ TEST(KmsgReader, TheRealKernelLog) {
   EXPECT_EQ(found->facility, 1);
   EXPECT_EQ(found->level, 6);
   EXPECT_EQ(malformed, 0u) << "records of this kernel that the parser refused";
+}
+
+// The cases of tests/fixtures/kernel/events.txt (README.md there says
+// where each format comes from): "# event:", "# device:", "# detail:"
+// comments, then the message as it follows the ';' of a /dev/kmsg record.
+struct EventCase {
+  std::string event, device, detail, message;
+  int line = 0;
+};
+
+std::vector<EventCase> event_cases() {
+  std::vector<EventCase> out;
+  std::istringstream in(ReadFile(nodewatch::testing::fixtures_dir() / "kernel" / "events.txt"));
+  std::string line;
+  EventCase c;
+  int n = 0;
+  auto field = [&](const char* key, std::string* into) {
+    std::string k = std::string("# ") + key + ":";
+    if (line.rfind(k, 0) != 0) return false;
+    *into = line.substr(k.size());
+    while (!into->empty() && into->front() == ' ') into->erase(0, 1);
+    return true;
+  };
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty()) continue;
+    if (field("event", &c.event) || field("device", &c.device) || field("detail", &c.detail))
+      continue;
+    if (line[0] == '#') continue;
+    c.message = line;
+    c.line = n;
+    out.push_back(c);
+    c = EventCase{};
+  }
+  return out;
+}
+
+TEST(KernelEvents, EveryCaseOfTheFixture) {
+  std::vector<EventCase> cases = event_cases();
+  ASSERT_GT(cases.size(), 150u);
+  std::map<std::string, int> positives;
+  std::uint64_t seq = 0;
+  for (const EventCase& c : cases) {
+    SCOPED_TRACE("events.txt:" + std::to_string(c.line) + ": " + c.message);
+    auto r = parse_kmsg_record("3," + std::to_string(seq++) + ",1000,-;" + c.message + "\n");
+    ASSERT_TRUE(r);
+    std::optional<KernelEvent> e = match_kernel_record(*r);
+    if (c.event == "none") {
+      EXPECT_FALSE(e) << "matched as " << e->event;
+      continue;
+    }
+    ++positives[c.event];
+    ASSERT_TRUE(e) << "expected " << c.event;
+    EXPECT_EQ(e->event, c.event);
+    EXPECT_EQ(e->device, c.device);
+    if (c.detail.rfind("xid=", 0) == 0 || c.detail.rfind("sxid=", 0) == 0) {
+      EXPECT_EQ(e->code, c.detail.substr(c.detail.find('=') + 1));
+    }
+  }
+  // Every event of the vocabulary has real lines behind it.
+  for (std::string_view name : kernel_event_names())
+    EXPECT_GE(positives[std::string(name)], 2) << name;
+  EXPECT_EQ(positives.size(), kernel_event_names().size());
+}
+
+TEST(KernelEvents, AnEdacRecordCountsTheErrorsItReports) {
+  auto e = match_kernel_event(
+      "EDAC MC1: 262 CE memory read error on CPU_SrcID#0_Ha#0_Chan#1_DIMM#0 (channel:1 slot:0)");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->event, "memory_corrected");
+  EXPECT_EQ(e->count, 262u);
+  KernelLog log(std::nullopt, "b", match_kernel_record);
+  KmsgRecord r;
+  r.seq = 1;
+  r.message = "EDAC MC1: 262 CE memory read error on X (channel:1)";
+  log.feed(r);
+  EXPECT_EQ((log.state().counts.events.at({"memory_corrected", ""})), 262u);
+}
+
+TEST(KernelEvents, AnXidIsCountedByGpuAndNumber) {
+  KernelLog log(std::nullopt, "b", match_kernel_record);
+  std::uint64_t seq = 0;
+  for (const char* m :
+       {"NVRM: Xid (PCI:0000:18:00): 79, pid=1, name=x, GPU has fallen off the bus.",
+        "NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus.",
+        "NVRM: Xid (PCI:0000:2A:00): 48, pid=2, name=y, An uncorrectable ECC error",
+        "nvidia-nvswitch0: SXid (PCI:0000:c3:00.0): 24007, Fatal, Link 28",
+        "nvidia-nvswitch0: SXid (PCI:0000:c3:00.0): 24007, Severity 1 Engine"}) {
+    KmsgRecord r;
+    r.seq = seq++;
+    r.message = m;
+    log.feed(r);
+  }
+  const KernelCounts& c = log.state().counts;
+  EXPECT_EQ((c.xids.at({"0000:18:00.0", "79"})), 2u);
+  EXPECT_EQ((c.xids.at({"0000:2a:00.0", "48"})), 1u);  // lower case, as nodewatch_accelerator_info
+  EXPECT_EQ((c.sxids.at({"0000:c3:00.0", "24007"})), 1u);  // its Severity line is not another
+  EXPECT_EQ((c.events.at({"nvidia_xid", "0000:18:00.0"})), 2u);
+}
+
+TEST(KernelEvents, NamesThatAreNotLabelSafeAreOther) {
+  auto e = match_kernel_event("EXT4-fs error (device we\"ird): ext4_find_entry:1: inode #2");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->device, "other");
+  e = match_kernel_event(std::string("I/O error, dev sd\xff, sector 1 op 0x0:(READ)"));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->device, "other");
 }
 
 }  // namespace
