@@ -20,10 +20,12 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernel/kernel_events.hpp"
 #include "kernel/kernel_log.hpp"
+#include "kernel/kernel_service.hpp"
 #include "kernel/kernel_state.hpp"
 #include "kernel/kmsg.hpp"
 #include "kernel/kmsg_reader.hpp"
@@ -488,6 +490,103 @@ TEST(KernelEvents, NamesThatAreNotLabelSafeAreOther) {
   e = match_kernel_event(std::string("I/O error, dev sd\xff, sector 1 op 0x0:(READ)"));
   ASSERT_TRUE(e);
   EXPECT_EQ(e->device, "other");
+}
+
+// A service over a file of records in `dir`, with this boot id.
+struct ServiceFiles {
+  TempDir dir;
+  std::filesystem::path kmsg = dir.write("kmsg", "");
+  std::filesystem::path boot = dir.write("boot_id", "boot-1\n");
+  std::string state = (dir.path() / "kernel-log.state").string();
+  KernelLogOptions options() const {
+    KernelLogOptions o;
+    o.kmsg_path = kmsg.string();
+    o.boot_id_path = boot.string();
+    o.state_file = state;
+    o.save_interval = std::chrono::milliseconds(50);
+    o.file_poll = std::chrono::milliseconds(20);
+    return o;
+  }
+  void append(std::uint64_t seq, const std::string& message) const {
+    std::ofstream(kmsg, std::ios::app) << "3," << seq << ",1000,-;" << message << "\n";
+  }
+};
+
+std::uint64_t oom_kills(const KernelLogService& s) {
+  auto snap = s.snapshot();
+  auto it = snap.state.counts.events.find({"oom_kill", ""});
+  return it == snap.state.counts.events.end() ? 0 : it->second;
+}
+
+template <class Pred>
+bool soon(Pred pred) {
+  for (int i = 0; i < 500; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+TEST(KernelLogService, CountsOnceAcrossRestartsAndStartsAfreshOnANewBoot) {
+  ServiceFiles f;
+  const std::string oom = "Out of memory: Killed process 42 (python3) total-vm:1kB";
+  f.append(1, oom);
+  f.append(2, "NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus.");
+  {
+    KernelLogService s(f.options());
+    ASSERT_TRUE(soon([&] { return oom_kills(s) == 1; }));
+    EXPECT_FALSE(s.snapshot().continued);
+    f.append(3, oom);  // logged while it runs
+    ASSERT_TRUE(soon([&] { return oom_kills(s) == 2; }));
+    EXPECT_TRUE(s.snapshot().state_error.empty()) << s.snapshot().state_error;
+  }                  // stopped: the state is saved
+  f.append(4, oom);  // logged while nodewatch is down
+  {
+    KernelLogService s(f.options());
+    EXPECT_TRUE(s.snapshot().continued);
+    ASSERT_TRUE(soon([&] { return s.snapshot().passes >= 2; }));
+    EXPECT_EQ(oom_kills(s), 3u) << "records 1-3 once, and 4";
+    EXPECT_EQ((s.snapshot().state.counts.xids.at({"0000:18:00.0", "79"})), 1u);
+  }
+  // A new boot: the old counts are not this boot's.
+  std::ofstream(f.boot, std::ios::trunc) << "boot-2\n";
+  std::ofstream(f.kmsg, std::ios::trunc) << "3,0,10,-;" << oom << "\n";
+  {
+    KernelLogService s(f.options());
+    EXPECT_FALSE(s.snapshot().continued);
+    ASSERT_TRUE(soon([&] { return s.snapshot().passes >= 1; }));
+    EXPECT_EQ(oom_kills(s), 1u);
+    EXPECT_EQ(s.snapshot().state.counts.xids.count({"0000:18:00.0", "79"}), 0u);
+  }
+}
+
+TEST(KernelLogService, ACorruptStateFileIsRefusedAndSaidWhy) {
+  ServiceFiles f;
+  f.append(1, "Out of memory: Killed process 1 (x) total-vm:1kB");
+  {
+    KernelLogService s(f.options());
+    ASSERT_TRUE(soon([&] { return oom_kills(s) == 1; }));
+  }
+  std::string text = ReadFile(f.state);
+  text[text.find("oom_kill - 1") + 11] = '7';  // an edit the checksum does not cover
+  std::ofstream(f.state, std::ios::trunc) << text;
+  KernelLogService s(f.options());
+  EXPECT_NE(s.snapshot().state_error.find("checksum"), std::string::npos)
+      << s.snapshot().state_error;
+  EXPECT_FALSE(s.snapshot().continued);
+  ASSERT_TRUE(soon([&] { return s.snapshot().passes >= 1; }));
+  EXPECT_EQ(oom_kills(s), 1u) << "counted afresh, never from the edited file";
+}
+
+TEST(KernelLogService, AMissingLogIsAnErrorNotACrash) {
+  ServiceFiles f;
+  KernelLogOptions o = f.options();
+  o.kmsg_path = (f.dir.path() / "none").string();
+  o.state_file.clear();
+  KernelLogService s(o);
+  ASSERT_TRUE(soon([&] { return s.snapshot().passes >= 2; }));
+  EXPECT_NE(s.snapshot().read_error.find("No such file"), std::string::npos)
+      << s.snapshot().read_error;
 }
 
 }  // namespace

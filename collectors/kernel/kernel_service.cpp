@@ -1,0 +1,143 @@
+#include "kernel/kernel_service.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "kernel/kernel_events.hpp"
+#include "kernel/kmsg.hpp"
+#include "kernel/kmsg_reader.hpp"
+
+namespace nodewatch::kernel {
+namespace {
+
+double clock_seconds(clockid_t id) {
+  timespec ts{};
+  ::clock_gettime(id, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+// The saved state, or nullopt with why in `*why` ("" when there is none).
+std::optional<KernelState> load_state(const std::string& path, std::string* why) {
+  why->clear();
+  if (path.empty()) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (errno != ENOENT) *why = path + ": " + std::strerror(errno);
+    return std::nullopt;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string reason;
+  auto s = parse_state(ss.str(), &reason);
+  if (!s) *why = path + " refused, counting afresh: " + reason;
+  return s;
+}
+
+}  // namespace
+
+std::string read_boot_id(const std::string& path) {
+  std::ifstream in(path);
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
+KernelLogService::KernelLogService(KernelLogOptions options)
+    : options_(std::move(options)),
+      log_(
+          [&] {
+            std::string why;
+            auto s = load_state(options_.state_file, &why);
+            counters_.state_error = why;
+            return s;
+          }(),
+          read_boot_id(options_.boot_id_path), match_kernel_record, options_.max_devices) {
+  counters_.continued = log_.continued();
+  boot_unix_ = clock_seconds(CLOCK_REALTIME) - clock_seconds(CLOCK_MONOTONIC);
+  stop_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  thread_ = std::thread([this] { run(); });
+}
+
+KernelLogService::~KernelLogService() {
+  std::uint64_t one = 1;
+  if (::write(stop_fd_.get(), &one, sizeof one) < 0) {
+    // The eventfd cannot be full after one write: nothing to do.
+  }
+  if (thread_.joinable()) thread_.join();
+  save();
+}
+
+KernelLogService::Snapshot KernelLogService::snapshot() const {
+  std::lock_guard lock(mu_);
+  Snapshot s = counters_;
+  s.state = log_.state();
+  return s;
+}
+
+void KernelLogService::save() {
+  KernelState copy;
+  {
+    std::lock_guard lock(mu_);
+    if (!dirty_ || options_.state_file.empty()) return;
+    copy = log_.state();
+    dirty_ = false;
+  }
+  int err = write_state_file(options_.state_file, copy);
+  std::lock_guard lock(mu_);
+  if (err != 0) {
+    counters_.state_error =
+        options_.state_file + ": cannot be written: " + std::string(std::strerror(err));
+    dirty_ = true;  // tried again at the next save
+  } else if (counters_.state_error.find("cannot be written") != std::string::npos) {
+    counters_.state_error.clear();
+  }
+}
+
+void KernelLogService::run() {
+  KmsgReader reader(options_.kmsg_path);
+  auto last_save = std::chrono::steady_clock::now();
+  for (;;) {
+    int err = reader.read_available([this](std::string_view raw) {
+      std::optional<KmsgRecord> r = parse_kmsg_record(raw);
+      std::lock_guard lock(mu_);
+      if (!r) {
+        ++counters_.malformed;
+        return;
+      }
+      std::uint64_t before = log_.state().last_seq.value_or(0);
+      bool had = log_.state().last_seq.has_value();
+      log_.feed(*r);
+      if (!had || log_.state().last_seq.value_or(0) != before) dirty_ = true;
+      if (log_.last_ts_usec())
+        counters_.last_record_unix = boot_unix_ + static_cast<double>(*log_.last_ts_usec()) / 1e6;
+    });
+    {
+      std::lock_guard lock(mu_);
+      ++counters_.passes;
+      counters_.overruns = reader.overruns();
+      counters_.read_error =
+          err == 0 ? std::string() : options_.kmsg_path + ": " + std::strerror(err);
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_save >= options_.save_interval) {
+      save();
+      last_save = now;
+    }
+    pollfd p[2] = {{stop_fd_.get(), POLLIN, 0}, {reader.poll_fd(), POLLIN, 0}};
+    int wait_ms = static_cast<int>(
+        (reader.poll_fd() >= 0 ? options_.save_interval : options_.file_poll).count());
+    int n = ::poll(p, reader.poll_fd() >= 0 ? 2 : 1, wait_ms);
+    if (n > 0 && (p[0].revents & POLLIN) != 0) return;
+    if (n < 0 && errno != EINTR) return;
+  }
+}
+
+}  // namespace nodewatch::kernel
