@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>  // before support/collector_test.hpp
 #include <cstdint>
@@ -17,12 +18,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "kernel/edac.hpp"
 #include "kernel/kernel_events.hpp"
 #include "kernel/kernel_log.hpp"
 #include "kernel/kernel_service.hpp"
@@ -587,6 +590,87 @@ TEST(KernelLogService, AMissingLogIsAnErrorNotACrash) {
   ASSERT_TRUE(soon([&] { return s.snapshot().passes >= 2; }));
   EXPECT_NE(s.snapshot().read_error.find("No such file"), std::string::npos)
       << s.snapshot().read_error;
+}
+
+// EDAC from the fixture trees of tests/fixtures/edac (README.md there:
+// i10nm_edac with dimmN directories, amd64_edac with rankN).
+std::filesystem::path edac_fixture(const char* tree) {
+  return nodewatch::testing::fixtures_dir() / "edac" / tree;
+}
+
+TEST(Edac, IntelControllersAndTheirDimms) {
+  EdacRead r = read_edac(sources::FsRoot(edac_fixture("sys")));
+  EXPECT_TRUE(r.errors.empty());
+  ASSERT_EQ(r.controllers.size(), 2u);
+  const EdacController& mc0 = r.controllers[0];
+  EXPECT_EQ(mc0.name, "mc0");
+  EXPECT_EQ(mc0.mc_name, "Intel_10nm Socket#0 IMC#0");
+  EXPECT_EQ(mc0.corrected, 7839u);
+  ASSERT_EQ(mc0.modules.size(), 4u);
+  EXPECT_EQ(mc0.modules[0].slot, "dimm0");
+  EXPECT_EQ(mc0.modules[0].corrected, 7836u);
+  const EdacController& mc1 = r.controllers[1];
+  EXPECT_EQ(mc1.corrected, 15u);
+  EXPECT_EQ(mc1.uncorrected, 1u);
+  EXPECT_EQ(mc1.corrected_noinfo, 2u);
+  auto dimm2 = std::find_if(mc1.modules.begin(), mc1.modules.end(),
+                            [](const EdacModule& m) { return m.slot == "dimm2"; });
+  ASSERT_NE(dimm2, mc1.modules.end());
+  EXPECT_EQ(dimm2->corrected, 12u);
+  EXPECT_EQ(dimm2->uncorrected, 1u);
+  EXPECT_EQ(dimm2->label, "CPU_SrcID#0_MC#1_Chan#1_DIMM#0");
+  // The controller's count is its modules' and the unplaced ones (5.5 on).
+  for (const EdacController& c : r.controllers) {
+    std::uint64_t ce = c.corrected_noinfo, ue = c.uncorrected_noinfo;
+    for (const EdacModule& m : c.modules) {
+      ce += m.corrected;
+      ue += m.uncorrected;
+    }
+    EXPECT_EQ(ce, c.corrected) << c.name;
+    EXPECT_EQ(ue, c.uncorrected) << c.name;
+  }
+}
+
+TEST(Edac, AmdRanksInSlotOrder) {
+  EdacRead r = read_edac(sources::FsRoot(edac_fixture("sys-amd")));
+  EXPECT_TRUE(r.errors.empty());
+  ASSERT_EQ(r.controllers.size(), 2u);  // power/ beside them is not one
+  const EdacController& mc0 = r.controllers[0];
+  ASSERT_EQ(mc0.modules.size(), 16u);
+  EXPECT_EQ(mc0.modules[2].slot, "rank2");  // numeric order: rank10 after rank9
+  EXPECT_EQ(mc0.modules[10].slot, "rank10");
+  EXPECT_EQ(mc0.modules[3].corrected, 5u);
+  EXPECT_EQ(mc0.modules[3].label, "mc#0csrow#0channel#3");
+  EXPECT_EQ(mc0.modules[11].corrected, 2u);
+  EXPECT_EQ(mc0.corrected, 7u);
+}
+
+TEST(Edac, BadValuesAreSkippedAndNamed) {
+  TempDir dir;
+  const std::string mc = "devices/system/edac/mc/mc0";
+  dir.write(mc + "/ce_count", "oops\n");
+  dir.write(mc + "/ue_count", "-1\n");  // a u32 printed signed by an old kernel
+  dir.write(mc + "/dimm0/dimm_ce_count", "3\n");
+  dir.write(mc + "/dimm0/dimm_ue_count", "0\n");
+  dir.write(mc + "/dimm1/dimm_ce_count", "9\n");
+  dir.write(mc + "/dimm1/dimm_ue_count", "0\n");
+  auto faults = std::make_shared<sources::Faults>();
+  faults->inject("mc0/dimm1/dimm_ce_count", EIO);
+  EdacRead r = read_edac(sources::FsRoot(dir.path(), faults));
+  ASSERT_EQ(r.controllers.size(), 1u);
+  EXPECT_EQ(r.controllers[0].uncorrected, 4294967295u);
+  ASSERT_EQ(r.controllers[0].modules.size(), 2u);
+  EXPECT_EQ(r.controllers[0].modules[1].corrected, 0u);  // unread, the module's UE still read
+  ASSERT_EQ(r.errors.size(), 2u);
+  EXPECT_EQ(r.errors[0].first, "mc0");
+  EXPECT_NE(r.errors[0].second.find("not a number"), std::string::npos);
+  EXPECT_EQ(r.errors[1].first, "mc0/dimm1");
+  EXPECT_NE(r.errors[1].second.find("EIO"), std::string::npos);
+  // No EDAC at all (the module not loaded): nothing, and no error.
+  TempDir empty;
+  EdacRead none = read_edac(sources::FsRoot(empty.path()));
+  EXPECT_TRUE(none.controllers.empty());
+  EXPECT_TRUE(none.errors.empty());
 }
 
 }  // namespace

@@ -1,0 +1,95 @@
+#include "kernel/edac.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <optional>
+#include <string_view>
+
+namespace nodewatch::kernel {
+namespace {
+
+constexpr std::string_view kMc = "devices/system/edac/mc";
+
+// "mc12" -> 12; nullopt for power/, subsystem, uevent.
+std::optional<unsigned> index_of(std::string_view name, std::string_view prefix) {
+  if (name.size() <= prefix.size() || name.substr(0, prefix.size()) != prefix) return std::nullopt;
+  unsigned n = 0;
+  std::string_view digits = name.substr(prefix.size());
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  return n;
+}
+
+std::string trimmed(std::string_view s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\0'))
+    s.remove_suffix(1);
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  return std::string(s);
+}
+
+// A count attribute: a decimal (old kernels print the u32 signed).
+std::optional<std::uint64_t> count(const sources::FsRoot& sys, const std::string& rel,
+                                   const std::string& subject, EdacRead* out) {
+  sources::Read r = sys.read(rel);
+  if (!r.ok()) {
+    if (r.failed()) out->errors.emplace_back(subject, rel + ": " + r.error_name());
+    return std::nullopt;
+  }
+  std::string_view v = r.value();
+  long long n = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || end != v.data() + v.size()) {
+    out->errors.emplace_back(subject,
+                             rel + ": not a number: \"" + std::string(v.substr(0, 32)) + "\"");
+    return std::nullopt;
+  }
+  if (n < 0) n += 4294967296LL;  // a u32 printed with %d
+  return static_cast<std::uint64_t>(n);
+}
+
+}  // namespace
+
+EdacRead read_edac(const sources::FsRoot& sys) {
+  EdacRead out;
+  sources::Listing mcs = sys.list(kMc);
+  if (!mcs.ok()) return out;  // EDAC not loaded: nothing, not an error
+  std::vector<std::pair<unsigned, std::string>> names;
+  for (const std::string& n : mcs.names) {
+    if (auto i = index_of(n, "mc")) names.emplace_back(*i, n);
+  }
+  std::sort(names.begin(), names.end());
+  for (const auto& [index, name] : names) {
+    const std::string dir = std::string(kMc) + "/" + name;
+    EdacController c;
+    c.name = name;
+    if (sources::Read r = sys.read(dir + "/mc_name"); r.ok()) c.mc_name = trimmed(r.text);
+    c.corrected = count(sys, dir + "/ce_count", name, &out).value_or(0);
+    c.uncorrected = count(sys, dir + "/ue_count", name, &out).value_or(0);
+    c.corrected_noinfo = count(sys, dir + "/ce_noinfo_count", name, &out).value_or(0);
+    c.uncorrected_noinfo = count(sys, dir + "/ue_noinfo_count", name, &out).value_or(0);
+    sources::Listing entries = sys.list(dir);
+    std::vector<std::pair<std::pair<int, unsigned>, std::string>> slots;
+    for (const std::string& e : entries.names) {
+      if (auto i = index_of(e, "dimm")) slots.push_back({{0, *i}, e});
+      if (auto i = index_of(e, "rank")) slots.push_back({{1, *i}, e});
+    }
+    std::sort(slots.begin(), slots.end());
+    for (const auto& [key, slot] : slots) {
+      const std::string mdir = dir + "/" + slot;
+      const std::string subject = name + "/" + slot;
+      EdacModule m;
+      m.slot = slot;
+      if (sources::Read r = sys.read(mdir + "/dimm_label"); r.ok()) m.label = trimmed(r.text);
+      auto ce = count(sys, mdir + "/dimm_ce_count", subject, &out);
+      auto ue = count(sys, mdir + "/dimm_ue_count", subject, &out);
+      if (!ce && !ue) continue;  // nothing to say about this module
+      m.corrected = ce.value_or(0);
+      m.uncorrected = ue.value_or(0);
+      c.modules.push_back(std::move(m));
+    }
+    out.controllers.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace nodewatch::kernel
