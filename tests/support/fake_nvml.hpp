@@ -38,6 +38,8 @@ class FakeNvmlHooks {
   unsigned long long Inits() { return inits_ != nullptr ? inits_() : ~0ull; }
   // GPM samples allocated and not yet freed (all sessions).
   long GpmSamples() { return gpm_samples_ != nullptr ? gpm_samples_() : -1; }
+  // Calls sleeping in a `block` now.
+  int Blocked() { return blocked_ != nullptr ? blocked_() : -1; }
   // Waits (bounded) until no call sleeps in a `block`, so that no thread
   // of this test is left inside the library.
   bool WaitUnblocked(std::chrono::milliseconds limit = std::chrono::seconds(10)) {
