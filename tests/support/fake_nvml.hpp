@@ -40,6 +40,15 @@ class FakeNvmlHooks {
   long GpmSamples() { return gpm_samples_ != nullptr ? gpm_samples_() : -1; }
   // Calls sleeping in a `block` now.
   int Blocked() { return blocked_ != nullptr ? blocked_() : -1; }
+  // Waits (bounded) until at least one call sleeps in a `block`.
+  bool WaitBlocked(std::chrono::milliseconds limit = std::chrono::seconds(5)) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (blocked_ != nullptr && blocked_() <= 0) {
+      if (std::chrono::steady_clock::now() >= until) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return blocked_ != nullptr;
+  }
   // Waits (bounded) until no call sleeps in a `block`, so that no thread
   // of this test is left inside the library.
   bool WaitUnblocked(std::chrono::milliseconds limit = std::chrono::seconds(10)) {
