@@ -63,10 +63,10 @@ EdacRead read_edac(const sources::FsRoot& sys) {
     EdacController c;
     c.name = name;
     if (sources::Read r = sys.read(dir + "/mc_name"); r.ok()) c.mc_name = trimmed(r.text);
-    c.corrected = count(sys, dir + "/ce_count", name, &out).value_or(0);
-    c.uncorrected = count(sys, dir + "/ue_count", name, &out).value_or(0);
-    c.corrected_noinfo = count(sys, dir + "/ce_noinfo_count", name, &out).value_or(0);
-    c.uncorrected_noinfo = count(sys, dir + "/ue_noinfo_count", name, &out).value_or(0);
+    c.corrected = count(sys, dir + "/ce_count", name, &out);
+    c.uncorrected = count(sys, dir + "/ue_count", name, &out);
+    c.corrected_noinfo = count(sys, dir + "/ce_noinfo_count", name, &out);
+    c.uncorrected_noinfo = count(sys, dir + "/ue_noinfo_count", name, &out);
     sources::Listing entries = sys.list(dir);
     std::vector<std::pair<std::pair<int, unsigned>, std::string>> slots;
     for (const std::string& e : entries.names) {
@@ -83,8 +83,8 @@ EdacRead read_edac(const sources::FsRoot& sys) {
       auto ce = count(sys, mdir + "/dimm_ce_count", subject, &out);
       auto ue = count(sys, mdir + "/dimm_ue_count", subject, &out);
       if (!ce && !ue) continue;  // nothing to say about this module
-      m.corrected = ce.value_or(0);
-      m.uncorrected = ue.value_or(0);
+      m.corrected = ce;
+      m.uncorrected = ue;
       c.modules.push_back(std::move(m));
     }
     out.controllers.push_back(std::move(c));

@@ -19,6 +19,7 @@
 // Layouts of the fixtures: tests/fixtures/edac/README.md.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,20 +27,22 @@
 
 namespace nodewatch::kernel {
 
+// A count that could not be read or parsed is nullopt: left out, never a 0
+// that would read as a counter reset.
 struct EdacModule {
   std::string slot;   // "dimm2", "rank5"
   std::string label;  // dimm_label, trimmed; may be ""
-  std::uint64_t corrected = 0;
-  std::uint64_t uncorrected = 0;
+  std::optional<std::uint64_t> corrected;
+  std::optional<std::uint64_t> uncorrected;
 };
 
 struct EdacController {
   std::string name;     // "mc0"
   std::string mc_name;  // the driver's name for it
-  std::uint64_t corrected = 0;
-  std::uint64_t uncorrected = 0;
-  std::uint64_t corrected_noinfo = 0;
-  std::uint64_t uncorrected_noinfo = 0;
+  std::optional<std::uint64_t> corrected;
+  std::optional<std::uint64_t> uncorrected;
+  std::optional<std::uint64_t> corrected_noinfo;  // errors the driver could not place
+  std::optional<std::uint64_t> uncorrected_noinfo;
   std::vector<EdacModule> modules;
 };
 

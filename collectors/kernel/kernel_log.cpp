@@ -34,6 +34,8 @@ std::optional<KernelEvent> KernelLog::feed(const KmsgRecord& r) {
   }
   if (state_.last_seq && r.seq > *state_.last_seq + 1)
     state_.counts.lost += r.seq - *state_.last_seq - 1;
+  else if (!state_.last_seq)
+    state_.counts.lost += r.seq;  // a boot's first record is 0: those before were overwritten
   state_.last_seq = r.seq;
   last_ts_ = r.ts_usec;
   if (r.facility != 0) return std::nullopt;  // user space: never an event

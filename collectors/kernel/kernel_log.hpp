@@ -4,7 +4,9 @@
 // last_seq of the same boot was counted already and is skipped; a gap in
 // the sequence numbers is records the ring buffer overwrote before they
 // were read (while nodewatch was down, or an overrun while it ran), counted
-// as lost. A state of another boot is dropped: a new boot starts afresh.
+// as lost; so are the records before the first one read afresh (a boot's
+// first record is number 0), which the ring buffer overwrote before
+// nodewatch first ran in this boot. A state of another boot is dropped: a new boot starts afresh.
 //
 // Only facility 0 (the kernel) is matched: user space cannot write it
 // (kmsg.hpp).

@@ -47,19 +47,33 @@ std::string read_boot_id(const std::string& path) {
   std::ifstream in(path);
   std::string id;
   std::getline(in, id);
-  return id;
+  // A UUID as the kernel prints it; anything else is not trusted.
+  const bool ok = !id.empty() && id.size() <= 64 &&
+                  id.find_first_not_of("0123456789abcdef-") == std::string::npos;
+  return ok ? id : std::string();
 }
 
 KernelLogService::KernelLogService(KernelLogOptions options)
     : options_(std::move(options)),
+      boot_id_(read_boot_id(options_.boot_id_path)),
       log_(
-          [&] {
+          [&]() -> std::optional<KernelState> {
+            if (options_.state_file.empty()) return std::nullopt;
+            if (boot_id_.empty()) {
+              // Without the boot id a restart cannot be told from a reboot:
+              // a saved state could be another boot's, and this one's would
+              // mislead the next start. Counts are kept in memory only.
+              counters_.state_refused = options_.boot_id_path +
+                                        ": no boot id to be read; the counts are not kept "
+                                        "across restarts";
+              return std::nullopt;
+            }
             std::string why;
             auto s = load_state(options_.state_file, &why);
-            counters_.state_error = why;
+            counters_.state_refused = why;
             return s;
           }(),
-          read_boot_id(options_.boot_id_path), match_kernel_record, options_.max_devices) {
+          boot_id_, match_kernel_record, options_.max_devices) {
   counters_.continued = log_.continued();
   boot_unix_ = clock_seconds(CLOCK_REALTIME) - clock_seconds(CLOCK_MONOTONIC);
   stop_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -82,11 +96,28 @@ KernelLogService::Snapshot KernelLogService::snapshot() const {
   return s;
 }
 
+KernelLogService::News KernelLogService::take_news() {
+  std::lock_guard lock(mu_);
+  News n;
+  n.malformed = counters_.malformed - malformed_told_;
+  malformed_told_ = counters_.malformed;
+  if (!refusal_told_) {
+    n.state_refused = counters_.state_refused;
+    refusal_told_ = true;
+  }
+  return n;
+}
+
+bool KernelLogService::wait_first_pass(std::chrono::steady_clock::time_point until) const {
+  std::unique_lock lock(mu_);
+  return passed_.wait_until(lock, until, [&] { return counters_.passes > 0; });
+}
+
 void KernelLogService::save() {
   KernelState copy;
   {
     std::lock_guard lock(mu_);
-    if (!dirty_ || options_.state_file.empty()) return;
+    if (!dirty_ || options_.state_file.empty() || boot_id_.empty()) return;
     copy = log_.state();
     dirty_ = false;
   }
@@ -96,7 +127,7 @@ void KernelLogService::save() {
     counters_.state_error =
         options_.state_file + ": cannot be written: " + std::string(std::strerror(err));
     dirty_ = true;  // tried again at the next save
-  } else if (counters_.state_error.find("cannot be written") != std::string::npos) {
+  } else {
     counters_.state_error.clear();
   }
 }
@@ -126,6 +157,7 @@ void KernelLogService::run() {
       counters_.read_error =
           err == 0 ? std::string() : options_.kmsg_path + ": " + std::strerror(err);
     }
+    passed_.notify_all();
     auto now = std::chrono::steady_clock::now();
     if (now - last_save >= options_.save_interval) {
       save();

@@ -8,9 +8,9 @@
 // `save_interval`, and when the service stops.
 //
 // A state file that is refused (corrupt, torn, another version) is not
-// trusted: counting starts afresh and why is kept (state_error) for the
-// collector to report. One that cannot be written is kept as an error too;
-// the counts go on in memory.
+// trusted: counting starts afresh and why is kept (state_refused) for the
+// collector to report. One that cannot be written is kept as state_error
+// while it lasts; the counts go on in memory.
 
 #include <sys/types.h>
 
@@ -54,10 +54,25 @@ class KernelLogService {
     std::uint64_t malformed = 0;  // records whose prefix did not parse
     std::uint64_t overruns = 0;   // reads that found records overwritten
     std::uint64_t passes = 0;     // reads of what was available (tests)
-    std::string state_error;      // the state file refused or not written; "" when fine
+    std::string state_refused;    // why the state file was not trusted at start; "" if it was
+    std::string state_error;      // why the state cannot be saved now; "" when fine
     std::string read_error;       // the log could not be opened or read; "" when fine
   };
   Snapshot snapshot() const;
+  // Waits until the thread has read the log through once since the service
+  // started (true), or until `until` (false). A collector built over a new
+  // service waits for this, so that its first counts are not the saved
+  // state's alone while the records logged since are still being read.
+  // What the collector counts as errors once, and has not yet (kept here,
+  // not in the collector, so that a rebuilt collector does not count them
+  // again): malformed records since the last call, and the state file's
+  // refusal the first time.
+  struct News {
+    std::uint64_t malformed = 0;
+    std::string state_refused;
+  };
+  News take_news();
+  bool wait_first_pass(std::chrono::steady_clock::time_point until) const;
 
   const KernelLogOptions& options() const { return options_; }
 
@@ -66,8 +81,13 @@ class KernelLogService {
   void save();
 
   KernelLogOptions options_;
+  std::string boot_id_;  // "" when it cannot be read: no state is loaded or saved
   mutable std::mutex mu_;
-  Snapshot counters_;  // all but `state`, under mu_ (before log_: its constructor sets state_error)
+  mutable std::condition_variable passed_;  // notified after each pass
+  Snapshot
+      counters_;  // all but `state`, under mu_ (before log_: its constructor sets state_refused)
+  std::uint64_t malformed_told_ = 0;
+  bool refusal_told_ = false;
   KernelLog log_;
   bool dirty_ = false;
   double boot_unix_ = 0;
@@ -75,7 +95,8 @@ class KernelLogService {
   std::thread thread_;
 };
 
-// This boot's id (the boot_id file's first line), "" when it cannot be read.
+// This boot's id (the boot_id file's first line), "" when it cannot be read
+// or is not a UUID's characters.
 std::string read_boot_id(const std::string& path);
 
 }  // namespace nodewatch::kernel

@@ -1,6 +1,7 @@
 #include "kernel/kernel_state.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -134,7 +135,17 @@ std::optional<KernelState> parse_state(std::string_view text, std::string* why) 
 int write_state_file(const std::string& path, const KernelState& state) {
   const std::string text = serialize_state(state);
   const std::string tmp = path + ".tmp";
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
+  std::string dir = path.substr(0, path.rfind('/') == std::string::npos ? 0 : path.rfind('/'));
+  if (dir.empty()) dir = path.rfind('/') == 0 ? "/" : ".";
+  auto open_tmp = [&] {
+    return UniqueFd(
+        ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
+  };
+  UniqueFd fd = open_tmp();
+  // Under systemd the unit's StateDirectory= makes the directory; run by
+  // hand, the daemon makes its last component (never more: a missing
+  // /var/lib is not ours to make).
+  if (fd.get() < 0 && errno == ENOENT && ::mkdir(dir.c_str(), 0755) == 0) fd = open_tmp();
   if (fd.get() < 0) return errno;
   std::size_t done = 0;
   while (done < text.size()) {
@@ -157,8 +168,6 @@ int write_state_file(const std::string& path, const KernelState& state) {
     ::unlink(tmp.c_str());
     return err;
   }
-  std::string dir = path.substr(0, path.rfind('/') == std::string::npos ? 0 : path.rfind('/'));
-  if (dir.empty()) dir = path.rfind('/') == 0 ? "/" : ".";
   UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (d.get() >= 0) ::fsync(d.get());
   return 0;

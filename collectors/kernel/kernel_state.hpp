@@ -23,7 +23,8 @@
 // shape, a name with characters outside [A-Za-z0-9:._+-], a repeated fact,
 // a checksum that does not match: a torn or edited file) is refused whole:
 // never trusted in part. Written atomically: a temporary file in the same
-// directory, fsync, rename, fsync of the directory.
+// directory, fsync, rename, fsync of the directory. A missing directory is
+// made (its last component only, mode 0755).
 
 #include <cstdint>
 #include <map>

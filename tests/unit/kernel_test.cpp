@@ -215,8 +215,12 @@ TEST(KernelState, WrittenAtomically) {
   ASSERT_TRUE(back) << why;
   EXPECT_EQ(*back, s);
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
-  // A directory that is not there: the errno, and nothing written.
-  EXPECT_EQ(write_state_file((dir.path() / "none" / "state").string(), s), ENOENT);
+  // A missing directory is made (the daemon run without systemd's
+  // StateDirectory=), but only its last component: above it, the errno.
+  ASSERT_EQ(write_state_file((dir.path() / "made" / "state").string(), s), 0);
+  EXPECT_TRUE(parse_state(ReadFile(dir.path() / "made" / "state"), &why)) << why;
+  EXPECT_EQ(write_state_file((dir.path() / "none" / "deeper" / "state").string(), s), ENOENT);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "none"));
   // A directory that refuses the temporary file leaves the old state as it
   // was (root ignores permissions, so the file is made a directory instead).
   std::filesystem::create_directory(path + ".tmp");
@@ -259,7 +263,9 @@ TEST(KernelLog, CountsEachRecordOnceAcrossARestart) {
   EXPECT_EQ(saved.last_seq, 10u);
   EXPECT_EQ((saved.counts.events.at({"oom_kill", ""})), 3u);  // 5, 7, 9
   EXPECT_EQ((saved.counts.xids.at({"0000:18:00.0", "79"})), 1u);
-  EXPECT_EQ(saved.counts.lost, 0u);  // what the buffer had lost before the first read is unknown
+  // A boot's first record is number 0: 0-4 were overwritten before the
+  // first read of this boot.
+  EXPECT_EQ(saved.counts.lost, 5u);
 
   // Restarted in the same boot: the buffer is read from its start again;
   // what was counted is skipped, what was logged while down is counted.
@@ -276,7 +282,7 @@ TEST(KernelLog, CountsEachRecordOnceAcrossARestart) {
 
   // A gap: records overwritten before they were read.
   second.feed(record(20, "EVENT oom_kill"));
-  EXPECT_EQ(second.state().counts.lost, 8u);  // 12..19
+  EXPECT_EQ(second.state().counts.lost, 5u + 8u);  // and 12..19
   EXPECT_EQ(second.last_ts_usec(), 20000u);
 
   // Another boot: afresh.
@@ -293,10 +299,10 @@ TEST(KernelLog, UserSpaceCannotForgeAnEvent) {
   // A process that writes to /dev/kmsg gets facility 1 (user) whatever it
   // asks for: never matched.
   KernelLog log(std::nullopt, "b", test_matcher);
-  EXPECT_FALSE(log.feed(record(1, "EVENT nvidia_xid 0000:18:00.0", /*facility=*/1)));
+  EXPECT_FALSE(log.feed(record(0, "EVENT nvidia_xid 0000:18:00.0", /*facility=*/1)));
   EXPECT_TRUE(log.state().counts.events.empty());
-  EXPECT_EQ(log.state().last_seq, 1u);  // still read: the next record is not a gap
-  EXPECT_TRUE(log.feed(record(2, "EVENT nvidia_xid 0000:18:00.0")));
+  EXPECT_EQ(log.state().last_seq, 0u);  // still read: the next record is not a gap
+  EXPECT_TRUE(log.feed(record(1, "EVENT nvidia_xid 0000:18:00.0")));
   EXPECT_EQ(log.state().counts.lost, 0u);
 }
 
@@ -499,7 +505,7 @@ TEST(KernelEvents, NamesThatAreNotLabelSafeAreOther) {
 struct ServiceFiles {
   TempDir dir;
   std::filesystem::path kmsg = dir.write("kmsg", "");
-  std::filesystem::path boot = dir.write("boot_id", "boot-1\n");
+  std::filesystem::path boot = dir.write("boot_id", "3f0c8f8e-7a61-4d5e-9a39-0b1c2d3e4f50\n");
   std::string state = (dir.path() / "kernel-log.state").string();
   KernelLogOptions options() const {
     KernelLogOptions o;
@@ -541,6 +547,7 @@ TEST(KernelLogService, CountsOnceAcrossRestartsAndStartsAfreshOnANewBoot) {
     EXPECT_FALSE(s.snapshot().continued);
     f.append(3, oom);  // logged while it runs
     ASSERT_TRUE(soon([&] { return oom_kills(s) == 2; }));
+    EXPECT_TRUE(s.snapshot().state_refused.empty()) << s.snapshot().state_refused;
     EXPECT_TRUE(s.snapshot().state_error.empty()) << s.snapshot().state_error;
   }                  // stopped: the state is saved
   f.append(4, oom);  // logged while nodewatch is down
@@ -552,7 +559,7 @@ TEST(KernelLogService, CountsOnceAcrossRestartsAndStartsAfreshOnANewBoot) {
     EXPECT_EQ((s.snapshot().state.counts.xids.at({"0000:18:00.0", "79"})), 1u);
   }
   // A new boot: the old counts are not this boot's.
-  std::ofstream(f.boot, std::ios::trunc) << "boot-2\n";
+  std::ofstream(f.boot, std::ios::trunc) << "8d2b6a40-1c3e-4f7a-b5d9-6e0f1a2b3c4d\n";
   std::ofstream(f.kmsg, std::ios::trunc) << "3,0,10,-;" << oom << "\n";
   {
     KernelLogService s(f.options());
@@ -574,11 +581,38 @@ TEST(KernelLogService, ACorruptStateFileIsRefusedAndSaidWhy) {
   text[text.find("oom_kill - 1") + 11] = '7';  // an edit the checksum does not cover
   std::ofstream(f.state, std::ios::trunc) << text;
   KernelLogService s(f.options());
-  EXPECT_NE(s.snapshot().state_error.find("checksum"), std::string::npos)
-      << s.snapshot().state_error;
+  EXPECT_NE(s.snapshot().state_refused.find("checksum"), std::string::npos)
+      << s.snapshot().state_refused;
   EXPECT_FALSE(s.snapshot().continued);
   ASSERT_TRUE(soon([&] { return s.snapshot().passes >= 1; }));
   EXPECT_EQ(oom_kills(s), 1u) << "counted afresh, never from the edited file";
+}
+
+TEST(KernelLogService, WithoutABootIdNoStateIsLoadedOrSaved) {
+  ServiceFiles f;
+  f.append(0, "Out of memory: Killed process 1 (x) total-vm:1kB");
+  {
+    KernelLogService s(f.options());
+    ASSERT_TRUE(soon([&] { return oom_kills(s) == 1; }));
+  }
+  ASSERT_TRUE(std::filesystem::exists(f.state));
+  const std::string saved = ReadFile(f.state);
+  std::uint64_t seq = 1;
+  for (const char* bad : {"", "not a uuid\n"}) {
+    SCOPED_TRACE(bad);
+    std::ofstream(f.boot, std::ios::trunc) << bad;
+    f.append(seq++, "Out of memory: Killed process 2 (x) total-vm:1kB");
+    KernelLogService s(f.options());
+    // A saved state could be another boot's: not trusted; counted afresh.
+    EXPECT_FALSE(s.snapshot().continued);
+    EXPECT_NE(s.snapshot().state_refused.find("no boot id"), std::string::npos)
+        << s.snapshot().state_refused;
+    ASSERT_TRUE(soon([&] { return s.snapshot().passes >= 1; }));
+    EXPECT_GE(oom_kills(s), 2u);
+  }
+  // Nor is this state written over the saved one.
+  EXPECT_EQ(ReadFile(f.state), saved);
+  EXPECT_EQ(read_boot_id(f.boot.string()), "");
 }
 
 TEST(KernelLogService, AMissingLogIsAnErrorNotACrash) {
@@ -621,10 +655,10 @@ TEST(Edac, IntelControllersAndTheirDimms) {
   EXPECT_EQ(dimm2->label, "CPU_SrcID#0_MC#1_Chan#1_DIMM#0");
   // The controller's count is its modules' and the unplaced ones (5.5 on).
   for (const EdacController& c : r.controllers) {
-    std::uint64_t ce = c.corrected_noinfo, ue = c.uncorrected_noinfo;
+    std::uint64_t ce = c.corrected_noinfo.value(), ue = c.uncorrected_noinfo.value();
     for (const EdacModule& m : c.modules) {
-      ce += m.corrected;
-      ue += m.uncorrected;
+      ce += m.corrected.value();
+      ue += m.uncorrected.value();
     }
     EXPECT_EQ(ce, c.corrected) << c.name;
     EXPECT_EQ(ue, c.uncorrected) << c.name;
@@ -660,7 +694,9 @@ TEST(Edac, BadValuesAreSkippedAndNamed) {
   ASSERT_EQ(r.controllers.size(), 1u);
   EXPECT_EQ(r.controllers[0].uncorrected, 4294967295u);
   ASSERT_EQ(r.controllers[0].modules.size(), 2u);
-  EXPECT_EQ(r.controllers[0].modules[1].corrected, 0u);  // unread, the module's UE still read
+  EXPECT_FALSE(r.controllers[0].modules[1].corrected);     // unread, left out: never a 0
+  EXPECT_EQ(r.controllers[0].modules[1].uncorrected, 0u);  // the module's UE still read
+  EXPECT_FALSE(r.controllers[0].corrected);
   ASSERT_EQ(r.errors.size(), 2u);
   EXPECT_EQ(r.errors[0].first, "mc0");
   EXPECT_NE(r.errors[0].second.find("not a number"), std::string::npos);
