@@ -53,6 +53,10 @@ timeout = "500ms"
 directory = "$tmp/textfile"
 interval = "1s"
 timeout = "900ms"
+# The host's own kernel log (read, never written), its state kept here.
+[collectors.kernel]
+state_file = "$tmp/kernel-log.state"
+interval = "1s"
 EOF
 port=$((20000 + RANDOM % 20000))
 strace -f -qq -o "$tmp/trace" "$bin" --config "$tmp/nodewatch.toml" \

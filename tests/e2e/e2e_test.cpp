@@ -21,6 +21,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::DaemonProcess;
+using testing::KernelTestSection;
 using testing::ReadFile;
 using testing::Request;
 using testing::TempDir;
@@ -39,7 +40,7 @@ std::vector<std::string> FixtureArgs(const TempDir& dir) {
   namespace fs = std::filesystem;
   const auto opts = fs::copy_options::recursive | fs::copy_options::copy_symlinks |
                     fs::copy_options::skip_existing;
-  for (const char* tree : {"storage", "pcie", "amdgpu", "interconnect"}) {
+  for (const char* tree : {"storage", "pcie", "amdgpu", "interconnect", "edac", "kernel"}) {
     for (const char* root : {"sys", "proc"}) {
       fs::path from = kFixtures / tree / root;
       if (fs::exists(from)) {
@@ -59,7 +60,8 @@ std::vector<std::string> FixtureArgs(const TempDir& dir) {
       << "\"\n[collectors.accelerator]\ninterval = \"1h\"\n"
       << "[collectors.interconnect]\ninterval = \"1h\"\n[collectors.textfile]\ninterval = "
          "\"1h\"\ndirectory = \""
-      << (dir.path() / "node" / "textfile").string() << "\"\n";
+      << (dir.path() / "node" / "textfile").string() << "\"\n"
+      << KernelTestSection(dir.path()) << "interval = \"1h\"\n";
   return {"--config", (dir.path() / "nodewatch.toml").string(),
           "--sysfs",  (dir.path() / "node" / "sys").string(),
           "--procfs", (dir.path() / "node" / "proc").string()};
@@ -77,7 +79,9 @@ std::string Normalize(const std::string& text) {
   static const std::set<std::string> kVolatile = {
       "nodewatch_collector_duration_seconds", "nodewatch_collector_last_success_timestamp_seconds",
       "nodewatch_config_last_reload_success_timestamp_seconds",
-      "nodewatch_textfile_file_mtime_seconds"};
+      "nodewatch_textfile_file_mtime_seconds",
+      // The fixture's records carry monotonic stamps; the boot time is the host's.
+      "nodewatch_kernel_log_last_record_timestamp_seconds"};
   static const std::regex kRevision(R"(revision="[^"]*")");
   std::istringstream in(text);
   std::string line, out;

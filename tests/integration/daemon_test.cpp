@@ -21,6 +21,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::DaemonProcess;
+using testing::KernelTestSection;
 using testing::Request;
 using testing::SampleValue;
 using testing::TempDir;
@@ -140,7 +141,8 @@ TEST(DaemonTest, ReloadIsAllOrNothing) {
   EXPECT_EQ(reload_ok(), 1);
 
   // A broken file (one good change, one bad key) changes nothing.
-  dir.write("nodewatch.toml", "[collectors.storage]\ninterval = \"30s\"\nbogus = 1\n");
+  dir.write("nodewatch.toml", "[collectors.storage]\ninterval = \"30s\"\nbogus = 1\n" +
+                                  KernelTestSection(dir.path()));
   d.signal(SIGHUP);
   ASSERT_TRUE(
       d.wait_log("reload rejected: .*nodewatch.toml:3:1: collectors.storage.bogus: unknown key"))
@@ -149,7 +151,8 @@ TEST(DaemonTest, ReloadIsAllOrNothing) {
   EXPECT_EQ(interval(), 20);
 
   // A good file applies.
-  dir.write("nodewatch.toml", "[collectors.storage]\ninterval = \"30s\"\n");
+  dir.write("nodewatch.toml",
+            "[collectors.storage]\ninterval = \"30s\"\n" + KernelTestSection(dir.path()));
   d.signal(SIGHUP);
   ASSERT_TRUE(d.wait_log("configuration reloaded"));
   EXPECT_EQ(reload_ok(), 1);

@@ -21,6 +21,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::DaemonProcess;
+using testing::KernelTestSection;
 using testing::ReadFile;
 using testing::Request;
 using testing::SampleValue;
@@ -68,7 +69,7 @@ class ReloadTest : public ::testing::Test {
         << v << "\n";
   }
 
-  std::string Config(const std::string& textfile_interval) const {
+  std::string Config(const std::string& textfile_interval, int kernel_max_devices = 64) const {
     return "[collectors.accelerator]\nenabled = false\n"
            "[collectors.pcie]\nenabled = false\n"
            "[collectors.nic]\nenabled = false\n"
@@ -80,7 +81,10 @@ class ReloadTest : public ::testing::Test {
            "[collectors.storage]\ninterval = \"200ms\"\ntimeout = \"200ms\"\n"
            "[[collectors.storage.probe]]\npath = \"" +
            (dir_.path() / "probed").string() +
-           "\"\noperations = [\"stat\"]\ninterval = \"100ms\"\ntimeout = \"100ms\"\n";
+           "\"\noperations = [\"stat\"]\ninterval = \"100ms\"\ntimeout = \"100ms\"\n" +
+           KernelTestSection(dir_.path()) +
+           "interval = \"200ms\"\ntimeout = \"200ms\"\nmax_devices = " +
+           std::to_string(kernel_max_devices) + "\n";
   }
 
   std::vector<std::string> Args(const fs::path& config) const {
@@ -120,12 +124,19 @@ TEST_F(ReloadTest, AnUnchangedConfigurationIsInvisibleToPrometheus) {
   SetOutOfBuffer(5);  // wrapped: +11
   ASSERT_TRUE(wait_value(kOutOfBuffer, [](double v) { return v == 4294967301.0; })) << d.log();
   ASSERT_TRUE(wait_value(ProbeCount(), [](double v) { return v >= 3; })) << d.log();
+  // The modelled node's kernel log: one XID 79, two XID 13, eight records
+  // matched in all (tests/fixtures/kernel/README.md).
+  const std::string xid79 =
+      "nodewatch_kernel_xid_events_total{pci_bus_id=\"0000:8a:00.0\",xid=\"79\"}";
+  const std::string xid13 =
+      "nodewatch_kernel_xid_events_total{pci_bus_id=\"0000:4a:00.0\",xid=\"13\"}";
+  ASSERT_TRUE(wait_value(xid79, [](double v) { return v == 1; })) << d.log();
 
   for (int i = 1; i <= 3; ++i) {
     double probes = *value(ProbeCount());
     d.signal(SIGHUP);
     ASSERT_TRUE(WaitLogCount(d, "configuration reloaded", static_cast<std::size_t>(i))) << d.log();
-    EXPECT_EQ(CountLog(d, "3 collector\\(s\\) enabled, 3 unchanged and kept"),
+    EXPECT_EQ(CountLog(d, "4 collector\\(s\\) enabled, 4 unchanged and kept"),
               static_cast<std::size_t>(i));
     std::string body = scrape();
     // The wrapped counter is still past 2^32 (a new accumulator would say
@@ -134,6 +145,8 @@ TEST_F(ReloadTest, AnUnchangedConfigurationIsInvisibleToPrometheus) {
     EXPECT_GE(SampleValue(body, ProbeCount()).value_or(0), probes) << "reload " << i;
     EXPECT_EQ(SampleValue(body, "nodewatch_config_last_reload_successful"), 1);
     EXPECT_EQ(SampleValue(body, "nodewatch_collector_up{collector=\"storage\"}"), 1);
+    EXPECT_EQ(SampleValue(body, xid79), 1) << "reload " << i;
+    EXPECT_EQ(SampleValue(body, xid13), 2) << "reload " << i;
   }
 
   // A change to the textfile collector rebuilds it alone: storage and
@@ -141,12 +154,27 @@ TEST_F(ReloadTest, AnUnchangedConfigurationIsInvisibleToPrometheus) {
   double probes = *value(ProbeCount());
   dir_.write("nodewatch.toml", Config("30s"));
   d.signal(SIGHUP);
-  ASSERT_TRUE(WaitLogCount(d, "configuration reloaded; 3 collector\\(s\\) enabled, 2 unchanged", 1))
+  ASSERT_TRUE(WaitLogCount(d, "configuration reloaded; 4 collector\\(s\\) enabled, 3 unchanged", 1))
       << d.log();
   std::string body = scrape();
   EXPECT_EQ(SampleValue(body, kOutOfBuffer), 4294967301.0);
   EXPECT_GE(SampleValue(body, ProbeCount()).value_or(0), probes);
   EXPECT_EQ(SampleValue(body, "nodewatch_collector_interval_seconds{collector=\"textfile\"}"), 30);
+
+  // A change to the kernel collector's options builds a new log service
+  // beside the old one: it reads the log again from the saved state, and
+  // its counts neither step back nor count a record twice, from the first
+  // collection of the rebuilt collector on.
+  dir_.write("nodewatch.toml", Config("30s", /*kernel_max_devices=*/32));
+  d.signal(SIGHUP);
+  ASSERT_TRUE(WaitLogCount(d, "configuration reloaded; 4 collector\\(s\\) enabled, 3 unchanged", 2))
+      << d.log();
+  for (int i = 0; i < 5; ++i) {
+    body = scrape();
+    EXPECT_EQ(SampleValue(body, xid79), 1) << "scrape " << i;
+    EXPECT_EQ(SampleValue(body, xid13), 2) << "scrape " << i;
+    std::this_thread::sleep_for(100ms);
+  }
   d.signal(SIGTERM);
   EXPECT_EQ(d.wait(5s), 0);
 }

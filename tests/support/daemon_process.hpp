@@ -56,6 +56,32 @@ inline std::string ReadFile(const std::filesystem::path& p) {
   return ss.str();
 }
 
+// The [collectors.kernel] section every daemon a test starts runs with: the
+// kernel log of a modelled node (tests/fixtures/kernel/kmsg-node.txt) and a
+// state file in `dir`, never the host's /dev/kmsg or /var/lib/nodewatch. A
+// test that rewrites its configuration (a reload) adds it itself.
+inline std::string KernelTestSection(const std::filesystem::path& dir) {
+  return "\n[collectors.kernel]\nkmsg_path = \"" +
+         (std::filesystem::path(NODEWATCH_FIXTURES_DIR) / "kernel" / "kmsg-node.txt").string() +
+         "\"\nstate_file = \"" + (dir / "kernel-log.state").string() + "\"\n";
+}
+
+// Appends KernelTestSection to the file `--config` names in `args` when it
+// has no [collectors.kernel] of its own.
+inline void AddKernelTestSection(const std::vector<std::string>& args) {
+  for (std::size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] != "--config") continue;
+    const std::filesystem::path config = args[i + 1];
+    std::ifstream in(config);
+    if (!in) return;
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (ss.str().find("[collectors.kernel]") != std::string::npos) return;
+    std::ofstream(config, std::ios::app) << KernelTestSection(config.parent_path());
+    return;
+  }
+}
+
 class DaemonProcess {
  public:
   struct Options {
@@ -70,6 +96,7 @@ class DaemonProcess {
   };
 
   DaemonProcess(const Options& o, const std::filesystem::path& log_file) : log_(log_file) {
+    AddKernelTestSection(o.args);
     pid_ = ::fork();
     if (pid_ == 0) {
       int err = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

@@ -25,21 +25,29 @@
 #include <thread>
 #include <vector>
 
+#include "config.hpp"
 #include "kernel/edac.hpp"
+#include "kernel/kernel_collector.hpp"
 #include "kernel/kernel_events.hpp"
 #include "kernel/kernel_log.hpp"
 #include "kernel/kernel_service.hpp"
 #include "kernel/kernel_state.hpp"
 #include "kernel/kmsg.hpp"
 #include "kernel/kmsg_reader.hpp"
+#include "nodewatch/services.hpp"
 #include "support/collector_test.hpp"
 #include "support/daemon_process.hpp"
 
 namespace nodewatch::kernel {
 namespace {
 
+using nodewatch::testing::CollectOnce;
+using nodewatch::testing::ErrorCount;
+using nodewatch::testing::ExpectWellFormedTable;
+using nodewatch::testing::HasSeries;
 using nodewatch::testing::ReadFile;
 using nodewatch::testing::TempDir;
+using nodewatch::testing::Value;
 
 TEST(Kmsg, TheAbiDocumentsOwnExamples) {
   // The three example records of Documentation/ABI/testing/dev-kmsg.
@@ -707,6 +715,223 @@ TEST(Edac, BadValuesAreSkippedAndNamed) {
   EdacRead none = read_edac(sources::FsRoot(empty.path()));
   EXPECT_TRUE(none.controllers.empty());
   EXPECT_TRUE(none.errors.empty());
+}
+
+// --- The collector, over the modelled node's log (tests/fixtures/kernel/
+// kmsg-node.txt) and the i10nm_edac tree (tests/fixtures/edac/sys). ---
+
+const std::filesystem::path kKernelFixtures =
+    std::filesystem::path(NODEWATCH_FIXTURES_DIR) / "kernel";
+
+// A node: the fixture log copied (so that a test may append to it), the
+// fixture boot id, the EDAC tree, and a state file, all in a scratch dir.
+struct CollectorNode {
+  TempDir dir;
+  std::filesystem::path kmsg = dir.path() / "kmsg";
+  Roots roots;
+  CollectorNode() {
+    std::filesystem::copy_file(kKernelFixtures / "kmsg-node.txt", kmsg);
+    std::filesystem::create_directories(dir.path() / "proc");
+    std::filesystem::copy(kKernelFixtures / "proc", dir.path() / "proc",
+                          std::filesystem::copy_options::recursive);
+    roots.sysfs = edac_fixture("sys");
+    roots.procfs = dir.path() / "proc";
+  }
+  KernelOptions options() const {
+    KernelOptions o;
+    o.kmsg_path = kmsg.string();
+    o.state_file = (dir.path() / "kernel-log.state").string();
+    return o;
+  }
+  CollectorEnv env(Services* services) const { return CollectorEnv{roots, nullptr, {}, services}; }
+  std::unique_ptr<KernelCollector> collector(Services* services, const KernelOptions& o) const {
+    return std::make_unique<KernelCollector>(kernel_log_service(env(services), o), roots, o.edac);
+  }
+  std::unique_ptr<KernelCollector> collector(Services* services) const {
+    return collector(services, options());
+  }
+};
+
+// The series of family `name` in the sink.
+std::size_t SeriesCount(const MetricSink& s, const std::string& name) {
+  std::istringstream in(s.render());
+  std::size_t n = 0;
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(name + "{", 0) == 0 || line.rfind(name + " ", 0) == 0) ++n;
+  return n;
+}
+
+double Event(const MetricSink& s, const std::string& event, const std::string& device) {
+  return Value(s, "nodewatch_kernel_events_total", {event, device});
+}
+
+TEST(KernelCollector, MetricTableIsWellFormed) {
+  ExpectWellFormedTable(kernel_metric_table(), "nodewatch_kernel_");
+}
+
+TEST(KernelCollector, TheModelledNodesEventsAndMemoryErrors) {
+  CollectorNode node;
+  Services services;
+  auto c = node.collector(&services);
+  MetricSink s(c->metrics());
+  CollectOnce(*c, s);
+  EXPECT_TRUE(s.errors().empty());
+  // Worked out by hand from the fixture's 28 records (README.md there).
+  EXPECT_EQ(Event(s, "aer_correctable", "0000:1a:00.0"), 1);  // not the root port's notice too
+  EXPECT_EQ(Event(s, "nvidia_xid", "0000:4a:00.0"), 2);
+  EXPECT_EQ(Event(s, "nvidia_xid", "0000:8a:00.0"), 1);
+  EXPECT_EQ(Event(s, "gpu_fallen_off_bus", "0000:8a:00.0"), 1);
+  EXPECT_EQ(Event(s, "nvidia_sxid", "0000:05:00.0"), 1);  // not its Severity and Data lines
+  EXPECT_EQ(Event(s, "mlx5_health", "0000:c1:00.0"), 1);
+  EXPECT_EQ(Event(s, "link_down", "ibp193s0"), 1);
+  EXPECT_EQ(Event(s, "hung_task", ""), 1);
+  EXPECT_EQ(Event(s, "oom_kill", ""), 1);
+  EXPECT_EQ(Event(s, "memory_corrected", ""), 2);  // "2 CE" is two errors
+  EXPECT_EQ(Event(s, "io_error", "nvme1n1"), 1);
+  EXPECT_EQ(Event(s, "nfs_not_responding", ""), 1);
+  EXPECT_EQ(Event(s, "nfs_ok", ""), 1);
+  EXPECT_EQ(SeriesCount(s, "nodewatch_kernel_events_total"), 13u);
+  // The XID a process wrote to /dev/kmsg (facility user) is not one.
+  EXPECT_FALSE(HasSeries(s, "nodewatch_kernel_xid_events_total", {"0000:1a:00.0", "79"}));
+  EXPECT_EQ(Value(s, "nodewatch_kernel_xid_events_total", {"0000:4a:00.0", "13"}), 2);
+  EXPECT_EQ(Value(s, "nodewatch_kernel_xid_events_total", {"0000:8a:00.0", "79"}), 1);
+  EXPECT_EQ(Value(s, "nodewatch_kernel_sxid_events_total", {"0000:05:00.0", "12028"}), 1);
+  EXPECT_EQ(Value(s, "nodewatch_kernel_log_lost_records_total", {}), 0);
+  EXPECT_EQ(Value(s, "nodewatch_kernel_log_up", {}), 1);
+  // The last record's monotonic stamp (3720.091002 s) plus the boot time.
+  const double boot =
+      static_cast<double>(std::time(nullptr)) -
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  EXPECT_NEAR(Value(s, "nodewatch_kernel_log_last_record_timestamp_seconds", {}),
+              boot + 3720.091002, 2.0);
+  // EDAC: per module, and under dimm="" what the driver could not place.
+  EXPECT_EQ(Value(s, "nodewatch_memory_corrected_errors_total", {"mc0", "dimm0"}), 7836);
+  EXPECT_EQ(Value(s, "nodewatch_memory_corrected_errors_total", {"mc0", ""}), 0);
+  EXPECT_EQ(Value(s, "nodewatch_memory_corrected_errors_total", {"mc1", ""}), 2);
+  EXPECT_EQ(Value(s, "nodewatch_memory_uncorrected_errors_total", {"mc1", "dimm2"}), 1);
+  EXPECT_EQ(
+      Value(s, "nodewatch_memory_module_info", {"mc1", "dimm2", "CPU_SrcID#0_MC#1_Chan#1_DIMM#0"}),
+      1);
+  EXPECT_EQ(Value(s, "nodewatch_memory_controller_info", {"mc0", "Intel_10nm Socket#0 IMC#0"}), 1);
+  EXPECT_EQ(SeriesCount(s, "nodewatch_memory_corrected_errors_total"), 10u);  // 2 x (4 + 1)
+}
+
+TEST(KernelCollector, AnUnreadableLogKeepsItsCountsAndSaysSo) {
+  CollectorNode node;
+  Services services;
+  {
+    auto c = node.collector(&services);
+    MetricSink s(c->metrics());
+    CollectOnce(*c, s);
+    ASSERT_EQ(Event(s, "oom_kill", ""), 1);
+  }  // the service stops and saves
+  std::filesystem::remove(node.kmsg);
+  auto c = node.collector(&services);
+  for (int round = 0; round < 2; ++round) {
+    MetricSink s(c->metrics());
+    CollectOnce(*c, s);
+    EXPECT_EQ(Value(s, "nodewatch_kernel_log_up", {}), 0);
+    EXPECT_EQ(ErrorCount(s, "log_unreadable"), 1u) << "each collection while it lasts";
+    // The saved counts are still served: nothing vanishes or resets.
+    EXPECT_EQ(Event(s, "oom_kill", ""), 1);
+    EXPECT_EQ(Value(s, "nodewatch_kernel_xid_events_total", {"0000:8a:00.0", "79"}), 1);
+    // EDAC does not depend on the log.
+    EXPECT_EQ(Value(s, "nodewatch_memory_corrected_errors_total", {"mc0", "dimm0"}), 7836);
+  }
+}
+
+TEST(KernelCollector, OneTimeErrorsAreCountedOnceEvenByARebuiltCollector) {
+  CollectorNode node;
+  std::ofstream(node.dir.path() / "kernel-log.state") << "nodewatch-kernel-state 9\n";
+  std::ofstream(node.kmsg, std::ios::app) << "3,28;no timestamp field\n";
+  Services services;
+  auto first = node.collector(&services);
+  MetricSink s(first->metrics());
+  CollectOnce(*first, s);
+  EXPECT_EQ(ErrorCount(s, "state_refused"), 1u);
+  EXPECT_EQ(ErrorCount(s, "malformed_record"), 1u);
+  EXPECT_EQ(Event(s, "oom_kill", ""), 1);  // counted afresh
+  // A reload that rebuilds the collector (same options: same service).
+  auto second = node.collector(&services);
+  first.reset();
+  MetricSink again(second->metrics());
+  CollectOnce(*second, again);
+  EXPECT_EQ(ErrorCount(again, "state_refused"), 0u);
+  EXPECT_EQ(ErrorCount(again, "malformed_record"), 0u);
+  EXPECT_EQ(Event(again, "oom_kill", ""), 1);
+  EXPECT_EQ(services.made_of<KernelLogService>(), 1u);
+}
+
+TEST(KernelCollector, NewOptionsBuildANewServiceThatNeitherStepsBackNorCountsTwice) {
+  CollectorNode node;
+  Services services;
+  auto old_collector = node.collector(&services);
+  MetricSink s(old_collector->metrics());
+  CollectOnce(*old_collector, s);
+  const std::string oom = "Out of memory: Killed process 7 (python3) total-vm:1kB";
+  std::ofstream(node.kmsg, std::ios::app) << "3,28,3800000000,-;" << oom << "\n";
+  // A reload builds the new collector before the old one goes: two
+  // services read the same log and the same state file for a while.
+  KernelOptions changed = node.options();
+  changed.max_devices = 8;
+  auto rebuilt = node.collector(&services, changed);
+  EXPECT_EQ(services.made_of<KernelLogService>(), 2u);
+  MetricSink first(rebuilt->metrics());
+  CollectOnce(*rebuilt, first);  // waits for the new service's first pass
+  EXPECT_EQ(Event(first, "oom_kill", ""), 2);
+  EXPECT_EQ(Value(first, "nodewatch_kernel_xid_events_total", {"0000:8a:00.0", "79"}), 1);
+  old_collector.reset();  // the old service saves as it stops
+  MetricSink later(rebuilt->metrics());
+  CollectOnce(*rebuilt, later);
+  EXPECT_EQ(Event(later, "oom_kill", ""), 2);
+  rebuilt.reset();
+  // Whichever saved last, the file is a state the next start continues.
+  auto next = node.collector(&services);
+  MetricSink after(next->metrics());
+  CollectOnce(*next, after);
+  EXPECT_EQ(Event(after, "oom_kill", ""), 2);
+  EXPECT_EQ(Value(after, "nodewatch_kernel_xid_events_total", {"0000:4a:00.0", "13"}), 2);
+}
+
+TEST(KernelCollector, AnEdacValueThatCannotBeReadIsLeftOutAndCounted) {
+  CollectorNode node;
+  auto faults = std::make_shared<sources::Faults>();
+  faults->inject("mc1/dimm2/dimm_ce_count", EIO);
+  node.roots.faults = faults;
+  Services services;
+  auto c = node.collector(&services);
+  MetricSink s(c->metrics());
+  CollectOnce(*c, s);
+  EXPECT_EQ(ErrorCount(s, "edac_read_error"), 1u);
+  EXPECT_FALSE(HasSeries(s, "nodewatch_memory_corrected_errors_total", {"mc1", "dimm2"}));
+  EXPECT_EQ(Value(s, "nodewatch_memory_uncorrected_errors_total", {"mc1", "dimm2"}), 1);
+  // Without EDAC (the option off) nothing of it is read.
+  KernelOptions off = node.options();
+  off.edac = false;
+  auto no_edac = node.collector(&services, off);
+  MetricSink n(no_edac->metrics());
+  CollectOnce(*no_edac, n);
+  EXPECT_EQ(SeriesCount(n, "nodewatch_memory_corrected_errors_total"), 0u);
+  EXPECT_TRUE(n.errors().empty());
+}
+
+TEST(KernelConfig, PathsMustBeAbsoluteAndDevicesBounded) {
+  std::vector<CollectorSpec> catalog = {kernel_collector_spec()};
+  auto parse = [&](const std::string& text) {
+    return parse_config(text, "nodewatch.toml", catalog);
+  };
+  ConfigResult ok = parse("[collectors.kernel]\nstate_file = \"\"\nmax_devices = 4096\n");
+  EXPECT_TRUE(ok.config) << (ok.errors.empty() ? "" : ok.errors[0].str());
+  for (const char* bad : {"kmsg_path = \"dev/kmsg\"", "state_file = \"kernel.state\"",
+                          "state_file = \"/var/lib/nodewatch/\"", "max_devices = 0",
+                          "max_devices = 4097", "edac = 1"}) {
+    SCOPED_TRACE(bad);
+    ConfigResult r = parse(std::string("[collectors.kernel]\n") + bad + "\n");
+    EXPECT_FALSE(r.config);
+    ASSERT_EQ(r.errors.size(), 1u);
+    EXPECT_EQ(r.errors[0].line, 2);
+    EXPECT_EQ(r.errors[0].key.rfind("collectors.kernel.", 0), 0u) << r.errors[0].key;
+  }
 }
 
 }  // namespace
