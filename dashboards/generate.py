@@ -29,6 +29,8 @@ UNCORRECTED = 'type="uncorrected"'
 SM = 'clock="sm"'
 NOT_MEMORY = 'sensor!="memory"'
 NOT_NONE = 'action!="none"'
+KERNEL_FAULTS = ('event=~"gpu_fallen_off_bus|dpc_containment|aer_fatal|mlx5_health|mlx5_cmd_timeout|'
+                 'machine_check|memory_uncorrected|amdgpu_reset"')
 
 
 def sel(extra=""):
@@ -322,6 +324,17 @@ def fleet():
               [(f"topk(10, sum by (instance) (increase(accelerator_xid:nodewatch_accelerator_xid_errors_total:hardware{sel()}[$__range])) "
                 f"+ sum by (instance) (increase(nodewatch_accelerator_ecc_errors_total{sel(UNCORRECTED)}[$__range])))",
                 "errors")],
+              w=12),
+        table("Kernel-logged hardware faults in range",
+              "The ten nodes whose kernel logged the most GPU, PCIe, NIC and memory faults over the range: XIDs "
+              "outside the application list, GPUs fallen off the bus, PCIe containment and fatal AER, mlx5 health "
+              "and command timeouts, machine checks, uncorrected memory errors.", "none",
+              [(f"topk(10, sum by (instance) ((increase(kernel_xid:nodewatch_kernel_xid_events_total:hardware{sel()}[$__range]) "
+                f"and kernel_xid:nodewatch_kernel_xid_events_total:hardware{sel()} offset $__range) "
+                f"or kernel_xid:nodewatch_kernel_xid_events_total:hardware{sel()} "
+                f"or (increase(nodewatch_kernel_events_total{sel(KERNEL_FAULTS)}[$__range]) "
+                f"and nodewatch_kernel_events_total{sel(KERNEL_FAULTS)} offset $__range) "
+                f"or nodewatch_kernel_events_total{sel(KERNEL_FAULTS)}) > 0)", "faults")],
               w=12),
         table("Recovery actions requested", "Nodes whose driver asks for an action (any but none) on accelerators, "
               "with the action and the number of accelerators.", "none",
@@ -642,6 +655,34 @@ def node():
            [(f"nodewatch_helper_processes{sel()}", "{{state}}"),
             (f"nodewatch_storage_probe_abandoned_helpers{sel()}", "probe abandoned"),
             (f"nodewatch_textfile_abandoned_helpers{sel()}", "textfile abandoned")]),
+        row("Kernel events and host memory"),
+        ts("Kernel events", "Hardware and system events in the kernel log, by event and the device the record "
+           "names, over the rate window (counted once across nodewatch restarts).", "none",
+           [(f"increase(nodewatch_kernel_events_total{sel()}[{RI}]) > 0", "{{event}} {{device}}")]),
+        table("Kernel events in range", "Every kernel log event over the dashboard's range, by event and device "
+              "(a series that first appeared in the range counts whole).", "none",
+              [(f"sum by (instance, event, device) ((increase(nodewatch_kernel_events_total{sel()}[$__range]) "
+                f"and nodewatch_kernel_events_total{sel()} offset $__range) or nodewatch_kernel_events_total{sel()}) > 0",
+                "events")], w=12),
+        ts("XIDs and SXIDs (kernel log)", "NVIDIA XIDs by GPU PCI address and code, and NVSwitch SXIDs, from the "
+           "kernel log: also those logged while nodewatch restarted and on nodes where NVML hangs.", "none",
+           [(f"increase(nodewatch_kernel_xid_events_total{sel()}[{RI}]) > 0", "{{pci_bus_id}} xid {{xid}}"),
+            (f"increase(nodewatch_kernel_sxid_events_total{sel()}[{RI}]) > 0", "{{pci_bus_id}} sxid {{sxid}}")]),
+        ts("Kernel log", "1 while the kernel log is read; records the ring buffer overwrote before nodewatch read "
+           "them, over the rate window; seconds since the last record.", "none",
+           [(f"nodewatch_kernel_log_up{sel()}", "{{instance}} up"),
+            (f"increase(nodewatch_kernel_log_lost_records_total{sel()}[{RI}])", "{{instance}} lost records"),
+            (f"time() - nodewatch_kernel_log_last_record_timestamp_seconds{sel()}", "{{instance}} since last record (s)")]),
+        ts("Host memory errors", "Corrected and uncorrected host memory errors per second (EDAC), by memory "
+           "controller and module slot; an empty slot is what the driver could not place.", "cps",
+           [(f"rate(nodewatch_memory_corrected_errors_total{sel()}[{RI}]) > 0", "{{controller}} {{dimm}} corrected"),
+            (f"rate(nodewatch_memory_uncorrected_errors_total{sel()}[{RI}]) > 0", "{{controller}} {{dimm}} uncorrected")]),
+        table("Memory modules", "Each populated module EDAC knows, with its label (the board's name for the "
+              "slot), its controller's name, and its corrected and uncorrected errors over the range.", "none",
+              [(f"nodewatch_memory_module_info{sel()}", "info"),
+               (f"nodewatch_memory_controller_info{sel()}", "controller"),
+               (f"increase(nodewatch_memory_corrected_errors_total{sel()}[$__range])", "corrected"),
+               (f"increase(nodewatch_memory_uncorrected_errors_total{sel()}[$__range])", "uncorrected")], h=8),
         row("Exporter health"),
         state_timeline("Collectors up", "1 while the collector's last collection succeeded within its timeout.", "none",
                        [(f"nodewatch_collector_up{sel()}", "{{instance}} {{collector}}")], mappings=UP_DOWN),
@@ -674,7 +715,7 @@ def node():
            [(f"scrape_duration_seconds{sel()}", "{{instance}}")]),
     ]
     return dashboard("nodewatch-node", "nodewatch / Node",
-                     "One node, one row per subsystem: accelerators, host links, NVLink, fabric ports, NIC, storage, exporter.",
+                     "One node, one row per subsystem: accelerators, host links, NVLink, fabric ports, NIC, storage, kernel events and host memory, exporter.",
                      items, ["node"])
 
 

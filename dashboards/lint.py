@@ -27,7 +27,10 @@ Exits 1 with one line per problem. Rules checked, for each dashboard:
   - every target: the $datasource; each metric selector carries the
     cluster, job and instance matchers; rate/irate use [$__rate_interval];
     increase uses [$__rate_interval] or [$__range]; every *_total counter
-    is inside rate/irate/increase.
+    is inside rate/irate/increase, except in the one idiom that counts a
+    series which first appeared within the range whole (increase() sees 0
+    for it): `(increase(C{...}[$__range]) and C{...} offset $__range) or
+    C{...}`, the same selector three times.
 """
 
 import json
@@ -42,6 +45,9 @@ ALLOWED_TYPES = {
 REQUIRED_MATCHERS = ['cluster=~"$cluster"', 'job=~"$job"', 'instance=~"$instance"']
 # A metric name (or recording rule) followed by a selector.
 SELECTOR = re.compile(r"([A-Za-z_:][A-Za-z0-9_:]*)\s*\{([^{}]*)\}")
+# The appear-or-increase idiom (see the header): the same selector three times.
+APPEARED = re.compile(r"\(increase\(([A-Za-z_:][A-Za-z0-9_:]*\{[^{}]*\})\[\$__range\]\)"
+                      r" and \1 offset \$__range\) or \1(?![A-Za-z0-9_{])")
 # Names that are metrics even without braces.
 BARE_METRIC = re.compile(r"(?<![\w:\"$])(nodewatch_[a-z0-9_]+|[a-z_]+:[a-z0-9_:]+|ALERTS|up|process_[a-z_]+|scrape_[a-z_]+)(?![\w:])")
 RANGE_FN = re.compile(r"\b(rate|irate|increase)\s*\(")
@@ -80,12 +86,13 @@ def problems_in_expr(expr, where, metrics, records):
         allowed = ["$__rate_interval"] if fn in ("rate", "irate") else ["$__rate_interval", "$__range"]
         if window not in allowed:
             out.append(f"{where}: {fn}() window is [{window}], expected [" + "] or [".join(allowed) + "]")
-    # Counters only inside rate/irate/increase.
-    for m in SELECTOR.finditer(expr):
+    # Counters only inside rate/irate/increase (the idiom counts as increase()).
+    counted = APPEARED.sub(lambda m: "increase(" + m.group(1) + "[$__range])", expr)
+    for m in SELECTOR.finditer(counted):
         name = m.group(1)
         if not name.endswith("_total"):
             continue
-        before = expr[:m.start()].rstrip()
+        before = counted[:m.start()].rstrip()
         if not re.search(r"\b(rate|irate|increase)\s*\($", before):
             out.append(f"{where}: counter {name} used outside rate/irate/increase")
     # Names must exist.

@@ -57,6 +57,7 @@ timeout = "900ms"
 [collectors.kernel]
 state_file = "$tmp/kernel-log.state"
 interval = "1s"
+timeout = "900ms"
 EOF
 port=$((20000 + RANDOM % 20000))
 strace -f -qq -o "$tmp/trace" "$bin" --config "$tmp/nodewatch.toml" \

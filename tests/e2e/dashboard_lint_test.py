@@ -116,6 +116,23 @@ class LintTest(unittest.TestCase):
             'nodewatch_accelerator_energy_joules_total{cluster=~"$cluster", job=~"$job", instance=~"$instance"}')
         self.expect(self.dashboard, "counter nodewatch_accelerator_energy_joules_total used outside")
 
+    def test_a_counter_that_appeared_within_the_range_counts_whole_only_in_the_idiom(self):
+        sel = '{cluster=~"$cluster", job=~"$job", instance=~"$instance"}'
+        other = '{cluster=~"$cluster", job=~"$job", instance=~"$instance", event="oom_kill"}'
+        c = "nodewatch_kernel_events_total"
+        p = first(self.dashboard, "timeseries")
+        p["targets"][0]["expr"] = f"sum((increase({c}{sel}[$__range]) and {c}{sel} offset $__range) or {c}{sel})"
+        rc, out = self.lint(self.dashboard)
+        self.assertEqual(rc, 0, out)
+        # Another selector in the last place is a bare counter, not the idiom.
+        p["targets"][0]["expr"] = f"sum((increase({c}{sel}[$__range]) and {c}{sel} offset $__range) or {c}{other})"
+        self.expect(self.dashboard, f"counter {c} used outside")
+        # Nor is the counter alone after `or`, or compared with its past.
+        p["targets"][0]["expr"] = f"sum(increase({c}{sel}[$__range]) or {c}{sel})"
+        self.expect(self.dashboard, f"counter {c} used outside")
+        p["targets"][0]["expr"] = f"{c}{sel} - {c}{sel} offset $__range"
+        self.expect(self.dashboard, f"counter {c} used outside")
+
     def test_unknown_metric_and_recording_rule(self):
         sel = '{cluster=~"$cluster", job=~"$job", instance=~"$instance"}'
         p = first(self.dashboard, "timeseries")

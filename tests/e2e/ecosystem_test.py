@@ -124,7 +124,7 @@ def main():
                     f'[[collectors.storage.probe]]\npath = "{probe_dir}"\n'
                     f'operations = ["stat", "read", "write", "fsync"]\ninterval = "1s"\ntimeout = "1s"\n'
                     f'[collectors.pcie]\ninterval = "1s"\ntimeout = "1s"\n[collectors.nic]\ninterval = "1s"\ntimeout = "1s"\n'
-                    f'[collectors.kernel]\ninterval = "1s"\n'
+                    f'[collectors.kernel]\ninterval = "1s"\ntimeout = "1s"\n'
                     f'kmsg_path = "{os.path.join(fixtures, "kernel", "kmsg-node.txt")}"\n'
                     f'state_file = "{os.path.join(tmp, "kernel-log.state")}"\n')
         env = dict(os.environ, FAKE_NVML_SCENARIO=os.path.join(fixtures, "nvml", "eight_gpus.scenario"))

@@ -149,6 +149,9 @@ enabled = false
 
 [collectors.textfile]
 enabled = false
+
+[collectors.kernel]
+enabled = false
 EOF
 
 run_args=(--config "$work/nodewatch.toml" --once)
