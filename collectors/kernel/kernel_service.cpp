@@ -41,6 +41,14 @@ std::optional<KernelState> load_state(const std::string& path, std::string* why)
   return s;
 }
 
+// Why the log cannot be read, with what to do where the kernel refused.
+std::string read_error_text(int err) {
+  std::string why = std::strerror(err);
+  if (err == EPERM || err == EACCES)
+    why += " (reading it needs CAP_SYSLOG where kernel.dmesg_restrict=1)";
+  return why;
+}
+
 }  // namespace
 
 std::string read_boot_id(const std::string& path) {
@@ -154,8 +162,7 @@ void KernelLogService::run() {
       std::lock_guard lock(mu_);
       ++counters_.passes;
       counters_.overruns = reader.overruns();
-      counters_.read_error =
-          err == 0 ? std::string() : options_.kmsg_path + ": " + std::strerror(err);
+      counters_.read_error = err == 0 ? std::string() : read_error_text(err);
     }
     passed_.notify_all();
     auto now = std::chrono::steady_clock::now();

@@ -56,7 +56,7 @@ class KernelLogService {
     std::uint64_t passes = 0;     // reads of what was available (tests)
     std::string state_refused;    // why the state file was not trusted at start; "" if it was
     std::string state_error;      // why the state cannot be saved now; "" when fine
-    std::string read_error;       // the log could not be opened or read; "" when fine
+    std::string read_error;       // why the log could not be opened or read; "" when fine
   };
   Snapshot snapshot() const;
   // Waits until the thread has read the log through once since the service

@@ -6,8 +6,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -20,8 +22,10 @@ namespace nodewatch {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::BinaryPath;
 using testing::DaemonProcess;
 using testing::KernelTestSection;
+using testing::ReadFile;
 using testing::Request;
 using testing::SampleValue;
 using testing::TempDir;
@@ -479,6 +483,58 @@ TEST(DaemonNvmlTest, XidCountsSurviveReloadsAndARebuiltAcceleratorCollector) {
   EXPECT_EQ(CountLines(testing::ReadFile(init_log), "nvmlInit "), 1u);
   d.signal(SIGTERM);
   EXPECT_EQ(d.wait(5s), 0);
+}
+
+// The unit grants CAP_SYSLOG and nothing else (packaging/nodewatch.service):
+// as an unprivileged user with that capability alone, the real /dev/kmsg
+// is read; without it, where kernel.dmesg_restrict=1 (Debian's default),
+// it is not, and the daemon says why and serves on. The log is only read.
+TEST(DaemonTest, ReadsTheRealKernelLogWithCapSyslogAloneAsTheUnitGrantsIt) {
+  if (::geteuid() != 0)
+    GTEST_SKIP() << "NOT CHECKED: changing to an unprivileged user with CAP_SYSLOG needs root";
+  if (::access("/usr/bin/setpriv", X_OK) != 0)
+    GTEST_SKIP() << "NOT CHECKED: /usr/bin/setpriv (util-linux) is missing";
+  if (::access("/dev/kmsg", R_OK) != 0) GTEST_SKIP() << "NOT CHECKED: no /dev/kmsg here";
+  TempDir dir;
+  ::chmod(dir.path().c_str(), 0755);
+  std::filesystem::create_directories(dir.path() / "state");
+  ::chown((dir.path() / "state").c_str(), 65534, 65534);
+  std::string config;
+  for (const CollectorSpec& spec : builtin_collectors())
+    if (spec.name != "kernel")
+      config += "[collectors." + std::string(spec.name) + "]\nenabled = false\n";
+  config += "[collectors.kernel]\nstate_file = \"" +
+            (dir.path() / "state" / "kernel.state").string() + "\"\n";
+  auto file = dir.write("nodewatch.toml", config);
+  ::chmod(file.c_str(), 0644);
+  const bool restricted = ReadFile("/proc/sys/kernel/dmesg_restrict").rfind("1", 0) == 0;
+  for (bool with_cap : {true, false}) {
+    SCOPED_TRACE(with_cap ? "with CAP_SYSLOG" : "without capabilities");
+    DaemonProcess::Options o;
+    o.args = {"--reuid=65534", "--regid=65534", "--clear-groups"};
+    if (with_cap) {
+      o.args.push_back("--inh-caps=+syslog");
+      o.args.push_back("--ambient-caps=+syslog");
+    }
+    o.args.insert(o.args.end(), {BinaryPath().string(), "--config", file.string(), "--once"});
+    o.program = "/usr/bin/setpriv";
+    o.stdout_file = dir.path() / "out";
+    DaemonProcess d(o, dir.path() / "log");
+    ASSERT_EQ(d.wait(30s), 0) << d.log();
+    const std::string out = ReadFile(dir.path() / "out");
+    const bool readable = with_cap || !restricted;
+    EXPECT_EQ(SampleValue(out, "nodewatch_kernel_log_up"), readable ? 1 : 0) << d.log();
+    if (readable) {
+      // The whole ring buffer was read: its first record is this boot's.
+      EXPECT_TRUE(SampleValue(out, "nodewatch_kernel_log_last_record_timestamp_seconds"));
+      EXPECT_TRUE(std::filesystem::exists(dir.path() / "state" / "kernel.state"));
+    } else {
+      EXPECT_NE(d.log().find("log_unreadable: /dev/kmsg: Operation not permitted (reading it "
+                             "needs CAP_SYSLOG"),
+                std::string::npos)
+          << d.log();
+    }
+  }
 }
 
 TEST(DaemonTest, CheckConfig) {

@@ -93,6 +93,9 @@ class DaemonProcess {
     std::vector<int> pass_fds;
     bool listen_fds = false;
     std::filesystem::path stdout_file;  // empty: /dev/null
+    // What to run: nodewatchd, or a wrapper that runs it (setpriv), which
+    // then has nodewatchd and its arguments in `args`.
+    std::filesystem::path program = BinaryPath();
   };
 
   DaemonProcess(const Options& o, const std::filesystem::path& log_file) : log_(log_file) {
@@ -114,7 +117,7 @@ class DaemonProcess {
         ::setenv("LISTEN_FDS", std::to_string(o.pass_fds.size()).c_str(), 1);
         ::setenv("LISTEN_PID", std::to_string(::getpid()).c_str(), 1);
       }
-      std::vector<std::string> argv_s{BinaryPath().string()};
+      std::vector<std::string> argv_s{o.program.string()};
       argv_s.insert(argv_s.end(), o.args.begin(), o.args.end());
       std::vector<char*> argv;
       for (auto& a : argv_s) argv.push_back(a.data());
