@@ -330,10 +330,10 @@ def fleet():
               "outside the application list, GPUs fallen off the bus, PCIe containment and fatal AER, mlx5 health "
               "and command timeouts, machine checks, uncorrected memory errors.", "none",
               [(f"topk(10, sum by (instance) ((increase(kernel_xid:nodewatch_kernel_xid_events_total:hardware{sel()}[$__range]) "
-                f"and kernel_xid:nodewatch_kernel_xid_events_total:hardware{sel()} offset $__range) "
+                f"and last_over_time(kernel_xid:nodewatch_kernel_xid_events_total:hardware{sel()}[$__range] offset $__range)) "
                 f"or kernel_xid:nodewatch_kernel_xid_events_total:hardware{sel()} "
                 f"or (increase(nodewatch_kernel_events_total{sel(KERNEL_FAULTS)}[$__range]) "
-                f"and nodewatch_kernel_events_total{sel(KERNEL_FAULTS)} offset $__range) "
+                f"and last_over_time(nodewatch_kernel_events_total{sel(KERNEL_FAULTS)}[$__range] offset $__range)) "
                 f"or nodewatch_kernel_events_total{sel(KERNEL_FAULTS)}) > 0)", "faults")],
               w=12),
         table("Recovery actions requested", "Nodes whose driver asks for an action (any but none) on accelerators, "
@@ -662,7 +662,7 @@ def node():
         table("Kernel events in range", "Every kernel log event over the dashboard's range, by event and device "
               "(a series that first appeared in the range counts whole).", "none",
               [(f"sum by (instance, event, device) ((increase(nodewatch_kernel_events_total{sel()}[$__range]) "
-                f"and nodewatch_kernel_events_total{sel()} offset $__range) or nodewatch_kernel_events_total{sel()}) > 0",
+                f"and last_over_time(nodewatch_kernel_events_total{sel()}[$__range] offset $__range)) or nodewatch_kernel_events_total{sel()}) > 0",
                 "events")], w=12),
         ts("XIDs and SXIDs (kernel log)", "NVIDIA XIDs by GPU PCI address and code, and NVSwitch SXIDs, from the "
            "kernel log: also those logged while nodewatch restarted and on nodes where NVML hangs.", "none",

@@ -29,8 +29,8 @@ Exits 1 with one line per problem. Rules checked, for each dashboard:
     increase uses [$__rate_interval] or [$__range]; every *_total counter
     is inside rate/irate/increase, except in the one idiom that counts a
     series which first appeared within the range whole (increase() sees 0
-    for it): `(increase(C{...}[$__range]) and C{...} offset $__range) or
-    C{...}`, the same selector three times.
+    for it): `(increase(C{...}[$__range]) and last_over_time(C{...}
+    [$__range] offset $__range)) or C{...}`, the same selector three times.
 """
 
 import json
@@ -47,7 +47,7 @@ REQUIRED_MATCHERS = ['cluster=~"$cluster"', 'job=~"$job"', 'instance=~"$instance
 SELECTOR = re.compile(r"([A-Za-z_:][A-Za-z0-9_:]*)\s*\{([^{}]*)\}")
 # The appear-or-increase idiom (see the header): the same selector three times.
 APPEARED = re.compile(r"\(increase\(([A-Za-z_:][A-Za-z0-9_:]*\{[^{}]*\})\[\$__range\]\)"
-                      r" and \1 offset \$__range\) or \1(?![A-Za-z0-9_{])")
+                      r" and last_over_time\(\1\[\$__range\] offset \$__range\)\) or \1(?![A-Za-z0-9_{])")
 # Names that are metrics even without braces.
 BARE_METRIC = re.compile(r"(?<![\w:\"$])(nodewatch_[a-z0-9_]+|[a-z_]+:[a-z0-9_:]+|ALERTS|up|process_[a-z_]+|scrape_[a-z_]+)(?![\w:])")
 RANGE_FN = re.compile(r"\b(rate|irate|increase)\s*\(")

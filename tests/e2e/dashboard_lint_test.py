@@ -121,13 +121,17 @@ class LintTest(unittest.TestCase):
         other = '{cluster=~"$cluster", job=~"$job", instance=~"$instance", event="oom_kill"}'
         c = "nodewatch_kernel_events_total"
         p = first(self.dashboard, "timeseries")
-        p["targets"][0]["expr"] = f"sum((increase({c}{sel}[$__range]) and {c}{sel} offset $__range) or {c}{sel})"
+        p["targets"][0]["expr"] = f"sum((increase({c}{sel}[$__range]) and last_over_time({c}{sel}[$__range] offset $__range)) or {c}{sel})"
         rc, out = self.lint(self.dashboard)
         self.assertEqual(rc, 0, out)
         # Another selector in the last place is a bare counter, not the idiom.
-        p["targets"][0]["expr"] = f"sum((increase({c}{sel}[$__range]) and {c}{sel} offset $__range) or {c}{other})"
+        p["targets"][0]["expr"] = f"sum((increase({c}{sel}[$__range]) and last_over_time({c}{sel}[$__range] offset $__range)) or {c}{other})"
         self.expect(self.dashboard, f"counter {c} used outside")
-        # Nor is the counter alone after `or`, or compared with its past.
+        # Nor the former idiom (a stale marker at the range's start makes
+        # every series look new), the counter alone after `or`, or compared
+        # with its past.
+        p["targets"][0]["expr"] = f"sum((increase({c}{sel}[$__range]) and {c}{sel} offset $__range) or {c}{sel})"
+        self.expect(self.dashboard, f"counter {c} used outside")
         p["targets"][0]["expr"] = f"sum(increase({c}{sel}[$__range]) or {c}{sel})"
         self.expect(self.dashboard, f"counter {c} used outside")
         p["targets"][0]["expr"] = f"{c}{sel} - {c}{sel} offset $__range"
