@@ -306,7 +306,9 @@ TEST(Probe, AReplacementWaitsForItsPredecessorsCallInsteadOfStartingAnother) {
   };
   std::shared_ptr<Probe> first = registry->acquire(pc, file);
   const std::string key = first->helper_key();
-  ASSERT_TRUE(Eventually([&] { return helper::busy(key); }));
+  // The call is in flight from before its helper is spawned (busy first,
+  // then running): wait for both, or the count below misses the first's.
+  ASSERT_TRUE(Eventually([&] { return helper::busy(key) && helper::running() > 0; }));
   const std::size_t running_with_first = helper::running();
 
   ProbeConfig changed = pc;
