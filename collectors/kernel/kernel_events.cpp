@@ -32,9 +32,9 @@ std::string lower(string_view s) {
   return out;
 }
 
-// A label-safe name, or "other".
+// A label-safe name, or "other" ("-" too: the state file's mark for none).
 std::string label(string_view s) {
-  if (s.empty()) return "other";
+  if (s.empty() || s == "-") return "other";
   for (char c : s) {
     bool ok = std::isalnum(static_cast<unsigned char>(c)) != 0 || c == ':' || c == '.' ||
               c == '_' || c == '-';
@@ -69,15 +69,6 @@ std::optional<std::string> pci_at(string_view s, bool function, std::size_t* use
   if (n < s.size() && (is_hex(s[n]) || s[n] == '.')) return std::nullopt;  // longer than an address
   if (used != nullptr) *used = n;
   return out;
-}
-
-// The first PCI address in `s` (with or without a function).
-std::optional<std::string> first_pci(string_view s) {
-  for (std::size_t i = 0; i + 10 <= s.size(); ++i) {
-    if (i > 0 && (is_hex(s[i - 1]) || s[i - 1] == '.')) continue;  // inside a longer token
-    if (auto p = pci_at(s.substr(i), false)) return p;
-  }
-  return std::nullopt;
 }
 
 // A leading number.
@@ -170,11 +161,27 @@ std::optional<KernelEvent> nvidia_sxid(string_view m) {
   return event("nvidia_sxid", *pci, std::to_string(*sxid));
 }
 
-// NVRM's own "fallen off the bus" lines, in their several forms.
+// NVRM's own "fallen off the bus" lines, in their several forms, each with
+// the GPU's address right after its fixed start ("NVRM: GPU 0000:29:00.0:
+// ...", "NVRM: GPU at PCI:0000:18:00: ...", "NVRM: GPU at 0000:01:00.0 has
+// ...", "NVRM: The NVIDIA GPU 0000:b3:00.0\nNVRM: ... fallen off the bus"):
+// other NVRM lines carry text a process chose (an API mismatch names the
+// client's version string) and are never searched for an address.
 std::optional<KernelEvent> gpu_fallen_off_bus(string_view m) {
   if (!starts(m, "NVRM: ") || !has(m, "fallen off the bus")) return std::nullopt;
-  auto pci = first_pci(m);
-  return event("gpu_fallen_off_bus", pci ? *pci : std::string());
+  static constexpr std::array<string_view, 4> kStarts = {"NVRM: GPU at PCI:", "NVRM: GPU at ",
+                                                         "NVRM: The NVIDIA GPU ", "NVRM: GPU "};
+  for (string_view start : kStarts) {
+    if (!starts(m, start)) continue;
+    std::size_t used = 0;
+    auto pci = pci_at(m.substr(start.size()), false, &used);
+    if (!pci) continue;
+    string_view rest = m.substr(start.size() + used);
+    if (starts(rest, ": ") || starts(rest, " has ") || starts(rest, "\n")) {
+      return event("gpu_fallen_off_bus", *pci);
+    }
+  }
+  return std::nullopt;
 }
 
 // --- AMD --------------------------------------------------------------------
@@ -266,7 +273,9 @@ std::optional<KernelEvent> netdev(string_view m) {
 // --- CPU and memory ---------------------------------------------------------
 
 std::optional<KernelEvent> host(string_view m) {
-  if (ends(m, "Machine check events logged")) return event("machine_check");
+  if (m == "mce: [Hardware Error]: Machine check events logged" ||
+      m == "[Hardware Error]: Machine check events logged" || m == "Machine check events logged")
+    return event("machine_check");
   if (starts(m, "EDAC MC")) {
     std::size_t colon = m.find(": ");
     if (colon == string_view::npos) return std::nullopt;
@@ -276,6 +285,9 @@ std::optional<KernelEvent> host(string_view m) {
     std::size_t n = 0;
     std::uint64_t count = 1;
     if (auto c = number_at(rest, &n); c && n < rest.size() && rest[n] == ' ') {
+      // The kernel's count is a u16 (edac_raw_error_desc.error_count): a
+      // larger number is not one it printed.
+      if (*c > 65535) return std::nullopt;
       count = *c;
       rest.remove_prefix(n + 1);
     }
@@ -284,10 +296,17 @@ std::optional<KernelEvent> host(string_view m) {
     return std::nullopt;
   }
   if (starts(m, "INFO: task ") && has(m, " blocked for more than ")) return event("hung_task");
-  if (has(m, "BUG: soft lockup - CPU#")) return event("soft_lockup");
-  if (starts(m, "Out of memory: Killed process ") ||
-      starts(m, "Memory cgroup out of memory: Killed process ") || starts(m, "Killed process "))
-    return event("oom_kill");
+  for (string_view p : {"watchdog: BUG: soft lockup - CPU#",
+                        "NMI watchdog: BUG: soft lockup - CPU#", "BUG: soft lockup - CPU#"}) {
+    if (starts(m, p)) return event("soft_lockup");
+  }
+  for (string_view p : {"Out of memory: Killed process ",
+                        "Memory cgroup out of memory: Killed process ", "Killed process "}) {
+    if (!starts(m, p)) continue;
+    std::size_t n = 0;
+    if (number_at(m.substr(p.size()), &n) && starts(m.substr(p.size() + n), " ("))
+      return event("oom_kill");
+  }
   return std::nullopt;
 }
 
@@ -364,7 +383,30 @@ const std::vector<std::string_view>& kernel_event_names() {
   return kNames;
 }
 
+namespace {
+
+// A line that starts with a task's name. The kernel prints text a process
+// chose at facility 0: its name (comm, up to 15 bytes) and, for a
+// segfault, its file's name ("python3[4242]: segfault at 0 ip ... in
+// libx.so[7f..]", arch/x86/mm/fault.c; "traps: a.out[77] general
+// protection fault ...", arch/x86/kernel/traps.c). A process named
+// "EDAC MC0: 9 CE " would otherwise log a memory error. No line of the
+// vocabulary has "[<digits>]" in its first 16 bytes.
+bool starts_with_task(string_view m) {
+  if (starts(m, "traps: ")) return true;
+  for (std::size_t i = 0; i < m.size() && i <= 15; ++i) {
+    if (m[i] != '[') continue;
+    std::size_t j = i + 1;
+    while (j < m.size() && is_digit(m[j])) ++j;
+    if (j > i + 1 && j < m.size() && m[j] == ']') return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::optional<KernelEvent> match_kernel_event(std::string_view m) {
+  if (starts_with_task(m)) return std::nullopt;
   using Fn = std::optional<KernelEvent> (*)(string_view);
   static constexpr std::array<Fn, 9> kMatchers = {
       nvidia_xid, nvidia_sxid, gpu_fallen_off_bus, amdgpu, pcie, mlx5, netdev, host, storage};
