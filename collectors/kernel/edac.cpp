@@ -5,6 +5,8 @@
 #include <optional>
 #include <string_view>
 
+#include "nodewatch/metric.hpp"
+
 namespace nodewatch::kernel {
 namespace {
 
@@ -47,6 +49,15 @@ std::optional<std::uint64_t> count(const sources::FsRoot& sys, const std::string
   return static_cast<std::uint64_t>(n);
 }
 
+// A name read from sysfs as a label value: anything may be written to
+// dimm_label (rasdaemon, or root by hand), and a label must be UTF-8.
+std::string text_label(std::string text, const std::string& subject, const char* attribute,
+                       EdacRead* out) {
+  if (is_valid_utf8(text)) return text;
+  out->errors.emplace_back(subject, std::string(attribute) + ": not UTF-8: left empty");
+  return {};
+}
+
 }  // namespace
 
 EdacRead read_edac(const sources::FsRoot& sys) {
@@ -62,7 +73,8 @@ EdacRead read_edac(const sources::FsRoot& sys) {
     const std::string dir = std::string(kMc) + "/" + name;
     EdacController c;
     c.name = name;
-    if (sources::Read r = sys.read(dir + "/mc_name"); r.ok()) c.mc_name = trimmed(r.text);
+    if (sources::Read r = sys.read(dir + "/mc_name"); r.ok())
+      c.mc_name = text_label(trimmed(r.text), name, "mc_name", &out);
     c.corrected = count(sys, dir + "/ce_count", name, &out);
     c.uncorrected = count(sys, dir + "/ue_count", name, &out);
     c.corrected_noinfo = count(sys, dir + "/ce_noinfo_count", name, &out);
@@ -79,7 +91,8 @@ EdacRead read_edac(const sources::FsRoot& sys) {
       const std::string subject = name + "/" + slot;
       EdacModule m;
       m.slot = slot;
-      if (sources::Read r = sys.read(mdir + "/dimm_label"); r.ok()) m.label = trimmed(r.text);
+      if (sources::Read r = sys.read(mdir + "/dimm_label"); r.ok())
+        m.label = text_label(trimmed(r.text), subject, "dimm_label", &out);
       auto ce = count(sys, mdir + "/dimm_ce_count", subject, &out);
       auto ue = count(sys, mdir + "/dimm_ue_count", subject, &out);
       if (!ce && !ue) continue;  // nothing to say about this module

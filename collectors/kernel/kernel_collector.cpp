@@ -102,10 +102,14 @@ std::shared_ptr<KernelLogService> kernel_log_service(const CollectorEnv& env,
   lo.state_file = options.state_file;
   lo.boot_id_path = (env.roots.procfs / "sys/kernel/random/boot_id").string();
   lo.max_devices = static_cast<std::size_t>(options.max_devices);
-  // Everything the service reads and writes: the same options share it.
-  const std::string key = lo.kmsg_path + '\n' + lo.state_file + '\n' + lo.boot_id_path + '\n' +
-                          std::to_string(lo.max_devices);
-  return env.service<KernelLogService>(key, [&] { return std::make_shared<KernelLogService>(lo); });
+  // One reader per log: a reload that changes the state file or the device
+  // bound gives them to the running service (its counts go on), never to a
+  // second reader of the same log.
+  const std::string key = lo.kmsg_path + '\n' + lo.boot_id_path;
+  auto service =
+      env.service<KernelLogService>(key, [&] { return std::make_shared<KernelLogService>(lo); });
+  service->apply(lo.state_file, lo.max_devices);
+  return service;
 }
 
 KernelCollector::KernelCollector(std::shared_ptr<KernelLogService> log, Roots roots, bool edac)
@@ -132,12 +136,13 @@ void KernelCollector::collect_log(const CollectContext& ctx, MetricSink& out) {
   }
   const KernelLogService::Snapshot s = log_->snapshot();
   const KernelLogService::News news = log_->take_news();
-  const std::string& state_file = log_->options().state_file;
+  const KernelLogOptions options = log_->options();
+  const std::string& state_file = options.state_file;
 
   if (!news.state_refused.empty()) out.error("state_refused", state_file, news.state_refused);
   if (!s.state_error.empty()) out.error("state_write_error", state_file, s.state_error);
   if (news.malformed > 0) out.error("malformed_record", news.malformed);
-  if (!s.read_error.empty()) out.error("log_unreadable", log_->options().kmsg_path, s.read_error);
+  if (!s.read_error.empty()) out.error("log_unreadable", options.kmsg_path, s.read_error);
 
   for (const auto& [key, n] : s.state.counts.events)
     out.add("nodewatch_kernel_events_total", {key.first, key.second}, static_cast<double>(n));

@@ -5,14 +5,13 @@
 //
 // The log is read by the KernelLogService on a thread of its own; a
 // collection only copies its counts, so it costs microseconds whatever the
-// log does. The service is one of the daemon's services (services.hpp),
-// keyed by everything it reads and writes: a reload that keeps the
-// [collectors.kernel] options keeps the service, its thread and its counts;
-// one that changes them builds a new service, which starts from the state
-// file (saved by the old one) and reads the ring buffer again from there, so
-// that nothing is lost or counted twice. A new collector waits (within its
-// deadline) for its service's first pass over the log before exporting, so
-// that its counters never step back to the state file's.
+// log does. The service is one of the daemon's services (services.hpp), one
+// per log (kmsg path and boot id file): a reload keeps it, its thread and
+// its counts, and a changed state_file or max_devices is given to it
+// (apply()), so that a reload never steps a counter back or counts a record
+// twice. A new collector waits (within its deadline) for its service's
+// first pass over the log before exporting, so that its first counts are
+// never the state file's alone.
 //
 // Series:
 //  - nodewatch_kernel_events_total{event,device}: every event of the

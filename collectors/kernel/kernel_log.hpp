@@ -45,6 +45,8 @@ class KernelLog {
   std::optional<KernelEvent> feed(const KmsgRecord& r);
 
   const KernelState& state() const { return state_; }
+  // A new bound for devices not seen yet (those counted keep their series).
+  void set_max_devices(std::size_t n) { max_devices_ = n; }
   // Records fed that were counted before (a restart re-reads the buffer).
   std::uint64_t skipped() const { return skipped_; }
   // The monotonic timestamp of the last record fed, in microseconds.

@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -84,17 +85,36 @@ KernelLogService::KernelLogService(KernelLogOptions options)
           boot_id_, match_kernel_record, options_.max_devices) {
   counters_.continued = log_.continued();
   boot_unix_ = clock_seconds(CLOCK_REALTIME) - clock_seconds(CLOCK_MONOTONIC);
+  // Without an eventfd (out of descriptors) the thread polls for stop_
+  // every 100 ms instead: the stop is never lost.
   stop_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   thread_ = std::thread([this] { run(); });
 }
 
 KernelLogService::~KernelLogService() {
+  stop_.store(true);
   std::uint64_t one = 1;
-  if (::write(stop_fd_.get(), &one, sizeof one) < 0) {
+  if (stop_fd_.get() >= 0 && ::write(stop_fd_.get(), &one, sizeof one) < 0) {
     // The eventfd cannot be full after one write: nothing to do.
   }
   if (thread_.joinable()) thread_.join();
   save();
+}
+
+void KernelLogService::apply(const std::string& state_file, std::size_t max_devices) {
+  std::lock_guard lock(mu_);
+  log_.set_max_devices(max_devices);
+  options_.max_devices = max_devices;
+  if (state_file != options_.state_file) {
+    options_.state_file = state_file;
+    counters_.state_error.clear();
+    dirty_ = true;  // the new file gets this state at the next save
+  }
+}
+
+KernelLogOptions KernelLogService::options() const {
+  std::lock_guard lock(mu_);
+  return options_;
 }
 
 KernelLogService::Snapshot KernelLogService::snapshot() const {
@@ -123,17 +143,19 @@ bool KernelLogService::wait_first_pass(std::chrono::steady_clock::time_point unt
 
 void KernelLogService::save() {
   KernelState copy;
+  std::string file;
   {
     std::lock_guard lock(mu_);
     if (!dirty_ || options_.state_file.empty() || boot_id_.empty()) return;
     copy = log_.state();
+    file = options_.state_file;
     dirty_ = false;
   }
-  int err = write_state_file(options_.state_file, copy);
+  int err = write_state_file(file, copy);
   std::lock_guard lock(mu_);
+  if (file != options_.state_file) return;  // a reload moved it meanwhile: dirty_ is set
   if (err != 0) {
-    counters_.state_error =
-        options_.state_file + ": cannot be written: " + std::string(std::strerror(err));
+    counters_.state_error = "cannot be written: " + std::string(std::strerror(err));
     dirty_ = true;  // tried again at the next save
   } else {
     counters_.state_error.clear();
@@ -141,41 +163,55 @@ void KernelLogService::save() {
 }
 
 void KernelLogService::run() {
-  KmsgReader reader(options_.kmsg_path);
+  KmsgReader reader(options_.kmsg_path);  // kmsg_path never changes (the service's key)
   auto last_save = std::chrono::steady_clock::now();
+  std::string poll_error;
   for (;;) {
-    int err = reader.read_available([this](std::string_view raw) {
-      std::optional<KmsgRecord> r = parse_kmsg_record(raw);
-      std::lock_guard lock(mu_);
-      if (!r) {
-        ++counters_.malformed;
-        return;
-      }
-      std::uint64_t before = log_.state().last_seq.value_or(0);
-      bool had = log_.state().last_seq.has_value();
-      log_.feed(*r);
-      if (!had || log_.state().last_seq.value_or(0) != before) dirty_ = true;
-      if (log_.last_ts_usec())
-        counters_.last_record_unix = boot_unix_ + static_cast<double>(*log_.last_ts_usec()) / 1e6;
-    });
+    bool more = false;
+    int err = reader.read_available(
+        [this](std::string_view raw) {
+          std::optional<KmsgRecord> r = parse_kmsg_record(raw);
+          std::lock_guard lock(mu_);
+          if (!r) {
+            ++counters_.malformed;
+            return;
+          }
+          std::uint64_t before = log_.state().last_seq.value_or(0);
+          bool had = log_.state().last_seq.has_value();
+          log_.feed(*r);
+          if (!had || log_.state().last_seq.value_or(0) != before) dirty_ = true;
+          if (log_.last_ts_usec())
+            counters_.last_record_unix =
+                boot_unix_ + static_cast<double>(*log_.last_ts_usec()) / 1e6;
+        },
+        kRecordsPerPass, &more);
     {
       std::lock_guard lock(mu_);
       ++counters_.passes;
       counters_.overruns = reader.overruns();
-      counters_.read_error = err == 0 ? std::string() : read_error_text(err);
+      counters_.read_error = err != 0 ? read_error_text(err) : poll_error;
     }
     passed_.notify_all();
+    if (stop_.load()) return;
     auto now = std::chrono::steady_clock::now();
     if (now - last_save >= options_.save_interval) {
       save();
       last_save = now;
     }
+    if (more) continue;  // a storm: the next records at once, stop and save looked at between
     pollfd p[2] = {{stop_fd_.get(), POLLIN, 0}, {reader.poll_fd(), POLLIN, 0}};
-    int wait_ms = static_cast<int>(
-        (reader.poll_fd() >= 0 ? options_.save_interval : options_.file_poll).count());
-    int n = ::poll(p, reader.poll_fd() >= 0 ? 2 : 1, wait_ms);
-    if (n > 0 && (p[0].revents & POLLIN) != 0) return;
-    if (n < 0 && errno != EINTR) return;
+    auto wait = reader.poll_fd() >= 0 ? options_.save_interval : options_.file_poll;
+    if (stop_fd_.get() < 0)
+      wait = std::min<std::chrono::milliseconds>(wait, std::chrono::milliseconds(100));
+    int n = ::poll(p, reader.poll_fd() >= 0 ? 2 : 1, static_cast<int>(wait.count()));
+    if (stop_.load() || (n > 0 && (p[0].revents & POLLIN) != 0)) return;
+    if (n < 0 && errno != EINTR) {
+      // Not expected of poll on two descriptors; said, then a pause, and on.
+      poll_error = std::string("poll: ") + std::strerror(errno);
+      ::poll(nullptr, 0, 100);
+    } else {
+      poll_error.clear();
+    }
   }
 }
 

@@ -1,8 +1,11 @@
 #pragma once
 // The kernel log read on a thread of its own, for as long as the kernel
-// collector's service lives (it outlives reloads): the whole ring buffer
-// at start, then each record as it comes (a device is polled; a file of
-// records, a fixture, is read again every `file_poll`). Counted once
+// collector's service lives (it outlives reloads, and takes a reload's new
+// state file and device bound: apply()): the whole ring buffer at start,
+// then each record as it comes (a device is polled; a file of records, a
+// fixture, is read again every `file_poll`). A pass reads at most
+// kRecordsPerPass records before it looks at the stop request and the save
+// timer again, so that a log storm can neither hold the stop nor the save. Counted once
 // across restarts through the state file (kernel_log.hpp,
 // kernel_state.hpp), which is saved when counts changed, at most every
 // `save_interval`, and when the service stops.
@@ -41,6 +44,8 @@ struct KernelLogOptions {
 
 class KernelLogService {
  public:
+  static constexpr std::size_t kRecordsPerPass = 4096;
+
   explicit KernelLogService(KernelLogOptions options);
   // Stops the thread (within milliseconds) and saves the state.
   ~KernelLogService();
@@ -74,7 +79,11 @@ class KernelLogService {
   News take_news();
   bool wait_first_pass(std::chrono::steady_clock::time_point until) const;
 
-  const KernelLogOptions& options() const { return options_; }
+  // Takes a reload's state file and device bound without stopping: the
+  // counts go on in memory and are written to the new file from the next
+  // save on (a new file is not read: this process's counts are newer).
+  void apply(const std::string& state_file, std::size_t max_devices);
+  KernelLogOptions options() const;
 
  private:
   void run();
@@ -91,7 +100,8 @@ class KernelLogService {
   KernelLog log_;
   bool dirty_ = false;
   double boot_unix_ = 0;
-  UniqueFd stop_fd_;  // an eventfd: written to stop the thread
+  std::atomic<bool> stop_{false};
+  UniqueFd stop_fd_;  // an eventfd: written to stop the thread (-1: polled for stop_)
   std::thread thread_;
 };
 

@@ -22,9 +22,10 @@
 // A file that does not parse whole (another version, a line of another
 // shape, a name with characters outside [A-Za-z0-9:._+-], a repeated fact,
 // a checksum that does not match: a torn or edited file) is refused whole:
-// never trusted in part. Written atomically: a temporary file in the same
-// directory, fsync, rename, fsync of the directory. A missing directory is
-// made (its last component only, mode 0755).
+// never trusted in part. Written atomically: a temporary file of its own
+// in the same directory (<path>.XXXXXX), fsync, rename, fsync of the
+// directory. A missing directory is made (its last component only, mode
+// 0755).
 
 #include <cstdint>
 #include <map>

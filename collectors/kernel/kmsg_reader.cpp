@@ -28,7 +28,9 @@ int KmsgReader::open() {
   return 0;
 }
 
-int KmsgReader::read_available(const std::function<void(std::string_view)>& on_record) {
+int KmsgReader::read_available(const std::function<void(std::string_view)>& on_record,
+                               std::size_t max_records, bool* more) {
+  if (more != nullptr) *more = false;
   if (!is_open()) {
     if (int err = open(); err != 0) return err;
   }
@@ -50,10 +52,15 @@ int KmsgReader::read_available(const std::function<void(std::string_view)>& on_r
     for (const std::string& r : split_records(text)) on_record(r);
     return 0;
   }
-  for (;;) {
+  for (std::size_t records = 0;;) {
+    if (records == max_records) {
+      if (more != nullptr) *more = true;
+      return 0;
+    }
     ssize_t n = ::read(fd_.get(), buf_.data(), buf_.size());
     if (n > 0) {
       on_record(std::string_view(buf_.data(), static_cast<std::size_t>(n)));
+      ++records;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;

@@ -6,6 +6,7 @@
 // (kernel_log.hpp) skips what it has counted by sequence number, so
 // re-reading is exact.
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -25,10 +26,12 @@ class KmsgReader {
 
   // Opens the path (from its first record). 0 or the errno.
   int open();
-  // Calls `on_record` with each record available now, without waiting.
+  // Calls `on_record` with each record available now, without waiting, and
+  // at most `max_records` of a device (then `*more` is set: call again).
   // 0, or the errno of a read that failed otherwise than EAGAIN or EPIPE
   // (the reader is then closed; open() again).
-  int read_available(const std::function<void(std::string_view record)>& on_record);
+  int read_available(const std::function<void(std::string_view record)>& on_record,
+                     std::size_t max_records = SIZE_MAX, bool* more = nullptr);
 
   // The descriptor to poll for new records: a device's; -1 for a file,
   // which is read again on the caller's schedule.

@@ -161,10 +161,9 @@ TEST_F(ReloadTest, AnUnchangedConfigurationIsInvisibleToPrometheus) {
   EXPECT_GE(SampleValue(body, ProbeCount()).value_or(0), probes);
   EXPECT_EQ(SampleValue(body, "nodewatch_collector_interval_seconds{collector=\"textfile\"}"), 30);
 
-  // A change to the kernel collector's options builds a new log service
-  // beside the old one: it reads the log again from the saved state, and
-  // its counts neither step back nor count a record twice, from the first
-  // collection of the rebuilt collector on.
+  // A change to the kernel collector's options rebuilds the collector over
+  // the same reader of the log, which takes them: its counts neither step
+  // back nor count a record twice.
   dir_.write("nodewatch.toml", Config("30s", /*kernel_max_devices=*/32));
   d.signal(SIGHUP);
   ASSERT_TRUE(WaitLogCount(d, "configuration reloaded; 4 collector\\(s\\) enabled, 3 unchanged", 2))

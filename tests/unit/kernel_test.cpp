@@ -6,12 +6,15 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>  // before support/collector_test.hpp
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -222,21 +225,59 @@ TEST(KernelState, WrittenAtomically) {
   auto back = parse_state(ReadFile(path), &why);
   ASSERT_TRUE(back) << why;
   EXPECT_EQ(*back, s);
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  auto files = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+      names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  EXPECT_EQ(files(), std::vector<std::string>{"kernel-log.state"}) << "no temporary file left";
   // A missing directory is made (the daemon run without systemd's
   // StateDirectory=), but only its last component: above it, the errno.
   ASSERT_EQ(write_state_file((dir.path() / "made" / "state").string(), s), 0);
   EXPECT_TRUE(parse_state(ReadFile(dir.path() / "made" / "state"), &why)) << why;
   EXPECT_EQ(write_state_file((dir.path() / "none" / "deeper" / "state").string(), s), ENOENT);
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "none"));
-  // A directory that refuses the temporary file leaves the old state as it
-  // was (root ignores permissions, so the file is made a directory instead).
-  std::filesystem::create_directory(path + ".tmp");
+  // A write that fails half way (the file size limit: EFBIG, which root
+  // does not bypass as it would a mode) leaves the old state as it was, and
+  // no temporary file.
+  std::filesystem::remove_all(dir.path() / "made");
   s.counts.lost = 99;
-  EXPECT_NE(write_state_file(path, s), 0);
+  rlimit old_limit{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old_limit;
+  small.rlim_cur = 16;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  const int err = write_state_file(path, s);
+  ::setrlimit(RLIMIT_FSIZE, &old_limit);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_EQ(err, EFBIG);
   back = parse_state(ReadFile(path), &why);
   ASSERT_TRUE(back) << why;
   EXPECT_EQ(back->counts.lost, 7u);
+  EXPECT_EQ(files(), std::vector<std::string>{"kernel-log.state"});
+}
+
+TEST(KernelState, TwoWritersOfOnePathEachRenameAWholeState) {
+  TempDir dir;
+  const std::string path = (dir.path() / "kernel-log.state").string();
+  std::vector<std::thread> writers;
+  std::atomic<int> failures{0};
+  for (int w = 0; w < 4; ++w) {
+    writers.emplace_back([&, w] {
+      KernelState s = sample_state();
+      for (int i = 0; i < 50; ++i) {
+        s.counts.lost = static_cast<std::uint64_t>(w * 1000 + i);
+        if (write_state_file(path, s) != 0) ++failures;
+      }
+    });
+  }
+  for (auto& t : writers) t.join();
+  EXPECT_EQ(failures, 0);
+  std::string why;
+  EXPECT_TRUE(parse_state(ReadFile(path), &why)) << why;  // never a torn mix of two
 }
 
 // A matcher for the counting tests: "EVENT <name> <device>" messages.
@@ -397,6 +438,13 @@ TEST(KmsgReader, TheRealKernelLog) {
   }),
             0);
   ASSERT_TRUE(found) << "the marker was not read back from " << records << " records";
+  // A pass stops after as many records as it is given, and says there is more.
+  KmsgReader again("/dev/kmsg");
+  bool more = false;
+  std::uint64_t one_pass = 0;
+  ASSERT_EQ(again.read_available([&](std::string_view) { ++one_pass; }, 2, &more), 0);
+  EXPECT_EQ(one_pass, 2u);
+  EXPECT_TRUE(more) << "the ring buffer holds more than two records";
   EXPECT_EQ(found->facility, 1);
   EXPECT_EQ(found->level, 6);
   EXPECT_EQ(malformed, 0u) << "records of this kernel that the parser refused";
@@ -696,6 +744,7 @@ TEST(Edac, BadValuesAreSkippedAndNamed) {
   dir.write(mc + "/dimm0/dimm_ue_count", "0\n");
   dir.write(mc + "/dimm1/dimm_ce_count", "9\n");
   dir.write(mc + "/dimm1/dimm_ue_count", "0\n");
+  dir.write(mc + "/dimm0/dimm_label", "slot \xff\xfe A1\n");  // anything can be written there
   auto faults = std::make_shared<sources::Faults>();
   faults->inject("mc0/dimm1/dimm_ce_count", EIO);
   EdacRead r = read_edac(sources::FsRoot(dir.path(), faults));
@@ -705,11 +754,15 @@ TEST(Edac, BadValuesAreSkippedAndNamed) {
   EXPECT_FALSE(r.controllers[0].modules[1].corrected);     // unread, left out: never a 0
   EXPECT_EQ(r.controllers[0].modules[1].uncorrected, 0u);  // the module's UE still read
   EXPECT_FALSE(r.controllers[0].corrected);
-  ASSERT_EQ(r.errors.size(), 2u);
+  EXPECT_EQ(r.controllers[0].modules[0].label, "") << "a label must be UTF-8";
+  EXPECT_EQ(r.controllers[0].modules[0].corrected, 3u);
+  ASSERT_EQ(r.errors.size(), 3u);
   EXPECT_EQ(r.errors[0].first, "mc0");
   EXPECT_NE(r.errors[0].second.find("not a number"), std::string::npos);
-  EXPECT_EQ(r.errors[1].first, "mc0/dimm1");
-  EXPECT_NE(r.errors[1].second.find("EIO"), std::string::npos);
+  EXPECT_EQ(r.errors[1].first, "mc0/dimm0");
+  EXPECT_NE(r.errors[1].second.find("dimm_label: not UTF-8"), std::string::npos);
+  EXPECT_EQ(r.errors[2].first, "mc0/dimm1");
+  EXPECT_NE(r.errors[2].second.find("EIO"), std::string::npos);
   // No EDAC at all (the module not loaded): nothing, and no error.
   TempDir empty;
   EdacRead none = read_edac(sources::FsRoot(empty.path()));
@@ -862,7 +915,7 @@ TEST(KernelCollector, OneTimeErrorsAreCountedOnceEvenByARebuiltCollector) {
   EXPECT_EQ(services.made_of<KernelLogService>(), 1u);
 }
 
-TEST(KernelCollector, NewOptionsBuildANewServiceThatNeitherStepsBackNorCountsTwice) {
+TEST(KernelCollector, ARebuiltCollectorTakesOverTheReaderWithItsNewOptions) {
   CollectorNode node;
   Services services;
   auto old_collector = node.collector(&services);
@@ -870,23 +923,28 @@ TEST(KernelCollector, NewOptionsBuildANewServiceThatNeitherStepsBackNorCountsTwi
   CollectOnce(*old_collector, s);
   const std::string oom = "Out of memory: Killed process 7 (python3) total-vm:1kB";
   std::ofstream(node.kmsg, std::ios::app) << "3,28,3800000000,-;" << oom << "\n";
-  // A reload builds the new collector before the old one goes: two
-  // services read the same log and the same state file for a while.
+  // A reload that changes the state file and the device bound builds the
+  // new collector before the old one goes: both share the one reader of
+  // the log, which takes the new options and counts on.
   KernelOptions changed = node.options();
   changed.max_devices = 8;
+  changed.state_file = (node.dir.path() / "moved" / "kernel-log.state").string();
   auto rebuilt = node.collector(&services, changed);
-  EXPECT_EQ(services.made_of<KernelLogService>(), 2u);
-  MetricSink first(rebuilt->metrics());
-  CollectOnce(*rebuilt, first);  // waits for the new service's first pass
-  EXPECT_EQ(Event(first, "oom_kill", ""), 2);
-  EXPECT_EQ(Value(first, "nodewatch_kernel_xid_events_total", {"0000:8a:00.0", "79"}), 1);
-  old_collector.reset();  // the old service saves as it stops
+  EXPECT_EQ(services.made_of<KernelLogService>(), 1u);
+  ASSERT_TRUE(soon([&] {
+    MetricSink m(rebuilt->metrics());
+    CollectOnce(*rebuilt, m);
+    return Event(m, "oom_kill", "") == 2;
+  }));
+  old_collector.reset();
   MetricSink later(rebuilt->metrics());
   CollectOnce(*rebuilt, later);
   EXPECT_EQ(Event(later, "oom_kill", ""), 2);
-  rebuilt.reset();
-  // Whichever saved last, the file is a state the next start continues.
-  auto next = node.collector(&services);
+  EXPECT_EQ(Value(later, "nodewatch_kernel_xid_events_total", {"0000:4a:00.0", "13"}), 2);
+  rebuilt.reset();  // the reader stops and saves, to the new file
+  // The next start reads the new file and continues: nothing counted twice.
+  Services next_process;
+  auto next = node.collector(&next_process, changed);
   MetricSink after(next->metrics());
   CollectOnce(*next, after);
   EXPECT_EQ(Event(after, "oom_kill", ""), 2);
