@@ -128,7 +128,21 @@ HttpLimits limits_of(const ServerConfig& s) {
   l.max_connections = static_cast<std::size_t>(s.max_connections);
   l.read_timeout = s.read_timeout;
   l.idle_timeout = s.idle_timeout;
+  l.healthy_without_auth = s.healthy_without_auth;
   return l;
+}
+
+// The web configuration in force: --web.config.file, else the file's key.
+std::string web_config_path(const CommandLine& cmd, const Config& cfg) {
+  return cmd.web_config_file.empty() ? cfg.server.web_config_file : cmd.web_config_file;
+}
+
+WebSecurity::Built build_security(const CommandLine& cmd, const Config& cfg) {
+  WebSecurity::Built b = WebSecurity::build(web_config_path(cmd, cfg));
+  if (b.security && b.security->config().http2_asked && b.security->tls())
+    spdlog::info("{}: http_server_config.http2: HTTP/2 is not served; HTTP/1.1 is",
+                 b.security->path());
+  return b;
 }
 
 class Daemon {
@@ -140,7 +154,8 @@ class Daemon {
         signals_(io_),
         scheduler_(io_, store_),
         router_(Router::Sources{&store_, [this] { return scheduler_.statuses(); }, &self_,
-                                [this] { return ready_; }}),
+                                [this] { return ready_; },
+                                [this] { return server_.security()->summary(); }}),
         server_(
             io_, [this](const HttpRequest& r) { return router_.handle(r); },
             [this](std::string_view target, unsigned code) { self_.count_request(target, code); }),
@@ -176,6 +191,15 @@ class Daemon {
       return 1;
     }
     server_.set_limits(limits_of(config_.server));
+    {
+      WebSecurity::Built web = build_security(cmd_, config_);
+      if (!web.security) {
+        for (const std::string& e : web.errors) spdlog::error("{}", e);
+        return 1;
+      }
+      server_.set_security(web.security);
+    }
+    server_.set_tls_observer([this](std::string_view reason) { self_.count_tls_error(reason); });
     std::vector<int> fds = systemd::listen_fds();
     std::string err;
     if (!fds.empty()) {
@@ -188,10 +212,14 @@ class Daemon {
       spdlog::error("{}", err);
       return 1;
     }
+    const char* scheme = server_.security()->tls() ? "https" : "http";
     for (const auto& ep : server_.local_endpoints()) {
-      spdlog::info("listening on {}; scrape http://{}:{}/metrics{}", ep_string(ep), scrape_host(ep),
-                   ep.port(), socket_activated_ ? " (socket activation)" : "");
+      spdlog::info("listening on {}; scrape {}://{}:{}/metrics{}", ep_string(ep), scheme,
+                   scrape_host(ep), ep.port(), socket_activated_ ? " (socket activation)" : "");
     }
+    if (!server_.security()->path().empty())
+      spdlog::info("web configuration {}: {}", server_.security()->path(),
+                   server_.security()->summary());
     spdlog::info("nodewatch {} (revision {}) using {}; {} collector(s) enabled", kVersion,
                  kRevision, config_.source, jobs.size());
 
@@ -282,6 +310,18 @@ class Daemon {
     reload_done_ = false;
     reload_thread_ = std::thread([this] {
       auto r = std::make_shared<ConfigResult>(load(cmd_, catalog_));
+      if (r->config) {
+        // All or nothing with the main file: a web configuration that does
+        // not load rejects the reload, and the running one keeps serving.
+        WebSecurity::Built web = build_security(cmd_, *r->config);
+        if (!web.security) {
+          for (const std::string& e : web.errors) r->errors.push_back(ConfigError{"", 0, 0, "", e});
+          r->config.reset();
+        } else {
+          std::lock_guard lock(reload_mu_);
+          reload_security_ = web.security;
+        }
+      }
       {
         std::lock_guard lock(reload_mu_);
         reload_done_ = true;
@@ -338,6 +378,10 @@ class Daemon {
     std::string level = cmd_.log_level.empty() ? r.config->log.level : cmd_.log_level;
     set_log_level(level);
     server_.set_limits(limits_of(r.config->server));
+    {
+      std::lock_guard lock(reload_mu_);
+      if (reload_security_) server_.set_security(std::move(reload_security_));
+    }
     config_ = std::move(*r.config);
     std::size_t kept =
         std::count_if(jobs.begin(), jobs.end(), [](const auto& j) { return j.keep; });
@@ -407,6 +451,8 @@ class Daemon {
   std::mutex reload_mu_;
   std::condition_variable reload_cv_;
   bool reload_done_ = false;  // under reload_mu_
+  std::shared_ptr<const WebSecurity>
+      reload_security_;  // under reload_mu_: the reload's web configuration
   bool reload_again_ = false;
   bool socket_activated_ = false;
 };
@@ -441,7 +487,16 @@ int run(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
       std::cerr << r.errors.size() << " error(s) in " << cmd.config_path << "\n";
       return 1;
     }
+    WebSecurity::Built web = WebSecurity::build(web_config_path(cmd, *r.config));
+    if (!web.security) {
+      for (const std::string& e : web.errors) std::cerr << e << "\n";
+      std::cerr << web.errors.size() << " error(s) in " << web_config_path(cmd, *r.config) << "\n";
+      return 1;
+    }
     std::cout << "configuration OK (" << r.config->source << ")\n";
+    if (!web.security->path().empty())
+      std::cout << "web configuration OK (" << web.security->path() << ": "
+                << web.security->summary() << ")\n";
     return 0;
   }
   if (!r.config) {

@@ -20,6 +20,7 @@ struct CommandLine {
   bool list_metrics = false;        // print every metric family that can be exported, and exit
   std::vector<std::string> listen;  // overrides server.listen when not empty
   std::string log_level;            // overrides log.level when not empty
+  std::string web_config_file;      // overrides server.web_config_file when not empty
   Roots roots;
 };
 

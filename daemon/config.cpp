@@ -1,5 +1,7 @@
 #include "config.hpp"
 
+#include <filesystem>
+
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -101,6 +103,13 @@ ConfigResult parse_config(std::string_view text, std::string_view file,
         r.get_duration("read_timeout", cfg.server.read_timeout, Millis(100), Millis(300000));
     cfg.server.idle_timeout =
         r.get_duration("idle_timeout", cfg.server.idle_timeout, Millis(100), Millis(3600000));
+    cfg.server.web_config_file = r.get_string("web_config_file", cfg.server.web_config_file);
+    if (!cfg.server.web_config_file.empty() && cfg.server.web_config_file[0] != '/') {
+      std::filesystem::path dir = std::filesystem::path(file_s).parent_path();
+      cfg.server.web_config_file = (dir / cfg.server.web_config_file).lexically_normal().string();
+    }
+    cfg.server.healthy_without_auth =
+        r.get_bool("healthy_without_auth", cfg.server.healthy_without_auth);
     r.finish();
   }
 

@@ -35,6 +35,10 @@ struct ServerConfig {
   // after idle_timeout.
   Millis read_timeout{10000};
   Millis idle_timeout{60000};
+  // The exporter-toolkit web configuration (TLS, basic authentication):
+  // absolute, or relative to the configuration file's directory; "" none.
+  std::string web_config_file;
+  bool healthy_without_auth = false;  // /-/healthy answers without credentials
 };
 
 struct LogConfig {

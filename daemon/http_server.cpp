@@ -5,7 +5,9 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <openssl/ssl.h>
 #include <boost/beast/core.hpp>
+#include <boost/beast/ssl.hpp>
 
 #include "config.hpp"
 
@@ -19,6 +21,21 @@ struct HttpServer::SessionBase {
   virtual void close_if_idle() = 0;
 };
 
+// What every session of the server reads: the server's own members, by
+// reference (sessions never outlive the server: stop() closes them and the
+// io_context runs them out before it goes).
+struct HttpServer::Shared {
+  const Handler& handler;
+  const Observer& observer;
+  const TlsObserver& tls_observer;
+  const HttpLimits& limits;
+  std::shared_ptr<std::size_t> active;
+  std::shared_ptr<std::set<SessionBase*>> sessions;
+  const bool& stopping;
+  Authenticator* auth;
+  RateLimiter& rate;
+};
+
 namespace {
 
 HttpResponse plain_response(http::status status, unsigned version, std::string body) {
@@ -29,33 +46,38 @@ HttpResponse plain_response(http::status status, unsigned version, std::string b
   return res;
 }
 
-// One connection. Stream is beast::tcp_stream (a TLS stream over it later).
+// One connection: Stream is beast::tcp_stream, or an ssl_stream over one.
 template <class Stream>
 class Session : public HttpServer::SessionBase,
                 public std::enable_shared_from_this<Session<Stream>> {
  public:
-  Session(Stream stream, const HttpServer::Handler& handler, const HttpServer::Observer& observer,
-          const HttpLimits& limits, std::shared_ptr<std::size_t> active,
-          std::shared_ptr<std::set<HttpServer::SessionBase*>> sessions, const bool& stopping)
-      : stream_(std::move(stream)),
-        handler_(handler),
-        observer_(observer),
-        limits_(limits),
-        active_(std::move(active)),
-        sessions_(std::move(sessions)),
-        stopping_(stopping) {
-    ++*active_;
-    sessions_->insert(this);
+  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+
+  Session(Stream stream, HttpServer::Shared& shared, std::shared_ptr<const WebSecurity> security)
+      : stream_(std::move(stream)), shared_(shared), security_(std::move(security)) {
+    ++*shared_.active;
+    shared_.sessions->insert(this);
   }
   ~Session() override {
-    --*active_;
-    sessions_->erase(this);
+    --*shared_.active;
+    shared_.sessions->erase(this);
   }
 
-  void start() { read(); }
+  void start() {
+    if constexpr (kTls) {
+      // The handshake is bounded like a request: a client that stalls in
+      // it is dropped at read_timeout.
+      beast::get_lowest_layer(stream_).expires_after(shared_.limits.read_timeout);
+      stream_.async_handshake(
+          asio::ssl::stream_base::server,
+          [self = this->shared_from_this()](beast::error_code ec) { self->on_handshake(ec); });
+    } else {
+      read();
+    }
+  }
 
   void close_if_idle() override {
-    if (!writing_) {
+    if (!writing_ && !checking_) {
       beast::error_code ec;
       beast::get_lowest_layer(stream_).socket().shutdown(tcp::socket::shutdown_both, ec);
       beast::get_lowest_layer(stream_).socket().close(ec);
@@ -63,6 +85,26 @@ class Session : public HttpServer::SessionBase,
   }
 
  private:
+  void on_handshake(beast::error_code ec) {
+    if constexpr (kTls) {
+      if (!ec && security_->client_cert_required_by_sans()) {
+        // Allowed SANs with an optional client certificate: none sent is
+        // not one of them.
+        X509* peer = SSL_get1_peer_certificate(stream_.native_handle());
+        if (peer == nullptr) ec = asio::error::access_denied;
+        X509_free(peer);
+      }
+      if (ec) {
+        const bool timeout = ec == beast::error::timeout;
+        if (shared_.tls_observer) shared_.tls_observer(timeout ? "timeout" : "failed");
+        spdlog::debug("TLS handshake {}: {}", timeout ? "timed out" : "failed", ec.message());
+        close();
+        return;
+      }
+    }
+    read();
+  }
+
   // Between keep-alive requests: wait up to idle_timeout for the first byte
   // of the next one, then give the whole request read_timeout. (A single
   // deadline of idle_timeout would let a trickling client hold a connection
@@ -72,7 +114,7 @@ class Session : public HttpServer::SessionBase,
       read();
       return;
     }
-    beast::get_lowest_layer(stream_).expires_after(limits_.idle_timeout);
+    beast::get_lowest_layer(stream_).expires_after(shared_.limits.idle_timeout);
     stream_.async_read_some(buffer_.prepare(4096),
                             [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
                               if (ec) {
@@ -86,11 +128,11 @@ class Session : public HttpServer::SessionBase,
 
   void read() {
     parser_.emplace();
-    parser_->header_limit(static_cast<std::uint32_t>(limits_.header_limit));
-    parser_->body_limit(limits_.body_limit);
+    parser_->header_limit(static_cast<std::uint32_t>(shared_.limits.header_limit));
+    parser_->body_limit(shared_.limits.body_limit);
     // One deadline covers the whole request: header and body. A client that
     // trickles bytes cannot extend it.
-    beast::get_lowest_layer(stream_).expires_after(limits_.read_timeout);
+    beast::get_lowest_layer(stream_).expires_after(shared_.limits.read_timeout);
     http::async_read(stream_, buffer_, *parser_,
                      [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
                        self->on_read(ec);
@@ -99,9 +141,9 @@ class Session : public HttpServer::SessionBase,
 
   void on_read(beast::error_code ec) {
     if (ec == http::error::header_limit) {
-      send(plain_response(
-               http::status::request_header_fields_too_large, 11,
-               "request header larger than " + std::to_string(limits_.header_limit) + " bytes\n"),
+      send(plain_response(http::status::request_header_fields_too_large, 11,
+                          "request header larger than " +
+                              std::to_string(shared_.limits.header_limit) + " bytes\n"),
            "", false);
       return;
     }
@@ -116,38 +158,76 @@ class Session : public HttpServer::SessionBase,
       bool protocol_error =
           ec.category() == http::make_error_code(http::error::bad_target).category() &&
           ec != http::error::end_of_stream && ec != http::error::partial_message;
-      if (protocol_error && !stopping_) {
+      if (protocol_error && !shared_.stopping) {
         send(plain_response(http::status::bad_request, 11, "malformed request\n"), "", false);
         return;
       }
       close();
       return;
     }
-    HttpRequest req = parser_->release();
-    bool keep = req.keep_alive() && !stopping_;
+    request_ = parser_->release();
+    const bool keep = request_.keep_alive() && !shared_.stopping;
+    const std::string target(request_.target());
+    if (!shared_.rate.allow()) {
+      HttpResponse res = plain_response(http::status::too_many_requests, request_.version(),
+                                        "Too Many Requests\n");
+      res.set(http::field::retry_after, "1");
+      send(std::move(res), target, keep);
+      return;
+    }
+    const bool exempt =
+        shared_.limits.healthy_without_auth && target.substr(0, target.find('?')) == "/-/healthy";
+    if (!security_->authenticates() || exempt) {
+      respond(keep);
+      return;
+    }
+    // Checked off the io thread (bcrypt); the connection waits meanwhile,
+    // bounded by the write timeout.
+    checking_ = true;
+    beast::get_lowest_layer(stream_).expires_after(shared_.limits.write_timeout);
+    shared_.auth->check(
+        security_, request_[http::field::authorization],
+        beast::get_lowest_layer(stream_).get_executor(),
+        [self = this->shared_from_this(), keep](Authenticator::Verdict v) {
+          self->checking_ = false;
+          if (v == Authenticator::Verdict::kAllowed) {
+            self->respond(keep);
+            return;
+          }
+          HttpResponse res = plain_response(http::status::unauthorized, self->request_.version(),
+                                            "Unauthorized\n");
+          res.set(http::field::www_authenticate, "Basic realm=\"nodewatch\", charset=\"UTF-8\"");
+          self->send(std::move(res), std::string(self->request_.target()), keep);
+        });
+  }
+
+  void respond(bool keep) {
     HttpResponse res;
     try {
-      res = handler_(req);
+      res = shared_.handler(request_);
     } catch (const std::exception& e) {
-      spdlog::error("http handler failed for {}: {}", std::string(req.target()), e.what());
-      res = plain_response(http::status::internal_server_error, req.version(), "internal error\n");
+      spdlog::error("http handler failed for {}: {}", std::string(request_.target()), e.what());
+      res = plain_response(http::status::internal_server_error, request_.version(),
+                           "internal error\n");
     }
-    res.version(req.version());
-    send(std::move(res), std::string(req.target()), keep);
+    res.version(request_.version());
+    send(std::move(res), std::string(request_.target()), keep);
   }
 
   void send(HttpResponse res, std::string target, bool keep_alive) {
+    if (shared_.stopping) keep_alive = false;
     res.keep_alive(keep_alive);
-    if (observer_) observer_(target, res.result_int());
+    for (const auto& [name, value] : security_->config().headers) res.set(name, value);
+    if (shared_.observer) shared_.observer(target, res.result_int());
     response_ = std::make_shared<HttpResponse>(std::move(res));
     writing_ = true;
-    beast::get_lowest_layer(stream_).expires_after(limits_.write_timeout);
+    beast::get_lowest_layer(stream_).expires_after(shared_.limits.write_timeout);
     http::async_write(
         stream_, *response_,
         [self = this->shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
           self->writing_ = false;
           self->response_.reset();
-          if (ec || !keep_alive || self->stopping_) {
+          if (ec || !keep_alive || self->shared_.stopping) {
             self->close();
             return;
           }
@@ -162,16 +242,14 @@ class Session : public HttpServer::SessionBase,
   }
 
   Stream stream_;
-  const HttpServer::Handler& handler_;
-  const HttpServer::Observer& observer_;
-  const HttpLimits& limits_;
-  std::shared_ptr<std::size_t> active_;
-  std::shared_ptr<std::set<HttpServer::SessionBase*>> sessions_;
-  const bool& stopping_;
+  HttpServer::Shared& shared_;
+  std::shared_ptr<const WebSecurity> security_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  HttpRequest request_;
   std::shared_ptr<HttpResponse> response_;
   bool writing_ = false;
+  bool checking_ = false;
 };
 
 }  // namespace
@@ -181,7 +259,37 @@ HttpServer::HttpServer(asio::io_context& io, Handler handler, Observer observer)
       handler_(std::move(handler)),
       observer_(std::move(observer)),
       active_(std::make_shared<std::size_t>(0)),
-      sessions_(std::make_shared<std::set<SessionBase*>>()) {}
+      sessions_(std::make_shared<std::set<SessionBase*>>()),
+      security_(WebSecurity::build("").security),
+      auth_(std::make_unique<Authenticator>()),
+      shared_(std::make_unique<Shared>(Shared{handler_, observer_, tls_observer_, limits_, active_,
+                                              sessions_, stopped_, auth_.get(), rate_})) {}
+
+void HttpServer::set_security(std::shared_ptr<const WebSecurity> security) {
+  security_ = std::move(security);
+  rate_.configure(security_->config().rate_interval, security_->config().rate_burst);
+  web_checked_ = std::chrono::steady_clock::now();
+}
+
+void HttpServer::follow_web_config() {
+  if (security_->path().empty()) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - web_checked_ < std::chrono::seconds(1)) return;
+  web_checked_ = now;
+  if (!security_->changed_on_disk()) return;
+  WebSecurity::Built b = WebSecurity::build(security_->path());
+  if (!b.security) {
+    std::string all;
+    for (const std::string& e : b.errors) all += (all.empty() ? "" : "; ") + e;
+    web_failures_.failed("web configuration " + security_->path(),
+                         "changed on disk and refused, the running one kept: " + all);
+    return;
+  }
+  web_failures_.succeeded("web configuration " + security_->path());
+  spdlog::info("web configuration {} changed on disk and taken: {}", security_->path(),
+               b.security->summary());
+  set_security(std::move(b.security));
+}
 
 HttpServer::~HttpServer() {
   stop();
@@ -345,10 +453,18 @@ void HttpServer::accept(const std::shared_ptr<tcp::acceptor>& acc) {
     } else {
       beast::error_code nd;
       socket.set_option(tcp::no_delay(true), nd);
-      auto s = std::make_shared<Session<beast::tcp_stream>>(beast::tcp_stream(std::move(socket)),
-                                                            handler_, observer_, limits_, active_,
-                                                            sessions_, stopped_);
-      s->start();
+      follow_web_config();
+      if (security_->tls()) {
+        using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+        auto s = std::make_shared<Session<TlsStream>>(
+            TlsStream(beast::tcp_stream(std::move(socket)), security_->tls_context()), *shared_,
+            security_);
+        s->start();
+      } else {
+        auto s = std::make_shared<Session<beast::tcp_stream>>(beast::tcp_stream(std::move(socket)),
+                                                              *shared_, security_);
+        s->start();
+      }
     }
     accept(acc);
   });

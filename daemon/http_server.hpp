@@ -8,8 +8,13 @@
 // timeout between keep-alive requests, and max_connections (past it, a new
 // connection gets an immediate 503 and is closed, never queued).
 //
-// Sessions are written over a Stream type so that a TLS stream slots in
-// beside the plain one; authentication belongs in the Handler.
+// TLS, basic authentication, the extra headers and the rate limit come from
+// the web configuration (web_security.hpp): each connection takes the
+// WebSecurity current when it is accepted. A TLS handshake must complete
+// within read_timeout (a client that stalls in it is dropped) and one that
+// fails is counted. A request is then, in order: rate limited (429),
+// authenticated (401 with WWW-Authenticate; /-/healthy may be exempted),
+// and handed to the Handler.
 
 #include <chrono>
 #include <cstdint>
@@ -23,6 +28,7 @@
 #include "asio.hpp"
 #include "logging.hpp"
 #include "nodewatch/failure_log.hpp"
+#include "web_security.hpp"
 
 namespace nodewatch {
 
@@ -37,6 +43,7 @@ struct HttpLimits {
   std::chrono::milliseconds read_timeout{10000};
   std::chrono::milliseconds idle_timeout{60000};
   std::chrono::milliseconds write_timeout{30000};
+  bool healthy_without_auth = false;  // /-/healthy answers without credentials
 };
 
 class HttpServer {
@@ -45,6 +52,8 @@ class HttpServer {
   // Told of every response sent: the request target (or "" when none was
   // parsed) and the status code.
   using Observer = std::function<void(std::string_view target, unsigned status)>;
+  // Told of every TLS handshake that did not complete: "timeout" or "failed".
+  using TlsObserver = std::function<void(std::string_view reason)>;
 
   HttpServer(asio::io_context& io, Handler handler, Observer observer = nullptr);
   ~HttpServer();
@@ -53,6 +62,12 @@ class HttpServer {
 
   void set_limits(const HttpLimits& limits) { limits_ = limits; }
   const HttpLimits& limits() const { return limits_; }
+  // The web configuration new connections take (start and reload; between
+  // them the server follows its files itself: web_security.hpp).
+  void set_security(std::shared_ptr<const WebSecurity> security);
+  std::shared_ptr<const WebSecurity> security() const { return security_; }
+  void set_tls_observer(TlsObserver o) { tls_observer_ = std::move(o); }
+  Authenticator& authenticator() { return *auth_; }
 
   // Serves exactly `addresses` ("host:port" forms of ListenAddress). An
   // address already served keeps its socket; new ones are bound. All or
@@ -68,9 +83,12 @@ class HttpServer {
   std::size_t active_connections() const { return *active_; }
 
   struct SessionBase;
+  struct Shared;
 
  private:
   void accept(const std::shared_ptr<asio::ip::tcp::acceptor>& acc);
+  // Takes up a changed web configuration (at most once a second).
+  void follow_web_config();
   void refuse(asio::ip::tcp::socket socket);
 
   asio::io_context& io_;
@@ -90,6 +108,13 @@ class HttpServer {
   std::shared_ptr<std::size_t> active_;
   std::shared_ptr<std::set<SessionBase*>> sessions_;
   bool stopped_ = false;
+  std::shared_ptr<const WebSecurity> security_;
+  std::unique_ptr<Authenticator> auth_;
+  RateLimiter rate_;
+  TlsObserver tls_observer_;
+  std::unique_ptr<Shared> shared_;
+  std::chrono::steady_clock::time_point web_checked_{};
+  FailureLog web_failures_;
 };
 
 }  // namespace nodewatch

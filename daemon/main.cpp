@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
                "Print every metric family nodewatchd can export (name and type) and exit");
   app.add_option("--listen", cmd.listen,
                  "Address to listen on (repeatable; overrides server.listen), e.g. 127.0.0.1:9842");
+  app.add_option("--web.config.file", cmd.web_config_file,
+                 "Web configuration (TLS, basic authentication) in the exporter-toolkit format");
   app.add_option("--log-level", cmd.log_level,
                  "trace, debug, info, warn, error, critical or off (overrides log.level)");
   app.add_option("--sysfs", sysfs, "Root of sysfs for every collector")->default_str("/sys");

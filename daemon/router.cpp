@@ -189,6 +189,7 @@ HttpResponse Router::landing(const HttpRequest& req) const {
   h += html_escape(kRevision);
   h += ")</p>\n<p><a href=\"metrics\">Metrics</a> &middot; <a href=\"-/healthy\">Health</a>"
        " &middot; <a href=\"-/ready\">Readiness</a></p>\n";
+  if (src_.access) h += "<p>Access: " + html_escape(src_.access()) + "</p>\n";
   h += "<h2>Collectors</h2>\n<table><tr><th>collector</th><th>state</th><th>interval</th>"
        "<th>last duration</th><th>last success</th><th>last error</th></tr>\n";
   auto statuses = src_.statuses();

@@ -36,6 +36,9 @@ class Router {
     std::function<std::vector<CollectorStatus>()> statuses;
     SelfMetrics* self;
     std::function<bool()> ready;
+    // One line on how the server is reached: TLS, authentication (the
+    // landing page shows it). Empty: not shown.
+    std::function<std::string()> access = nullptr;
   };
   explicit Router(Sources sources) : src_(std::move(sources)) {}
 

@@ -80,6 +80,12 @@ const MetricTable& SelfMetrics::table() {
        "",
        "HTTP responses sent, by request path and status code.",
        {"path", "code"}},
+      {"nodewatch_http_tls_handshake_errors_total",
+       MetricType::kCounter,
+       "",
+       "TLS handshakes that did not complete: reason \"timeout\" (not done within "
+       "server.read_timeout) or \"failed\" (refused: protocol, certificate, client certificate).",
+       {"reason"}},
       {"nodewatch_helper_processes",
        MetricType::kGauge,
        "",
@@ -178,6 +184,10 @@ void SelfMetrics::count_request(std::string_view target, unsigned code) {
   requests_[{std::move(label), code}]++;
 }
 
+void SelfMetrics::count_tls_error(std::string_view reason) {
+  ++(reason == "timeout" ? tls_timeouts_ : tls_failures_);
+}
+
 void SelfMetrics::set_reload_result(bool ok) {
   reload_ok_ = ok;
   if (ok) reload_success_ts_ = unix_now();
@@ -204,6 +214,10 @@ std::string SelfMetrics::render(const std::vector<CollectorStatus>& statuses,
     sink.add("nodewatch_http_requests_total", {key.first, std::to_string(key.second)},
              static_cast<double>(n));
 
+  sink.add("nodewatch_http_tls_handshake_errors_total", {"failed"},
+           static_cast<double>(tls_failures_));
+  sink.add("nodewatch_http_tls_handshake_errors_total", {"timeout"},
+           static_cast<double>(tls_timeouts_));
   sink.add("nodewatch_helper_processes", {"running"}, static_cast<double>(helper::running()));
   sink.add("nodewatch_helper_processes", {"abandoned"}, static_cast<double>(helper::abandoned()));
   if (!include || include("textfile"))

@@ -24,6 +24,8 @@ class SelfMetrics {
   // as "other" so that a client cannot grow the label set.
   void count_request(std::string_view target, unsigned code);
   void set_reload_result(bool ok);
+  // Counts one TLS handshake that did not complete ("timeout", "failed").
+  void count_tls_error(std::string_view reason);
 
   // Renders nodewatch_* for the collectors `include` accepts, then process_*.
   std::string render(const std::vector<CollectorStatus>& statuses,
@@ -34,6 +36,7 @@ class SelfMetrics {
 
  private:
   std::map<std::pair<std::string, unsigned>, std::uint64_t> requests_;
+  std::uint64_t tls_timeouts_ = 0, tls_failures_ = 0;
   bool reload_ok_ = true;
   double reload_success_ts_ = 0;
   double start_time_ = 0;

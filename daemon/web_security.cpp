@@ -1,0 +1,407 @@
+#include "web_security.hpp"
+
+#include <crypt.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <boost/asio/post.hpp>
+
+namespace nodewatch {
+namespace {
+
+std::string openssl_error(const std::string& what) {
+  std::string out = what;
+  unsigned long e = 0;
+  bool first = true;
+  while ((e = ERR_get_error()) != 0) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof buf);
+    out += first ? ": " : "; ";
+    out += buf;
+    first = false;
+  }
+  return out;
+}
+
+// OpenSSL's name of each IANA suite name it knows (all it has compiled in).
+std::map<std::string, std::string> openssl_suite_names() {
+  std::map<std::string, std::string> out;
+  SSL_CTX* ctx = SSL_CTX_new(TLS_method());
+  if (ctx == nullptr) return out;
+  SSL_CTX_set_security_level(ctx, 0);
+  SSL_CTX_set_cipher_list(ctx, "ALL:COMPLEMENTOFALL:@SECLEVEL=0");
+  STACK_OF(SSL_CIPHER)* list = SSL_CTX_get_ciphers(ctx);
+  for (int i = 0; list != nullptr && i < sk_SSL_CIPHER_num(list); ++i) {
+    const SSL_CIPHER* c = sk_SSL_CIPHER_value(list, i);
+    const char* std_name = SSL_CIPHER_standard_name(c);
+    if (std_name != nullptr) out[std_name] = SSL_CIPHER_get_name(c);
+  }
+  SSL_CTX_free(ctx);
+  return out;
+}
+
+// The SANs of a certificate, as strings (DNS, IP, e-mail, URI).
+std::vector<std::string> sans_of(X509* cert) {
+  std::vector<std::string> out;
+  auto* names =
+      static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+  if (names == nullptr) return out;
+  for (int i = 0; i < sk_GENERAL_NAME_num(names); ++i) {
+    const GENERAL_NAME* n = sk_GENERAL_NAME_value(names, i);
+    auto str = [&](const ASN1_STRING* s) {
+      out.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(s)),
+                       static_cast<std::size_t>(ASN1_STRING_length(s)));
+    };
+    switch (n->type) {
+      case GEN_DNS: str(n->d.dNSName); break;
+      case GEN_EMAIL: str(n->d.rfc822Name); break;
+      case GEN_URI: str(n->d.uniformResourceIdentifier); break;
+      case GEN_IPADD: {
+        const ASN1_OCTET_STRING* ip = n->d.iPAddress;
+        const unsigned char* p = ASN1_STRING_get0_data(ip);
+        boost::system::error_code ec;
+        if (ASN1_STRING_length(ip) == 4) {
+          asio::ip::address_v4::bytes_type b;
+          std::copy(p, p + 4, b.begin());
+          out.push_back(asio::ip::address_v4(b).to_string());
+        } else if (ASN1_STRING_length(ip) == 16) {
+          asio::ip::address_v6::bytes_type b;
+          std::copy(p, p + 16, b.begin());
+          out.push_back(asio::ip::address_v6(b).to_string());
+        }
+        break;
+      }
+      default: break;
+    }
+  }
+  GENERAL_NAMES_free(names);
+  return out;
+}
+
+std::string base64_decode(std::string_view in, bool* ok) {
+  *ok = false;
+  if (in.size() % 4 != 0 || in.size() > 8192) return {};
+  std::string out(in.size() / 4 * 3, '\0');
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(in.data()),
+                          static_cast<int>(in.size()));
+  if (n < 0) return {};
+  std::size_t len = static_cast<std::size_t>(n);
+  if (!in.empty() && in.back() == '=') --len;
+  if (in.size() >= 2 && in[in.size() - 2] == '=') --len;
+  out.resize(len);
+  *ok = true;
+  return out;
+}
+
+std::string sha256_hex(std::string_view s) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(s.data(), s.size(), md, &n, EVP_sha256(), nullptr);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < n; ++i) {
+    out += kHex[md[i] >> 4];
+    out += kHex[md[i] & 15];
+  }
+  return out;
+}
+
+constexpr std::size_t kCacheMax = 128;
+
+}  // namespace
+
+WebSecurity::FileId WebSecurity::identify(const std::string& path) {
+  FileId id;
+  id.path = path;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    id.exists = true;
+    id.inode = st.st_ino;
+    id.size = static_cast<std::uint64_t>(st.st_size);
+    id.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  }
+  return id;
+}
+
+bool WebSecurity::changed_on_disk() const {
+  return std::any_of(files_.begin(), files_.end(),
+                     [](const FileId& f) { return identify(f.path) != f; });
+}
+
+WebSecurity::Built WebSecurity::build(const std::string& path) {
+  Built out;
+  auto sec = std::make_shared<WebSecurity>();
+  sec->path_ = path;
+  if (path.empty()) {
+    out.security = std::move(sec);
+    return out;
+  }
+  sec->files_.push_back(identify(path));
+  WebConfigResult parsed = load_web_config(path);
+  for (const ConfigError& e : parsed.errors) out.errors.push_back(e.str());
+  if (!parsed.config) return out;
+  sec->config_ = std::move(*parsed.config);
+  if (sec->config_.tls) {
+    const TlsServerConfig& t = *sec->config_.tls;
+    auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
+    SSL_CTX* c = ctx->native_handle();
+    SSL_CTX_set_options(c, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+    SSL_CTX_set_min_proto_version(c, t.min_version);
+    SSL_CTX_set_max_proto_version(c, t.max_version);
+    if (t.min_version < 0x0303)
+      SSL_CTX_set_security_level(c, 0);  // TLS 1.0/1.1 need it in OpenSSL 3
+    boost::system::error_code ec;
+    auto fail = [&](const std::string& what) {
+      out.errors.push_back(path + ": " + openssl_error(what));
+    };
+    if (!t.cert_file.empty()) {
+      sec->files_.push_back(identify(t.cert_file));
+      ctx->use_certificate_chain_file(t.cert_file, ec);
+      if (ec) fail("tls_server_config.cert_file " + t.cert_file + " cannot be loaded");
+    } else {
+      ctx->use_certificate_chain(asio::buffer(t.cert), ec);
+      if (ec) fail("tls_server_config.cert cannot be loaded");
+    }
+    if (!t.key_file.empty()) {
+      sec->files_.push_back(identify(t.key_file));
+      ctx->use_private_key_file(t.key_file, asio::ssl::context::pem, ec);
+      if (ec) fail("tls_server_config.key_file " + t.key_file + " cannot be loaded");
+    } else {
+      ctx->use_private_key(asio::buffer(t.key), asio::ssl::context::pem, ec);
+      if (ec) fail("tls_server_config.key cannot be loaded");
+    }
+    if (out.errors.empty() && SSL_CTX_check_private_key(c) != 1)
+      fail("tls_server_config: the key does not match the certificate");
+    if (!t.cipher_suites.empty()) {
+      static const std::map<std::string, std::string> kNames = openssl_suite_names();
+      std::string list;
+      for (const std::string& s : t.cipher_suites) {
+        auto it = kNames.find(s);
+        if (it == kNames.end()) {
+          out.errors.push_back(path + ": tls_server_config.cipher_suites: " + s +
+                               " is not in this OpenSSL");
+          continue;
+        }
+        if (!list.empty()) list += ':';
+        list += it->second;
+      }
+      if (!list.empty() && SSL_CTX_set_cipher_list(c, list.c_str()) != 1)
+        fail("tls_server_config.cipher_suites cannot be used");
+    }
+    if (!t.curve_preferences.empty()) {
+      std::string groups;
+      for (const std::string& g : t.curve_preferences) groups += (groups.empty() ? "" : ":") + g;
+      if (SSL_CTX_set1_groups_list(c, groups.c_str()) != 1)
+        fail("tls_server_config.curve_preferences cannot be used");
+    }
+    const bool verify = t.client_auth == ClientAuth::kVerifyIfGiven ||
+                        t.client_auth == ClientAuth::kRequireAndVerify;
+    if (t.client_auth != ClientAuth::kNone) {
+      if (!t.client_ca_file.empty()) {
+        sec->files_.push_back(identify(t.client_ca_file));
+        ctx->load_verify_file(t.client_ca_file, ec);
+        if (ec) fail("tls_server_config.client_ca_file " + t.client_ca_file + " cannot be loaded");
+        STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(t.client_ca_file.c_str());
+        if (names != nullptr) SSL_CTX_set_client_CA_list(c, names);
+      } else if (!t.client_ca.empty()) {
+        ctx->add_certificate_authority(asio::buffer(t.client_ca), ec);
+        if (ec) fail("tls_server_config.client_ca cannot be loaded");
+      } else {
+        ctx->set_default_verify_paths(ec);
+      }
+      int mode = SSL_VERIFY_PEER;
+      if (t.client_auth == ClientAuth::kRequireAny ||
+          t.client_auth == ClientAuth::kRequireAndVerify)
+        mode |= SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
+      ctx->set_verify_mode(mode);
+      std::vector<std::string> sans = t.client_allowed_sans;
+      sec->allowed_sans_ = sans;
+      ctx->set_verify_callback([verify, sans](bool preverified, asio::ssl::verify_context& vc) {
+        X509_STORE_CTX* store = vc.native_handle();
+        // Request/RequireAny: a certificate is taken without verifying it.
+        if (!verify) return true;
+        if (!preverified) return false;
+        if (X509_STORE_CTX_get_error_depth(store) != 0 || sans.empty()) return true;
+        X509* leaf = X509_STORE_CTX_get_current_cert(store);
+        for (const std::string& s : sans_of(leaf))
+          if (std::find(sans.begin(), sans.end(), s) != sans.end()) return true;
+        X509_STORE_CTX_set_error(store, X509_V_ERR_APPLICATION_VERIFICATION);
+        return false;
+      });
+    }
+    if (!out.errors.empty()) return out;
+    sec->tls_ = std::move(ctx);
+  }
+  out.security = std::move(sec);
+  return out;
+}
+
+std::string WebSecurity::summary() const {
+  std::string s;
+  if (!tls_) {
+    s = "TLS off";
+  } else {
+    const TlsServerConfig& t = *config_.tls;
+    auto v = [](TlsVersion x) { return "1." + std::to_string(x - 0x0301); };
+    static constexpr const char* kAuth[] = {"not asked for", "asked for, not verified",
+                                            "required, not verified", "verified if given",
+                                            "required and verified"};
+    s = "TLS " + v(t.min_version) + "-" + v(t.max_version) + ", client certificates " +
+        kAuth[static_cast<int>(t.client_auth)];
+    if (!t.client_allowed_sans.empty())
+      s += " (" + std::to_string(t.client_allowed_sans.size()) + " allowed SANs)";
+  }
+  s += authenticates() ? "; basic authentication (" +
+                             std::to_string(config_.basic_auth_users.size()) + " users)"
+                       : "; no authentication";
+  if (config_.rate_interval.count() > 0) s += "; rate limited";
+  return s;
+}
+
+// --- Authenticator ------------------------------------------------------------
+
+std::optional<std::pair<std::string, std::string>> parse_basic_authorization(std::string_view v) {
+  std::size_t sp = v.find(' ');
+  if (sp == std::string_view::npos) return std::nullopt;
+  std::string scheme(v.substr(0, sp));
+  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (scheme != "basic") return std::nullopt;
+  std::string_view b64 = v.substr(sp + 1);
+  while (!b64.empty() && b64.front() == ' ') b64.remove_prefix(1);
+  while (!b64.empty() && b64.back() == ' ') b64.remove_suffix(1);
+  bool ok = false;
+  std::string decoded = base64_decode(b64, &ok);
+  if (!ok) return std::nullopt;
+  std::size_t colon = decoded.find(':');
+  if (colon == std::string::npos) return std::nullopt;
+  return std::make_pair(decoded.substr(0, colon), decoded.substr(colon + 1));
+}
+
+Authenticator::Authenticator() {
+  // A hash of the configured kind for unknown users: made here, cost 10.
+  char salt[CRYPT_GENSALT_OUTPUT_SIZE];
+  if (crypt_gensalt_rn("$2b$", 10, nullptr, 0, salt, sizeof salt) != nullptr) {
+    crypt_data data{};
+    if (const char* h = crypt_rn("nodewatch: no such user", salt, &data, sizeof data);
+        h != nullptr && h[0] != '*')
+      dummy_hash_ = h;
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+Authenticator::~Authenticator() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::size_t Authenticator::cached() const {
+  std::lock_guard lock(mu_);
+  return cache_.size();
+}
+
+bool Authenticator::verify(const std::string& password, const std::string& hash) {
+  crypt_data data{};
+  const char* out = crypt_rn(password.c_str(), hash.c_str(), &data, sizeof data);
+  if (out == nullptr || out[0] == '*') return false;
+  const std::size_t n = std::strlen(out);
+  if (n != hash.size()) return false;
+  return CRYPTO_memcmp(out, hash.data(), n) == 0;
+}
+
+void Authenticator::check(std::shared_ptr<const WebSecurity> security,
+                          std::string_view authorization, asio::any_io_executor executor,
+                          std::function<void(Verdict)> done) {
+  auto creds = parse_basic_authorization(authorization);
+  if (!creds) {  // no credentials or not Basic: no bcrypt to run
+    done(Verdict::kDenied);
+    return;
+  }
+  const auto& users = security->config().basic_auth_users;
+  auto it = users.find(creds->first);
+  const std::string hash = it != users.end() ? it->second : dummy_hash_;
+  std::string key = creds->first + '\n' + hash + '\n' + sha256_hex(creds->second);
+  {
+    std::lock_guard lock(mu_);
+    if (it != users.end() && cache_.count(key) != 0) {
+      done(Verdict::kAllowed);
+      return;
+    }
+    Job j;
+    j.security = std::move(security);
+    j.user = std::move(creds->first);
+    j.password = std::move(creds->second);
+    j.key = std::move(key);
+    j.executor = std::move(executor);
+    j.done = std::move(done);
+    queue_.push_back(std::move(j));
+  }
+  cv_.notify_one();
+}
+
+void Authenticator::run() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    Job j = std::move(queue_.front());
+    queue_.erase(queue_.begin());
+    lock.unlock();
+    const auto& users = j.security->config().basic_auth_users;
+    auto it = users.find(j.user);
+    const bool known = it != users.end();
+    const bool match = verify(j.password, known ? it->second : dummy_hash_);
+    const bool allowed = known && match;
+    lock.lock();
+    if (allowed) {
+      if (cache_.size() >= kCacheMax) {
+        // The oldest success goes first.
+        auto oldest =
+            std::min_element(cache_.begin(), cache_.end(),
+                             [](const auto& a, const auto& b) { return a.second < b.second; });
+        cache_.erase(oldest);
+      }
+      cache_[j.key] = std::chrono::steady_clock::now();
+    }
+    lock.unlock();
+    asio::post(j.executor, [done = std::move(j.done), allowed] {
+      done(allowed ? Verdict::kAllowed : Verdict::kDenied);
+    });
+    lock.lock();
+  }
+}
+
+// --- RateLimiter ----------------------------------------------------------------
+
+void RateLimiter::configure(std::chrono::nanoseconds interval, int burst) {
+  if (interval == interval_ && burst_ == burst) return;
+  interval_ = interval;
+  burst_ = burst;
+  tokens_ = burst;
+  last_ = {};
+}
+
+bool RateLimiter::allow(std::chrono::steady_clock::time_point now) {
+  if (interval_.count() <= 0) return true;
+  if (last_ != std::chrono::steady_clock::time_point{}) {
+    const double earned = std::chrono::duration<double>(now - last_).count() /
+                          std::chrono::duration<double>(interval_).count();
+    tokens_ = std::min(burst_, tokens_ + earned);
+  }
+  last_ = now;
+  if (tokens_ < 1) return false;
+  tokens_ -= 1;
+  return true;
+}
+
+}  // namespace nodewatch
