@@ -54,13 +54,19 @@ class Session : public HttpServer::SessionBase,
   static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
 
   Session(Stream stream, HttpServer::Shared& shared, std::shared_ptr<const WebSecurity> security)
-      : stream_(std::move(stream)), shared_(shared), security_(std::move(security)) {
-    ++*shared_.active;
-    shared_.sessions->insert(this);
+      : stream_(std::move(stream)),
+        shared_(shared),
+        security_(std::move(security)),
+        active_(shared.active),
+        sessions_(shared.sessions) {
+    ++*active_;
+    sessions_->insert(this);
   }
+  // May run after the server is gone (the io_context destroying a pending
+  // handler): touches only what it holds itself.
   ~Session() override {
-    --*shared_.active;
-    shared_.sessions->erase(this);
+    --*active_;
+    sessions_->erase(this);
   }
 
   void start() {
@@ -244,6 +250,8 @@ class Session : public HttpServer::SessionBase,
   Stream stream_;
   HttpServer::Shared& shared_;
   std::shared_ptr<const WebSecurity> security_;
+  std::shared_ptr<std::size_t> active_;
+  std::shared_ptr<std::set<HttpServer::SessionBase*>> sessions_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   HttpRequest request_;

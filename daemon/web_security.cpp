@@ -285,15 +285,31 @@ std::optional<std::pair<std::string, std::string>> parse_basic_authorization(std
 }
 
 Authenticator::Authenticator() {
-  // A hash of the configured kind for unknown users: made here, cost 10.
+  thread_ = std::thread([this] { run(); });
+}
+
+// A bcrypt hash for unknown users, of the cost the known users' hashes
+// have (their first one's): made on the checking thread when first needed.
+std::string Authenticator::dummy_hash(const WebSecurity& security) {
+  int cost = 10;
+  const auto& users = security.config().basic_auth_users;
+  if (!users.empty()) {
+    const std::string& h = users.begin()->second;
+    cost = (h[4] - '0') * 10 + (h[5] - '0');
+  }
+  auto it = dummies_.find(cost);
+  if (it != dummies_.end()) return it->second;
+  std::string out;
   char salt[CRYPT_GENSALT_OUTPUT_SIZE];
-  if (crypt_gensalt_rn("$2b$", 10, nullptr, 0, salt, sizeof salt) != nullptr) {
+  if (crypt_gensalt_rn("$2b$", static_cast<unsigned long>(cost), nullptr, 0, salt, sizeof salt) !=
+      nullptr) {
     crypt_data data{};
     if (const char* h = crypt_rn("nodewatch: no such user", salt, &data, sizeof data);
         h != nullptr && h[0] != '*')
-      dummy_hash_ = h;
+      out = h;
   }
-  thread_ = std::thread([this] { run(); });
+  dummies_[cost] = out;
+  return out;
 }
 
 Authenticator::~Authenticator() {
@@ -329,7 +345,7 @@ void Authenticator::check(std::shared_ptr<const WebSecurity> security,
   }
   const auto& users = security->config().basic_auth_users;
   auto it = users.find(creds->first);
-  const std::string hash = it != users.end() ? it->second : dummy_hash_;
+  const std::string hash = it != users.end() ? it->second : std::string();
   std::string key = creds->first + '\n' + hash + '\n' + sha256_hex(creds->second);
   {
     std::lock_guard lock(mu_);
@@ -360,7 +376,7 @@ void Authenticator::run() {
     const auto& users = j.security->config().basic_auth_users;
     auto it = users.find(j.user);
     const bool known = it != users.end();
-    const bool match = verify(j.password, known ? it->second : dummy_hash_);
+    const bool match = verify(j.password, known ? it->second : dummy_hash(*j.security));
     const bool allowed = known && match;
     lock.lock();
     if (allowed) {

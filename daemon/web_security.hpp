@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -112,8 +113,10 @@ class Authenticator {
   std::condition_variable cv_;
   std::vector<Job> queue_;
   std::map<std::string, std::chrono::steady_clock::time_point> cache_;  // key -> when added
+  std::string dummy_hash(const WebSecurity& security);                  // the checking thread only
+
   bool stop_ = false;
-  std::string dummy_hash_;  // for unknown users
+  std::map<int, std::string> dummies_;  // by cost; the checking thread only
   std::thread thread_;
 };
 

@@ -696,8 +696,12 @@ def node():
         ts("Configuration", "1 if the last load or reload succeeded; seconds since the last successful one.", "none",
            [(f"nodewatch_config_last_reload_successful{sel()}", "{{instance}} ok"),
             (f"time() - nodewatch_config_last_reload_success_timestamp_seconds{sel()}", "{{instance}} seconds since")]),
-        ts("HTTP requests", "Responses per second by path and status code.", "reqps",
+        ts("HTTP requests", "Responses per second by path and status code (401: refused credentials, "
+           "429: over the web configuration's rate limit).", "reqps",
            [(f"rate(nodewatch_http_requests_total{sel()}[{RI}])", "{{instance}} {{path}} {{code}}")]),
+        ts("TLS handshake errors", "TLS handshakes that failed (protocol, certificate, client certificate) or "
+           "did not complete within server.read_timeout, per second.", "cps",
+           [(f"rate(nodewatch_http_tls_handshake_errors_total{sel()}[{RI}]) > 0", "{{instance}} {{reason}}")]),
         ts("File descriptors", "Open file descriptors over the limit.", "percentunit",
            [(f"process_open_fds{sel()} / process_max_fds{sel()}", "{{instance}}")]),
         ts("Uptime", "Seconds since nodewatchd started.", "s",
