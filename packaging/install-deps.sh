@@ -19,6 +19,7 @@ test_pkgs=(
   systemd               # systemd-analyze verify on the unit
   strace                # the unit's SystemCallFilter against every call made
   iproute2 clang-format
+  openssl               # the TLS tests' CA and certificates (curl is above)
   libfuse3-dev fuse3    # nodewatch-hangfs, the hung-mount tests' real FUSE file system
   python3               # dashboards/generate.py and dashboards/lint.py
 )
