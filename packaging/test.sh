@@ -93,7 +93,7 @@ else
   failed=$((failed + 1)); failures+=("sanitizer build")
 fi
 
-check "systemd-analyze verify packaging/nodewatch.service" packaging/verify-unit.sh build/daemon/nodewatchd
+check "systemd-analyze verify and security (exposure at most 2.0) of packaging/nodewatch.service" packaging/verify-unit.sh build/daemon/nodewatchd
 check "system calls of nodewatchd and its helpers within the unit's SystemCallFilter" \
   packaging/verify-syscalls.sh build/daemon/nodewatchd
 

@@ -18,7 +18,10 @@ command -v strace >/dev/null || skip "strace is not installed"
 command -v systemd-analyze >/dev/null || skip "systemd-analyze is not installed"
 strace -f -qq -o /dev/null true 2>/dev/null || skip "strace cannot trace here (ptrace refused)"
 
-filter=$(sed -nE 's/^SystemCallFilter=(.*)$/\1/p' "$here/nodewatch.service")
+# Every SystemCallFilter= line: an allow list, then "~" lines that take
+# groups out of it again (as systemd combines them).
+filter=$(sed -nE 's/^SystemCallFilter=([^~].*)$/\1/p' "$here/nodewatch.service")
+denied_groups=$(sed -nE 's/^SystemCallFilter=~(.*)$/\1/p' "$here/nodewatch.service")
 [[ -n "$filter" ]] || { echo "no SystemCallFilter= in nodewatch.service" >&2; exit 1; }
 
 tmp=$(mktemp -d)
@@ -36,7 +39,9 @@ expand() {
       if [[ $s == @* ]]; then expand "$s"; else echo "$s"; fi
     done
 }
-for group in $filter; do expand "$group"; done | sort -u >"$tmp/allowed"
+for group in $filter; do expand "$group"; done | sort -u >"$tmp/allowed.all"
+for group in $denied_groups; do expand "$group"; done | sort -u >"$tmp/denied.groups"
+comm -23 "$tmp/allowed.all" "$tmp/denied.groups" >"$tmp/allowed"
 [[ -s "$tmp/allowed" ]] || { echo "systemd-analyze expanded $filter to nothing" >&2; exit 1; }
 
 mkdir -p "$tmp/probe" "$tmp/textfile"
@@ -98,4 +103,4 @@ if [[ -n "$denied" ]]; then
   echo "$denied" >&2
   exit 1
 fi
-echo "system calls: $(wc -l <"$tmp/used") distinct, all in SystemCallFilter=$filter ($helpers helper processes traced)"
+echo "system calls: $(wc -l <"$tmp/used") distinct, all in SystemCallFilter=$filter${denied_groups:+ less $denied_groups} ($helpers helper processes traced)"

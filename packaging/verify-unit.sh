@@ -18,3 +18,14 @@ if grep -E 'nodewatch\.(service|socket)' <<<"$out" >&2; then
   exit 1
 fi
 echo "systemd-analyze verify: OK"
+# The unit's exposure as systemd rates it: at most 2.0 (issue: "2.0 or
+# below without losing what it must read").
+level=$(cd "$tmp" && systemd-analyze security --offline=yes --no-pager ./nodewatch.service 2>/dev/null |
+  sed -nE 's/.*Overall exposure level for nodewatch\.service: ([0-9.]+).*/\1/p')
+[[ -n "$level" ]] || { echo "systemd-analyze security gave no exposure level" >&2; exit 1; }
+if ! awk -v l="$level" 'BEGIN { exit !(l <= 2.0) }'; then
+  echo "systemd-analyze security: exposure $level, above 2.0" >&2
+  (cd "$tmp" && systemd-analyze security --offline=yes --no-pager ./nodewatch.service | grep '✗') >&2
+  exit 1
+fi
+echo "systemd-analyze security: exposure $level (at most 2.0)"
