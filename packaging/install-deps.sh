@@ -20,6 +20,7 @@ test_pkgs=(
   strace                # the unit's SystemCallFilter against every call made
   iproute2 clang-format
   openssl               # the TLS tests' CA and certificates (curl is above)
+  debhelper dpkg-dev lintian  # the Debian package: dpkg-buildpackage, then lintian
   libfuse3-dev fuse3    # nodewatch-hangfs, the hung-mount tests' real FUSE file system
   python3               # dashboards/generate.py and dashboards/lint.py
 )

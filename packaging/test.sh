@@ -97,6 +97,8 @@ check "systemd-analyze verify and security (exposure at most 2.0) of packaging/n
 check "system calls of nodewatchd and its helpers within the unit's SystemCallFilter" \
   packaging/verify-syscalls.sh build/daemon/nodewatchd
 
+check "the Debian package: dpkg-buildpackage, lintian, dpkg -i, remove, purge" packaging/verify-deb.sh
+
 if ((${#failures[@]} > 0)); then
   echo "failed: ${failures[*]}" >&2
 fi

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds nodewatch's Debian package with dpkg-buildpackage: the committed
+# tree (git ls-files, plus what is staged) is laid out in a scratch
+# directory with packaging/debian/ as its debian/, built there with
+# `dpkg-buildpackage -us -uc -b`, and checked with lintian. The package
+# lands in the directory given (default build-deb/) as
+# nodewatch_<version>_<arch>.deb. Needs the build dependencies
+# (packaging/install-deps.sh --test installs them and debhelper, lintian).
+# Usage: packaging/build-deb.sh [OUTDIR]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=$(realpath -m "${1:-$root/build-deb}")
+mkdir -p "$out"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+src="$work/nodewatch"
+mkdir -p "$src"
+# The source: what git tracks (a checkout's build directories stay out).
+# (tar keeps the fixtures' symbolic links as links.)
+(cd "$root" && git ls-files -z --cached | tar --null --no-recursion -cf - -T -) | tar -xf - -C "$src"
+rm -rf "$src/debian"
+cp -r "$root/packaging/debian" "$src/debian"
+# The revision the binary reports: the checkout's, as a plain build has it.
+rev=$(cd "$root" && git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+(cd "$src" && git init -q && git add -A >/dev/null && \
+  git -c user.name=build -c user.email=build@localhost commit -qm "$rev" >/dev/null)
+(cd "$src" && dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1) || {
+  tail -50 "$work/build.log" >&2
+  echo "dpkg-buildpackage failed" >&2
+  exit 1
+}
+version=$(cd "$src" && dpkg-parsechangelog -S Version)
+arch=$(dpkg-architecture -qDEB_HOST_ARCH)
+deb="nodewatch_${version}_${arch}.deb"
+cp "$work/$deb" "$out/"
+echo "built $out/$deb"
+if command -v lintian >/dev/null; then
+  # --fail-on warning: an error or a warning fails the build.
+  lintian --fail-on error,warning --display-info "$work"/nodewatch_"${version}"_"${arch}".changes
+fi
