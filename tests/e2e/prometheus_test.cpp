@@ -18,6 +18,23 @@ using testing::TempDir;
 
 const std::filesystem::path kFixtures = NODEWATCH_FIXTURES_DIR;
 
+// Prometheus runs as a plain child process, like the daemon.
+pid_t StartPrometheus(const TempDir& dir, std::uint16_t port) {
+  pid_t prom = ::fork();
+  if (prom == 0) {
+    int log = ::open((dir.path() / "prom.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(log, 1);
+    ::dup2(log, 2);
+    std::string cfg = "--config.file=" + (dir.path() / "prometheus.yml").string();
+    std::string data = "--storage.tsdb.path=" + (dir.path() / "data").string();
+    std::string listen = "--web.listen-address=127.0.0.1:" + std::to_string(port);
+    ::execlp("prometheus", "prometheus", cfg.c_str(), data.c_str(), listen.c_str(),
+             static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return prom;
+}
+
 TEST(PrometheusTest, RealPrometheusScrapesTheDaemon) {
   if (std::system("command -v prometheus >/dev/null 2>&1") != 0) {
     FAIL() << "prometheus is not installed: run packaging/install-deps.sh --test";
@@ -38,19 +55,7 @@ TEST(PrometheusTest, RealPrometheusScrapesTheDaemon) {
             "scrape_configs:\n  - job_name: nodewatch\n    static_configs:\n"
             "      - targets: ['127.0.0.1:" +
                 std::to_string(*port) + "']\n");
-  // Prometheus runs as a plain child process, like the daemon.
-  pid_t prom = ::fork();
-  if (prom == 0) {
-    int log = ::open((dir.path() / "prom.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(log, 1);
-    ::dup2(log, 2);
-    std::string cfg = "--config.file=" + (dir.path() / "prometheus.yml").string();
-    std::string data = "--storage.tsdb.path=" + (dir.path() / "data").string();
-    std::string listen = "--web.listen-address=127.0.0.1:" + std::to_string(prom_port);
-    ::execlp("prometheus", "prometheus", cfg.c_str(), data.c_str(), listen.c_str(),
-             static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  pid_t prom = StartPrometheus(dir, prom_port);
   auto query = [&](const std::string& q) -> std::string {
     auto r = Request(prom_port, "GET", "/api/v1/query?query=" + q);
     return r ? r->body : std::string();
@@ -77,23 +82,6 @@ TEST(PrometheusTest, RealPrometheusScrapesTheDaemon) {
   EXPECT_NE(health.find("\"lastError\":\"\""), std::string::npos) << health;
   d.signal(SIGTERM);
   EXPECT_EQ(d.wait(5s), 0);
-}
-
-// Prometheus runs as a plain child process, like the daemon.
-pid_t StartPrometheus(const TempDir& dir, std::uint16_t port) {
-  pid_t prom = ::fork();
-  if (prom == 0) {
-    int log = ::open((dir.path() / "prom.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(log, 1);
-    ::dup2(log, 2);
-    std::string cfg = "--config.file=" + (dir.path() / "prometheus.yml").string();
-    std::string data = "--storage.tsdb.path=" + (dir.path() / "data").string();
-    std::string listen = "--web.listen-address=127.0.0.1:" + std::to_string(port);
-    ::execlp("prometheus", "prometheus", cfg.c_str(), data.c_str(), listen.c_str(),
-             static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  return prom;
 }
 
 // Over TLS with basic authentication, as a security team would have it:
