@@ -24,6 +24,8 @@ cp -r "$root/packaging/debian" "$src/debian"
 rev=$(cd "$root" && git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 (cd "$src" && git init -q && git add -A >/dev/null && \
   git -c user.name=build -c user.email=build@localhost commit -qm "$rev" >/dev/null)
+# All cores (debhelper builds with one job unless told).
+export DEB_BUILD_OPTIONS="${DEB_BUILD_OPTIONS:+$DEB_BUILD_OPTIONS }parallel=$(nproc)"
 (cd "$src" && dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1) || {
   tail -50 "$work/build.log" >&2
   echo "dpkg-buildpackage failed" >&2
