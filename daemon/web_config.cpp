@@ -7,8 +7,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <set>
-#include <sstream>
 #include <utility>
 
 #include <yaml-cpp/yaml.h>
@@ -20,7 +18,7 @@ namespace fs = std::filesystem;
 
 // Go's TLS 1.0-1.2 cipher suite names (crypto/tls CipherSuites() and
 // InsecureCipherSuites()), which are the IANA names OpenSSL knows as
-// SSL_CIPHER_standard_name (tls_context.cpp finds each one there).
+// SSL_CIPHER_standard_name (web_security.cpp finds each one there).
 constexpr std::array<std::string_view, 22> kGoTls12Suites = {
     "TLS_RSA_WITH_RC4_128_SHA",
     "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
@@ -396,12 +394,6 @@ bool is_bcrypt_hash(std::string_view h) {
   const int cost = (h[4] - '0') * 10 + (h[5] - '0');
   if (cost < 4 || cost > 31) return false;
   return h.substr(7).find_first_not_of(kAlphabet) == std::string_view::npos;
-}
-
-std::string openssl_cipher_of(std::string_view go_name) {
-  if (std::find(kGoTls12Suites.begin(), kGoTls12Suites.end(), go_name) == kGoTls12Suites.end())
-    return {};
-  return std::string(go_name);  // the IANA name: tls_context.cpp looks it up in OpenSSL
 }
 
 WebConfigResult parse_web_config(std::string_view text, const std::string& file) {

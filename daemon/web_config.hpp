@@ -28,7 +28,7 @@
 // Parsing is strict: an unknown key, a wrong type or value is an error with
 // the file's line and column, as in the main configuration. The files the
 // configuration names are read when a TLS context is made from it
-// (tls_context.hpp), not here.
+// (web_security.hpp), not here.
 
 #include <chrono>
 #include <map>
@@ -63,7 +63,7 @@ struct TlsServerConfig {
   std::vector<std::string> client_allowed_sans;
   TlsVersion min_version = 0x0303;
   TlsVersion max_version = 0x0304;
-  std::vector<std::string> cipher_suites;      // OpenSSL's names, from Go's
+  std::vector<std::string> cipher_suites;      // Go's names (IANA's), TLS 1.2 only
   std::vector<std::string> curve_preferences;  // OpenSSL's group names
   bool operator==(const TlsServerConfig&) const = default;
 };
@@ -91,9 +91,6 @@ WebConfigResult parse_web_config(std::string_view text, const std::string& file)
 // Reads and parses `path` (at most kMaxConfigBytes).
 WebConfigResult load_web_config(const std::string& path);
 
-// The OpenSSL names of Go's TLS 1.2 cipher suite `go_name`, or "" when Go
-// has none by that name (or it is a TLS 1.3 suite, which is not configurable).
-std::string openssl_cipher_of(std::string_view go_name);
 // A bcrypt hash as crypt(3) takes it: $2a$, $2b$ or $2y$, a two-digit cost
 // 04..31, 53 characters of bcrypt's base 64.
 bool is_bcrypt_hash(std::string_view hash);

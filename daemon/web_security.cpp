@@ -222,7 +222,6 @@ WebSecurity::Built WebSecurity::build(const std::string& path) {
         mode |= SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
       ctx->set_verify_mode(mode);
       std::vector<std::string> sans = t.client_allowed_sans;
-      sec->allowed_sans_ = sans;
       ctx->set_verify_callback([verify, sans](bool preverified, asio::ssl::verify_context& vc) {
         X509_STORE_CTX* store = vc.native_handle();
         // Request/RequireAny: a certificate is taken without verifying it.

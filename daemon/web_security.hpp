@@ -20,7 +20,6 @@
 // that failed is not. An unknown user is checked against a hash of the
 // same cost all the same, so that timing does not tell which users exist.
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -54,9 +53,11 @@ class WebSecurity {
   asio::ssl::context& tls_context() const { return *tls_; }
   const WebConfig& config() const { return config_; }
   bool authenticates() const { return !config_.basic_auth_users.empty(); }
-  // The client SANs a certificate must carry one of (empty: any).
-  const std::vector<std::string>& allowed_sans() const { return allowed_sans_; }
-  bool client_cert_required_by_sans() const { return !allowed_sans_.empty(); }
+  // True when client_allowed_sans is set: a client without a certificate
+  // cannot carry one of them.
+  bool client_cert_required_by_sans() const {
+    return config_.tls && !config_.tls->client_allowed_sans.empty();
+  }
   // One line for the log and the landing page.
   std::string summary() const;
 
@@ -77,7 +78,6 @@ class WebSecurity {
   std::string path_;
   WebConfig config_;
   std::shared_ptr<asio::ssl::context> tls_;
-  std::vector<std::string> allowed_sans_;
   std::vector<FileId> files_;
 };
 
