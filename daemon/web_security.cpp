@@ -224,9 +224,9 @@ WebSecurity::Built WebSecurity::build(const std::string& path) {
       std::vector<std::string> sans = t.client_allowed_sans;
       ctx->set_verify_callback([verify, sans](bool preverified, asio::ssl::verify_context& vc) {
         X509_STORE_CTX* store = vc.native_handle();
-        // Request/RequireAny: a certificate is taken without verifying it.
-        if (!verify) return true;
-        if (!preverified) return false;
+        // Request/RequireAny: a certificate is taken without verifying its
+        // chain; its SANs are still matched, as the toolkit does.
+        if (verify && !preverified) return false;
         if (X509_STORE_CTX_get_error_depth(store) != 0 || sans.empty()) return true;
         X509* leaf = X509_STORE_CTX_get_current_cert(store);
         for (const std::string& s : sans_of(leaf))

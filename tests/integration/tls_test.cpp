@@ -155,6 +155,28 @@ TEST_F(TlsTest, ClientCertificatesAreRequiredVerifiedAndMatchedBySan) {
             3);
 }
 
+// Without verification (RequireAnyClientCert) the allowed SANs still hold:
+// a certificate of any issuer passes only with one of them.
+TEST_F(TlsTest, AllowedSansHoldWithoutVerification) {
+  ASSERT_TRUE(pki_.Issue("scraper", "DNS:scraper.example"));
+  ASSERT_TRUE(pki_.Issue("other", "DNS:other.example"));
+  auto d =
+      Start(TlsWeb("  client_auth_type: RequireAnyClientCert\n"
+                   "  client_allowed_sans: [scraper.example]\n",
+                   /*users=*/false));
+  auto port = d->port();
+  ASSERT_TRUE(port) << d->log();
+  auto with = [&](const std::string& who) {
+    return Curl(*port, "/metrics",
+                Ca() + " --cert '" + pki_.Path(who + ".crt").string() + "' --key '" +
+                    pki_.Path(who + ".key").string() + "'",
+                dir_.path());
+  };
+  EXPECT_EQ(with("scraper").status, 200) << d->log();
+  EXPECT_NE(with("other").status, 200) << "a SAN not allowed";
+  EXPECT_NE(Curl(*port, "/metrics", Ca(), dir_.path()).status, 200) << "no client certificate";
+}
+
 TEST_F(TlsTest, ARotatedCertificateIsServedToTheNextConnection) {
   auto d = Start(TlsWeb("", /*users=*/false));
   auto port = d->port();
