@@ -128,7 +128,7 @@ BENCHMARK(BM_Accelerator_Amdgpu2Boards_Collect)->Unit(benchmark::kMicrosecond)->
 // opened, read and closed), in the same process; whole collections, and
 // collect() alone (what the reads cost without the rendering).
 void PcieCollect(benchmark::State& state, std::size_t max_held, bool render) {
-  pcie::PcieCollector c(Roots{kFixtures / "pcie" / "sys", "/nonexistent"}, max_held);
+  pcie::PcieCollector c(Roots{kFixtures / "pcie" / "sys", "/nonexistent"}, {}, max_held);
   CollectRenderDeflate(c);  // reads the facts, opens the held descriptors
   std::size_t series = 0;
   for (auto _ : state) {

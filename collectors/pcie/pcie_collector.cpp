@@ -22,6 +22,7 @@ constexpr std::string_view kWidth = "nodewatch_pcie_link_width";
 constexpr std::string_view kMaxWidth = "nodewatch_pcie_link_max_width";
 constexpr std::string_view kDegraded = "nodewatch_pcie_link_width_degraded";
 constexpr std::string_view kAerErrors = "nodewatch_pcie_aer_errors_total";
+constexpr std::string_view kAerDetail = "nodewatch_pcie_aer_detail_errors_total";
 constexpr std::string_view kDeviceInfo = "nodewatch_pcie_device_info";
 
 constexpr std::string_view kDevicesDir = "bus/pci/devices";
@@ -50,8 +51,13 @@ const MetricTable& pcie_metric_table() {
                          "upstream port support, else 0; accelerators and NICs only.",
                          {"device"}));
     descs.push_back(desc(kAerErrors, MetricType::kCounter, "",
-                         "PCIe AER errors seen by the function, by severity and error (the "
-                         "kernel's current name in snake_case), from aer_dev_*.",
+                         "PCIe AER error reports seen by the function, by severity (the "
+                         "TOTAL_ERR_* lines of aer_dev_*).",
+                         {"device", "severity"}));
+    descs.push_back(desc(kAerDetail, MetricType::kCounter, "",
+                         "PCIe AER errors seen by the function, by severity and error bit (the "
+                         "kernel's current name in snake_case), from aer_dev_*; only with "
+                         "collectors.pcie.aer_detail.",
                          {"device", "severity", "error"}));
     descs.push_back(desc(
         kDeviceInfo, MetricType::kGauge, "",
@@ -176,7 +182,7 @@ ReadResult read_link_state(sources::HeldFiles& files, const std::string& dir,
 
   for (std::size_t i = 0; i < kAerFiles.size(); ++i) {
     if (!read_optional(kAerFiles[i])) continue;
-    record->aer[i] = parse_aer_stats(text);
+    record->aer[i] = parse_aer_stats(text, &record->aer_total[i]);
     if (!record->aer[i]) record->problems.push_back({"parse_error", malformed(kAerFiles[i])});
   }
 
@@ -209,8 +215,8 @@ ReadResult read_function(sources::HeldFiles& files, const std::string& dir,
   return read_link_state(files, dir, record);
 }
 
-PcieCollector::PcieCollector(Roots roots, std::size_t max_held)
-    : sys_(roots.sys()), held_(sys_, max_held), facts_(kFactsRefreshCycles) {}
+PcieCollector::PcieCollector(Roots roots, PcieOptions options, std::size_t max_held)
+    : options_(options), sys_(roots.sys()), held_(sys_, max_held), facts_(kFactsRefreshCycles) {}
 
 const MetricTable& PcieCollector::metrics() const {
   return pcie_metric_table();
@@ -407,8 +413,11 @@ void PcieCollector::collect_functions(const std::vector<std::string>& bdfs,
     }
     for (std::size_t i = 0; i < kAerFiles.size(); ++i) {
       if (!rec.aer[i]) continue;
+      out.add(kAerErrors, {device, kAerSeverities[i]},
+              static_cast<double>(aer_severity_total(*rec.aer[i], rec.aer_total[i])));
+      if (!options_.aer_detail) continue;
       for (const AerCount& c : *rec.aer[i]) {
-        out.add(kAerErrors, {device, kAerSeverities[i], c.error}, static_cast<double>(c.count));
+        out.add(kAerDetail, {device, kAerSeverities[i], c.error}, static_cast<double>(c.count));
       }
     }
     out.add(kDeviceInfo,
@@ -435,11 +444,14 @@ const CollectorSpec& pcie_collector_spec() {
     // (see pcie_collector.hpp): not more often than this by default.
     spec.default_interval = std::chrono::seconds(30);
     spec.default_timeout = std::chrono::seconds(10);
-    // No options: spec.read_options stays empty, so any key besides enabled,
-    // interval and timeout is reported as unknown.
+    spec.read_options = typed_options<pcie::PcieOptions>([](OptionReader& r) {
+      pcie::PcieOptions o;
+      o.aer_detail = r.get_bool("aer_detail", o.aer_detail);
+      return o;
+    });
     spec.metrics = pcie::pcie_metric_table;
     spec.create = [](const CollectorEnv& env) -> std::unique_ptr<Collector> {
-      return std::make_unique<pcie::PcieCollector>(env.roots);
+      return std::make_unique<pcie::PcieCollector>(env.roots, env.options_as<pcie::PcieOptions>());
     };
     return spec;
   }();

@@ -1,6 +1,7 @@
 #pragma once
 // The pcie collector: link speed and width (current and maximum), a
-// degraded-width flag and AER error counters for every accelerator and
+// degraded-width flag and AER error counters (per severity; per error bit
+// with aer_detail) for every accelerator and
 // network PCI function under <sysfs>/bus/pci/devices, and for every bridge
 // on the path from such a function up to its root port. A link has two ends:
 // the device and the port above it; AER errors are often counted at the
@@ -68,6 +69,17 @@ const CollectorSpec& pcie_collector_spec();
 
 namespace pcie {
 
+// [collectors.pcie].
+struct PcieOptions {
+  // Also export every AER error bit (nodewatch_pcie_aer_detail_errors_total:
+  // 8 correctable, 17-19 uncorrectable names per function and severity,
+  // about 44 series per function that nearly always stay 0). Off by
+  // default: the per-severity totals say that a function has errors; the
+  // bits say which, for the node being debugged.
+  bool aer_detail = false;
+  bool operator==(const PcieOptions&) const = default;
+};
+
 // The aer_dev_* files, in the order of kAerSeverities.
 inline constexpr std::array<std::string_view, 3> kAerFiles = {"aer_dev_correctable",
                                                               "aer_dev_nonfatal", "aer_dev_fatal"};
@@ -109,6 +121,8 @@ struct FunctionRecord {
   // By severity, as kAerFiles; nullopt when the file is absent (no AER
   // capability, kernel before 4.19) or was malformed.
   std::array<std::optional<std::vector<AerCount>>, 3> aer;
+  // The file's TOTAL_ERR_* count, when it has one (see parse_aer_stats()).
+  std::array<std::optional<std::uint64_t>, 3> aer_total;
   // Problems met while reading, to be counted only if the function did not vanish.
   std::vector<Problem> problems;
 };
@@ -138,7 +152,8 @@ class PcieCollector final : public Collector {
  public:
   // `max_held` bounds the held descriptors; 0 reads every value with
   // open/read/close (the benchmark's "before").
-  explicit PcieCollector(Roots roots, std::size_t max_held = kMaxHeldFiles);
+  explicit PcieCollector(Roots roots, PcieOptions options = {},
+                         std::size_t max_held = kMaxHeldFiles);
 
   const MetricTable& metrics() const override;
   void collect(const CollectContext& ctx, MetricSink& out) override;
@@ -172,6 +187,7 @@ class PcieCollector final : public Collector {
   enum class FactsResult { kOk, kVanished, kFailed };
   FactsResult read_class_facts(const std::string& bdf, Facts& facts, MetricSink& out);
 
+  PcieOptions options_;
   sources::FsRoot sys_;
   sources::HeldFiles held_;
   sources::DeviceTable<Facts> facts_;

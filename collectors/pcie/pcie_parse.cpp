@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <limits>
 #include <system_error>
 #include <unordered_set>
 #include <utility>
@@ -231,8 +232,10 @@ std::string aer_error_label(std::string_view kernel_name) {
   return snake_case(name);
 }
 
-std::optional<std::vector<AerCount>> parse_aer_stats(std::string_view text) {
+std::optional<std::vector<AerCount>> parse_aer_stats(std::string_view text,
+                                                     std::optional<std::uint64_t>* total) {
   std::vector<AerCount> out;
+  std::optional<std::uint64_t> total_line;
   std::unordered_set<std::string> seen;
   while (!text.empty()) {
     std::size_t nl = text.find('\n');
@@ -250,12 +253,29 @@ std::optional<std::vector<AerCount>> parse_aer_stats(std::string_view text) {
         !parse_number(count_text, &count)) {
       return std::nullopt;
     }
-    if (name.starts_with(kTotalPrefix)) continue;
+    if (name.starts_with(kTotalPrefix)) {
+      if (total_line) return std::nullopt;
+      total_line = count;
+      continue;
+    }
     std::string label = aer_error_label(name);
     if (label.empty() || !seen.insert(label).second) return std::nullopt;
     out.push_back(AerCount{std::move(label), count});
   }
+  if (total != nullptr) *total = total_line;
   return out;
+}
+
+std::uint64_t aer_severity_total(const std::vector<AerCount>& counts,
+                                 std::optional<std::uint64_t> total) {
+  if (total) return *total;
+  std::uint64_t sum = 0;
+  for (const AerCount& c : counts) {
+    sum = c.count > std::numeric_limits<std::uint64_t>::max() - sum
+              ? std::numeric_limits<std::uint64_t>::max()
+              : sum + c.count;
+  }
+  return sum;
 }
 
 std::optional<bool> link_width_degraded(std::optional<unsigned> current,

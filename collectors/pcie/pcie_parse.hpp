@@ -91,11 +91,21 @@ struct AerCount {
 // names with spaces: "Receiver Error 2", "RELAY_NUM Rollover 0". A bit that
 // has no name is written only when its count is nonzero:
 // "dev_cor_errs_bit[5] 1". The count is the last whitespace-separated token.
-// TOTAL_ERR_* lines are skipped: they count messages, and one message can
-// report several errors, so they are not the sum of the lines.
+// TOTAL_ERR_* lines are not error bits: they count the error messages the
+// port or device reported (aer.c's pci_dev_aer_stats_incr() adds one per
+// message, and one message can set several bits), so they are not the sum
+// of the lines. The line's count goes to `*total` when `total` is given (it
+// stays nullopt when the file has no TOTAL_ERR_* line).
 // Returns nullopt when any line is malformed (no name, a count that is not a
-// decimal u64, two lines with the same label).
-std::optional<std::vector<AerCount>> parse_aer_stats(std::string_view text);
+// decimal u64, two lines with the same label, two TOTAL_ERR_* lines).
+std::optional<std::vector<AerCount>> parse_aer_stats(std::string_view text,
+                                                     std::optional<std::uint64_t>* total = nullptr);
+
+// The per-severity total the pcie collector exports: the file's
+// TOTAL_ERR_* count when it has one (every kernel since aer_dev_* appeared,
+// 4.19), else the sum of the bits (saturating).
+std::uint64_t aer_severity_total(const std::vector<AerCount>& counts,
+                                 std::optional<std::uint64_t> total);
 
 // The `error` label for a kernel AER name: old long names are first mapped
 // to the current kernel's short names, so that a fleet of mixed kernels has

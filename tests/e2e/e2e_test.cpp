@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -130,6 +131,58 @@ TEST(E2ETest, OnceMatchesGolden) {
         "nodewatch_storage_nfs_operations_total"})
     ASSERT_NE(out.find(family), std::string::npos) << family << " missing:\n" << out;
   CompareWithGolden(Normalize(out));
+}
+
+// The group of the README's series table that a sample line belongs to.
+std::string SeriesGroup(const std::string& name) {
+  static const std::set<std::string> kDaemon = {"build", "config", "http", "helper"};
+  if (name.rfind("process_", 0) == 0) return "process, build, config, http, helper";
+  if (name.rfind("nodewatch_", 0) != 0) return "textfile inputs (burn-in, inventory)";
+  std::string word = name.substr(10, name.find('_', 10) - 10);
+  return kDaemon.count(word) ? "process, build, config, http, helper" : word;
+}
+
+// The rows of the table between the README's series-budget markers.
+std::map<std::string, long> ReadmeSeriesTable() {
+  std::string readme =
+      ReadFile(std::filesystem::path(NODEWATCH_TESTS_SOURCE_DIR).parent_path() / "README.md");
+  auto begin = readme.find("<!-- series-budget:begin -->");
+  auto end = readme.find("<!-- series-budget:end -->");
+  std::map<std::string, long> rows;
+  if (begin == std::string::npos || end == std::string::npos) return rows;
+  static const std::regex kRow(R"(^\| (?:\*\*)?([^|*]+?)(?:\*\*)? \| (?:\*\*)?(\d+)(?:\*\*)? \|$)");
+  std::istringstream in(readme.substr(begin, end - begin));
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line))
+    if (std::regex_match(line, m, kRow)) rows[m[1]] = std::stol(m[2]);
+  return rows;
+}
+
+// The series budget: the end-to-end node with the default configuration
+// serves at most 2,500 series, and the README's table says how many per
+// subsystem (README.md, "Series per node").
+TEST(E2ETest, SeriesBudget) {
+  TempDir dir;
+  std::string out = RunOnce(dir);
+  ASSERT_FALSE(out.empty());
+  std::map<std::string, long> measured;
+  long total = 0;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    ++measured[SeriesGroup(line.substr(0, line.find_first_of("{ ")))];
+    ++total;
+  }
+  measured["total"] = total;
+  std::string table;
+  for (const auto& [group, n] : measured)
+    table += "| " + group + " | " + std::to_string(n) + " |\n";
+  EXPECT_LE(total, 2500) << "over the series budget:\n" << table;
+  EXPECT_EQ(ReadmeSeriesTable(), measured)
+      << "README.md's series table (\"Series per node\") is out of date; measured:\n"
+      << table;
 }
 
 TEST(E2ETest, ServedMetricsMatchGoldenPlainAndGzip) {

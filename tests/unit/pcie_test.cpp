@@ -38,6 +38,7 @@ constexpr const char* kWidth = "nodewatch_pcie_link_width";
 constexpr const char* kMaxWidth = "nodewatch_pcie_link_max_width";
 constexpr const char* kDegraded = "nodewatch_pcie_link_width_degraded";
 constexpr const char* kAer = "nodewatch_pcie_aer_errors_total";
+constexpr const char* kAerDetail = "nodewatch_pcie_aer_detail_errors_total";
 constexpr const char* kInfo = "nodewatch_pcie_device_info";
 
 // The fixture's functions (tests/fixtures/pcie/README.md).
@@ -68,6 +69,9 @@ constexpr const char* kGpu1Dir =
 constexpr const char* kGpu1PortDir = "devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0";
 constexpr const char* kCx7IbDir =
     "devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:02.0/0000:05:00.1";
+
+// Every test but the defaults' own reads the error bits too.
+constexpr PcieOptions kDetail{.aer_detail = true};
 
 fs::path fixture_sysfs() {
   return nodewatch::testing::fixtures_dir() / "pcie" / "sys";
@@ -115,7 +119,7 @@ std::set<std::string> aer_errors_of(const MetricSink& sink, const std::string& d
   std::set<std::string> out;
   std::string text = sink.render();
   std::string prefix =
-      std::string(kAer) + "{device=\"" + device + "\",severity=\"" + severity + "\",error=\"";
+      std::string(kAerDetail) + "{device=\"" + device + "\",severity=\"" + severity + "\",error=\"";
   for (std::size_t pos = text.find(prefix); pos != std::string::npos;
        pos = text.find(prefix, pos + 1)) {
     std::size_t begin = pos + prefix.size();
@@ -407,6 +411,25 @@ TEST(PcieParse, AerToleratesLayout) {
   EXPECT_EQ(max->front().count, 18446744073709551615u);
 }
 
+TEST(PcieParse, AerTotalLine) {
+  std::optional<std::uint64_t> total;
+  auto counts = parse_aer_stats(kAerCorrectableNew, &total);
+  ASSERT_TRUE(counts);
+  ASSERT_TRUE(total);
+  EXPECT_EQ(*total, 241u);
+  EXPECT_EQ(aer_severity_total(*counts, total), 241u);
+  EXPECT_EQ(aer_severity_total(*counts, std::nullopt), 273u);  // 212 + 37 + 15 + 9
+
+  std::optional<std::uint64_t> none = 5;
+  ASSERT_TRUE(parse_aer_stats("RxErr 1\n", &none));
+  EXPECT_FALSE(none);  // reset when the file has no total line
+  // Two total lines: which one would be the total?
+  EXPECT_FALSE(parse_aer_stats("RxErr 1\nTOTAL_ERR_COR 1\nTOTAL_ERR_COR 2\n", &total));
+  // The sum saturates rather than wrapping.
+  std::vector<AerCount> huge = {{"rx_err", 18446744073709551615u}, {"bad_tlp", 2}};
+  EXPECT_EQ(aer_severity_total(huge, std::nullopt), 18446744073709551615u);
+}
+
 TEST(PcieParse, AerMalformed) {
   for (const char* text :
        {"RxErr\n", "5\n", "RxErr x\n", "RxErr -1\n", "RxErr +1\n", "RxErr 1.5\n",
@@ -435,12 +458,16 @@ TEST(PcieParse, DegradedWidth) {
 // The collector over the fixture
 
 TEST(PcieCollector, TableIsWellFormed) {
-  PcieCollector c(fixture_roots());
+  PcieCollector c(fixture_roots(), kDetail);
   ExpectWellFormedTable(c.metrics(), "nodewatch_pcie_");
-  EXPECT_EQ(c.metrics().descs().size(), 7u);
+  EXPECT_EQ(c.metrics().descs().size(), 8u);
   const MetricDesc& aer = c.metrics().descs()[static_cast<std::size_t>(c.metrics().find(kAer))];
   EXPECT_EQ(aer.type, MetricType::kCounter);
-  EXPECT_EQ(aer.labels, (std::vector<std::string>{"device", "severity", "error"}));
+  EXPECT_EQ(aer.labels, (std::vector<std::string>{"device", "severity"}));
+  const MetricDesc& detail =
+      c.metrics().descs()[static_cast<std::size_t>(c.metrics().find(kAerDetail))];
+  EXPECT_EQ(detail.type, MetricType::kCounter);
+  EXPECT_EQ(detail.labels, (std::vector<std::string>{"device", "severity", "error"}));
   const MetricDesc& info = c.metrics().descs()[static_cast<std::size_t>(c.metrics().find(kInfo))];
   EXPECT_EQ(info.labels, (std::vector<std::string>{"device", "vendor_id", "device_id", "class",
                                                    "driver", "numa_node", "kind", "upstream"}));
@@ -453,13 +480,16 @@ TEST(PcieCollector, Spec) {
   EXPECT_FALSE(spec.own_thread);
   EXPECT_EQ(spec.default_interval, std::chrono::seconds(30));
   EXPECT_EQ(spec.default_timeout, std::chrono::seconds(10));
-  EXPECT_FALSE(spec.read_options);
+  ASSERT_TRUE(spec.read_options);
+  // The default leaves the error bits out.
+  EXPECT_TRUE(default_options(spec)->equals(TypedOptions<PcieOptions>(PcieOptions{})));
+  EXPECT_FALSE(default_options(spec)->equals(TypedOptions<PcieOptions>(kDetail)));
   EXPECT_TRUE(spec.create);
   EXPECT_FALSE(spec.description.empty());
 }
 
 TEST(PcieCollector, ExportsSelectedFunctionsAndTheirPorts) {
-  PcieCollector c(fixture_roots());
+  PcieCollector c(fixture_roots(), kDetail);
   MetricSink sink(c.metrics());
   CollectOnce(c, sink);
   // 8 accelerators and NICs, and the 10 bridges on their paths to the root
@@ -480,7 +510,7 @@ TEST(PcieCollector, ExportsSelectedFunctionsAndTheirPorts) {
 }
 
 TEST(PcieCollector, InfoLabels) {
-  PcieCollector c(fixture_roots());
+  PcieCollector c(fixture_roots(), kDetail);
   MetricSink sink(c.metrics());
   CollectOnce(c, sink);
   // device, vendor_id, device_id, class, driver, numa_node, kind, upstream
@@ -508,7 +538,7 @@ TEST(PcieCollector, InfoLabels) {
 }
 
 TEST(PcieCollector, LinkValues) {
-  PcieCollector c(fixture_roots());
+  PcieCollector c(fixture_roots(), kDetail);
   MetricSink sink(c.metrics());
   CollectOnce(c, sink);
   struct Row {
@@ -561,7 +591,7 @@ TEST(PcieCollector, LinkValues) {
 }
 
 TEST(PcieCollector, DegradedWidth) {
-  PcieCollector c(fixture_roots());
+  PcieCollector c(fixture_roots(), kDetail);
   MetricSink sink(c.metrics());
   CollectOnce(c, sink);
   EXPECT_EQ(Value(sink, kDegraded, {kGpu0}), 1);  // x8 < min(x16, port x16)
@@ -586,7 +616,7 @@ TEST(PcieCollector, ASwitchUplinkTrainedNarrowIsFlaggedOnTheSwitch) {
   // link below the switch still reads x16.
   TempSysfs tree;
   tree.write("devices/pci0000:00/0000:00:01.0/0000:01:00.0/current_link_width", "8\n");
-  PcieCollector c(tree.roots());
+  PcieCollector c(tree.roots(), kDetail);
   MetricSink sink(c.metrics());
   CollectOnce(c, sink);
   EXPECT_EQ(Value(sink, kDegraded, {"0000:01:00.0"}), 1);
@@ -594,32 +624,32 @@ TEST(PcieCollector, ASwitchUplinkTrainedNarrowIsFlaggedOnTheSwitch) {
 }
 
 TEST(PcieCollector, AerCounters) {
-  PcieCollector c(fixture_roots());
+  PcieCollector c(fixture_roots(), kDetail);
   MetricSink sink(c.metrics());
   CollectOnce(c, sink);
   // GPU0, current names: TOTAL_ERR_COR (241) is not exported.
-  EXPECT_EQ(Value(sink, kAer, {kGpu0, "correctable", "rx_err"}), 212);
-  EXPECT_EQ(Value(sink, kAer, {kGpu0, "correctable", "bad_tlp"}), 37);
-  EXPECT_EQ(Value(sink, kAer, {kGpu0, "correctable", "bad_dllp"}), 15);
-  EXPECT_EQ(Value(sink, kAer, {kGpu0, "correctable", "timeout"}), 9);
-  EXPECT_EQ(Value(sink, kAer, {kGpu0, "correctable", "rollover"}), 0);
-  EXPECT_EQ(Value(sink, kAer, {kGpu0, "nonfatal", "cmplt_to"}), 2);
-  EXPECT_EQ(Value(sink, kAer, {kGpu0, "nonfatal", "unsup_req"}), 0);
-  EXPECT_EQ(Value(sink, kAer, {kGpu0, "fatal", "sdes"}), 0);
+  EXPECT_EQ(Value(sink, kAerDetail, {kGpu0, "correctable", "rx_err"}), 212);
+  EXPECT_EQ(Value(sink, kAerDetail, {kGpu0, "correctable", "bad_tlp"}), 37);
+  EXPECT_EQ(Value(sink, kAerDetail, {kGpu0, "correctable", "bad_dllp"}), 15);
+  EXPECT_EQ(Value(sink, kAerDetail, {kGpu0, "correctable", "timeout"}), 9);
+  EXPECT_EQ(Value(sink, kAerDetail, {kGpu0, "correctable", "rollover"}), 0);
+  EXPECT_EQ(Value(sink, kAerDetail, {kGpu0, "nonfatal", "cmplt_to"}), 2);
+  EXPECT_EQ(Value(sink, kAerDetail, {kGpu0, "nonfatal", "unsup_req"}), 0);
+  EXPECT_EQ(Value(sink, kAerDetail, {kGpu0, "fatal", "sdes"}), 0);
   EXPECT_EQ(aer_errors_of(sink, kGpu0, "correctable").size(), 8u);
   EXPECT_EQ(aer_errors_of(sink, kGpu0, "nonfatal").size(), 18u);
   EXPECT_EQ(aer_errors_of(sink, kGpu0, "fatal").size(), 18u);
   // The link partner counts errors too; the lost GPU's root port saw the
   // Surprise Down (fatal).
-  EXPECT_EQ(Value(sink, kAer, {kGpu0Port, "correctable", "rx_err"}), 96);
-  EXPECT_EQ(Value(sink, kAer, {kGpu0Port, "correctable", "bad_dllp"}), 4);
-  EXPECT_EQ(Value(sink, kAer, {kLostGpuPort, "fatal", "sdes"}), 1);
+  EXPECT_EQ(Value(sink, kAerDetail, {kGpu0Port, "correctable", "rx_err"}), 96);
+  EXPECT_EQ(Value(sink, kAerDetail, {kGpu0Port, "correctable", "bad_dllp"}), 4);
+  EXPECT_EQ(Value(sink, kAerDetail, {kLostGpuPort, "fatal", "sdes"}), 1);
   // ConnectX-5, long names of older kernels, same labels.
-  EXPECT_EQ(Value(sink, kAer, {kCx5, "correctable", "rx_err"}), 5);
-  EXPECT_EQ(Value(sink, kAer, {kCx5, "correctable", "bad_tlp"}), 1);
-  EXPECT_EQ(Value(sink, kAer, {kCx5, "correctable", "timeout"}), 2);
-  EXPECT_EQ(Value(sink, kAer, {kCx5, "correctable", "rollover"}), 0);
-  EXPECT_EQ(Value(sink, kAer, {kCx5, "nonfatal", "sdes"}), 0);
+  EXPECT_EQ(Value(sink, kAerDetail, {kCx5, "correctable", "rx_err"}), 5);
+  EXPECT_EQ(Value(sink, kAerDetail, {kCx5, "correctable", "bad_tlp"}), 1);
+  EXPECT_EQ(Value(sink, kAerDetail, {kCx5, "correctable", "timeout"}), 2);
+  EXPECT_EQ(Value(sink, kAerDetail, {kCx5, "correctable", "rollover"}), 0);
+  EXPECT_EQ(Value(sink, kAerDetail, {kCx5, "nonfatal", "sdes"}), 0);
   EXPECT_EQ(aer_errors_of(sink, kCx5, "correctable"), aer_errors_of(sink, kGpu0, "correctable"));
   std::set<std::string> fatal_new = aer_errors_of(sink, kGpu0, "fatal");
   fatal_new.erase("poison_tlp_blocked");
@@ -631,12 +661,49 @@ TEST(PcieCollector, AerCounters) {
   EXPECT_EQ(aer_errors_of(sink, kGaudi, "correctable").size(), 8u);
   // 14 functions with current names (8 + 18 + 18 lines), 2 with the long
   // names (8 + 17 + 17).
-  EXPECT_EQ(series_count(sink, kAer), 14u * 44u + 2u * 42u);
+  EXPECT_EQ(series_count(sink, kAerDetail), 14u * 44u + 2u * 42u);
   EXPECT_EQ(sink.render().find("total_err"), std::string::npos);
 }
 
-TEST(PcieCollector, SameResultTwice) {
+// The default: one series per function and severity, the kernel's
+// TOTAL_ERR_* count (error reports), never the bits.
+TEST(PcieCollector, AerTotalsByDefault) {
   PcieCollector c(fixture_roots());
+  MetricSink sink(c.metrics());
+  CollectOnce(c, sink);
+  // GPU0: TOTAL_ERR_COR is 241 while its bits sum to 273 (one report can
+  // set several bits).
+  EXPECT_EQ(Value(sink, kAer, {kGpu0, "correctable"}), 241);
+  EXPECT_EQ(Value(sink, kAer, {kLostGpuPort, "fatal"}), 1);
+  EXPECT_EQ(sink.render().find(kAerDetail), std::string::npos);
+  // Three series per function with AER (16 of them), none for the VGA and
+  // its bridge, which have no AER capability.
+  EXPECT_EQ(series_count(sink, kAer), 16u * 3u);
+  EXPECT_FALSE(has(sink, kAer, {kVga, "correctable"}));
+
+  // With the bits, the totals are the same series with the same values.
+  PcieCollector detailed(fixture_roots(), kDetail);
+  MetricSink with_bits(detailed.metrics());
+  CollectOnce(detailed, with_bits);
+  EXPECT_EQ(series_count(with_bits, kAer), 16u * 3u);
+  EXPECT_EQ(Value(with_bits, kAer, {kGpu0, "correctable"}), 241);
+  EXPECT_EQ(Value(with_bits, kAerDetail, {kGpu0, "correctable", "rx_err"}), 212);
+}
+
+// A file without a TOTAL_ERR_* line (not written by any kernel since the
+// files appeared, but possible from a patched one): the sum of its bits.
+TEST(PcieCollector, AerTotalWithoutATotalLineIsTheSum) {
+  TempSysfs tree;
+  tree.write(std::string(kGpu1Dir) + "/aer_dev_correctable", "RxErr 3\nBadTLP 4\n");
+  PcieCollector c(tree.roots());
+  MetricSink sink(c.metrics());
+  CollectOnce(c, sink);
+  EXPECT_EQ(Value(sink, kAer, {kGpu1, "correctable"}), 7);
+  EXPECT_TRUE(sink.errors().empty());
+}
+
+TEST(PcieCollector, SameResultTwice) {
+  PcieCollector c(fixture_roots(), kDetail);
   MetricSink s1(c.metrics());
   MetricSink s2(c.metrics());
   CollectOnce(c, s1);
@@ -651,7 +718,7 @@ TEST(PcieCollector, DanglingLinkIsSkippedQuietly) {
   // 0000:82:00.0 is listed in bus/pci/devices but its directory is gone.
   ASSERT_TRUE(fs::is_symlink(fixture_sysfs() / "bus/pci/devices" / kGone));
   ASSERT_FALSE(fs::exists(fixture_sysfs() / "bus/pci/devices" / kGone));
-  PcieCollector c(fixture_roots());
+  PcieCollector c(fixture_roots(), kDetail);
   std::vector<std::string> listed = c.list_functions();
   EXPECT_NE(std::find(listed.begin(), listed.end(), kGone), listed.end());
   MetricSink sink(c.metrics());
@@ -662,7 +729,7 @@ TEST(PcieCollector, DanglingLinkIsSkippedQuietly) {
 
 TEST(PcieCollector, DeviceRemovedAfterListing) {
   TempSysfs tree;
-  PcieCollector c(tree.roots());
+  PcieCollector c(tree.roots(), kDetail);
   std::vector<std::string> listed = c.list_functions();
   ASSERT_NE(std::find(listed.begin(), listed.end(), kGpu1), listed.end());
 
@@ -689,7 +756,7 @@ TEST(PcieCollector, AttributesGoneAfterTheClassWasRead) {
   for (const auto& entry : fs::directory_iterator(tree.sys() / kCx7IbDir)) {
     if (entry.path().filename() != "class") fs::remove_all(entry.path());
   }
-  PcieCollector c(tree.roots());
+  PcieCollector c(tree.roots(), kDetail);
   MetricSink sink(c.metrics());
   CollectOnce(c, sink);
   EXPECT_TRUE(sink.errors().empty());
@@ -738,7 +805,7 @@ TEST(PcieCollector, MalformedAttributesAreSkippedAndCounted) {
   TempSysfs tree;
   tree.write(std::string(kGpu1Dir) + "/current_link_width", "x16\n");
   tree.write(std::string(kGpu1Dir) + "/aer_dev_nonfatal", "CmpltTO lots\nTOTAL_ERR_NONFATAL 0\n");
-  PcieCollector c(tree.roots());
+  PcieCollector c(tree.roots(), kDetail);
   MetricSink sink(c.metrics());
   CollectOnce(c, sink);
   EXPECT_EQ(error_count(sink, "parse_error"), 2u);
@@ -763,7 +830,7 @@ TEST(PcieCollector, MalformedIdentitySkipsTheFunction) {
   // A vendor id that no kernel writes.
   tree.write("devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0/vendor",
              "NVIDIA\n");
-  PcieCollector c(tree.roots());
+  PcieCollector c(tree.roots(), kDetail);
   MetricSink sink(c.metrics());
   CollectOnce(c, sink);
   EXPECT_EQ(error_count(sink, "parse_error"), 3u);
@@ -781,7 +848,7 @@ TEST(PcieCollector, MalformedIdentitySkipsTheFunction) {
 TEST(PcieCollector, NoPciIsNotAnError) {
   TempSysfs tree;
   fs::remove_all(tree.sys() / "bus");
-  PcieCollector c(tree.roots());
+  PcieCollector c(tree.roots(), kDetail);
   EXPECT_TRUE(c.list_functions().empty());
   MetricSink sink(c.metrics());
   CollectOnce(c, sink);
@@ -798,7 +865,7 @@ TEST(PcieCollector, UnlistableDevicesDirectoryIsACollectError) {
   TempSysfs tree;
   fs::remove_all(tree.sys() / "bus/pci/devices");
   tree.write("bus/pci/devices", "not a directory\n");
-  PcieCollector c(tree.roots());
+  PcieCollector c(tree.roots(), kDetail);
   MetricSink sink(c.metrics());
   try {
     CollectOnce(c, sink);
@@ -818,7 +885,7 @@ TEST(PcieCollector, LinkOutOfTheRootIsNotFollowed) {
   fs::copy(tree.sys() / kGpu1Dir, outside / kGpu1,
            fs::copy_options::recursive | fs::copy_options::copy_symlinks);
   fs::create_symlink(outside / kGpu1, tree.sys() / "bus/pci/devices/0000:aa:00.0");
-  PcieCollector c(tree.roots());
+  PcieCollector c(tree.roots(), kDetail);
   MetricSink sink(c.metrics());
   CollectOnce(c, sink);
   EXPECT_EQ(error_count(sink, "read_error"), 1u);
@@ -850,7 +917,7 @@ TEST(PcieCollector, ErrnosBetweenCollections) {
   TempSysfs tree;
   Roots roots = tree.roots();
   roots.faults = std::make_shared<sources::Faults>();
-  PcieCollector c(roots);
+  PcieCollector c(roots, kDetail);
   MetricSink first(c.metrics());
   CollectOnce(c, first);
   ASSERT_TRUE(first.errors().empty());
@@ -872,7 +939,7 @@ TEST(PcieCollector, ErrnosBetweenCollections) {
   // GPU0 without its speed, with everything else.
   EXPECT_FALSE(has(s, kSpeed, {kGpu0}));
   EXPECT_EQ(Value(s, kDegraded, {kGpu0}), 1);
-  EXPECT_EQ(Value(s, kAer, {kGpu0, "correctable", "rx_err"}), 212);
+  EXPECT_EQ(Value(s, kAerDetail, {kGpu0, "correctable", "rx_err"}), 212);
   // The ConnectX-5 without its correctable AER counters only.
   EXPECT_TRUE(aer_errors_of(s, kCx5, "correctable").empty());
   EXPECT_EQ(aer_errors_of(s, kCx5, "nonfatal").size(), 17u);
@@ -904,7 +971,7 @@ TEST(PcieCollector, UnreadableFactIsCountedEveryCollection) {
   roots.faults = std::make_shared<sources::Faults>();
   roots.faults->inject("0000:81:00.0/class", EACCES);
   roots.faults->inject("0000:04:00.0/vendor", EIO);
-  PcieCollector c(roots);
+  PcieCollector c(roots, kDetail);
   for (int i = 0; i < 3; ++i) {
     MetricSink s(c.metrics());
     CollectOnce(c, s);
@@ -929,7 +996,7 @@ TEST(PcieCollector, UnreadableFactIsCountedEveryCollection) {
 TEST(PcieCollector, FunctionGoneDuringACollection) {
   Roots roots = fixture_roots();
   roots.faults = std::make_shared<sources::Faults>();
-  PcieCollector c(roots);
+  PcieCollector c(roots, kDetail);
   MetricSink first(c.metrics());
   CollectOnce(c, first);
   roots.faults->on_read("0000:03:00.0/aer_dev_fatal", [&] {
@@ -954,7 +1021,7 @@ TEST(PcieCollector, HeldDescriptorsDoNotLeak) {
   TempSysfs tree;
   const int before = open_fds();
   {
-    PcieCollector c(tree.roots());
+    PcieCollector c(tree.roots(), kDetail);
     MetricSink s(c.metrics());
     CollectOnce(c, s);
     const std::size_t held = c.held_descriptors();
@@ -989,8 +1056,8 @@ TEST(PcieCollector, HeldDescriptorsDoNotLeak) {
 // benchmark's "before"), and exports exactly the same.
 TEST(PcieCollector, WithoutHeldDescriptorsTheSameOutput) {
   const int before = open_fds();
-  PcieCollector held(fixture_roots());
-  PcieCollector plain(fixture_roots(), 0);
+  PcieCollector held(fixture_roots(), kDetail);
+  PcieCollector plain(fixture_roots(), kDetail, 0);
   MetricSink a(held.metrics());
   MetricSink b(plain.metrics());
   CollectOnce(held, a);
@@ -1001,7 +1068,7 @@ TEST(PcieCollector, WithoutHeldDescriptorsTheSameOutput) {
 }
 
 TEST(PcieCollector, StopsWhenCancelled) {
-  PcieCollector c(fixture_roots());
+  PcieCollector c(fixture_roots(), kDetail);
   std::atomic<bool> cancelled{true};
   CollectContext ctx{std::chrono::steady_clock::now() + std::chrono::seconds(10), &cancelled};
   MetricSink sink(c.metrics());
@@ -1043,12 +1110,21 @@ TEST(PcieConfig, CreateThroughTheSpec) {
   MetricSink sink(c->metrics());
   CollectOnce(*c, sink);
   EXPECT_EQ(Value(sink, kDegraded, {kGpu0}), 1);
+  EXPECT_EQ(series_count(sink, kInfo), 18u);
+  EXPECT_EQ(series_count(sink, kAerDetail), 0u);
 
-  std::unique_ptr<Collector> bare =
-      pcie_collector_spec().create(CollectorEnv{fixture_roots(), nullptr});
-  MetricSink sink2(bare->metrics());
-  CollectOnce(*bare, sink2);
-  EXPECT_EQ(series_count(sink2, kInfo), 18u);
+  ConfigResult detail = parse_config("[collectors.pcie]\naer_detail = true\n", "n.toml", catalog);
+  ASSERT_TRUE(detail.config) << (detail.errors.empty() ? "" : detail.errors[0].str());
+  const CollectorConfig& dc = detail.config->collectors.at(0);
+  std::unique_ptr<Collector> d = dc.spec->create(CollectorEnv{fixture_roots(), dc.options});
+  MetricSink sink2(d->metrics());
+  CollectOnce(*d, sink2);
+  EXPECT_EQ(Value(sink2, kAerDetail, {kGpu0, "correctable", "rx_err"}), 212);
+
+  ConfigResult wrong = parse_config("[collectors.pcie]\naer_detail = 1\n", "n.toml", catalog);
+  EXPECT_FALSE(wrong.config);
+  ASSERT_EQ(wrong.errors.size(), 1u);
+  EXPECT_EQ(wrong.errors[0].key, "collectors.pcie.aer_detail");
 }
 
 }  // namespace
