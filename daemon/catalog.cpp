@@ -7,6 +7,7 @@
 #include "app.hpp"
 #include "interconnect/interconnect_collector.hpp"
 #include "kernel/kernel_collector.hpp"
+#include "mesh/mesh_collector.hpp"
 #include "nic/nic_collector.hpp"
 #include "pcie/pcie_collector.hpp"
 #include "storage/storage_collector.hpp"
@@ -18,7 +19,7 @@ std::span<const CollectorSpec> builtin_collectors() {
   static const std::vector<CollectorSpec> kCatalog = {
       accelerator_collector_spec(),  pcie_collector_spec(),    nic_collector_spec(),
       interconnect_collector_spec(), storage_collector_spec(), textfile_collector_spec(),
-      kernel_collector_spec(),
+      kernel_collector_spec(),       mesh_collector_spec(),
   };
   return kCatalog;
 }
