@@ -279,6 +279,24 @@ def dashboard(uid, title, description, items, tags, time_from="now-6h", links=Tr
 # Fleet overview.
 
 
+def latency_matrix():
+    """The mesh's pair matrix: a row per probing node, a column per peer, the
+    p99 round trip (the worst rail) in each cell."""
+    expr = f"max by (instance, peer) (instance_peer_rail:nodewatch_mesh_rtt_seconds:p99_5m{sel()})"
+    p = panel("table", "Latency matrix (p99 RTT)",
+              "The mesh collector's round trips: one row per probing node (instance), one column per peer, "
+              "the p99 over 5m of its worst rail. A slow pair stands out in its row and in its peer's row; a "
+              "slow node in its whole row and column. Empty unless collectors.mesh is on.", "s",
+              [target(expr, "p99", instant=True, table=True)], w=24, h=10)
+    p["transformations"] = [
+        {"id": "groupingToMatrix", "options": {"columnField": "peer", "rowField": "instance", "valueField": "Value"}},
+    ]
+    p["fieldConfig"]["defaults"]["thresholds"] = {"mode": "absolute", "steps": [
+        {"color": "green", "value": None}, {"color": "orange", "value": 0.0005}, {"color": "red", "value": 0.005}]}
+    p["fieldConfig"]["defaults"]["custom"] = {"cellOptions": {"type": "color-background"}}
+    return p
+
+
 def fleet():
     items = [
         row("Coverage"),
@@ -366,6 +384,17 @@ def fleet():
         table("Slowest storage probes", "The ten nodes with the highest 99th-percentile probe latency.", "s",
               [(f"topk(10, max by (instance) (histogram_quantile(0.99, sum by (instance, path, operation, le) "
                 f"(rate(nodewatch_storage_probe_duration_seconds_bucket{sel()}[{RI}])))))", "p99")],
+              w=12),
+        row("Network mesh"),
+        latency_matrix(),
+        table("Inconsistent pairs", "The ten pairs whose p99 round trip is the furthest above the median of "
+              "their node's pairs on the rail (NodewatchMeshLatencyInconsistent fires above 3x and 1 ms).", "x",
+              [(f"topk(10, instance_peer_rail:nodewatch_mesh_rtt_seconds:p99_over_median_5m{sel()})",
+                "p99 / median")],
+              w=12),
+        table("Lossy pairs", "The ten pairs losing the largest share of their mesh probes over 5m.",
+              "percentunit",
+              [(f"topk(10, instance_peer_rail:nodewatch_mesh_loss:ratio_5m{sel()} > 0)", "lost")],
               w=12),
         row("Fleet trends"),
         ts("Accelerator utilization", "Mean accelerator utilization per node.", "percentunit",
@@ -685,6 +714,26 @@ def node():
                (f"nodewatch_memory_controller_info{sel()}", "controller"),
                (f"increase(nodewatch_memory_corrected_errors_total{sel()}[$__range])", "corrected"),
                (f"increase(nodewatch_memory_uncorrected_errors_total{sel()}[$__range])", "uncorrected")], h=8),
+        row("Network mesh"),
+        ts("Round trip per peer (p99)", "p99 of the mesh probes' round trips to each peer, per rail, the "
+           "responder's turnaround taken out. Empty unless collectors.mesh is on.", "s",
+           [(f"histogram_quantile(0.99, rate(nodewatch_mesh_rtt_seconds_bucket{sel()}[{RI}]))", "{{peer}} {{rail}}")]),
+        ts("Probes lost per peer", "Share of the mesh probes to each peer with no valid answer in time.",
+           "percentunit",
+           [(f"rate(nodewatch_mesh_lost_total{sel()}[{RI}]) / (rate(nodewatch_mesh_sent_total{sel()}[{RI}]) > 0)",
+             "{{peer}} {{rail}}")], min=0),
+        ts("Peers probed", "Peers probed now against those the peers file lists, per rail (a sample beyond "
+           "collectors.mesh.max_peers).", "none",
+           [(f"nodewatch_mesh_peers{sel()}", "probed {{rail}}"),
+            (f"nodewatch_mesh_listed_peers{sel()}", "listed {{rail}}")]),
+        ts("Responder", "Probes this node answered per second, and packets it dropped by reason (forged, "
+           "replayed, stale or rate-limited probes; late replies); the responder's socket (1 open).", "pps",
+           [(f"rate(nodewatch_mesh_answered_total{sel()}[{RI}])", "answered"),
+            (f"rate(nodewatch_mesh_dropped_packets_total{sel()}[{RI}]) > 0", "dropped {{reason}}"),
+            (f"nodewatch_mesh_responder_up{sel()}", "socket open")]),
+        ts("RTT samples without kernel timestamps", "Round trips per second, per rail, timed in user space "
+           "because the kernel gave no transmit or receive timestamp (less exact).", "cps",
+           [(f"rate(nodewatch_mesh_user_timestamps_total{sel()}[{RI}])", "{{rail}}")]),
         row("Exporter health"),
         state_timeline("Collectors up", "1 while the collector's last collection succeeded within its timeout.", "none",
                        [(f"nodewatch_collector_up{sel()}", "{{instance}} {{collector}}")], mappings=UP_DOWN),
