@@ -156,6 +156,43 @@ class SoakReportTest(unittest.TestCase):
         self.assertIn('count by (instance) (min_over_time(accelerator:nodewatch_accelerator_fabric_healthy:completed'
                       '{job="nodewatch"}[3600s]) == 0)', queries)
 
+    def test_mesh_pairs_are_named(self):
+        # n1 -> n3 was slow and lossy, n3 -> n1 slow; n2 clean.
+        alerts = 'alertname=~"NodewatchMeshLatencyInconsistent|NodewatchMeshPacketLoss"'
+
+        def answer(path, params):
+            q = params.get("query", "")
+            if q.startswith("avg by (instance) (avg_over_time(up"):
+                return vector(({"instance": "n1"}, 1), ({"instance": "n2"}, 1), ({"instance": "n3"}, 1))
+            if alerts in q and q.startswith("count by (instance)"):
+                if path == "/api/v1/query":
+                    return vector(({"instance": "n1"}, 2), ({"instance": "n3"}, 1))
+                return matrix(({"instance": "n1"}, [[2000, "1"]]), ({"instance": "n3"}, [[2100, "1"]]))
+            if alerts in q and q.startswith("max by (instance, peer, rail, alertname)"):
+                return vector(
+                    ({"instance": "n1", "peer": "n3:9843", "rail": "0", "alertname": "NodewatchMeshPacketLoss"}, 1),
+                    ({"instance": "n1", "peer": "n3:9843", "rail": "0", "alertname": "NodewatchMeshLatencyInconsistent"}, 1),
+                    ({"instance": "n3", "peer": "n1:9843", "rail": "0", "alertname": "NodewatchMeshLatencyInconsistent"}, 1),
+                    ({"instance": "n2", "peer": "n1:9843", "rail": "0", "alertname": "NodewatchMeshPacketLoss"}, 1))
+            return vector() if path == "/api/v1/query" else matrix()
+
+        prom = FakePrometheus(answer)
+        try:
+            rc, md, err, rep = run(prom.url)
+        finally:
+            prom.close()
+        self.assertEqual(rc, 1, err)
+        verdicts = {n["instance"]: n["verdict"] for n in rep["nodes"]}
+        self.assertEqual(verdicts, {"n1": "FAIL", "n2": "PASS", "n3": "FAIL"})
+        failures = {n["instance"]: n["failures"] for n in rep["nodes"]}
+        self.assertEqual(failures["n1"]["mesh_pairs"]["pairs"],
+                         [{"peer": "n3:9843", "rail": "0", "alert": "lossy"},
+                          {"peer": "n3:9843", "rail": "0", "alert": "slow"}])
+        self.assertEqual(failures["n3"]["mesh_pairs"]["pairs"], [{"peer": "n1:9843", "rail": "0", "alert": "slow"}])
+        self.assertNotIn("n2", [n["instance"] for n in rep["nodes"] if n["failures"]])
+        self.assertIn("  - to n3:9843 on rail 0: slow", md)
+        self.assertIn("  - to n1:9843 on rail 0: slow", md)
+
     def test_soak_dashboard_has_every_class(self):
         # The soak dashboard is generated from SOAK_CLASSES: each class is a
         # column of the verdict table and a stat of its own.
