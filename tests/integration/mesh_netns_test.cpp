@@ -15,7 +15,7 @@
 //     counted by reason, and never answered, while a valid one is.
 //
 // Needs root, iproute2 (ip, tc) and Debian's prometheus; skips with the
-// reason without root or iproute2.
+// reason without root or iproute2. MeshDaemon.* run on loopback, anywhere.
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -433,6 +433,70 @@ TEST(MeshNetns, FourNodesFindTheSlowLossyPairAndRefuseForgedProbes) {
     d->signal(SIGTERM);
     EXPECT_EQ(d->wait(10s), 0) << d->log();
   }
+}
+
+// On loopback, no root needed: the daemon answers itself through
+// 127.0.0.2 (a loopback address that is not one of its interfaces', so not
+// left out as itself). A SIGHUP that changes the mesh settings keeps the
+// counts, the listen socket and the collector up; one with the same
+// settings changes nothing.
+TEST(MeshDaemon, ReloadKeepsTheCountsAndTheSocket) {
+  TempDir dir;
+  const std::string key = dir.write("mesh.key", kKey).string();
+  ::chmod(key.c_str(), 0600);
+  const std::uint16_t port = testing::FreeLoopbackPort();
+  const std::string target = "127.0.0.2:" + std::to_string(port);
+  const std::string peers =
+      dir.write("peers.json", "[{\"targets\": [\"" + target + "\"]}]").string();
+  auto config = [&](const std::string& interval) {
+    std::string cfg =
+        "[collectors.mesh]\nenabled = true\ninterval = \"1s\"\ntimeout = \"1s\"\n"
+        "listen = \"127.0.0.2:" +
+        std::to_string(port) + "\"\npeers_file = \"" + peers + "\"\nkey_file = \"" + key +
+        "\"\nprobe_interval = \"" + interval + "\"\n";
+    for (const char* off :
+         {"accelerator", "pcie", "nic", "interconnect", "storage", "textfile", "kernel"})
+      cfg += std::string("[collectors.") + off + "]\nenabled = false\n";
+    return dir.write("nw.toml", cfg).string();
+  };
+  DaemonProcess::Options o;
+  o.args = {"--config", config("100ms"), "--listen", "127.0.0.1:0"};
+  DaemonProcess d(o, dir.path() / "nw.log");
+  auto http = d.port();
+  ASSERT_TRUE(http) << d.log();
+  const std::string sent = "nodewatch_mesh_sent_total{peer=\"" + target + "\",rail=\"default\"}";
+  const std::string answered = "nodewatch_mesh_answered_total";
+  auto value = [&](const std::string& series) {
+    auto r = testing::Request(*http, "GET", "/metrics");
+    return r ? testing::SampleValue(r->body, series) : std::nullopt;
+  };
+  auto wait_for = [&](const std::string& series, double at_least) {
+    for (int i = 0; i < 500; ++i) {
+      if (auto v = value(series); v && *v >= at_least) return *v;
+      std::this_thread::sleep_for(20ms);
+    }
+    return value(series).value_or(-1);
+  };
+  ASSERT_GE(wait_for(answered, 10), 10) << d.log();
+  const double before = wait_for(sent, 10);
+  EXPECT_EQ(value("nodewatch_mesh_lost_total{peer=\"" + target + "\",rail=\"default\"}"), 0);
+
+  config("200ms");  // changed: applied in place
+  d.signal(SIGHUP);
+  for (int i = 0; i < 500 && d.log().find("configuration reloaded") == std::string::npos; ++i)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_NE(d.log().find("configuration reloaded"), std::string::npos) << d.log();
+  auto after = value(sent);
+  ASSERT_TRUE(after);
+  EXPECT_GE(*after, before) << "a reload reset the counter";
+  EXPECT_EQ(value("nodewatch_collector_up{collector=\"mesh\"}"), 1);
+  EXPECT_EQ(value("nodewatch_mesh_responder_up"), 1);
+  // Still probing and still answered after the reload, on the same socket.
+  EXPECT_GE(wait_for(sent, *after + 5), *after + 5);
+  EXPECT_GE(wait_for(answered, before + 5), before + 5);
+  EXPECT_EQ(value("nodewatch_mesh_lost_total{peer=\"" + target + "\",rail=\"default\"}"), 0);
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(10s), 0) << d.log();
 }
 
 }  // namespace
