@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -411,10 +412,11 @@ std::vector<ListedPeer> peers_at(std::uint16_t port, std::string host = "127.0.0
   return {ListedPeer{t, "default", ep(t)}};
 }
 
-const PeerStats* stats_of(const MeshSnapshot& s, const std::string& peer) {
+// A copy: snapshots are often temporaries.
+std::optional<PeerStats> stats_of(const MeshSnapshot& s, const std::string& peer) {
   for (const PeerStats& p : s.peers)
-    if (p.peer == peer) return &p;
-  return nullptr;
+    if (p.peer == peer) return p;
+  return std::nullopt;
 }
 
 std::uint64_t dropped(const MeshSnapshot& s, Drop d) {
@@ -435,13 +437,13 @@ TEST(MeshService, ProbesAreAnsweredWithKernelTimestamps) {
   ASSERT_TRUE(nodewatch::testing::Eventually(
       [&] {
         MeshSnapshot s = prober.snapshot();
-        const PeerStats* p = stats_of(s, target);
-        return p != nullptr && p->rtt.count() >= 10;
+        std::optional<PeerStats> p = stats_of(s, target);
+        return p && p->rtt.count() >= 10;
       },
       10s));
   MeshSnapshot s = prober.snapshot();
-  const PeerStats* p = stats_of(s, target);
-  ASSERT_NE(p, nullptr);
+  std::optional<PeerStats> p = stats_of(s, target);
+  ASSERT_TRUE(p);
   EXPECT_EQ(p->rail, "default");
   EXPECT_GE(p->sent, p->rtt.count());
   EXPECT_LE(p->sent, p->rtt.count() + 1);  // at most one in flight
@@ -476,12 +478,12 @@ TEST(MeshService, UnansweredProbesAreLost) {
   const std::string target = "127.0.0.1:" + std::to_string(port);
   ASSERT_TRUE(nodewatch::testing::Eventually(
       [&] {
-        const PeerStats* p = stats_of(prober.snapshot(), target);
-        return p != nullptr && p->lost >= 3;
+        std::optional<PeerStats> p = stats_of(prober.snapshot(), target);
+        return p && p->lost >= 3;
       },
       10s));
   MeshSnapshot s = prober.snapshot();
-  const PeerStats* p = stats_of(s, target);
+  std::optional<PeerStats> p = stats_of(s, target);
   EXPECT_EQ(p->rtt.count(), 0u);
   // Sent = lost + those still in flight (at most timeout / interval + 1).
   EXPECT_GE(p->sent, p->lost);
@@ -496,9 +498,9 @@ TEST(MeshService, WithoutAKeyNothingIsSentOrAnswered) {
   prober.apply(fast());
   prober.set_peers(peers_at(responder.listen_port()));
   std::this_thread::sleep_for(300ms);
-  const PeerStats* p =
+  std::optional<PeerStats> p =
       stats_of(prober.snapshot(), "127.0.0.1:" + std::to_string(responder.listen_port()));
-  ASSERT_NE(p, nullptr);
+  ASSERT_TRUE(p);
   EXPECT_EQ(p->sent, 0u);
   EXPECT_FALSE(prober.snapshot().keyed);
 }
@@ -654,8 +656,8 @@ TEST(MeshService, SettingsChangeKeepsTheCounts) {
   const std::string target = "127.0.0.1:" + std::to_string(responder.listen_port());
   ASSERT_TRUE(nodewatch::testing::Eventually(
       [&] {
-        const PeerStats* p = stats_of(prober.snapshot(), target);
-        return p != nullptr && p->sent >= 5;
+        std::optional<PeerStats> p = stats_of(prober.snapshot(), target);
+        return p && p->sent >= 5;
       },
       10s));
   std::uint64_t before = stats_of(prober.snapshot(), target)->sent;
@@ -663,8 +665,8 @@ TEST(MeshService, SettingsChangeKeepsTheCounts) {
   slower.probe_interval = 100ms;
   prober.apply(slower);
   std::this_thread::sleep_for(150ms);
-  const PeerStats* after = stats_of(prober.snapshot(), target);
-  ASSERT_NE(after, nullptr);
+  std::optional<PeerStats> after = stats_of(prober.snapshot(), target);
+  ASSERT_TRUE(after);
   EXPECT_GE(after->sent, before);  // never reset
 }
 
@@ -711,8 +713,8 @@ TEST(MeshCollector, ExportsProbesFromTheFilesAndFollowsThem) {
   }
   ASSERT_TRUE(nodewatch::testing::Eventually(
       [&] {
-        const PeerStats* p = stats_of(c.service().snapshot(), target);
-        return p != nullptr && p->rtt.count() >= 3;
+        std::optional<PeerStats> p = stats_of(c.service().snapshot(), target);
+        return p && p->rtt.count() >= 3;
       },
       10s));
   MetricSink sink(c.metrics());
@@ -732,8 +734,8 @@ TEST(MeshCollector, ExportsProbesFromTheFilesAndFollowsThem) {
   CollectOnce(c, changed);
   EXPECT_EQ(changed.errors().at("bad_target"), 1u);
   ASSERT_TRUE(nodewatch::testing::Eventually(
-      [&] { return stats_of(c.service().snapshot(), "127.0.0.1:1") != nullptr; }, 5s));
-  EXPECT_EQ(stats_of(c.service().snapshot(), target), nullptr);
+      [&] { return stats_of(c.service().snapshot(), "127.0.0.1:1").has_value(); }, 5s));
+  EXPECT_FALSE(stats_of(c.service().snapshot(), target));
 
   // A broken file keeps the last good list, and is counted while it lasts.
   files.write("peers.json", "[{\"targets\": ", 0644);
@@ -741,7 +743,7 @@ TEST(MeshCollector, ExportsProbesFromTheFilesAndFollowsThem) {
     MetricSink broken(c.metrics());
     CollectOnce(c, broken);
     EXPECT_EQ(broken.errors().at("peers_error"), 1u);
-    EXPECT_NE(stats_of(c.service().snapshot(), "127.0.0.1:1"), nullptr);
+    EXPECT_TRUE(stats_of(c.service().snapshot(), "127.0.0.1:1"));
   }
 }
 
