@@ -289,7 +289,9 @@ struct MeshService::Impl {
     const bool choose_again = first || next.max_peers != active.max_peers ||
                               next.neighbours != active.neighbours || next.rails != active.rails ||
                               next.listen != active.listen ||
-                              next.probe_interval != active.probe_interval;
+                              next.probe_interval != active.probe_interval ||
+                              next.resample_interval != active.resample_interval ||
+                              next.route_refresh != active.route_refresh;
     active = next;
     have_active = true;
     if (choose_again) rebuild_peers(Clock::now());
@@ -349,13 +351,6 @@ struct MeshService::Impl {
     return own_addresses.contains(p.endpoint.address16());
   }
 
-  // Takes the listed peers: states of peers no longer listed go (their
-  // series with them); the probe set is chosen again.
-  void take_peers(std::vector<ListedPeer> peers, Clock::time_point now) {
-    listed = std::move(peers);
-    rebuild_peers(now);
-  }
-
   // Opens the listen socket again after it failed (an address not up yet).
   void retry_listen() {
     if (responder.fd.get() >= 0 || listen_text.empty()) return;
@@ -364,7 +359,12 @@ struct MeshService::Impl {
     if (at) responder = open_socket(at->family(), *at, "", true);
   }
 
-  void rebuild_peers(Clock::time_point now) {
+  // Builds the probe set from the listed peers. With `redraw`, the random
+  // part of each rail's sample is drawn again; without it (a route refresh,
+  // a socket retried) the peers probed stay those chosen last, where still
+  // listed, and keep their place in the interval.
+  void rebuild_peers(Clock::time_point now, bool redraw = true) {
+    std::set<PeerKey> was_probing(probing.begin(), probing.end());
     own_addresses = local_addresses();
     // Sockets that failed to open are tried again (every minute at least).
     retry_listen();
@@ -404,8 +404,13 @@ struct MeshService::Impl {
     for (const auto& [name, rail] : rails) listed_per_rail[name] = 0;
     for (auto& [rail_name, peers] : by_rail) {
       listed_per_rail[rail_name] = peers.size();
-      std::vector<std::size_t> chosen =
-          choose_peers(peers, self_position, active.max_peers, active.neighbours, rng);
+      std::vector<std::size_t> chosen;
+      if (!redraw) {
+        for (std::size_t i = 0; i < peers.size(); ++i)
+          if (was_probing.contains({peers[i].rail, peers[i].target})) chosen.push_back(i);
+      }
+      if (redraw || chosen.empty())
+        chosen = choose_peers(peers, self_position, active.max_peers, active.neighbours, rng);
       Rail& rail = rails.at(rail_name);
       for (std::size_t idx : chosen) {
         const ListedPeer& p = peers[idx];
@@ -423,19 +428,28 @@ struct MeshService::Impl {
         probing.push_back(k);
       }
     }
-    // Spread the probes over the interval rather than sending them at once.
+    // Spread the probes over the interval rather than sending them at once;
+    // a peer that was probed already keeps its place.
     const auto n = static_cast<long>(std::max<std::size_t>(probing.size(), 1));
-    for (long i = 0; i < static_cast<long>(probing.size()); ++i)
-      states.at(probing[static_cast<std::size_t>(i)]).next_send =
-          now + active.probe_interval * i / n;
-    next_resample = now + active.resample_interval;
-    next_route_refresh = now + 60s;
+    for (long i = 0; i < static_cast<long>(probing.size()); ++i) {
+      const PeerKey& k = probing[static_cast<std::size_t>(i)];
+      if (!was_probing.contains(k) || redraw)
+        states.at(k).next_send = now + active.probe_interval * i / n;
+    }
+    if (redraw) next_resample = now + active.resample_interval;
+    next_route_refresh = now + active.route_refresh;
   }
 
   void send_probe(PeerState& s, Clock::time_point now) {
     Rail& rail = rails.at(s.peer.rail);
     Socket* sock = socket_for(rail, s.peer.endpoint.family());
-    if (sock == nullptr || !s.local.valid()) return;
+    if (sock == nullptr || !s.local.valid()) {
+      // No socket for the rail (counted as socket_error) or no route to the
+      // peer: the probe cannot leave, and is lost.
+      ++s.stats.sent;
+      ++s.stats.lost;
+      return;
+    }
     Packet p;
     p.type = PacketType::kProbe;
     p.seq = next_seq++;
@@ -711,7 +725,10 @@ void MeshService::run() {
         m.rebuild_peers(now);
       }
       if (m.have_active) {
-        if (now >= m.next_resample || now >= m.next_route_refresh) m.rebuild_peers(now);
+        if (now >= m.next_resample)
+          m.rebuild_peers(now);
+        else if (now >= m.next_route_refresh)
+          m.rebuild_peers(now, false);
         m.expire(now);
         if (!m.key.empty()) {
           for (const auto& k : m.probing) {

@@ -56,6 +56,10 @@ struct MeshSettings {
   std::chrono::milliseconds resample_interval{600000};
   std::chrono::milliseconds replay_window{30000};
   double max_answers_per_second = 1000;
+  // How often the sources of the probes (the route's choice of address)
+  // are looked up again and failed sockets retried; the sample stays. Not
+  // a configuration key (tests shorten it).
+  std::chrono::milliseconds route_refresh{60000};
   bool operator==(const MeshSettings&) const = default;
 };
 

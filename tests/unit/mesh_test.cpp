@@ -644,6 +644,60 @@ TEST(MeshService, AnswersAreRateLimited) {
       5s));
 }
 
+// The peers probed, by target.
+std::set<std::string> probed(const MeshSnapshot& s) {
+  std::set<std::string> out;
+  for (const PeerStats& p : s.peers) out.insert(p.peer);
+  return out;
+}
+
+TEST(MeshService, TheSampleStaysUntilItIsRedrawn) {
+  // 40 peers (nobody answers: only the choice matters), 10 probed.
+  std::vector<ListedPeer> peers;
+  for (int i = 1; i <= 40; ++i) {
+    std::string t = "127.0.0.1:" + std::to_string(20000 + i);
+    peers.push_back({t, "default", ep(t)});
+  }
+  MeshSettings s = fast();
+  s.max_peers = 10;
+  s.neighbours = 2;
+  s.resample_interval = 1h;
+  s.route_refresh = 20ms;  // refreshed many times below: the sample stays
+  MeshService prober;
+  prober.apply(s);
+  prober.set_key(kKey);
+  prober.set_peers(peers);
+  ASSERT_TRUE(
+      nodewatch::testing::Eventually([&] { return prober.snapshot().peers.size() == 10; }, 5s));
+  const std::set<std::string> first = probed(prober.snapshot());
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(probed(prober.snapshot()), first);
+  EXPECT_EQ(prober.snapshot().listed.at("default"), 40u);
+  EXPECT_EQ(prober.snapshot().probed.at("default"), 10u);
+
+  // Redrawn often: the sample moves, the neighbours stay, counts are kept.
+  s.resample_interval = 50ms;
+  prober.apply(s);
+  std::set<std::string> seen = first;
+  ASSERT_TRUE(nodewatch::testing::Eventually(
+      [&] {
+        for (const auto& p : probed(prober.snapshot())) seen.insert(p);
+        return seen.size() >= 20;
+      },
+      10s))
+      << seen.size() << " peers seen";
+  std::set<std::string> always = first;
+  for (int i = 0; i < 10; ++i) {
+    std::set<std::string> now = probed(prober.snapshot()), both;
+    EXPECT_EQ(now.size(), 10u);
+    std::set_intersection(always.begin(), always.end(), now.begin(), now.end(),
+                          std::inserter(both, both.begin()));
+    always = both;
+    std::this_thread::sleep_for(60ms);
+  }
+  EXPECT_GE(always.size(), 2u);  // the two neighbours, in every draw
+}
+
 TEST(MeshService, SettingsChangeKeepsTheCounts) {
   MeshService responder;
   responder.apply(fast("127.0.0.1:0"));
