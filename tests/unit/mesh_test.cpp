@@ -698,6 +698,46 @@ TEST(MeshService, TheSampleStaysUntilItIsRedrawn) {
   EXPECT_GE(always.size(), 2u);  // the two neighbours, in every draw
 }
 
+// Each rail probes from its own socket: one bound to a source address, one
+// to a device (lo here); a rail whose source is not this node's cannot
+// bind, says so, and loses every probe.
+TEST(MeshService, EachRailFromItsOwnSocket) {
+  MeshService responder;
+  responder.apply(fast("127.0.0.1:0"));
+  responder.set_key(kKey);
+  ASSERT_TRUE(nodewatch::testing::Eventually([&] { return responder.listen_port() != 0; }, 5s));
+  const std::string target = "127.0.0.1:" + std::to_string(responder.listen_port());
+  MeshSettings s = fast();
+  s.rails = {{"r1", "127.0.0.1", ""}, {"r2", "", "lo"}, {"r3", "198.18.255.254", ""}};
+  MeshService prober;
+  prober.apply(s);
+  prober.set_key(kKey);
+  std::vector<ListedPeer> peers;
+  for (const char* rail : {"r1", "r2", "r3", "r4"}) peers.push_back({target, rail, ep(target)});
+  prober.set_peers(peers);
+  auto rail_stats = [&](const std::string& rail) {
+    for (const PeerStats& p : prober.snapshot().peers)
+      if (p.rail == rail) return std::optional<PeerStats>(p);
+    return std::optional<PeerStats>();
+  };
+  ASSERT_TRUE(nodewatch::testing::Eventually(
+      [&] {
+        auto r1 = rail_stats("r1"), r2 = rail_stats("r2"), r3 = rail_stats("r3");
+        return r1 && r2 && r3 && r1->rtt.count() >= 3 && r2->rtt.count() >= 3 && r3->lost >= 3;
+      },
+      10s));
+  EXPECT_EQ(rail_stats("r3")->rtt.count(), 0u);
+  EXPECT_FALSE(rail_stats("r4"));  // not a configured rail: not probed
+  MeshSnapshot snap = prober.snapshot();
+  std::set<std::string> reasons;
+  for (const auto& p : snap.problems) reasons.insert(p.reason + " " + p.subject);
+  EXPECT_TRUE(reasons.contains("socket_error rail r3")) << snap.problems.size();
+  EXPECT_TRUE(reasons.contains("unknown_rail r4")) << snap.problems.size();
+  EXPECT_EQ(snap.probed.at("r1"), 1u);
+  EXPECT_EQ(snap.probed.at("r2"), 1u);
+  EXPECT_EQ(snap.probed.at("default"), 0u);
+}
+
 TEST(MeshService, SettingsChangeKeepsTheCounts) {
   MeshService responder;
   responder.apply(fast("127.0.0.1:0"));
