@@ -45,6 +45,7 @@ NicOptions read_nic_options(OptionReader& r) {
   }
   if (counters_ok) out.driver_counters = std::move(counters);
   out.max_driver_counters = r.get_int("max_driver_counters", out.max_driver_counters, 0, 4096);
+  out.legacy_counters = r.get_bool("legacy_counters", out.legacy_counters);
   out.qdiscs = r.get_bool("qdiscs", out.qdiscs);
   out.driver_statistics = r.get_bool("driver_statistics", out.driver_statistics);
   out.protocol_statistics = r.get_bool("protocol_statistics", out.protocol_statistics);
@@ -69,7 +70,7 @@ NicCollector::NicCollector(Roots roots, NicOptions options, std::unique_ptr<Kern
                            std::size_t max_held)
     : options_(std::move(options)),
       source_(std::move(source)),
-      links_(options_.interfaces),
+      links_(options_.interfaces, options_.legacy_counters),
       qdiscs_(std::move(qdisc_counters)),
       ethtool_(options_.driver_counters, options_.max_driver_counters),
       protocols_(roots, max_held) {}

@@ -64,6 +64,10 @@ struct NicOptions {
   // At most this many driver statistics per interface (the rest is counted
   // as sink.error("driver_counter_limit")).
   std::int64_t max_driver_counters = 128;
+  // Also the link counters of half-duplex Ethernet and header compression
+  // (collisions, aborted, heartbeat, window, compressed: 6 series per
+  // interface that stay 0 on full-duplex NICs).
+  bool legacy_counters = false;
   bool qdiscs = true;               // the RTM_GETQDISC dump
   bool driver_statistics = true;    // ethtool ioctl and netlink statistics
   bool protocol_statistics = true;  // <procfs>/net/snmp and netstat

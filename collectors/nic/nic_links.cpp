@@ -76,7 +76,8 @@ double as_double(std::uint64_t v) {
 
 }  // namespace
 
-Links::Links(const sources::NameFilterSpec& filter) : filter_(filter) {}
+Links::Links(const sources::NameFilterSpec& filter, bool legacy_counters)
+    : filter_(filter), legacy_counters_(legacy_counters) {}
 
 std::vector<MetricDesc> Links::metric_descs() {
   std::vector<MetricDesc> d;
@@ -182,6 +183,7 @@ bool Links::emit(const LinkRecord& link, Interface& state, bool refresh, KernelS
   if (s == Status::kOk && mbps) out.add(kSpeed, {ifname}, *mbps * 1e6 / 8.0);
   if (link.mtu) out.add(kMtu, {ifname}, *link.mtu);
   for (std::size_t i = 0; i < link.stat_count; ++i) {
+    if (!legacy_counters_ && is_legacy_link_stat(i)) continue;
     out.add(kLinkStatMetrics[i].name, {ifname}, as_double(link.stats[i]));
   }
   return true;

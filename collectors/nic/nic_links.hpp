@@ -49,7 +49,9 @@ class Links {
  public:
   // Throws std::invalid_argument for a filter that does not compile (the
   // configuration check rejects those first).
-  explicit Links(const sources::NameFilterSpec& filter);
+  // `legacy_counters`: also the half-duplex and compression fields
+  // (is_legacy_link_stat()).
+  explicit Links(const sources::NameFilterSpec& filter, bool legacy_counters = false);
 
   // The declarations of every metric this part emits.
   static std::vector<MetricDesc> metric_descs();
@@ -76,6 +78,7 @@ class Links {
             MetricSink& out);
 
   sources::NameFilter filter_;
+  bool legacy_counters_ = false;
   sources::DeviceTable<Interface> interfaces_{kRefreshCycles};
   std::vector<SelectedLink> selected_;
   bool complete_ = true;

@@ -57,6 +57,15 @@ enum LinkStat : std::size_t {
   kLinkStatCount
 };
 
+// The fields of half-duplex Ethernet and of CSLIP/PPP header compression:
+// collisions, late collisions (window), aborts after too many collisions,
+// SQE heartbeat, compressed packets. A full-duplex NIC of this century
+// leaves them 0; they are exported only with collectors.nic.legacy_counters.
+inline constexpr bool is_legacy_link_stat(std::size_t i) {
+  return i == kCollisions || i == kTxAbortedErrors || i == kTxHeartbeatErrors ||
+         i == kTxWindowErrors || i == kRxCompressed || i == kTxCompressed;
+}
+
 // RFC 2863 operational states as IFLA_OPERSTATE numbers them (IF_OPER_*).
 // Returns the name sysfs uses ("up", "down", "lowerlayerdown", ...), or
 // "unknown" for a number the kernel does not define.

@@ -583,6 +583,42 @@ FakeNode two_vendor_node(NicOptions options = {}) {
   return node;
 }
 
+// Every rtnl_link_stats64 field is exported with its own value, but the six
+// of half-duplex Ethernet and header compression only with legacy_counters.
+TEST(NicCollector, LegacyLinkCountersOnlyWhenAskedFor) {
+  for (bool legacy : {false, true}) {
+    NicOptions o;
+    o.legacy_counters = legacy;
+    FakeNode node = make_node(o);
+    LinkRecord l = make_link(4, "ens1f0np0");
+    for (std::size_t i = 0; i < kLinkStatCount; ++i) l.stats[i] = 100 + i;
+    node.source->links = {l};
+    MetricSink sink(node.collector->metrics());
+    CollectOnce(*node.collector, sink);
+    std::size_t exported = 0;
+    for (const char* legacy_name :
+         {"nodewatch_nic_collisions_total", "nodewatch_nic_transmit_aborted_errors_total",
+          "nodewatch_nic_transmit_heartbeat_errors_total",
+          "nodewatch_nic_transmit_window_errors_total",
+          "nodewatch_nic_received_compressed_packets_total",
+          "nodewatch_nic_transmitted_compressed_packets_total"})
+      exported += has(sink, legacy_name, {"ens1f0np0"}) ? 1 : 0;
+    EXPECT_EQ(exported, legacy ? 6u : 0u);
+    if (legacy) {
+      EXPECT_EQ(Value(sink, "nodewatch_nic_collisions_total", {"ens1f0np0"}), 100 + kCollisions);
+      EXPECT_EQ(Value(sink, "nodewatch_nic_transmitted_compressed_packets_total", {"ens1f0np0"}),
+                100 + kTxCompressed);
+    }
+    // The others either way, each with its own field.
+    EXPECT_EQ(Value(sink, "nodewatch_nic_receive_crc_errors_total", {"ens1f0np0"}),
+              100 + kRxCrcErrors);
+    EXPECT_EQ(Value(sink, "nodewatch_nic_transmit_carrier_errors_total", {"ens1f0np0"}),
+              100 + kTxCarrierErrors);
+    EXPECT_EQ(Value(sink, "nodewatch_nic_receive_otherhost_dropped_total", {"ens1f0np0"}),
+              100 + kRxOtherhostDropped);
+  }
+}
+
 TEST(NicCollector, TableIsWellFormedAndHasTheContractNames) {
   NicCollector c(Roots{}, NicOptions{}, std::make_unique<FakeSource>());
   ExpectWellFormedTable(c.metrics(), "nodewatch_nic_");
