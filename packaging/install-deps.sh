@@ -15,6 +15,7 @@ build_pkgs=(
 test_pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   prometheus            # promtool, and a real server scraping the daemon
+  victoria-metrics      # the fleet test's store, with vmalert (its service is not started, see below)
   prometheus-node-exporter wrk curl  # the benchmark's baseline and load generator
   systemd               # systemd-analyze verify on the unit
   strace                # the unit's SystemCallFilter against every call made
