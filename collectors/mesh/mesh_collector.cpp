@@ -163,9 +163,11 @@ MeshCollector::MeshCollector(std::shared_ptr<MeshService> service, MeshOptions o
   if (!peers_.path.empty()) peers_.fs = std::make_unique<helper::Fs>("mesh:" + peers_.path, faults);
 }
 
-std::optional<std::string> MeshCollector::changed_text(Followed& f, const helper::Deadline& d,
-                                                       std::string_view reason, bool private_file,
-                                                       MetricSink& out) {
+std::optional<MeshCollector::Changed> MeshCollector::changed_text(Followed& f,
+                                                                  const helper::Deadline& d,
+                                                                  std::string_view reason,
+                                                                  bool private_file,
+                                                                  MetricSink& out) {
   helper::StatInfo info;
   helper::Answer a = f.fs->stat(f.path, d, &info);
   if (!a.answered()) {
@@ -198,37 +200,32 @@ std::optional<std::string> MeshCollector::changed_text(Followed& f, const helper
               r.err == EFBIG ? std::string("too large") : std::string(std::strerror(r.err)));
     return std::nullopt;
   }
-  // Taken only once it also parses (the caller sets f.seen): a bad file is
-  // read and counted again each collection while it lasts.
-  (void)now;
-  return std::move(r.text);
+  // The stat from before the read: a file replaced meanwhile is read again
+  // next time rather than missed.
+  return Changed{std::move(r.text), now};
 }
 
 void MeshCollector::collect(const CollectContext& ctx, MetricSink& out) {
   const helper::Deadline d{ctx.deadline, ctx.cancelled};
-  service_->apply(options_.settings);
   if (key_.fs) {
-    if (std::optional<std::string> text = changed_text(key_, d, "key_error", true, out)) {
+    if (std::optional<Changed> changed = changed_text(key_, d, "key_error", true, out)) {
       std::string why;
-      if (std::optional<std::string> key = parse_key(*text, &why)) {
+      if (std::optional<std::string> key = parse_key(changed->text, &why)) {
         service_->set_key(std::move(*key));
-        helper::StatInfo info;
-        if (key_.fs->stat(key_.path, d, &info).ok()) key_.seen = {{info.size, info.mtime_seconds}};
+        key_.seen = changed->stat;
       } else {
         out.error("key_error", key_.path, why);
       }
     }
   }
   if (peers_.fs) {
-    if (std::optional<std::string> text = changed_text(peers_, d, "peers_error", false, out)) {
+    if (std::optional<Changed> changed = changed_text(peers_, d, "peers_error", false, out)) {
       std::string why;
-      if (std::optional<PeerList> list = parse_peers(*text, true, &why)) {
+      if (std::optional<PeerList> list = parse_peers(changed->text, true, &why)) {
         peer_problems_ = list->problems;
         peers_skipped_ = list->skipped;
         service_->set_peers(std::move(list->peers));
-        helper::StatInfo info;
-        if (peers_.fs->stat(peers_.path, d, &info).ok())
-          peers_.seen = {{info.size, info.mtime_seconds}};
+        peers_.seen = changed->stat;
       } else {
         out.error("peers_error", peers_.path, why);
       }

@@ -63,11 +63,17 @@ class MeshCollector final : public Collector {
     std::unique_ptr<helper::Fs> fs;
     std::optional<std::pair<std::uint64_t, double>> seen;  // (size, mtime) last taken
   };
-  // The file's text when it changed since it was last taken; nullopt when
-  // it did not or could not be read (counted under `reason`).
-  std::optional<std::string> changed_text(Followed& f, const helper::Deadline& d,
-                                          std::string_view reason, bool private_file,
-                                          MetricSink& out);
+  // The file's text and its (size, mtime) as seen before it was read,
+  // when it changed since it was last taken; nullopt when it did not or
+  // could not be read (counted under `reason`). The caller takes it (sets
+  // f.seen) once it parses, so that a bad file is read and counted again
+  // each collection while it lasts.
+  struct Changed {
+    std::string text;
+    std::pair<std::uint64_t, double> stat;
+  };
+  std::optional<Changed> changed_text(Followed& f, const helper::Deadline& d,
+                                      std::string_view reason, bool private_file, MetricSink& out);
 
   std::shared_ptr<MeshService> service_;
   MeshOptions options_;
