@@ -46,6 +46,7 @@
 #include "nodewatch/unique_fd.hpp"
 #include "support/daemon_process.hpp"
 #include "support/http_client.hpp"
+#include "support/shell.hpp"
 
 namespace nodewatch::mesh {
 namespace {
@@ -56,34 +57,10 @@ using testing::TempDir;
 
 const std::string kKey = "a shared key for the mesh test, 48 bytes long!!";
 
-struct CmdResult {
-  int status = -1;
-  std::string output;
-};
-
-CmdResult run(const std::string& cmd) {
-  CmdResult r;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  r.status = ::pclose(p);
-  return r;
-}
-
-std::string must(const std::string& cmd) {
-  CmdResult r = run(cmd);
-  EXPECT_EQ(r.status, 0) << cmd << ": " << r.output;
-  return r.output;
-}
-
-std::string cannot_run() {
-  if (::geteuid() != 0) return "needs root to create network namespaces";
-  if (run("ip -V").status != 0) return "iproute2 (ip) is not installed";
-  if (run("tc -V").status != 0) return "iproute2 (tc) is not installed";
-  return "";
-}
+using nodewatch::testing::CmdResult;
+using nodewatch::testing::MustRun;
+using nodewatch::testing::NetnsTestsCannotRun;
+using nodewatch::testing::RunCommand;
 
 std::string addr(int node) {
   return "198.18.10." + std::to_string(node);
@@ -98,33 +75,33 @@ class MeshLab {
     base_ = "nwm" + std::to_string(::getpid() % 100000);
     sw_ = base_ + "-sw";
     host_if_ = base_ + "h";
-    ok_ = run("ip netns add " + sw_).status == 0;
+    ok_ = RunCommand("ip netns add " + sw_).status == 0;
     if (!ok_) return;
-    must("ip -n " + sw_ + " link add br0 type bridge");
-    must("ip -n " + sw_ + " link set br0 up");
+    MustRun("ip -n " + sw_ + " link add br0 type bridge");
+    MustRun("ip -n " + sw_ + " link set br0 up");
     for (int i = 1; i <= 4; ++i) {
       const std::string ns = node_ns(i);
-      must("ip netns add " + ns);
+      MustRun("ip netns add " + ns);
       nodes_.push_back(ns);
-      must("ip netns exec " + ns + " sysctl -qw net.ipv6.conf.all.disable_ipv6=1");
-      must("ip netns exec " + ns + " sysctl -qw net.ipv6.conf.default.disable_ipv6=1");
-      must("ip link add mesh0 netns " + ns + " type veth peer name p" + std::to_string(i) +
-           " netns " + sw_);
-      must("ip -n " + sw_ + " link set p" + std::to_string(i) + " master br0 up");
-      must("ip -n " + ns + " addr add " + addr(i) + "/24 dev mesh0");
-      must("ip -n " + ns + " link set mesh0 up");
-      must("ip -n " + ns + " link set lo up");
+      MustRun("ip netns exec " + ns + " sysctl -qw net.ipv6.conf.all.disable_ipv6=1");
+      MustRun("ip netns exec " + ns + " sysctl -qw net.ipv6.conf.default.disable_ipv6=1");
+      MustRun("ip link add mesh0 netns " + ns + " type veth peer name p" + std::to_string(i) +
+              " netns " + sw_);
+      MustRun("ip -n " + sw_ + " link set p" + std::to_string(i) + " master br0 up");
+      MustRun("ip -n " + ns + " addr add " + addr(i) + "/24 dev mesh0");
+      MustRun("ip -n " + ns + " link set mesh0 up");
+      MustRun("ip -n " + ns + " link set lo up");
     }
-    must("ip link add " + host_if_ + " type veth peer name ph netns " + sw_);
-    run("sysctl -qw net.ipv6.conf." + host_if_ + ".disable_ipv6=1");
-    must("ip -n " + sw_ + " link set ph master br0 up");
-    must("ip addr add " + std::string(kHostAddr) + "/24 dev " + host_if_);
-    must("ip link set " + host_if_ + " up");
+    MustRun("ip link add " + host_if_ + " type veth peer name ph netns " + sw_);
+    RunCommand("sysctl -qw net.ipv6.conf." + host_if_ + ".disable_ipv6=1");
+    MustRun("ip -n " + sw_ + " link set ph master br0 up");
+    MustRun("ip addr add " + std::string(kHostAddr) + "/24 dev " + host_if_);
+    MustRun("ip link set " + host_if_ + " up");
   }
   ~MeshLab() {
-    for (const std::string& ns : nodes_) run("ip netns del " + ns);
-    if (ok_) run("ip netns del " + sw_);  // takes the host veth's peer, and so the pair
-    run("ip link del " + host_if_);
+    for (const std::string& ns : nodes_) RunCommand("ip netns del " + ns);
+    if (ok_) RunCommand("ip netns del " + sw_);  // takes the host veth's peer, and so the pair
+    RunCommand("ip link del " + host_if_);
   }
   MeshLab(const MeshLab&) = delete;
   MeshLab& operator=(const MeshLab&) = delete;
@@ -139,12 +116,12 @@ class MeshLab {
   // takes after the qdisc, and a pingmesh rightly leaves that out.)
   void slow_path_3_to_1() const {
     const std::string tc = "tc -n " + sw_ + " ";
-    must(tc + "qdisc add dev p1 root handle 1: htb default 20");
-    must(tc + "class add dev p1 parent 1: classid 1:10 htb rate 1mbit ceil 1mbit");
-    must(tc + "class add dev p1 parent 1: classid 1:20 htb rate 1gbit");
-    must(tc + "qdisc add dev p1 parent 1:10 handle 10: pfifo limit 10");
-    must(tc + "filter add dev p1 parent 1: protocol ip prio 1 u32 match ip src " + addr(3) +
-         "/32 flowid 1:10");
+    MustRun(tc + "qdisc add dev p1 root handle 1: htb default 20");
+    MustRun(tc + "class add dev p1 parent 1: classid 1:10 htb rate 1mbit ceil 1mbit");
+    MustRun(tc + "class add dev p1 parent 1: classid 1:20 htb rate 1gbit");
+    MustRun(tc + "qdisc add dev p1 parent 1:10 handle 10: pfifo limit 10");
+    MustRun(tc + "filter add dev p1 parent 1: protocol ip prio 1 u32 match ip src " + addr(3) +
+            "/32 flowid 1:10");
   }
 
   // A UDP socket created inside namespace `ns` (sockets stay in the
@@ -202,7 +179,7 @@ class Filler {
 };
 
 std::string curl(const std::string& url) {
-  return run("curl -s --max-time 5 '" + url + "'").output;
+  return RunCommand("curl -s --max-time 5 '" + url + "'").output;
 }
 
 // The value of the sample `name{labels...}` in exposition text, or -1.
@@ -236,9 +213,9 @@ Packet probe(const Endpoint& from, int to, std::uint64_t seq) {
 }
 
 TEST(MeshNetns, FourNodesFindTheSlowLossyPairAndRefuseForgedProbes) {
-  if (std::string why = cannot_run(); !why.empty())
+  if (std::string why = NetnsTestsCannotRun(); !why.empty())
     GTEST_SKIP() << "real-kernel mesh tests skipped: " << why;
-  ASSERT_EQ(run("command -v prometheus").status, 0)
+  ASSERT_EQ(RunCommand("command -v prometheus").status, 0)
       << "prometheus is not installed: run packaging/install-deps.sh --test";
   MeshLab lab;
   ASSERT_TRUE(lab.ok());
@@ -251,7 +228,7 @@ TEST(MeshNetns, FourNodesFindTheSlowLossyPairAndRefuseForgedProbes) {
   const std::string peers =
       dir.write("peers.json", "[{\"targets\": [" + targets + "]}]\n").string();
   const std::string ip =
-      run("command -v ip").output.substr(0, run("command -v ip").output.find('\n'));
+      RunCommand("command -v ip").output.substr(0, RunCommand("command -v ip").output.find('\n'));
 
   std::vector<std::unique_ptr<DaemonProcess>> daemons;
   for (int i = 1; i <= 4; ++i) {
@@ -273,8 +250,8 @@ TEST(MeshNetns, FourNodesFindTheSlowLossyPairAndRefuseForgedProbes) {
   for (int i = 1; i <= 4; ++i) {
     bool ready = false;
     for (int t = 0; t < 100 && !ready && !daemons[i - 1]->wait(0ms); ++t) {
-      ready =
-          run("curl -sf --max-time 1 -o /dev/null http://" + addr(i) + ":9842/-/ready").status == 0;
+      ready = RunCommand("curl -sf --max-time 1 -o /dev/null http://" + addr(i) + ":9842/-/ready")
+                  .status == 0;
       if (!ready) std::this_thread::sleep_for(100ms);
     }
     ASSERT_TRUE(ready) << "node " << i << " not ready:\n" << daemons[i - 1]->log();
@@ -288,11 +265,11 @@ TEST(MeshNetns, FourNodesFindTheSlowLossyPairAndRefuseForgedProbes) {
   std::uint16_t prom_port = testing::FreeLoopbackPort();
   const std::string rules = (dir.path() / "rules.yml").string();
   const std::string src = NODEWATCH_TESTS_SOURCE_DIR "/..";
-  must("python3 " + src +
-       "/alerts/render.py --set NodewatchMeshLatencyInconsistent.for=0s "
-       "--set NodewatchMeshPacketLoss.for=0s "
-       "--set NodewatchMeshLatencyInconsistent.min_seconds=0.02 --out " +
-       rules);
+  MustRun("python3 " + src +
+          "/alerts/render.py --set NodewatchMeshLatencyInconsistent.for=0s "
+          "--set NodewatchMeshPacketLoss.for=0s "
+          "--set NodewatchMeshLatencyInconsistent.min_seconds=0.02 --out " +
+          rules);
   std::string scrape;
   for (int i = 1; i <= 4; ++i) scrape += std::string(i > 1 ? ", " : "") + "'" + addr(i) + ":9842'";
   dir.write("prometheus.yml",
@@ -304,8 +281,8 @@ TEST(MeshNetns, FourNodesFindTheSlowLossyPairAndRefuseForgedProbes) {
                 "      - targets: [" +
                 scrape + "]\n");
   DaemonProcess::Options po;
-  po.program =
-      run("command -v prometheus").output.substr(0, run("command -v prometheus").output.find('\n'));
+  po.program = RunCommand("command -v prometheus")
+                   .output.substr(0, RunCommand("command -v prometheus").output.find('\n'));
   po.args = {"--config.file=" + (dir.path() / "prometheus.yml").string(),
              "--storage.tsdb.path=" + (dir.path() / "data").string(),
              "--web.listen-address=127.0.0.1:" + std::to_string(prom_port)};

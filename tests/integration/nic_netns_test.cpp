@@ -34,6 +34,7 @@
 #include "nic/nic_kernel.hpp"
 #include "nodewatch/unique_fd.hpp"
 #include "support/collector_test.hpp"
+#include "support/shell.hpp"
 
 namespace nodewatch::nic {
 namespace {
@@ -41,35 +42,10 @@ namespace {
 using nodewatch::testing::CollectOnce;
 using nodewatch::testing::Value;
 
-struct CmdResult {
-  int status = -1;
-  std::string output;
-};
-
-CmdResult run(const std::string& cmd) {
-  CmdResult r;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  r.status = ::pclose(p);
-  return r;
-}
-
-std::string must(const std::string& cmd) {
-  CmdResult r = run(cmd);
-  EXPECT_EQ(r.status, 0) << cmd << ": " << r.output;
-  return r.output;
-}
-
-// Why the real-kernel tests cannot run here, or "" when they can.
-std::string cannot_run() {
-  if (::geteuid() != 0) return "needs root to create network namespaces";
-  if (run("ip -V").status != 0) return "iproute2 (ip) is not installed";
-  if (run("tc -V").status != 0) return "iproute2 (tc) is not installed";
-  return "";
-}
+using nodewatch::testing::CmdResult;
+using nodewatch::testing::MustRun;
+using nodewatch::testing::NetnsTestsCannotRun;
+using nodewatch::testing::RunCommand;
 
 // The number after "key": following each anchor in turn (iproute2's -j output).
 double json_number(const std::string& json, std::initializer_list<std::string> path) {
@@ -101,25 +77,26 @@ class VethPair {
     std::string base = "nwtest-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
     a_ = base + "a";
     b_ = base + "b";
-    ok_ = run("ip netns add " + a_).status == 0 && run("ip netns add " + b_).status == 0;
+    ok_ = RunCommand("ip netns add " + a_).status == 0 &&
+          RunCommand("ip netns add " + b_).status == 0;
     if (!ok_) return;
     for (const std::string& ns : {a_, b_}) {
-      must("ip netns exec " + ns + " sysctl -qw net.ipv6.conf.all.disable_ipv6=1");
-      must("ip netns exec " + ns + " sysctl -qw net.ipv6.conf.default.disable_ipv6=1");
+      MustRun("ip netns exec " + ns + " sysctl -qw net.ipv6.conf.all.disable_ipv6=1");
+      MustRun("ip netns exec " + ns + " sysctl -qw net.ipv6.conf.default.disable_ipv6=1");
     }
-    must("ip link add nwt0 netns " + a_ + " type veth peer name nwt1 netns " + b_);
-    must("ip -n " + a_ + " addr add 198.18.0.1/30 dev nwt0");
-    must("ip -n " + b_ + " addr add 198.18.0.2/30 dev nwt1");
-    must("ip -n " + a_ + " link set nwt0 up");
-    must("ip -n " + b_ + " link set nwt1 up");
+    MustRun("ip link add nwt0 netns " + a_ + " type veth peer name nwt1 netns " + b_);
+    MustRun("ip -n " + a_ + " addr add 198.18.0.1/30 dev nwt0");
+    MustRun("ip -n " + b_ + " addr add 198.18.0.2/30 dev nwt1");
+    MustRun("ip -n " + a_ + " link set nwt0 up");
+    MustRun("ip -n " + b_ + " link set nwt1 up");
     // The peer's address resolved once and for all: no ARP during a test.
-    std::string mac = json_string(must("ip -n " + b_ + " -j link show dev nwt1"), "address");
-    must("ip -n " + a_ + " neigh replace 198.18.0.2 lladdr " + mac + " dev nwt0 nud permanent");
+    std::string mac = json_string(MustRun("ip -n " + b_ + " -j link show dev nwt1"), "address");
+    MustRun("ip -n " + a_ + " neigh replace 198.18.0.2 lladdr " + mac + " dev nwt0 nud permanent");
   }
   ~VethPair() {
     // Deleting a namespace destroys the interfaces in it.
-    if (!a_.empty()) run("ip netns del " + a_);
-    if (!b_.empty()) run("ip netns del " + b_);
+    if (!a_.empty()) RunCommand("ip netns del " + a_);
+    if (!b_.empty()) RunCommand("ip netns del " + b_);
   }
   VethPair(const VethPair&) = delete;
   VethPair& operator=(const VethPair&) = delete;
@@ -171,10 +148,10 @@ class VethPair {
   }
 
   std::string ip_link(const std::string& ns, const std::string& dev) const {
-    return must("ip -n " + ns + " -s -s -j link show dev " + dev);
+    return MustRun("ip -n " + ns + " -s -s -j link show dev " + dev);
   }
   std::string tc_qdisc(const std::string& dev) const {
-    return must("tc -n " + a_ + " -s -j qdisc show dev " + dev);
+    return MustRun("tc -n " + a_ + " -s -j qdisc show dev " + dev);
   }
 
  private:
@@ -185,7 +162,7 @@ class VethPair {
 
 #define SKIP_UNLESS_KERNEL_TESTS_CAN_RUN()                                      \
   do {                                                                          \
-    std::string why = cannot_run();                                             \
+    std::string why = NetnsTestsCannotRun();                                    \
     if (!why.empty()) GTEST_SKIP() << "real-kernel nic tests skipped: " << why; \
   } while (0)
 
@@ -206,8 +183,8 @@ TEST(NicNetns, TbfDropsAndLinkCountersAgreeWithTcAndIp) {
   // 80 kbit/s, a 1600-byte bucket and a 3000-byte queue: a burst of 100
   // datagrams of 1000 bytes mostly overflows the queue, which then drains
   // in well under a second.
-  must("tc -n " + v.a() +
-       " qdisc add dev nwt0 root handle 1: tbf rate 80kbit burst 1600 limit 3000");
+  MustRun("tc -n " + v.a() +
+          " qdisc add dev nwt0 root handle 1: tbf rate 80kbit burst 1600 limit 3000");
   auto c = v.collector();
   v.send_udp(100, 1000);
   // Compare at a quiet moment: the queue has drained and tc says the same
@@ -262,7 +239,7 @@ TEST(NicNetns, PeerDownGivesTransmitDropsAsTheKernelReports) {
     CollectOnce(*c, sink);
     before = Value(sink, "nodewatch_nic_transmit_dropped_total", {"nwt0"});
   }
-  must("ip -n " + v.b() + " link set nwt1 down");
+  MustRun("ip -n " + v.b() + " link set nwt1 down");
   ASSERT_TRUE(eventually(
       [&] { return v.ip_link(v.a(), "nwt0").find("\"operstate\":\"UP\"") == std::string::npos; }));
   const int kSent = 20;
@@ -300,8 +277,8 @@ TEST(NicNetns, CarrierCyclesShowInChangesAndUp) {
   }
   const int kCycles = 3;
   for (int i = 0; i < kCycles; ++i) {
-    must("ip -n " + v.b() + " link set nwt1 down");
-    must("ip -n " + v.b() + " link set nwt1 up");
+    MustRun("ip -n " + v.b() + " link set nwt1 down");
+    MustRun("ip -n " + v.b() + " link set nwt1 up");
   }
   ASSERT_TRUE(eventually(
       [&] { return v.ip_link(v.a(), "nwt0").find("\"operstate\":\"UP\"") != std::string::npos; }));
@@ -332,7 +309,7 @@ TEST(NicNetns, InterfacesAppearAndDisappearBetweenCollects) {
     EXPECT_TRUE(has_up(sink, "nwt0"));
     EXPECT_FALSE(has_up(sink, "nwt2"));
   }
-  must("ip -n " + v.a() + " link add nwt2 type veth peer name nwt3");
+  MustRun("ip -n " + v.a() + " link add nwt2 type veth peer name nwt3");
   {
     MetricSink sink(c->metrics());
     CollectOnce(*c, sink);
@@ -340,7 +317,7 @@ TEST(NicNetns, InterfacesAppearAndDisappearBetweenCollects) {
     EXPECT_TRUE(has_up(sink, "nwt3"));
     EXPECT_EQ(c->tracked_interfaces(), 4u);  // lo is in the dump too, unselected
   }
-  must("ip -n " + v.a() + " link del nwt2");
+  MustRun("ip -n " + v.a() + " link del nwt2");
   MetricSink sink(c->metrics());
   CollectOnce(*c, sink);
   EXPECT_FALSE(has_up(sink, "nwt2"));
@@ -359,7 +336,7 @@ TEST(NicNetns, EthtoolReadsTheVethDriversStatistics) {
   auto c = v.collector(o);
   MetricSink sink(c->metrics());
   CollectOnce(*c, sink);
-  std::string peer = must("ip -n " + v.b() + " -j link show dev nwt1");
+  std::string peer = MustRun("ip -n " + v.b() + " -j link show dev nwt1");
   EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counters_total", {"nwt0", "peer_ifindex"}),
             json_number(peer, {"ifindex"}));
   EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counters_total", {"nwt0", "rx_queue_0_xdp_packets"}),
@@ -368,7 +345,7 @@ TEST(NicNetns, EthtoolReadsTheVethDriversStatistics) {
   // the namespace, where `ip netns exec` mounts its own sysfs).
   std::string mac = json_string(v.ip_link(v.a(), "nwt0"), "address");
   EXPECT_EQ(Value(sink, "nodewatch_nic_info", {"nwt0", "veth", "", "", mac, "up"}), 1);
-  double mbps = std::stod(must("ip netns exec " + v.a() + " cat /sys/class/net/nwt0/speed"));
+  double mbps = std::stod(MustRun("ip netns exec " + v.a() + " cat /sys/class/net/nwt0/speed"));
   EXPECT_EQ(Value(sink, "nodewatch_nic_speed_bytes_per_second", {"nwt0"}), mbps * 1e6 / 8);
   EXPECT_TRUE(sink.errors().empty());
 }

@@ -412,6 +412,19 @@ std::vector<ListedPeer> peers_at(std::uint16_t port, std::string host = "127.0.0
   return {ListedPeer{t, "default", ep(t)}};
 }
 
+// A UDP socket bound to an ephemeral port of 127.0.0.1; its port in *port.
+UniqueFd BoundLoopbackSocket(std::uint16_t* port) {
+  UniqueFd fd(::socket(AF_INET, SOCK_DGRAM, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
 // A copy: snapshots are often temporaries.
 std::optional<PeerStats> stats_of(const MeshSnapshot& s, const std::string& peer) {
   for (const PeerStats& p : s.peers)
@@ -463,14 +476,8 @@ TEST(MeshService, ProbesAreAnsweredWithKernelTimestamps) {
 
 TEST(MeshService, UnansweredProbesAreLost) {
   // A port where nothing answers.
-  UniqueFd hole(::socket(AF_INET, SOCK_DGRAM, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(hole.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(hole.get(), reinterpret_cast<sockaddr*>(&a), &len);
-  const std::uint16_t port = ntohs(a.sin_port);
+  std::uint16_t port = 0;
+  UniqueFd hole = BoundLoopbackSocket(&port);
   MeshService prober;
   prober.apply(fast());
   prober.set_key(kKey);
@@ -523,15 +530,8 @@ TEST(MeshService, SelfIsLeftOut) {
 // A client socket on 127.0.0.1 that sends crafted packets to the responder.
 class Attacker {
  public:
-  explicit Attacker(std::uint16_t to) : fd_(::socket(AF_INET, SOCK_DGRAM, 0)) {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(fd_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    to_ = ep("127.0.0.1:" + std::to_string(to));
+  explicit Attacker(std::uint16_t to) : to_(ep("127.0.0.1:" + std::to_string(to))) {
+    fd_ = BoundLoopbackSocket(&port_);  // after port_'s own initializer
   }
   // A probe as an honest prober on this socket would sign it.
   Packet probe(std::uint64_t seq) const {
@@ -867,16 +867,11 @@ TEST(MeshCollector, KeyFileMustBePrivateAndLongEnough) {
 
 TEST(MeshCollector, ListenAddressThatCannotBeBoundIsCounted) {
   // Taken by someone else.
-  UniqueFd taken(::socket(AF_INET, SOCK_DGRAM, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(taken.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(taken.get(), reinterpret_cast<sockaddr*>(&a), &len);
+  std::uint16_t port = 0;
+  UniqueFd taken = BoundLoopbackSocket(&port);
   MeshFiles files;
   MeshOptions o;
-  o.settings = fast("127.0.0.1:" + std::to_string(ntohs(a.sin_port)));
+  o.settings = fast("127.0.0.1:" + std::to_string(port));
   o.key_file = files.write("mesh.key", kKey);
   MeshCollector c(std::make_shared<MeshService>(), o);
   ASSERT_TRUE(
