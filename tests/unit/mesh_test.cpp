@@ -294,14 +294,17 @@ TEST(MeshPeers, LargeFleetNeighboursPlusSample) {
     EXPECT_TRUE(std::binary_search(a.begin(), a.end(), idx)) << k;
     EXPECT_TRUE(std::binary_search(b.begin(), b.end(), idx)) << k;
   }
-  // Every node is someone's neighbour: over the fleet, the neighbour sets
-  // cover all peers.
-  std::set<std::size_t> covered;
-  for (std::size_t i = 0; i < peers.size(); ++i) {
-    auto c = choose_peers(peers, ring_hash(peers[i].target), 8, 8, rng);
-    covered.insert(c.begin(), c.end());
+  // Every node is someone's neighbour: over a fleet (300 nodes, each
+  // leaving itself out), the neighbour sets cover all nodes.
+  auto small = fleet(300);
+  std::set<std::string> covered;
+  for (std::size_t i = 0; i < small.size(); ++i) {
+    std::vector<ListedPeer> others = small;
+    others.erase(others.begin() + static_cast<long>(i));
+    for (std::size_t c : choose_peers(others, ring_hash(small[i].target), 8, 8, rng))
+      covered.insert(others[c].target);
   }
-  EXPECT_EQ(covered.size(), peers.size());
+  EXPECT_EQ(covered.size(), small.size());
 }
 
 // ---------------------------------------------------------------------------
