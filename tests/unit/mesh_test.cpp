@@ -477,6 +477,42 @@ TEST(MeshService, ProbesAreAnsweredWithKernelTimestamps) {
   for (Drop d : kDrops) EXPECT_EQ(dropped(r, d), 0u) << drop_name(d);
 }
 
+// The same over IPv6 (::1), and an IPv4 prober answered by a responder on
+// "[::]:port", which takes both families.
+TEST(MeshService, Ipv6AndADualStackResponder) {
+  {
+    UniqueFd v6(::socket(AF_INET6, SOCK_DGRAM, 0));
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_addr = in6addr_loopback;
+    if (v6.get() < 0 || ::bind(v6.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+      GTEST_SKIP() << "IPv6 loopback (::1) is not available on this machine";
+  }
+  MeshService responder;
+  responder.apply(fast("[::]:0"));
+  responder.set_key(kKey);
+  ASSERT_TRUE(nodewatch::testing::Eventually([&] { return responder.listen_port() != 0; }, 5s));
+  const std::string port = std::to_string(responder.listen_port());
+  MeshService prober;
+  prober.apply(fast());
+  prober.set_key(kKey);
+  std::vector<ListedPeer> peers = {{"[::1]:" + port, "default", ep("[::1]:" + port)},
+                                   {"127.0.0.1:" + port, "default", ep("127.0.0.1:" + port)}};
+  prober.set_peers(peers);
+  ASSERT_TRUE(nodewatch::testing::Eventually(
+      [&] {
+        MeshSnapshot s = prober.snapshot();
+        auto v6 = stats_of(s, "[::1]:" + port);
+        auto v4 = stats_of(s, "127.0.0.1:" + port);
+        return v6 && v4 && v6->rtt.count() >= 3 && v4->rtt.count() >= 3;
+      },
+      10s));
+  MeshSnapshot s = prober.snapshot();
+  EXPECT_EQ(stats_of(s, "[::1]:" + port)->lost, 0u);
+  EXPECT_EQ(stats_of(s, "127.0.0.1:" + port)->lost, 0u);
+  for (Drop d : kDrops) EXPECT_EQ(dropped(responder.snapshot(), d), 0u) << drop_name(d);
+}
+
 TEST(MeshService, UnansweredProbesAreLost) {
   // A port where nothing answers.
   std::uint16_t port = 0;
