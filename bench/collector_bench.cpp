@@ -105,7 +105,10 @@ void BM_Nvlink_8Gpu18Links_EmitOnly(benchmark::State& state) {
   setenv("FAKE_NVML_SCENARIO", (kFixtures / "nvml" / "eight_gpus.scenario").c_str(), 1);
   accelerator::NvmlService nvml(FAKE_NVML_LIBRARY);
   const std::vector<accelerator::DeviceSample> samples = nvml.sample_nvlinks(Context());
-  auto emit = [&samples](MetricSink& sink) { accelerator::emit_nvlinks(samples, sink); };
+  accelerator::NvlinkErrorTotals totals;
+  auto emit = [&samples, &totals](MetricSink& sink) {
+    accelerator::emit_nvlinks(samples, totals, false, sink);
+  };
   std::size_t series = 0;
   for (auto _ : state) series = NvlinkRenderDeflate(emit);
   state.counters["series"] = static_cast<double>(series);

@@ -509,8 +509,11 @@ def node():
         ts("NVLink throughput", "Data bytes per second over all links of each accelerator.", "Bps",
            [(f"sum without (link) (rate(nodewatch_nvlink_transmitted_bytes_total{sel()}[{RI}]))", acc + " tx"),
             (f"sum without (link) (rate(nodewatch_nvlink_received_bytes_total{sel()}[{RI}]))", acc + " rx")]),
-        ts("NVLink errors", "NVLink errors per second by type (replay and recovery are the serious ones).", "cps",
-           [(f"sum without (link) (rate(nodewatch_nvlink_errors_total{sel()}[{RI}])) > 0", acc + " {{type}}")]),
+        ts("NVLink errors", "NVLink errors per second by type, over each accelerator's links (replay and recovery are the serious ones).", "cps",
+           [(f"rate(nodewatch_nvlink_errors_total{sel()}[{RI}]) > 0", acc + " {{type}}")]),
+        ts("NVLink errors by link", "NVLink errors per second per link and type; empty unless "
+           "collectors.interconnect.nvlink_link_errors is on.", "cps",
+           [(f"rate(nodewatch_nvlink_link_errors_total{sel()}[{RI}]) > 0", acc + " link {{link}} {{type}}")]),
         ts("NVLink speed", "Per-direction link speed as the driver reports it.", "Bps",
            [(f"min without (link) (nodewatch_nvlink_speed_bytes_per_second{sel()})", acc + " slowest link")]),
         state_timeline("NVLink fabric registration", "Registration of the accelerator with the NVLink fabric of an "

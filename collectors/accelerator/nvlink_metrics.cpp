@@ -10,6 +10,7 @@ namespace nodewatch::accelerator {
 std::vector<MetricDesc> nvlink_metric_descs() {
   const std::vector<std::string> link = {"accelerator", "uuid", "link"};
   const std::vector<std::string> dev = {"accelerator", "uuid"};
+  const std::vector<std::string> dev_type = {"accelerator", "uuid", "type"};
   return {
       {"nodewatch_nvlink_up", MetricType::kGauge, "",
        "1 if the NVLink link is active, 0 if the driver reports it inactive.", link},
@@ -21,12 +22,16 @@ std::vector<MetricDesc> nvlink_metric_descs() {
        link},
       {"nodewatch_nvlink_received_bytes_total", MetricType::kCounter, "bytes",
        "Data bytes received over the NVLink link.", link},
-      {"nodewatch_nvlink_errors_total",
+      {"nodewatch_nvlink_errors_total", MetricType::kCounter, "",
+       "NVLink errors of the accelerator's links together, by type: crc_flit, crc_data, replay, "
+       "recovery, ecc (up to Hopper); symbol, effective, recovery, recovery_failed and the "
+       "receive and transmit errors (NVLink5).",
+       dev_type},
+      {"nodewatch_nvlink_link_errors_total",
        MetricType::kCounter,
        "",
-       "NVLink link errors by type: crc_flit, crc_data, replay, recovery, ecc (up to Hopper); "
-       "symbol, effective, recovery, recovery_failed and the receive and transmit errors "
-       "(NVLink5).",
+       "NVLink errors per link and type, as nodewatch_nvlink_errors_total; only with "
+       "collectors.interconnect.nvlink_link_errors.",
        {"accelerator", "uuid", "link", "type"}},
       {"nodewatch_accelerator_nvlink_links", MetricType::kGauge, "",
        "NVLink links the driver reports for the accelerator.", dev},
@@ -44,7 +49,18 @@ const MetricTable& nvlink_metric_table() {
   return t;
 }
 
-void emit_nvlinks(const std::vector<DeviceSample>& devices, MetricSink& sink) {
+std::vector<std::pair<std::string, double>> NvlinkErrorTotals::update(const DeviceSample& d) {
+  std::lock_guard lock(mu_);
+  auto& last = last_[d.uuid];
+  for (const NvlinkSample& l : d.nvlinks)
+    for (const auto& [type, value] : l.errors) last[{l.link, type}] = value;
+  std::map<std::string, double> sum;
+  for (const auto& [key, value] : last) sum[key.second] += value;
+  return {sum.begin(), sum.end()};
+}
+
+void emit_nvlinks(const std::vector<DeviceSample>& devices, NvlinkErrorTotals& totals,
+                  bool link_errors, MetricSink& sink) {
   for (const DeviceSample& d : devices) {
     report_device_errors(d, sink);
     // A lost or stuck device has no links to report: its accelerator_up
@@ -63,9 +79,13 @@ void emit_nvlinks(const std::vector<DeviceSample>& devices, MetricSink& sink) {
         sink.add("nodewatch_nvlink_transmitted_bytes_total", {index, d.uuid, link}, *l.tx_bytes);
       if (l.rx_bytes)
         sink.add("nodewatch_nvlink_received_bytes_total", {index, d.uuid, link}, *l.rx_bytes);
-      for (const auto& [type, value] : l.errors)
-        sink.add("nodewatch_nvlink_errors_total", {index, d.uuid, link, type}, value);
+      if (link_errors) {
+        for (const auto& [type, value] : l.errors)
+          sink.add("nodewatch_nvlink_link_errors_total", {index, d.uuid, link, type}, value);
+      }
     }
+    for (const auto& [type, value] : totals.update(d))
+      sink.add("nodewatch_nvlink_errors_total", {index, d.uuid, type}, value);
     if (d.nvlink_count) {
       sink.add("nodewatch_accelerator_nvlink_links", {index, d.uuid}, *d.nvlink_count);
       sink.add("nodewatch_accelerator_nvlink_links_active", {index, d.uuid}, active);
@@ -73,7 +93,11 @@ void emit_nvlinks(const std::vector<DeviceSample>& devices, MetricSink& sink) {
   }
 }
 
-NvlinkMetrics::NvlinkMetrics(std::shared_ptr<NvmlService> nvml) : nvml_(std::move(nvml)) {}
+NvlinkMetrics::NvlinkMetrics(std::shared_ptr<NvmlService> nvml, bool link_errors,
+                             std::shared_ptr<NvlinkErrorTotals> totals)
+    : nvml_(std::move(nvml)),
+      link_errors_(link_errors),
+      totals_(totals ? std::move(totals) : std::make_shared<NvlinkErrorTotals>()) {}
 
 void NvlinkMetrics::collect(const CollectContext& ctx, MetricSink& sink) {
   std::vector<DeviceSample> devices;
@@ -87,7 +111,7 @@ void NvlinkMetrics::collect(const CollectContext& ctx, MetricSink& sink) {
     sink.error("nvml_error", "nvml", e.what());
     return;
   }
-  emit_nvlinks(devices, sink);
+  emit_nvlinks(devices, *totals_, link_errors_, sink);
 }
 
 }  // namespace nodewatch::accelerator

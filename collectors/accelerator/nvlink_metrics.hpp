@@ -8,17 +8,29 @@
 // Series (labels accelerator, uuid, link):
 //   nodewatch_nvlink_up, nodewatch_nvlink_speed_bytes_per_second,
 //   nodewatch_nvlink_transmitted_bytes_total, nodewatch_nvlink_received_bytes_total,
-//   nodewatch_nvlink_errors_total{type}
-// and per accelerator: nodewatch_accelerator_nvlink_links,
+//   nodewatch_nvlink_link_errors_total{type} (only with link_errors)
+// and per accelerator: nodewatch_nvlink_errors_total{type} (the links'
+//   sum), nodewatch_accelerator_nvlink_links,
 //   nodewatch_accelerator_nvlink_links_active.
+//
+// The error counters per accelerator are the sum over its links, each link
+// counting with the last value read of it: a link whose counter could not
+// be read in one collection keeps its last value in the sum, so that the
+// sum never drops (which Prometheus would read as a reset and count the
+// whole total again). A link first read later adds its count then. Per
+// link (5 to 8 types on 18 links: 90 to 144 series per accelerator, nearly
+// all 0, which every shipped rule sums away) only with link_errors.
 // These names are not the interconnect collector's own prefix: they name
 // what they measure (an NVLink link, an accelerator's NVLink links)
 // wherever it is collected, and the interconnect collector's table
 // declares them as borrowed prefixes (nvlink_metric_prefixes(),
 // MetricTable's `borrowed_prefixes`), which the metric lint checks.
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "accelerator/backend.hpp"
@@ -36,13 +48,32 @@ std::vector<std::string> nvlink_metric_prefixes();
 // The families above, in a table of their own (tests, benchmarks).
 const MetricTable& nvlink_metric_table();
 
+// The last error count read of each (accelerator, link, type), kept while
+// the process runs (a Services entry: a rebuilt interconnect collector
+// finds it): what the per-accelerator sums are made of. Thread-safe.
+class NvlinkErrorTotals {
+ public:
+  // Takes this collection's per-link counts of `d`; returns the sum per
+  // type over every link read so far, in type order.
+  std::vector<std::pair<std::string, double>> update(const DeviceSample& d);
+
+ private:
+  std::mutex mu_;
+  // uuid -> (link, type) -> last value
+  std::map<std::string, std::map<std::pair<unsigned, std::string>, double>> last_;
+};
+
 // Adds the NVLink series of `devices` (samples with their links filled in)
-// to `sink`, and reports their partial failures.
-void emit_nvlinks(const std::vector<DeviceSample>& devices, MetricSink& sink);
+// to `sink`, and reports their partial failures. `totals` keeps the error
+// counts between collections; `link_errors` adds the per-link series.
+void emit_nvlinks(const std::vector<DeviceSample>& devices, NvlinkErrorTotals& totals,
+                  bool link_errors, MetricSink& sink);
 
 class NvlinkMetrics {
  public:
-  explicit NvlinkMetrics(std::shared_ptr<NvmlService> nvml);
+  // `totals`: null for one of its own (tests).
+  explicit NvlinkMetrics(std::shared_ptr<NvmlService> nvml, bool link_errors = false,
+                         std::shared_ptr<NvlinkErrorTotals> totals = nullptr);
 
   // Adds every NVLink series to `sink`. A library that cannot be used is
   // counted under its reason (the service logs it, and the accelerator
@@ -52,6 +83,8 @@ class NvlinkMetrics {
 
  private:
   std::shared_ptr<NvmlService> nvml_;
+  bool link_errors_;
+  std::shared_ptr<NvlinkErrorTotals> totals_;
 };
 
 }  // namespace nodewatch::accelerator

@@ -13,6 +13,7 @@ InterconnectOptions read_interconnect_options(OptionReader& r) {
   o.netlink = r.get_bool("netlink", o.netlink);
   o.verbs = r.get_bool("verbs", o.verbs);
   o.nvlink = r.get_bool("nvlink", o.nvlink);
+  o.nvlink_link_errors = r.get_bool("nvlink_link_errors", o.nvlink_link_errors);
   r.refuse_moved("nvml_library", "library in [nvml]");
   return o;
 }
@@ -77,7 +78,12 @@ const CollectorSpec& interconnect_collector_spec() {
                                                   std::chrono::steady_clock::now,
                                                   std::move(counters)),
           // The process's NVML service, shared with the accelerator collector.
-          o.nvlink ? std::make_unique<accelerator::NvlinkMetrics>(accelerator::nvml_service(env))
+          o.nvlink ? std::make_unique<accelerator::NvlinkMetrics>(
+                         accelerator::nvml_service(env), o.nvlink_link_errors,
+                         // The error sums' last values outlive a rebuilt collector.
+                         env.service<accelerator::NvlinkErrorTotals>(
+                             "nvlink",
+                             [] { return std::make_shared<accelerator::NvlinkErrorTotals>(); }))
                    : nullptr);
     };
     return spec;

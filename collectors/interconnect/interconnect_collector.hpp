@@ -28,6 +28,9 @@ struct InterconnectOptions {
   bool netlink = true;  // RDMA netlink for hw_counters where the kernel has it
   bool verbs = true;    // libibverbs async events where /dev/infiniband exists
   bool nvlink = true;   // NVLink links through NVML ([nvml] library)
+  // Also the NVLink error counters per link (nodewatch_nvlink_link_errors_total);
+  // the per-accelerator sums are always exported.
+  bool nvlink_link_errors = false;
   bool operator==(const InterconnectOptions&) const = default;
 };
 

@@ -53,9 +53,10 @@ CollectContext Context() {
 // NvlinkMetrics over the fake at `library`, reading `scenario_file`.
 class Node {
  public:
-  Node(const char* library, const std::string& scenario_file) {
+  // `link_errors`: the per-link error series too (most tests read them).
+  Node(const char* library, const std::string& scenario_file, bool link_errors = true) {
     setenv("FAKE_NVML_SCENARIO", scenario_file.c_str(), 1);
-    metrics_ = std::make_unique<NvlinkMetrics>(std::make_shared<NvmlService>(library));
+    metrics_ = std::make_unique<NvlinkMetrics>(std::make_shared<NvmlService>(library), link_errors);
   }
   MetricSink Collect() {
     MetricSink sink(Table());
@@ -132,16 +133,17 @@ TEST(NvlinkTest, HopperEighteenLinksOneDown) {
       for (unsigned c = 0; c < 5; ++c) {
         std::vector<std::string> e = key;
         e.push_back(kLegacy[c]);
-        EXPECT_EQ(Get(sink, "nodewatch_nvlink_errors_total", e), (c + 1.0) * (i + l));
+        EXPECT_EQ(Get(sink, "nodewatch_nvlink_link_errors_total", e), (c + 1.0) * (i + l));
       }
       std::vector<std::string> symbol = key;
       symbol.push_back("symbol");
-      EXPECT_FALSE(Has(sink, "nodewatch_nvlink_errors_total", symbol));  // no NVLink5 fields
+      EXPECT_FALSE(Has(sink, "nodewatch_nvlink_link_errors_total", symbol));  // no NVLink5 fields
     }
   }
   EXPECT_FALSE(Has(sink, "nodewatch_nvlink_up", {"0", uuid(0), "18"}));
-  // 8 GPUs x (2 + 18 links x (up, speed, tx, rx, 5 error types)).
-  EXPECT_EQ(sink.sample_count(), 8u * (2 + 18 * 9));
+  // 8 GPUs x (2 + 18 links x (up, speed, tx, rx, 5 error types) + the 5
+  // per-accelerator sums).
+  EXPECT_EQ(sink.sample_count(), 8u * (2 + 18 * 9 + 5));
 }
 
 TEST(NvlinkTest, Nvlink5ThirtySixLinks) {
@@ -172,14 +174,15 @@ TEST(NvlinkTest, Nvlink5ThirtySixLinks) {
       for (const Type& t : kTypes) {
         std::vector<std::string> e = key;
         e.push_back(t.type);
-        EXPECT_EQ(Get(sink, "nodewatch_nvlink_errors_total", e), (t.field - 200.0) * (i + l + 1));
+        EXPECT_EQ(Get(sink, "nodewatch_nvlink_link_errors_total", e),
+                  (t.field - 200.0) * (i + l + 1));
       }
       std::vector<std::string> crc = key;
       crc.push_back("crc_flit");
-      EXPECT_FALSE(Has(sink, "nodewatch_nvlink_errors_total", crc));
+      EXPECT_FALSE(Has(sink, "nodewatch_nvlink_link_errors_total", crc));
     }
   }
-  EXPECT_EQ(sink.sample_count(), 4u * (2 + 36 * (4 + 11)));
+  EXPECT_EQ(sink.sample_count(), 4u * (2 + 36 * (4 + 11) + 11));
   // Blackwell answers NOT_SUPPORTED for the per-counter call: asked on the
   // first link only (5 counters), not on the 35 others.
   Hooks hooks(FAKE_NVML_LIBRARY);
@@ -197,14 +200,63 @@ TEST(NvlinkTest, ErrorsGrowBetweenCollections) {
   auto err = [&](const MetricSink& s, const char* type) {
     std::vector<std::string> k = link;
     k.push_back(type);
-    return Get(s, "nodewatch_nvlink_errors_total", k);
+    return Get(s, "nodewatch_nvlink_link_errors_total", k);
   };
   EXPECT_EQ(err(second, "crc_flit") - err(first, "crc_flit"), 5);
   EXPECT_EQ(err(second, "replay") - err(first, "replay"), 1);
   EXPECT_EQ(err(second, "crc_data"), err(first, "crc_data"));
   // Another link of the same GPU did not move.
-  EXPECT_EQ(Get(second, "nodewatch_nvlink_errors_total", {"2", uuid(2), "6", "crc_flit"}),
-            Get(first, "nodewatch_nvlink_errors_total", {"2", uuid(2), "6", "crc_flit"}));
+  EXPECT_EQ(Get(second, "nodewatch_nvlink_link_errors_total", {"2", uuid(2), "6", "crc_flit"}),
+            Get(first, "nodewatch_nvlink_link_errors_total", {"2", uuid(2), "6", "crc_flit"}));
+  // The accelerator's sum moved by the same.
+  EXPECT_EQ(Get(second, "nodewatch_nvlink_errors_total", {"2", uuid(2), "crc_flit"}) -
+                Get(first, "nodewatch_nvlink_errors_total", {"2", uuid(2), "crc_flit"}),
+            5);
+}
+
+// The default: per accelerator and type, the sum over its links; no
+// per-link error series.
+TEST(NvlinkTest, ErrorsPerAcceleratorByDefault) {
+  const char* kLegacy[] = {"replay", "recovery", "crc_flit", "crc_data", "ecc"};
+  Node node(FAKE_NVML_LIBRARY, scenario("nvlink_hopper.scenario"), false);
+  MetricSink sink = node.Collect();
+  ExpectConformant(sink);
+  for (unsigned i = 0; i < 8; ++i) {
+    for (unsigned c = 0; c < 5; ++c) {
+      // Link l counts (c + 1) * (i + l): over 18 links, (c + 1) * (18 i + 153).
+      EXPECT_EQ(
+          Get(sink, "nodewatch_nvlink_errors_total", {std::to_string(i), uuid(i), kLegacy[c]}),
+          (c + 1.0) * (18.0 * i + 153))
+          << i << " " << kLegacy[c];
+    }
+  }
+  EXPECT_EQ(sink.render().find("nodewatch_nvlink_link_errors_total"), std::string::npos);
+  // 8 GPUs x (2 + 18 links x (up, speed, tx, rx) + 5 sums).
+  EXPECT_EQ(sink.sample_count(), 8u * (2 + 18 * 4 + 5));
+}
+
+// Links whose counters cannot be read in a collection keep their last
+// value in the sum: it never drops, which Prometheus would take for a
+// reset (and count the whole total again).
+TEST(NvlinkTest, ErrorSumsNeverDropWhenLinksFailToRead) {
+  Node node(FAKE_NVML_LIBRARY, scenario("nvlink_hopper.scenario"), false);
+  MetricSink first = node.Collect();
+  Hooks hooks(FAKE_NVML_LIBRARY);
+  // GPU 2: one error more on link 7; then every per-counter call after the
+  // 135th since init fails: the first collection made 90 (18 links x 5),
+  // so the next one reads links 0 to 8 and fails on links 9 to 17.
+  ASSERT_TRUE(hooks.Script("nvlink_errors 2 7 crc_flit 1"));
+  ASSERT_TRUE(hooks.Script("fail 2 nvmlDeviceGetNvLinkErrorCounter 999 after_calls 135"));
+  MetricSink second = node.Collect();
+  EXPECT_GT(second.errors().at("nvml_error"), 0u);
+  const std::vector<std::string> crc = {"2", uuid(2), "crc_flit"};
+  EXPECT_EQ(Get(second, "nodewatch_nvlink_errors_total", crc),
+            Get(first, "nodewatch_nvlink_errors_total", crc) + 1);
+  for (const char* type : {"crc_data", "replay", "recovery", "ecc"}) {
+    EXPECT_EQ(Get(second, "nodewatch_nvlink_errors_total", {"2", uuid(2), type}),
+              Get(first, "nodewatch_nvlink_errors_total", {"2", uuid(2), type}))
+        << type;
+  }
 }
 
 TEST(NvlinkTest, ByteCountersNeverSwitchSource) {
@@ -232,7 +284,7 @@ TEST(NvlinkTest, OldDriverLinksDiscoveredByEnumeration) {
   EXPECT_EQ(Get(sink, "nodewatch_accelerator_nvlink_links", {"0", uuid(0)}), 18);
   EXPECT_EQ(Get(sink, "nodewatch_accelerator_nvlink_links_active", {"3", uuid(3)}), 17);
   EXPECT_EQ(Get(sink, "nodewatch_nvlink_up", {"3", uuid(3), "5"}), 0);
-  EXPECT_EQ(Get(sink, "nodewatch_nvlink_errors_total", {"1", uuid(1), "17", "crc_data"}),
+  EXPECT_EQ(Get(sink, "nodewatch_nvlink_link_errors_total", {"1", uuid(1), "17", "crc_data"}),
             4.0 * (1 + 17));
   EXPECT_FALSE(Has(sink, "nodewatch_nvlink_transmitted_bytes_total", {"0", uuid(0), "0"}));
   EXPECT_FALSE(Has(sink, "nodewatch_nvlink_speed_bytes_per_second", {"0", uuid(0), "0"}));

@@ -109,8 +109,11 @@ class Daemonish {
  public:
   Daemonish() {
     catalog_ = {accelerator_collector_spec(), interconnect_collector_spec()};
-    ConfigResult cfg = parse_config(
-        std::string("[nvml]\nlibrary = \"") + FAKE_NVML_LIBRARY + "\"\n", "t.toml", catalog_);
+    // The per-link NVLink error series too, which some tests read.
+    ConfigResult cfg =
+        parse_config(std::string("[nvml]\nlibrary = \"") + FAKE_NVML_LIBRARY +
+                         "\"\n[collectors.interconnect]\nnvlink_link_errors = true\n",
+                     "t.toml", catalog_);
     EXPECT_TRUE(cfg.config) << cfg.errors.front().str();
     config_ = std::move(*cfg.config);
   }
@@ -234,7 +237,7 @@ TEST(NvmlServiceTest, NvlinkCounterSourcesSurviveARebuiltInterconnectCollector) 
     MetricSink s(first->metrics());
     CollectOnce(*first, s);
     EXPECT_EQ(testing::Value(s, "nodewatch_nvlink_transmitted_bytes_total", link), kib_tx);
-    EXPECT_EQ(testing::Value(s, "nodewatch_nvlink_errors_total", with("recovery")), 2.0 * 3);
+    EXPECT_EQ(testing::Value(s, "nodewatch_nvlink_link_errors_total", with("recovery")), 2.0 * 3);
   }
   // The driver now answers like NVLink5: per-counter call NOT_SUPPORTED,
   // the NVLink5 byte and error fields answer.
@@ -248,8 +251,14 @@ TEST(NvmlServiceTest, NvlinkCounterSourcesSurviveARebuiltInterconnectCollector) 
   EXPECT_EQ(testing::Value(s, "nodewatch_nvlink_transmitted_bytes_total", link), kib_tx);
   // No "recovery" from the NVLink5 field (it would read 15 x 4); the other
   // NVLink5 errors are there.
-  EXPECT_FALSE(Has(s, "nodewatch_nvlink_errors_total", with("recovery")));
-  EXPECT_EQ(testing::Value(s, "nodewatch_nvlink_errors_total", with("symbol")), 21.0 * 4);
+  EXPECT_FALSE(Has(s, "nodewatch_nvlink_link_errors_total", with("recovery")));
+  EXPECT_EQ(testing::Value(s, "nodewatch_nvlink_link_errors_total", with("symbol")), 21.0 * 4);
+  // The accelerator's sums: recovery as the per-counter call last read it
+  // (kept across the rebuild, never a drop), symbol over the 18 links.
+  EXPECT_EQ(testing::Value(s, "nodewatch_nvlink_errors_total", {"0", uuid(0), "recovery"}),
+            2.0 * 153);
+  EXPECT_EQ(testing::Value(s, "nodewatch_nvlink_errors_total", {"0", uuid(0), "symbol"}),
+            21.0 * 171);
   EXPECT_EQ(d.services().made_of<NvmlService>(), 1u);
 }
 
