@@ -70,6 +70,36 @@ class Prom:
         return self.get("/api/v1/query", query=expr)
 
 
+def substitute(expr):
+    """A dashboard expression with Grafana's variables filled in."""
+    for k, val in SUBSTITUTIONS:
+        expr = expr.replace(k, val)
+    return expr
+
+
+def dashboards_of(src):
+    """Each shipped dashboard as (file name, variables, panels): the
+    variables that query Prometheus as (variable, expression with the
+    variables filled in, label), the panels (those inside rows too) without
+    the rows themselves."""
+    for fn in sorted(os.listdir(os.path.join(src, "dashboards"))):
+        if not fn.endswith(".json"):
+            continue
+        with open(os.path.join(src, "dashboards", fn)) as f:
+            d = json.load(f)
+        variables = []
+        for v in d["templating"]["list"]:
+            q = v.get("query")
+            q = q.get("query") if isinstance(q, dict) else None
+            m = re.match(r"label_values\((.*),\s*(\w+)\)$", q or "")
+            if m:
+                variables.append((v, substitute(m.group(1)), m.group(2)))
+        panels = list(d["panels"])
+        for p in d["panels"]:
+            panels.extend(p.get("panels", []))
+        yield fn, variables, [p for p in panels if p["type"] != "row"]
+
+
 def metric_names(expr):
     """Metric and recording-rule names an expression reads."""
     stripped = re.sub(r'"[^"]*"', '""', expr)
@@ -182,36 +212,17 @@ def main():
         # Dashboards.
         checked = 0
         with_data = 0
-        for fn in sorted(os.listdir(os.path.join(src, "dashboards"))):
-            if not fn.endswith(".json"):
-                continue
-            with open(os.path.join(src, "dashboards", fn)) as f:
-                d = json.load(f)
-            for v in d["templating"]["list"]:
-                q = v.get("query")
-                q = q.get("query") if isinstance(q, dict) else None
-                m = re.match(r"label_values\((.*),\s*(\w+)\)$", q or "")
-                if not m:
-                    continue
-                expr = m.group(1)
-                for k, val in SUBSTITUTIONS:
-                    expr = expr.replace(k, val)
+        for fn, variables, panels in dashboards_of(src):
+            for v, expr, _label in variables:
                 r = prom.get("/api/v1/series", **{"match[]": expr})
                 if r.get("status") != "success":
                     problems.append(f"{fn}: variable {v['name']}: {r.get('error')}")
                 elif v["name"] in ("job", "instance") and not r.get("data"):
                     problems.append(f"{fn}: variable {v['name']} finds no series: {expr}")
-            panels = list(d["panels"])
-            for p in d["panels"]:
-                panels.extend(p.get("panels", []))
             for p in panels:
-                if p["type"] == "row":
-                    continue
                 expect, got = False, False
                 for t in p.get("targets", []):
-                    expr = t["expr"]
-                    for k, val in SUBSTITUTIONS:
-                        expr = expr.replace(k, val)
+                    expr = substitute(t["expr"])
                     r = prom.query(expr)
                     checked += 1
                     if r.get("status") != "success":

@@ -62,7 +62,7 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ecosystem_test as eco  # noqa: E402  (wait_http, Prom, metric_names, filters, SUBSTITUTIONS)
+import ecosystem_test as eco  # noqa: E402  (wait_http, Prom, metric_names, filters, dashboards_of, substitute)
 
 SKIP = 77
 SCRAPE = "2s"            # the agents' scrape interval
@@ -502,21 +502,11 @@ class Checks:
         read = set()
         checked = with_data = 0
         src = self.fleet.src
-        for fn in sorted(os.listdir(os.path.join(src, "dashboards"))):
-            if not fn.endswith(".json"):
-                continue
-            with open(os.path.join(src, "dashboards", fn)) as f:
-                d = json.load(f)
-            for v in d["templating"]["list"]:
-                q = v.get("query")
-                q = q.get("query") if isinstance(q, dict) else None
-                m = re.match(r"label_values\((.*),\s*(\w+)\)$", q or "")
+        for fn, variables, panels in eco.dashboards_of(src):
+            for v, expr, label in variables:
                 key = f"{fn}: variable {v['name']}"
-                if not m or not self.wanted(key):
+                if not self.wanted(key):
                     continue
-                expr, label = m.group(1), m.group(2)
-                for k, val in eco.SUBSTITUTIONS:
-                    expr = expr.replace(k, val)
                 r = self.store.get(f"/api/v1/label/{label}/values", **{"match[]": expr})
                 if r.get("status") != "success":
                     self.problem(key, f"{key}: {r.get('errorType')}: {r.get('error')}", r)
@@ -526,12 +516,7 @@ class Checks:
                     self.problem(key, f"{key} finds {self.missing(values)}")
                 elif label in ("cluster", "job") and len(values) != 1:
                     self.problem(key, f"{key} finds {sorted(values)} (expected one value)")
-            panels = list(d["panels"])
-            for p in d["panels"]:
-                panels.extend(p.get("panels", []))
             for p in panels:
-                if p["type"] == "row":
-                    continue
                 key = f"{fn}: panel {p['title']!r}"
                 targets = p.get("targets", [])
                 for t in targets:
@@ -541,9 +526,7 @@ class Checks:
                 expect, got, nan = False, False, []
                 for t in targets:
                     raw = t["expr"]
-                    expr = raw
-                    for k, val in eco.SUBSTITUTIONS:
-                        expr = expr.replace(k, val)
+                    expr = eco.substitute(raw)
                     r = self.query(expr)
                     checked += 1
                     if self.only is None:
