@@ -210,8 +210,8 @@ void MeshCollector::collect(const CollectContext& ctx, MetricSink& out) {
   if (key_.fs) {
     if (std::optional<Changed> changed = changed_text(key_, d, "key_error", true, out)) {
       std::string why;
-      if (std::optional<std::string> key = parse_key(changed->text, &why)) {
-        service_->set_key(std::move(*key));
+      if (std::optional<std::vector<std::string>> keys = parse_keys(changed->text, &why)) {
+        service_->set_keys(std::move(*keys));
         key_.seen = changed->stat;
       } else {
         out.error("key_error", key_.path, why);

@@ -174,7 +174,7 @@ struct MeshService::Impl {
   // Inputs, set by the public members, taken by the thread.
   MeshSettings settings;
   bool settings_changed = true;
-  std::string key;
+  std::vector<std::string> keys;  // [0] signs
   std::vector<ListedPeer> listed;
   bool peers_changed = false;
 
@@ -459,7 +459,7 @@ struct MeshService::Impl {
     p.destination = s.peer.endpoint.address16();
     p.destination_port = s.peer.endpoint.port();
     p.sender_id = sender_id;
-    auto bytes = encode(p, key);
+    auto bytes = encode(p, keys.front());
     ssize_t n =
         ::sendto(sock->fd.get(), bytes.data(), bytes.size(), MSG_DONTWAIT,
                  reinterpret_cast<const sockaddr*>(&s.peer.endpoint.addr), s.peer.endpoint.len);
@@ -512,7 +512,8 @@ struct MeshService::Impl {
 
   void on_reply(Socket& sock, const Received& r, Clock::time_point now) {
     Drop d = Drop::kNone;
-    std::optional<Packet> p = decode(std::span<const std::uint8_t>(r.data.data(), r.size), key, &d);
+    std::optional<Packet> p =
+        decode(std::span<const std::uint8_t>(r.data.data(), r.size), keys, &d);
     if (!p) return drop(d);
     if (p->type != PacketType::kReply) return drop(Drop::kMalformed);
     if (p->sender_id != sender_id) return drop(Drop::kUnmatched);
@@ -551,7 +552,9 @@ struct MeshService::Impl {
 
   void on_probe(const Received& r) {
     Drop d = Drop::kNone;
-    std::optional<Packet> p = decode(std::span<const std::uint8_t>(r.data.data(), r.size), key, &d);
+    std::size_t key_index = 0;  // the reply is signed with the key the probe was
+    std::optional<Packet> p =
+        decode(std::span<const std::uint8_t>(r.data.data(), r.size), keys, &d, &key_index);
     if (!p) return drop(d);
     if (p->type != PacketType::kProbe) return drop(Drop::kMalformed);
     const std::uint64_t now_ns = realtime_ns();
@@ -577,7 +580,7 @@ struct MeshService::Impl {
     reply.destination = p->source;
     reply.destination_port = p->source_port;
     reply.responder_tx_ns = realtime_ns();
-    auto bytes = encode(reply, key);
+    auto bytes = encode(reply, keys[key_index]);
     iovec iov{bytes.data(), bytes.size()};
     msghdr msg{};
     msg.msg_name = const_cast<sockaddr_storage*>(&r.from_raw);
@@ -661,10 +664,10 @@ void MeshService::apply(const MeshSettings& settings) {
   wake();
 }
 
-void MeshService::set_key(std::string key) {
+void MeshService::set_keys(std::vector<std::string> keys) {
   {
     std::lock_guard lock(impl_->mu);
-    impl_->key = std::move(key);
+    impl_->keys = std::move(keys);
   }
   wake();
 }
@@ -695,7 +698,7 @@ MeshSnapshot MeshService::snapshot() const {
   s.dropped = m.dropped;
   s.answered = m.answered;
   s.answering = m.responder.fd.get() >= 0;
-  s.keyed = !m.key.empty();
+  s.keyed = !m.keys.empty();
   if (!m.responder.error.empty())
     s.problems.push_back({"socket_error", m.listen_text, m.responder.error});
   for (const auto& [name, rail] : m.rails) {
@@ -730,7 +733,7 @@ void MeshService::run() {
         else if (now >= m.next_route_refresh)
           m.rebuild_peers(now, false);
         m.expire(now);
-        if (!m.key.empty()) {
+        if (!m.keys.empty()) {
           for (const auto& k : m.probing) {
             Impl::PeerState& s = m.states.at(k);
             if (now >= s.next_send) {
@@ -777,7 +780,7 @@ void MeshService::run() {
       if ((fds[i].revents & POLLERR) != 0) m.read_tx_timestamps(*s);
       // A bounded batch per wake-up, so that a flood cannot starve the rest.
       for (int k = 0; k < 256 && (fds[i].revents & POLLIN) != 0 && receive(s->fd.get(), &r); ++k) {
-        if (m.key.empty()) continue;  // no key: nothing is believed, nothing answered
+        if (m.keys.empty()) continue;  // no key: nothing is believed, nothing answered
         if (s == &m.responder)
           m.on_probe(r);
         else

@@ -100,7 +100,10 @@ class MeshService {
   // Takes these settings from now on: sockets whose address or device
   // changed are reopened, the others kept; counts are kept.
   void apply(const MeshSettings& settings);
-  void set_key(std::string key);
+  // The shared keys (parse_keys()): the first signs, every one is
+  // accepted. Without one nothing is sent or answered.
+  void set_keys(std::vector<std::string> keys);
+  void set_key(std::string key) { set_keys({std::move(key)}); }
   // The listed peers (self included or not: a peer whose address is this
   // node's and whose port is the listen port is left out).
   void set_peers(std::vector<ListedPeer> peers);

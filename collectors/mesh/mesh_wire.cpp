@@ -56,20 +56,41 @@ std::string_view drop_name(Drop d) {
   return "";
 }
 
-std::optional<std::string> parse_key(std::string_view text, std::string* why) {
-  while (!text.empty() &&
-         (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' || text.back() == '\t'))
-    text.remove_suffix(1);
-  if (text.size() < kMinKeyBytes) {
-    *why = "the key is " + std::to_string(text.size()) + " bytes; at least " +
-           std::to_string(kMinKeyBytes) + " are needed (e.g. openssl rand -hex 32)";
+std::optional<std::vector<std::string>> parse_keys(std::string_view text, std::string* why) {
+  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r'; };
+  std::vector<std::string> keys;
+  std::size_t line_no = 0;
+  while (!text.empty()) {
+    std::size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    ++line_no;
+    while (!line.empty() && blank(line.front())) line.remove_prefix(1);
+    while (!line.empty() && blank(line.back())) line.remove_suffix(1);
+    if (line.empty()) continue;
+    if (line.size() < kMinKeyBytes) {
+      *why = "the key on line " + std::to_string(line_no) + " is " + std::to_string(line.size()) +
+             " bytes; at least " + std::to_string(kMinKeyBytes) +
+             " are needed (e.g. openssl rand -hex 32)";
+      return std::nullopt;
+    }
+    if (line.size() > kMaxKeyBytes) {
+      *why = "the key on line " + std::to_string(line_no) + " is longer than " +
+             std::to_string(kMaxKeyBytes) + " bytes";
+      return std::nullopt;
+    }
+    if (keys.size() == kMaxKeys) {
+      *why = "more than " + std::to_string(kMaxKeys) + " keys";
+      return std::nullopt;
+    }
+    keys.emplace_back(line);
+  }
+  if (keys.empty()) {
+    *why = "no key in the file (one per line, at least " + std::to_string(kMinKeyBytes) +
+           " bytes; e.g. openssl rand -hex 32)";
     return std::nullopt;
   }
-  if (text.size() > kMaxKeyBytes) {
-    *why = "the key is longer than " + std::to_string(kMaxKeyBytes) + " bytes";
-    return std::nullopt;
-  }
-  return std::string(text);
+  return keys;
 }
 
 std::array<std::uint8_t, kPacketBytes> encode(const Packet& p, std::string_view key) {
@@ -120,6 +141,17 @@ std::optional<Packet> decode(std::span<const std::uint8_t> b, std::string_view k
   p.destination_port = get16(&b[82]);
   *drop = Drop::kNone;
   return p;
+}
+
+std::optional<Packet> decode(std::span<const std::uint8_t> b, std::span<const std::string> keys,
+                             Drop* drop, std::size_t* key_index) {
+  *drop = Drop::kBadSignature;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    std::optional<Packet> p = decode(b, keys[i], drop);
+    if (p && key_index != nullptr) *key_index = i;
+    if (p || *drop == Drop::kMalformed) return p;
+  }
+  return std::nullopt;
 }
 
 bool ReplayGuard::accept(std::uint64_t sender, std::uint64_t seq) {

@@ -35,6 +35,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 namespace nodewatch::mesh {
 
@@ -80,9 +81,15 @@ inline constexpr std::array<Drop, 7> kDrops = {
     Drop::kMalformed, Drop::kBadSignature, Drop::kStale,      Drop::kReplayed,
     Drop::kSpoofed,   Drop::kUnmatched,    Drop::kRateLimited};
 
-// The shared key: the key file's content without trailing blanks and
-// newlines. nullopt with `why` set when it is too short or too long.
-std::optional<std::string> parse_key(std::string_view file_text, std::string* why);
+// The shared keys: one per line of the key file (blanks around a line and
+// empty lines ignored), at most kMaxKeys. The first signs what this node
+// sends; every one is accepted in what it receives, so that a fleet
+// rotates its key without a window of refused probes: add the new key as a
+// second line everywhere, then make it the first, then remove the old one.
+// nullopt with `why` set when there is none, more than kMaxKeys, or one is
+// too short or too long.
+inline constexpr std::size_t kMaxKeys = 4;
+std::optional<std::vector<std::string>> parse_keys(std::string_view file_text, std::string* why);
 
 // The packet, signed with `key`.
 std::array<std::uint8_t, kPacketBytes> encode(const Packet& p, std::string_view key);
@@ -90,6 +97,10 @@ std::array<std::uint8_t, kPacketBytes> encode(const Packet& p, std::string_view 
 // The packet in `bytes` if it is well formed and its signature holds under
 // `key`; else nullopt with `*drop` set (kMalformed or kBadSignature).
 std::optional<Packet> decode(std::span<const std::uint8_t> bytes, std::string_view key, Drop* drop);
+// The same, accepting a signature under any of `keys`; `*key_index` (when
+// given) says which one (the responder signs its reply with it).
+std::optional<Packet> decode(std::span<const std::uint8_t> bytes, std::span<const std::string> keys,
+                             Drop* drop, std::size_t* key_index = nullptr);
 
 // The responder's memory of what it answered: per sender, the highest seq
 // seen and a bitmap of the 64 below it (as IPsec's anti-replay window), for

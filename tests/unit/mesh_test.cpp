@@ -122,11 +122,32 @@ TEST(MeshWire, OtherKeyUnsignedAndWrongSizes) {
 
 TEST(MeshWire, Keys) {
   std::string why;
-  EXPECT_EQ(parse_key(kKey + "\n", &why), kKey);
-  EXPECT_FALSE(parse_key("short\n", &why));
+  EXPECT_EQ(parse_keys(kKey + "\n", &why), std::vector<std::string>{kKey});
+  EXPECT_EQ(parse_keys("  " + kKey + " \r\n\n" + kKey + "-next\n", &why),
+            (std::vector<std::string>{kKey, kKey + "-next"}));
+  EXPECT_FALSE(parse_keys("short\n", &why));
   EXPECT_NE(why.find("at least 16"), std::string::npos) << why;
-  EXPECT_FALSE(parse_key(std::string(kMaxKeyBytes + 1, 'k'), &why));
-  EXPECT_FALSE(parse_key("                \n", &why));  // blanks only
+  EXPECT_FALSE(parse_keys(kKey + "\nshort\n", &why));
+  EXPECT_NE(why.find("line 2"), std::string::npos) << why;
+  EXPECT_FALSE(parse_keys(std::string(kMaxKeyBytes + 1, 'k'), &why));
+  EXPECT_FALSE(parse_keys("   \n\n", &why));  // blanks only
+  EXPECT_FALSE(parse_keys("", &why));
+  std::string five;
+  for (int i = 0; i < 5; ++i) five += kKey + std::to_string(i) + "\n";
+  EXPECT_FALSE(parse_keys(five, &why));
+}
+
+// Rotation: a packet signed with any of the keys is accepted.
+TEST(MeshWire, AnyOfTheKeysIsAccepted) {
+  const std::vector<std::string> keys = {kKey, "the next key, long enough"};
+  Drop d = Drop::kNone;
+  EXPECT_TRUE(decode(encode(sample_probe(), keys[0]), keys, &d));
+  EXPECT_TRUE(decode(encode(sample_probe(), keys[1]), keys, &d));
+  EXPECT_FALSE(decode(encode(sample_probe(), "a third key, not in the list"), keys, &d));
+  EXPECT_EQ(d, Drop::kBadSignature);
+  auto bytes = encode(sample_probe(), keys[0]);
+  EXPECT_FALSE(decode(std::span<const std::uint8_t>(bytes.data(), 20), keys, &d));
+  EXPECT_EQ(d, Drop::kMalformed);
 }
 
 TEST(MeshWire, ReplayGuard) {
@@ -513,6 +534,44 @@ TEST(MeshService, Ipv6AndADualStackResponder) {
   for (Drop d : kDrops) EXPECT_EQ(dropped(responder.snapshot(), d), 0u) << drop_name(d);
 }
 
+// A key rotated node by node. A responder signs its reply with the key
+// that verified the probe, so a node that knows the old key only is still
+// answered by one that signs with the new key and knows the old one; the
+// other way its probes are refused (counted) until it knows the new key too.
+TEST(MeshService, KeyRotationWithoutRefusedProbes) {
+  const std::string next = "the next key, rotated in now";
+  MeshService old_only;
+  old_only.apply(fast("127.0.0.1:0"));
+  old_only.set_key(kKey);
+  MeshService rotated;
+  rotated.apply(fast("127.0.0.1:0"));
+  rotated.set_keys({next, kKey});
+  ASSERT_TRUE(nodewatch::testing::Eventually(
+      [&] { return old_only.listen_port() != 0 && rotated.listen_port() != 0; }, 5s));
+  old_only.set_peers(peers_at(rotated.listen_port()));
+  rotated.set_peers(peers_at(old_only.listen_port()));
+  const std::string to_rotated = "127.0.0.1:" + std::to_string(rotated.listen_port());
+  const std::string to_old = "127.0.0.1:" + std::to_string(old_only.listen_port());
+  // The old-only node is answered (with the old key); the rotated node's
+  // probes, signed with the new key, are refused there (counted), until...
+  ASSERT_TRUE(nodewatch::testing::Eventually(
+      [&] {
+        auto a = stats_of(old_only.snapshot(), to_rotated);
+        return a && a->rtt.count() >= 3 && dropped(old_only.snapshot(), Drop::kBadSignature) >= 3;
+      },
+      10s));
+  // ...it learns the new key as a second one: then both directions answer.
+  old_only.set_keys({kKey, next});
+  EXPECT_EQ(stats_of(rotated.snapshot(), to_old)->rtt.count(), 0u);
+  ASSERT_TRUE(nodewatch::testing::Eventually(
+      [&] {
+        auto b = stats_of(rotated.snapshot(), to_old);
+        return b && b->rtt.count() >= 3;
+      },
+      10s));
+  EXPECT_EQ(dropped(rotated.snapshot(), Drop::kBadSignature), 0u);
+}
+
 TEST(MeshService, UnansweredProbesAreLost) {
   // A port where nothing answers.
   std::uint16_t port = 0;
@@ -891,7 +950,7 @@ TEST(MeshCollector, KeyFileMustBePrivateAndLongEnough) {
   EXPECT_EQ(open_key.errors().at("key_error"), 1u);
   EXPECT_FALSE(c.service().snapshot().keyed);
 
-  files.write("mesh.key", "short", 0600);
+  files.write("mesh.key", kKey + "\nshort\n", 0600);
   MetricSink short_key(c.metrics());
   CollectOnce(c, short_key);
   EXPECT_EQ(short_key.errors().at("key_error"), 1u);
