@@ -510,7 +510,7 @@ struct MeshService::Impl {
     }
   }
 
-  void on_reply(Socket& sock, const Received& r, Clock::time_point now) {
+  void on_reply(const Received& r, Clock::time_point now) {
     Drop d = Drop::kNone;
     std::optional<Packet> p =
         decode(std::span<const std::uint8_t>(r.data.data(), r.size), keys, &d);
@@ -531,7 +531,9 @@ struct MeshService::Impl {
     const bool kernel_both = r.kernel_ns.has_value() && f->second.tx_kernel_ns.has_value();
     std::uint64_t rx = r.kernel_ns.value_or(realtime_ns());
     std::uint64_t tx = f->second.tx_kernel_ns.value_or(f->second.origin_ns);
-    double rtt = (static_cast<double>(rx) - static_cast<double>(tx)) * 1e-9;
+    // In integers first: a CLOCK_REALTIME nanosecond count as a double keeps
+    // only about 256 ns of resolution.
+    double rtt = static_cast<double>(static_cast<std::int64_t>(rx - tx)) * 1e-9;
     if (p->responder_tx_ns >= p->responder_rx_ns) {
       double turnaround = static_cast<double>(p->responder_tx_ns - p->responder_rx_ns) * 1e-9;
       if (turnaround < rtt) rtt -= turnaround;
@@ -547,7 +549,6 @@ struct MeshService::Impl {
       }
     }
     in_flight.erase(f);
-    (void)sock;
   }
 
   void on_probe(const Received& r) {
@@ -784,7 +785,7 @@ void MeshService::run() {
         if (s == &m.responder)
           m.on_probe(r);
         else
-          m.on_reply(*s, r, at);
+          m.on_reply(r, at);
       }
     }
   }
