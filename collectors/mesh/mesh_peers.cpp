@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <ctime>
 #include <set>
 #include <utility>
 
@@ -238,6 +239,27 @@ std::optional<PeerList> parse_peers(std::string_view text, bool resolve, std::st
     }
   }
   return out;
+}
+
+std::uint64_t realtime_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ULL +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+Packet make_probe(std::uint64_t sender_id, std::uint64_t seq, const Endpoint& from,
+                  const Endpoint& to) {
+  Packet p;
+  p.type = PacketType::kProbe;
+  p.sender_id = sender_id;
+  p.seq = seq;
+  p.origin_ns = realtime_ns();
+  p.source = from.address16();
+  p.source_port = from.port();
+  p.destination = to.address16();
+  p.destination_port = to.port();
+  return p;
 }
 
 std::uint64_t ring_hash(std::string_view s) {

@@ -82,6 +82,14 @@ struct PeerList {
 // with getaddrinfo when `resolve` is set (else they are problems).
 std::optional<PeerList> parse_peers(std::string_view text, bool resolve, std::string* why);
 
+// CLOCK_REALTIME in nanoseconds: the clock of a probe's origin_ns, and of
+// the kernel's software timestamps.
+std::uint64_t realtime_ns();
+
+// A probe from `from` to `to`, stamped now (origin_ns = realtime_ns()).
+Packet make_probe(std::uint64_t sender_id, std::uint64_t seq, const Endpoint& from,
+                  const Endpoint& to);
+
 // The 64-bit FNV-1a hash the ring order is built on.
 std::uint64_t ring_hash(std::string_view s);
 

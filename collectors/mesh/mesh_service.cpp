@@ -27,13 +27,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-std::uint64_t realtime_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ULL +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
 std::uint64_t ns_of(const timespec& ts) {
   return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ULL +
          static_cast<std::uint64_t>(ts.tv_nsec);
@@ -450,15 +443,9 @@ struct MeshService::Impl {
       ++s.stats.lost;
       return;
     }
-    Packet p;
-    p.type = PacketType::kProbe;
-    p.seq = next_seq++;
-    p.origin_ns = realtime_ns();
-    p.source = s.local.address16();
-    p.source_port = sock->bound.port();
-    p.destination = s.peer.endpoint.address16();
-    p.destination_port = s.peer.endpoint.port();
-    p.sender_id = sender_id;
+    // s.local: the rail's (or the route's) address with the socket's port
+    // (source_towards()).
+    const Packet p = make_probe(sender_id, next_seq++, s.local, s.peer.endpoint);
     auto bytes = encode(p, keys.front());
     ssize_t n =
         ::sendto(sock->fd.get(), bytes.data(), bytes.size(), MSG_DONTWAIT,

@@ -196,20 +196,7 @@ std::string peer_labels(int node) {
 // A probe as a prober at `from` would sign it, to node `to`'s responder.
 Packet probe(const Endpoint& from, int to, std::uint64_t seq) {
   std::string why;
-  Endpoint dst = *parse_endpoint(addr(to) + ":9843", &why);
-  Packet p;
-  p.type = PacketType::kProbe;
-  p.sender_id = 4242;
-  p.seq = seq;
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  p.origin_ns = static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ULL +
-                static_cast<std::uint64_t>(ts.tv_nsec);
-  p.source = from.address16();
-  p.source_port = from.port();
-  p.destination = dst.address16();
-  p.destination_port = dst.port();
-  return p;
+  return make_probe(4242, seq, from, *parse_endpoint(addr(to) + ":9843", &why));
 }
 
 TEST(MeshNetns, FourNodesFindTheSlowLossyPairAndRefuseForgedProbes) {

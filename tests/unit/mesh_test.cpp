@@ -633,19 +633,7 @@ class Attacker {
   }
   // A probe as an honest prober on this socket would sign it.
   Packet probe(std::uint64_t seq) const {
-    Packet p;
-    p.type = PacketType::kProbe;
-    p.sender_id = 777;
-    p.seq = seq;
-    timespec ts{};
-    ::clock_gettime(CLOCK_REALTIME, &ts);
-    p.origin_ns = static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ULL +
-                  static_cast<std::uint64_t>(ts.tv_nsec);
-    p.source = ep("127.0.0.1:" + std::to_string(port_)).address16();
-    p.source_port = port_;
-    p.destination = to_.address16();
-    p.destination_port = to_.port();
-    return p;
+    return make_probe(777, seq, ep("127.0.0.1:" + std::to_string(port_)), to_);
   }
   void send(std::span<const std::uint8_t> bytes) {
     ASSERT_EQ(::sendto(fd_.get(), bytes.data(), bytes.size(), 0,
