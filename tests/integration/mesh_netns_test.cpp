@@ -475,7 +475,9 @@ TEST(MeshDaemon, ReloadKeepsTheCountsAndTheSocket) {
   auto after = value(sent);
   ASSERT_TRUE(after);
   EXPECT_GE(*after, before) << "a reload reset the counter";
-  EXPECT_EQ(value("nodewatch_collector_up{collector=\"mesh\"}"), 1);
+  // The rebuilt collector (its options changed) reads up from its first
+  // collection on, within its 1 s interval.
+  EXPECT_EQ(wait_for("nodewatch_collector_up{collector=\"mesh\"}", 1), 1);
   EXPECT_EQ(value("nodewatch_mesh_responder_up"), 1);
   // Still probing and still answered after the reload, on the same socket.
   EXPECT_GE(wait_for(sent, *after + 5), *after + 5);
