@@ -15,9 +15,11 @@
 #include <utility>
 
 #include "asio.hpp"
+#include "check_client.hpp"
 #include "config.hpp"
 #include "http_server.hpp"
 #include "logging.hpp"
+#include "node_health.hpp"
 #include "nodewatch/helper.hpp"
 #include "nodewatch/version.hpp"
 #include "router.hpp"
@@ -153,9 +155,11 @@ class Daemon {
         config_(std::move(cfg)),
         signals_(io_),
         scheduler_(io_, store_),
+        node_(config_.expect),
         router_(Router::Sources{&store_, [this] { return scheduler_.statuses(); }, &self_,
                                 [this] { return ready_; },
-                                [this] { return server_.security()->summary(); }}),
+                                [this] { return server_.security()->summary(); },
+                                [this] { return node_.current(); }}),
         server_(
             io_, [this](const HttpRequest& r) { return router_.handle(r); },
             [this](std::string_view target, unsigned code) { self_.count_request(target, code); }),
@@ -171,6 +175,7 @@ class Daemon {
       return 1;
     }
     scheduler_.on_first_round([this] {
+      node_.evaluate_now(*store_.current(), collector_states(scheduler_.statuses()));
       std::string text = router_.metrics_text({});
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
@@ -181,6 +186,52 @@ class Daemon {
     io_.run();
     return finish();
   }
+
+  // One collection round, then its verdict (or nothing when a collector
+  // could not be built).
+  std::shared_ptr<const NodeReport> round_verdict() {
+    std::vector<CollectorJob> jobs;
+    try {
+      jobs = make_jobs(config_, cmd_.roots, services_);
+    } catch (const std::exception& e) {
+      spdlog::error("{}", e.what());
+      return nullptr;
+    }
+    scheduler_.on_first_round([this] {
+      node_.evaluate_now(*store_.current(), collector_states(scheduler_.statuses()));
+      scheduler_.stop();
+      io_.stop();
+    });
+    scheduler_.start(std::move(jobs));
+    io_.run();
+    return node_.current();
+  }
+
+  // One collection round; the samples of `families` it produced.
+  std::optional<Samples> round_samples(const FamilySet& families,
+                                       std::vector<CollectorState>* collectors) {
+    std::vector<CollectorJob> jobs;
+    try {
+      jobs = make_jobs(config_, cmd_.roots, services_);
+    } catch (const std::exception& e) {
+      spdlog::error("{}", e.what());
+      return std::nullopt;
+    }
+    Samples out(&families);
+    scheduler_.on_first_round([this, &out, collectors] {
+      for (const auto& [name, text] : store_.current()->by_collector) out.add(text->text);
+      *collectors = collector_states(scheduler_.statuses());
+      scheduler_.stop();
+      io_.stop();
+    });
+    scheduler_.start(std::move(jobs));
+    io_.run();
+    return out;
+  }
+
+  // After a round_*(): waits for the workers like the end of --once, and
+  // exits with `code`.
+  int end_round(int code) { return finish(code); }
 
   int serve() {
     std::vector<CollectorJob> jobs;
@@ -231,6 +282,9 @@ class Daemon {
       }
     });
     scheduler_.on_state_change([this] { systemd::notify("STATUS=" + status_line()); });
+    // The verdict follows every result, on its own thread.
+    scheduler_.on_result(
+        [this] { node_.update(store_.current(), collector_states(scheduler_.statuses())); });
     scheduler_.start(std::move(jobs));
 
     signals_.add(SIGTERM);
@@ -383,6 +437,7 @@ class Daemon {
       if (reload_security_) server_.set_security(std::move(reload_security_));
     }
     config_ = std::move(*r.config);
+    node_.set_expectations(config_.expect);
     std::size_t kept =
         std::count_if(jobs.begin(), jobs.end(), [](const auto& j) { return j.keep; });
     std::size_t total = jobs.size();
@@ -414,7 +469,7 @@ class Daemon {
     drain_.async_wait([this, until](const boost::system::error_code&) { drain_wait(until); });
   }
 
-  int finish() {
+  int finish(int code = 0) {
     bool reload_ended = finish_reload_thread(std::chrono::steady_clock::now() + kWorkerGrace);
     if (!reload_ended || !scheduler_.shutdown_workers(kWorkerGrace)) {
       // A collector is stuck in the kernel and cannot be interrupted (or a
@@ -424,10 +479,10 @@ class Daemon {
                                 : "exiting while a reload is still reading the configuration");
       spdlog::shutdown();
       std::fflush(stdout);
-      std::_Exit(0);
+      std::_Exit(code);
     }
     spdlog::info("stopped");
-    return 0;
+    return code;
   }
 
   const CommandLine& cmd_;
@@ -440,6 +495,7 @@ class Daemon {
   SnapshotStore store_;
   SelfMetrics self_;
   Scheduler scheduler_;
+  NodeHealth node_;
   Router router_;
   HttpServer server_;
   asio::steady_timer watchdog_;
@@ -456,6 +512,167 @@ class Daemon {
   bool reload_again_ = false;
   bool socket_activated_ = false;
 };
+
+// The running daemon's addresses on this host, as the configuration (or
+// --listen) says it listens: a wildcard address is reached on loopback.
+struct LocalEndpoint {
+  std::string host;
+  std::uint16_t port = 0;
+  bool tls = false;
+  std::string url() const {
+    std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+    return std::string(tls ? "https" : "http") + "://" + h + ":" + std::to_string(port);
+  }
+};
+
+std::vector<LocalEndpoint> local_endpoints(const CommandLine& cmd, const Config& cfg) {
+  WebSecurity::Built web = WebSecurity::build(web_config_path(cmd, cfg));
+  bool tls = web.security && web.security->tls();
+  std::vector<LocalEndpoint> out;
+  for (const std::string& a : cmd.listen.empty() ? cfg.server.listen : cmd.listen) {
+    auto addr = parse_listen_address(a);
+    if (!addr) continue;
+    LocalEndpoint ep{addr->host, addr->port, tls};
+    if (ep.host.empty() || ep.host == "0.0.0.0") ep.host = "127.0.0.1";
+    if (ep.host == "::") ep.host = "::1";
+    out.push_back(std::move(ep));
+  }
+  return out;
+}
+
+int exit_code_of(std::string_view health) {
+  if (health == "healthy") return 0;
+  if (health == "unhealthy") return 1;
+  return 2;
+}
+
+std::string_view format_param(const std::string& output) {
+  if (output == "json") return "format=json";
+  if (output == "line") return "format=line";
+  return "format=table";
+}
+
+const std::string& report_text(const NodeReport& r, const std::string& output) {
+  if (output == "json") return r.json;
+  if (output == "line") return r.line;
+  return r.table;
+}
+
+std::string seconds_since(std::chrono::steady_clock::time_point start) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f s",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return buf;
+}
+
+// --check. Asks the running daemon (no second NVML session, no second read
+// of anything); where none answers, collects one round here.
+int check(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
+  auto start = std::chrono::steady_clock::now();
+  ConfigResult r = load(cmd, catalog);
+  if (!r.config) {
+    print_errors(r.errors);
+    std::cerr << "cannot decide: " << r.errors.size() << " error(s) in " << cmd.config_path
+              << "\n";
+    return 2;
+  }
+  if (!cmd.local) {
+    for (const LocalEndpoint& ep : local_endpoints(cmd, *r.config)) {
+      FetchResult f = fetch_local(ep.host, ep.port, ep.tls,
+                                  "/-/node-health?" + std::string(format_param(cmd.output)),
+                                  std::chrono::milliseconds(2000));
+      if (!f.connected) continue;
+      if ((f.status == 200 || f.status == 503) && !f.node_status.empty()) {
+        std::cout << f.body;
+        if (cmd.output == "table")
+          std::cout << "source: the running daemon at " << ep.url() << " (" << seconds_since(start)
+                    << ")\n";
+        std::cout.flush();
+        return exit_code_of(f.node_status);
+      }
+      std::cerr << "the daemon at " << ep.url() << " gave no verdict ("
+                << (f.status != 0 ? "HTTP " + std::to_string(f.status) : f.error)
+                << (f.status == 401 ? "; set server.healthy_without_auth = true to let --check ask it"
+                                    : "")
+                << "); collecting here instead\n";
+      break;
+    }
+  }
+  Daemon d(cmd, catalog, std::move(*r.config));
+  std::shared_ptr<const NodeReport> report = d.round_verdict();
+  if (!report) {
+    std::cerr << "cannot decide: no collection round\n";
+    return d.end_round(2);
+  }
+  std::cout << report_text(*report, cmd.output);
+  if (cmd.output == "table")
+    std::cout << "source: one collection round in this process (" << seconds_since(start) << ")\n";
+  std::cout.flush();
+  return d.end_round(exit_code_of(health_name(report->verdict.overall())));
+}
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// --learn-expected: the running daemon's /metrics, else one round here.
+int learn(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
+  ConfigResult r = load(cmd, catalog);
+  if (!r.config) {
+    print_errors(r.errors);
+    return 2;
+  }
+  Samples samples(&learn_families());
+  std::string source;
+  std::vector<std::string> notes;
+  if (!cmd.local) {
+    for (const LocalEndpoint& ep : local_endpoints(cmd, *r.config)) {
+      FetchResult f =
+          fetch_local(ep.host, ep.port, ep.tls, "/metrics", std::chrono::milliseconds(5000));
+      if (!f.connected) continue;
+      if (f.status == 200) {
+        samples.add(f.body);
+        source = "the running daemon at " + ep.url();
+        break;
+      }
+      std::cerr << "the daemon at " << ep.url() << " answered "
+                << (f.status != 0 ? "HTTP " + std::to_string(f.status) : f.error)
+                << "; collecting here instead\n";
+      break;
+    }
+  }
+  int code = 0;
+  std::optional<Daemon> d;
+  if (source.empty()) {
+    d.emplace(cmd, catalog, std::move(*r.config));
+    std::vector<CollectorState> collectors;
+    auto s = d->round_samples(learn_families(), &collectors);
+    if (!s) return d->end_round(2);
+    samples = std::move(*s);
+    source = "one collection round";
+    for (const CollectorState& c : collectors)
+      if (!c.up)
+        notes.push_back("collector " + c.name + " was down (" + c.error +
+                        "): nothing it reads is expected");
+  }
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  Learned learned = learn_expectations(samples);
+  notes.insert(notes.end(), learned.notes.begin(), learned.notes.end());
+  std::cout << expectations_toml(
+      learned.expect, notes,
+      {"Expected inventory of " + std::string(host) + ", learned by nodewatchd --learn-expected at " +
+           utc_now() + " from " + source + ".",
+       "Review it, then ship it as the file [expect] file names, or paste it into the",
+       "configuration."});
+  std::cout.flush();
+  return d ? d->end_round(code) : code;
+}
 
 }  // namespace
 
@@ -480,6 +697,16 @@ int run(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
   // The declared families do not depend on the configuration: nothing is
   // read for them, not even the file (whose probe paths would be checked).
   if (cmd.list_metrics) return list_metrics(catalog);
+  if (cmd.check || cmd.learn_expected) {
+    // Nothing on stdout but the verdict or the file; the log only says
+    // what went wrong.
+    if (cmd.log_level.empty()) set_log_level("warn");
+    if (cmd.output != "table" && cmd.output != "json" && cmd.output != "line") {
+      std::cerr << "--output: \"" << cmd.output << "\" is not one of table, json, line\n";
+      return 2;
+    }
+    return cmd.check ? check(cmd, catalog) : learn(cmd, catalog);
+  }
   ConfigResult r = load(cmd, catalog);
   if (cmd.check_config) {
     if (!r.config) {

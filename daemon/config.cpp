@@ -126,6 +126,12 @@ ConfigResult parse_config(std::string_view text, std::string_view file,
     r.finish();
   }
 
+  if (const toml::table* t = top.get_table("expect")) {
+    OptionReader r(*t, "expect", file_s, &errors);
+    cfg.expect = read_expectations(*t, r, file_s, &errors);
+    r.finish();
+  }
+
   const toml::table* collectors = top.get_table("collectors");
   if (collectors != nullptr) {
     for (auto&& [k, v] : *collectors) {

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "expect.hpp"
 #include "nodewatch/collector.hpp"
 #include "nodewatch/options.hpp"
 
@@ -38,7 +39,7 @@ struct ServerConfig {
   // The exporter-toolkit web configuration (TLS, basic authentication):
   // absolute, or relative to the configuration file's directory; "" none.
   std::string web_config_file;
-  bool healthy_without_auth = false;  // /-/healthy answers without credentials
+  bool healthy_without_auth = false;  // /-/healthy and /-/node-health answer without credentials
 };
 
 struct LogConfig {
@@ -70,6 +71,7 @@ struct Config {
   ServerConfig server;
   LogConfig log;
   SharedSettings shared;                    // [nvml]
+  Expectations expect;                      // [expect], or the file it names
   std::vector<CollectorConfig> collectors;  // one per catalog entry, catalog order
 };
 

@@ -181,8 +181,9 @@ class Session : public HttpServer::SessionBase,
       send(std::move(res), target, keep);
       return;
     }
-    const bool exempt =
-        shared_.limits.healthy_without_auth && target.substr(0, target.find('?')) == "/-/healthy";
+    const std::string_view path = std::string_view(target).substr(0, target.find('?'));
+    const bool exempt = shared_.limits.healthy_without_auth &&
+                        (path == "/-/healthy" || path == "/-/node-health");
     if (!security_->authenticates() || exempt) {
       respond(keep);
       return;

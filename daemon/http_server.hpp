@@ -43,7 +43,7 @@ struct HttpLimits {
   std::chrono::milliseconds read_timeout{10000};
   std::chrono::milliseconds idle_timeout{60000};
   std::chrono::milliseconds write_timeout{30000};
-  bool healthy_without_auth = false;  // /-/healthy answers without credentials
+  bool healthy_without_auth = false;  // /-/healthy and /-/node-health answer without credentials
 };
 
 class HttpServer {

@@ -132,6 +132,9 @@ Router::Parts Router::parts(const MetricsFilter& filter,
   p.set = src_.store->current();
   for (const auto& [name, rendered] : p.set->by_collector)
     if (include(name)) p.segments.push_back(rendered.get());
+  // The verdict covers every collector: served whatever the filter.
+  if (src_.node) p.node = src_.node();
+  if (p.node && p.node->metrics) p.segments.push_back(p.node->metrics.get());
   p.self = src_.self->render(statuses, include);
   return p;
 }
@@ -188,7 +191,8 @@ HttpResponse Router::landing(const HttpRequest& req) const {
   h += " (revision ";
   h += html_escape(kRevision);
   h += ")</p>\n<p><a href=\"metrics\">Metrics</a> &middot; <a href=\"-/healthy\">Health</a>"
-       " &middot; <a href=\"-/ready\">Readiness</a></p>\n";
+       " &middot; <a href=\"-/ready\">Readiness</a> &middot; <a href=\"-/node-health?format=table\">"
+       "Node health</a></p>\n";
   if (src_.access) h += "<p>Access: " + html_escape(src_.access()) + "</p>\n";
   h += "<h2>Collectors</h2>\n<table><tr><th>collector</th><th>state</th><th>interval</th>"
        "<th>last duration</th><th>last success</th><th>last error</th></tr>\n";
@@ -218,6 +222,36 @@ HttpResponse Router::landing(const HttpRequest& req) const {
   return res;
 }
 
+// 200 when the node is healthy, else 503; the body is the verdict as JSON,
+// or as the table `--check` prints with ?format=table.
+HttpResponse Router::node_health(std::string_view query) const {
+  std::string_view format = "json";
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    std::string_view part = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    if (part == "format=table" || part == "format=json" || part == "format=line")
+      format = part.substr(7);
+    else if (!part.empty())
+      return text_response(http::status::bad_request,
+                           "unknown parameter; use format=json, format=table or format=line\n");
+  }
+  std::shared_ptr<const NodeReport> r = src_.node ? src_.node() : nullptr;
+  Health h = r ? r->verdict.overall() : Health::kUnknown;
+  std::string body;
+  if (r)
+    body = format == "table" ? r->table : format == "line" ? r->line : r->json;
+  else
+    body = format == "json" ? "{\"status\":\"unknown\",\"problems\":[]}\n"
+                            : "unknown: no verdict yet\n";
+  HttpResponse res = text_response(
+      h == Health::kHealthy ? http::status::ok : http::status::service_unavailable, std::move(body));
+  if (format == "json") res.set(http::field::content_type, "application/json");
+  res.set(http::field::cache_control, "no-store");
+  res.set(kNodeStatusHeader, health_name(h));
+  return res;
+}
+
 HttpResponse Router::handle(const HttpRequest& req) const {
   std::string_view target = req.target();
   auto qpos = target.find('?');
@@ -226,7 +260,8 @@ HttpResponse Router::handle(const HttpRequest& req) const {
       qpos == std::string_view::npos ? std::string_view{} : target.substr(qpos + 1);
 
   HttpResponse res;
-  bool known = path == "/metrics" || path == "/" || path == "/-/healthy" || path == "/-/ready";
+  bool known = path == "/metrics" || path == "/" || path == "/-/healthy" || path == "/-/ready" ||
+               path == "/-/node-health";
   if (!known) {
     res = text_response(http::status::not_found, "not found; try /metrics\n");
   } else if (req.method() != http::verb::get && req.method() != http::verb::head) {
@@ -236,6 +271,8 @@ HttpResponse Router::handle(const HttpRequest& req) const {
     res = metrics(req, query);
   } else if (path == "/") {
     res = landing(req);
+  } else if (path == "/-/node-health") {
+    res = node_health(query);
   } else if (path == "/-/healthy") {
     res = text_response(http::status::ok, "OK\n");
   } else {

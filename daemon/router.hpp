@@ -1,5 +1,6 @@
 #pragma once
-// Maps requests to responses: /metrics, /, /-/healthy, /-/ready.
+// Maps requests to responses: /metrics, /, /-/healthy, /-/ready,
+// /-/node-health.
 // Runs on the io thread; a /metrics response only concatenates rendered
 // snapshots and the self-metrics (see exposition.hpp).
 
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "http_server.hpp"
+#include "node_health.hpp"
 #include "scheduler.hpp"
 #include "self_metrics.hpp"
 #include "snapshot_store.hpp"
@@ -16,6 +18,9 @@
 namespace nodewatch {
 
 inline constexpr std::string_view kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";
+// /-/node-health's header with the node's state (healthy, unhealthy,
+// unknown): what `nodewatchd --check` turns into its exit status.
+inline constexpr std::string_view kNodeStatusHeader = "Nodewatch-Node-Status";
 
 // A parsed collect[]/exclude[] query.
 struct MetricsFilter {
@@ -39,6 +44,8 @@ class Router {
     // One line on how the server is reached: TLS, authentication (the
     // landing page shows it). Empty: not shown.
     std::function<std::string()> access = nullptr;
+    // The latest node verdict (null: none yet, or no verdict in this process).
+    std::function<std::shared_ptr<const NodeReport>()> node = nullptr;
   };
   explicit Router(Sources sources) : src_(std::move(sources)) {}
 
@@ -50,12 +57,14 @@ class Router {
  private:
   struct Parts {
     std::shared_ptr<const SnapshotSet> set;  // keeps the segments alive
+    std::shared_ptr<const NodeReport> node;  // keeps its segment alive
     std::vector<const RenderedText*> segments;
     std::string self;
   };
   Parts parts(const MetricsFilter& filter, const std::vector<CollectorStatus>& statuses) const;
   HttpResponse metrics(const HttpRequest& req, std::string_view query) const;
   HttpResponse landing(const HttpRequest& req) const;
+  HttpResponse node_health(std::string_view query) const;
 
   Sources src_;
 };

@@ -141,6 +141,7 @@ void Scheduler::start(std::vector<CollectorJob> jobs) {
   first_round_done_ =
       std::all_of(entries_.begin(), entries_.end(), [](const auto& e) { return e->status.ran; });
   if (first_round_done_ && first_round_cb_) asio::post(io_, first_round_cb_);
+  if (result_cb_) result_cb_();
   auto now = Clock::now();
   for (auto& e : fresh) {
     e->next_due = now;
@@ -286,6 +287,7 @@ void Scheduler::on_deadline(const std::shared_ptr<Entry>& e, std::uint64_t run_i
   failures_.failed(e->job.name, e->status.last_error);
   mark_ran(*e);
   if (was_up && state_cb_) state_cb_();
+  if (result_cb_) result_cb_();
 }
 
 void Scheduler::complete(const std::shared_ptr<Entry>& e, std::uint64_t run_id, Result r) {
@@ -327,6 +329,7 @@ void Scheduler::complete(const std::shared_ptr<Entry>& e, std::uint64_t run_id, 
   }
   mark_ran(*e);
   if (was_up != e->status.up && state_cb_) state_cb_();
+  if (result_cb_) result_cb_();
 }
 
 // One line when a (reason, subject) starts failing, one when it stops, with

@@ -79,6 +79,9 @@ class Scheduler {
   void on_first_round(std::function<void()> cb) { first_round_cb_ = std::move(cb); }
   // Called whenever a collector's up state changes.
   void on_state_change(std::function<void()> cb) { state_cb_ = std::move(cb); }
+  // Called after each collection's result (or its timeout) reached the
+  // store and the statuses, and after start(): the node verdict follows.
+  void on_result(std::function<void()> cb) { result_cb_ = std::move(cb); }
   bool first_round_done() const { return first_round_done_; }
 
   std::vector<CollectorStatus> statuses() const;
@@ -114,6 +117,7 @@ class Scheduler {
   FailureLog failures_;
   std::function<void()> first_round_cb_;
   std::function<void()> state_cb_;
+  std::function<void()> result_cb_;
   bool first_round_done_ = false;
   std::uint64_t entries_built_ = 0;
 };

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <system_error>
@@ -134,6 +135,25 @@ std::int64_t OptionReader::get_int(std::string_view key, std::int64_t def, std::
     error_at(n, key,
              "value " + std::to_string(*v) + " is out of range [" + std::to_string(min) + ", " +
                  std::to_string(max) + "]");
+    return def;
+  }
+  return *v;
+}
+
+double OptionReader::get_number(std::string_view key, double def, double min, double max) {
+  const toml::node* n = lookup(key);
+  if (n == nullptr) return def;
+  std::optional<double> v;
+  if (auto i = n->value_exact<std::int64_t>()) v = static_cast<double>(*i);
+  if (auto f = n->value_exact<double>()) v = *f;
+  if (!v || !std::isfinite(*v)) {
+    error_at(n, key, "expected a number, found " + std::string(type_name(*n)));
+    return def;
+  }
+  if (*v < min || *v > max) {
+    std::ostringstream m;
+    m << "value " << *v << " is out of range [" << min << ", " << max << "]";
+    error_at(n, key, m.str());
     return def;
   }
   return *v;

@@ -48,6 +48,8 @@ class OptionReader {
 
   bool get_bool(std::string_view key, bool def);
   std::int64_t get_int(std::string_view key, std::int64_t def, std::int64_t min, std::int64_t max);
+  // An integer or a float, within [min, max].
+  double get_number(std::string_view key, double def, double min, double max);
   std::string get_string(std::string_view key, std::string def);
   // One of `allowed`.
   std::string get_enum(std::string_view key, std::string def,

@@ -15,6 +15,7 @@
 
 #include "exposition.hpp"
 #include "support/daemon_process.hpp"
+#include "support/e2e_node.hpp"
 #include "support/http_client.hpp"
 
 namespace nodewatch {
@@ -28,49 +29,15 @@ using testing::Request;
 using testing::TempDir;
 using testing::TestConnection;
 
-const std::filesystem::path kFixtures = NODEWATCH_FIXTURES_DIR;
 const std::filesystem::path kGolden =
     std::filesystem::path(NODEWATCH_TESTS_SOURCE_DIR) / "e2e" / "golden.prom";
-const std::filesystem::path kConfig =
-    std::filesystem::path(NODEWATCH_TESTS_SOURCE_DIR) / "e2e" / "nodewatch.toml";
 
-// One node: the collectors' fixture trees merged into one sysfs and one
-// procfs root in `dir` (each collector keeps its fixture beside its tests;
-// the end-to-end test needs them side by side, as on a real node).
 std::vector<std::string> FixtureArgs(const TempDir& dir) {
-  namespace fs = std::filesystem;
-  const auto opts = fs::copy_options::recursive | fs::copy_options::copy_symlinks |
-                    fs::copy_options::skip_existing;
-  for (const char* tree : {"storage", "pcie", "amdgpu", "interconnect", "edac", "kernel"}) {
-    for (const char* root : {"sys", "proc"}) {
-      fs::path from = kFixtures / tree / root;
-      if (fs::exists(from)) {
-        fs::create_directories(dir.path() / "node" / root);
-        fs::copy(from, dir.path() / "node" / root, opts);
-      }
-    }
-  }
-  // Burn-in and inventory files, as jobs on the node would write them.
-  fs::create_directories(dir.path() / "node" / "textfile");
-  for (const auto& e : fs::directory_iterator(kFixtures / "textfile"))
-    if (e.path().extension() == ".prom") fs::copy(e.path(), dir.path() / "node" / "textfile");
-  // The accelerator collector loads the fake NVML (8 GPUs) built by the
-  // tests; the configuration names it, as an operator would a driver path.
-  std::ofstream(dir.path() / "nodewatch.toml")
-      << ReadFile(kConfig) << "\n[nvml]\nlibrary = \"" << FAKE_NVML_LIBRARY
-      << "\"\n[collectors.accelerator]\ninterval = \"1h\"\n"
-      << "[collectors.interconnect]\ninterval = \"1h\"\n[collectors.textfile]\ninterval = "
-         "\"1h\"\ndirectory = \""
-      << (dir.path() / "node" / "textfile").string() << "\"\n"
-      << KernelTestSection(dir.path()) << "interval = \"1h\"\n";
-  return {"--config", (dir.path() / "nodewatch.toml").string(),
-          "--sysfs",  (dir.path() / "node" / "sys").string(),
-          "--procfs", (dir.path() / "node" / "proc").string()};
+  return testing::E2ENodeArgs(dir);
 }
 
-// The fake NVML's scenario for the end-to-end node.
 std::vector<std::string> FixtureEnv() {
-  return {"FAKE_NVML_SCENARIO=" + (kFixtures / "nvml" / "eight_gpus.scenario").string()};
+  return testing::E2ENodeEnv();
 }
 
 // Replaces what legitimately changes from run to run: timings, timestamps,

@@ -52,6 +52,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -167,6 +168,8 @@ struct State {
   std::map<std::tuple<unsigned, unsigned, std::string>, unsigned long long> nvlink_errors;
   std::vector<FieldValueRule> field_values;
   std::array<unsigned, kMaxDevices> recovery_action{};  // recovery_action DEV N
+  // remapped_rows DEV CORR UNC PENDING FAILED, in place of the derived values.
+  std::array<std::optional<std::array<unsigned, 4>>, kMaxDevices> remapped_rows{};
   std::array<bool, kMaxDevices> no_gpm{};
   std::array<std::vector<unsigned>, kMaxDevices> mig;  // mig DEV GI...: GPU instance ids
   std::map<unsigned, FabricRule> fabric;               // by device
@@ -389,6 +392,14 @@ bool apply_line(State& st, const std::string& raw, std::string* error) {
     for (unsigned i = 0; i < kMaxDevices; ++i)
       if (dev == kAnyDevice || dev == static_cast<int>(i))
         st.recovery_action[i] = static_cast<unsigned>(n);
+  } else if (cmd == "remapped_rows" && w.size() == 6 && parse_device(w[1], &dev)) {
+    std::array<unsigned, 4> rows{};
+    for (std::size_t k = 0; k < 4; ++k) {
+      if (!parse_number(w[2 + k], &n)) return bad();
+      rows[k] = static_cast<unsigned>(n);
+    }
+    for (unsigned i = 0; i < kMaxDevices; ++i)
+      if (dev == kAnyDevice || dev == static_cast<int>(i)) st.remapped_rows[i] = rows;
   } else if (cmd == "no_gpm" && w.size() == 2 && parse_device(w[1], &dev)) {
     for (unsigned i = 0; i < kMaxDevices; ++i)
       if (dev == kAnyDevice || dev == static_cast<int>(i)) st.no_gpm[i] = true;
@@ -1024,7 +1035,8 @@ FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetTotalEccErrors(nvml::Device dev, unsi
   return rc;
 }
 
-// Remapped rows: correctable i, uncorrectable i%3, pending i%2, failed i==7.
+// Remapped rows: correctable i, uncorrectable i%3, pending i%2, failed i==7,
+// unless the scenario's remapped_rows says otherwise.
 FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetRemappedRows(nvml::Device dev, unsigned* corr,
                                                         unsigned* unc, unsigned* pending,
                                                         unsigned* failed) {
@@ -1032,6 +1044,13 @@ FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetRemappedRows(nvml::Device dev, unsign
     return nvml::kErrorInvalidArgument;
   const nvml::Return rc = enter(__func__, __func__, dev);
   if (rc != nvml::kSuccess) return rc;
+  if (const auto& rows = g_state.remapped_rows[dev->index]) {
+    *corr = (*rows)[0];
+    *unc = (*rows)[1];
+    *pending = (*rows)[2];
+    *failed = (*rows)[3];
+    return rc;
+  }
   *corr = dev->index;
   *unc = dev->index % 3;
   *pending = dev->index % 2;

@@ -1,0 +1,522 @@
+#include "expect.hpp"
+
+#include <sys/stat.h>
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <stdexcept>
+
+namespace nodewatch {
+
+extern const char kThresholdsToml[];  // alerts/thresholds.toml, generated into the build
+
+namespace {
+
+constexpr std::size_t kMaxExpectFileBytes = 1 << 20;
+
+bool is_pci_address(std::string_view s) {
+  // dddd:bb:dd.f, lower-case hex, as sysfs and NVML name them
+  if (s.size() != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.') return false;
+  for (std::size_t i : {0, 1, 2, 3, 5, 6, 8, 9, 11}) {
+    char c = s[i];
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+// "<number><unit>" with an optional space; the number's scale by unit.
+std::optional<double> parse_scaled(std::string_view text,
+                                   std::initializer_list<std::pair<std::string_view, double>> units) {
+  std::size_t n = 0;
+  while (n < text.size() && ((text[n] >= '0' && text[n] <= '9') || text[n] == '.')) ++n;
+  if (n == 0) return std::nullopt;
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + n, v);
+  if (ec != std::errc() || ptr != text.data() + n || !std::isfinite(v) || v <= 0)
+    return std::nullopt;
+  std::string_view unit = text.substr(n);
+  if (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+  for (const auto& [name, scale] : units)
+    if (unit == name) return v * scale;
+  return std::nullopt;
+}
+
+std::string format_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+std::string toml_quote(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+void too_many(OptionReader& r, std::string_view key, std::size_t n) {
+  if (n > kMaxExpectEntries)
+    r.error(key, std::to_string(n) + " entries; at most " + std::to_string(kMaxExpectEntries));
+}
+
+// The body of an [expect] table, without `file`.
+void read_body(OptionReader& r, const std::string& file, std::vector<ConfigError>* errors,
+               Expectations* e) {
+  const std::string& p = r.prefix();
+  if (const toml::table* t = r.get_table("accelerator")) {
+    OptionReader a(*t, p + ".accelerator", file, errors);
+    if (auto v = a.get_int("count", -1, 0, 4096); v >= 0) e->accelerator_count = static_cast<int>(v);
+    if (const toml::table* m = a.get_table("models")) {
+      OptionReader mr(*m, p + ".accelerator.models", file, errors);
+      for (auto&& [k, v] : *m) {
+        std::string model(k.str());
+        auto n = mr.get_int(model, -1, 1, 4096);
+        if (n >= 1) e->accelerator_models[model] = static_cast<int>(n);
+      }
+      mr.finish();
+      int sum = 0;
+      for (const auto& [model, n] : e->accelerator_models) sum += n;
+      if (e->accelerator_count && !e->accelerator_models.empty() && sum != *e->accelerator_count)
+        a.error("models", "the models add up to " + std::to_string(sum) + ", count is " +
+                              std::to_string(*e->accelerator_count));
+      if (!e->accelerator_count && !e->accelerator_models.empty()) e->accelerator_count = sum;
+    }
+    if (auto v = a.get_int("nvlinks_active", -1, 0, 1024); v >= 0)
+      e->nvlinks_active = static_cast<int>(v);
+    a.finish();
+  }
+  std::set<std::string> seen;
+  std::size_t n = r.for_each_table("pcie", [&](OptionReader& x, std::size_t) {
+    ExpectedPcie d;
+    d.device = x.get_string("device", "");
+    if (!is_pci_address(d.device))
+      x.error("device", "\"" + d.device + "\" is not a PCI address such as \"0000:1a:00.0\"");
+    else if (!seen.insert(d.device).second)
+      x.error("device", "\"" + d.device + "\" is listed twice");
+    if (auto w = x.get_int("width", -1, 1, 32); w >= 1) d.width = static_cast<int>(w);
+    std::string speed = x.get_string("speed", "");
+    if (!speed.empty()) {
+      d.speed = parse_transfer_rate(speed);
+      if (!d.speed) x.error("speed", "\"" + speed + "\" is not a link speed such as \"32GT/s\"");
+    }
+    if (!d.width && !d.speed) x.error("device", "needs width, speed or both");
+    e->pcie.push_back(std::move(d));
+  });
+  too_many(r, "pcie", n);
+  seen.clear();
+  n = r.for_each_table("fabric", [&](OptionReader& x, std::size_t) {
+    ExpectedPort port;
+    port.device = x.get_string("device", "");
+    if (port.device.empty()) x.error("device", "needs the device, such as \"mlx5_0\"");
+    port.port = static_cast<int>(x.get_int("port", 1, 1, 255));
+    std::string rate = x.get_string("rate", "");
+    if (!rate.empty()) {
+      port.rate = parse_bit_rate(rate);
+      if (!port.rate) x.error("rate", "\"" + rate + "\" is not a rate such as \"400Gb/s\"");
+    }
+    if (!port.device.empty() && !seen.insert(port.component()).second)
+      x.error("device", "port " + port.component() + " is listed twice");
+    e->ports.push_back(std::move(port));
+  });
+  too_many(r, "fabric", n);
+  seen.clear();
+  n = r.for_each_table("nic", [&](OptionReader& x, std::size_t) {
+    ExpectedNic nic;
+    nic.interface = x.get_string("interface", "");
+    if (nic.interface.empty() || nic.interface.size() > 15 ||
+        nic.interface.find('/') != std::string::npos)
+      x.error("interface", "\"" + nic.interface + "\" is not an interface name");
+    else if (!seen.insert(nic.interface).second)
+      x.error("interface", "\"" + nic.interface + "\" is listed twice");
+    std::string speed = x.get_string("speed", "");
+    if (!speed.empty()) {
+      nic.speed = parse_bit_rate(speed);
+      if (!nic.speed) x.error("speed", "\"" + speed + "\" is not a speed such as \"100Gb/s\"");
+    }
+    e->nics.push_back(std::move(nic));
+  });
+  too_many(r, "nic", n);
+  if (const toml::table* t = r.get_table("storage")) {
+    OptionReader s(*t, p + ".storage", file, errors);
+    e->probes = s.get_string_array("probes", {});
+    e->nfs_mounts = s.get_string_array("nfs_mounts", {});
+    for (const char* key : {"probes", "nfs_mounts"}) {
+      auto& list = std::string_view(key) == "probes" ? e->probes : e->nfs_mounts;
+      too_many(s, key, list.size());
+      std::set<std::string> unique;
+      for (const std::string& path : list) {
+        if (path.empty() || path.front() != '/') s.error(key, "\"" + path + "\" is not absolute");
+        if (!unique.insert(path).second) s.error(key, "\"" + path + "\" is listed twice");
+      }
+    }
+    s.finish();
+  }
+  if (const toml::table* t = r.get_table("thresholds")) {
+    OptionReader th(*t, p + ".thresholds", file, errors);
+    const auto& defaults = threshold_defaults();
+    for (auto&& [alert, node] : *t) {
+      std::string alert_name(alert.str());
+      auto known = defaults.lower_bound(alert_name + ".");
+      if (known == defaults.end() || known->first.rfind(alert_name + ".", 0) != 0)
+        continue;  // finish() reports it
+      const toml::table* keys = th.get_table(alert_name);
+      if (keys == nullptr) continue;
+      OptionReader kr(*keys, p + ".thresholds." + alert_name, file, errors);
+      for (auto&& [k, v] : *keys) {
+        std::string name = alert_name + "." + std::string(k.str());
+        auto def = defaults.find(name);
+        if (def == defaults.end()) continue;  // finish() reports it
+        if (def->second.duration) {
+          Millis d = kr.get_duration(k.str(), Millis(0), Millis(1000), Millis(7LL * 24 * 3600 * 1000));
+          if (d.count() > 0) e->thresholds[name] = static_cast<double>(d.count()) / 1000.0;
+        } else {
+          double x = kr.get_number(k.str(), NAN, -1e18, 1e18);
+          if (!std::isnan(x)) e->thresholds[name] = x;
+        }
+      }
+      kr.finish();
+    }
+    th.finish();
+  }
+}
+
+}  // namespace
+
+double Expectations::threshold(std::string_view name) const {
+  if (auto it = thresholds.find(name); it != thresholds.end()) return it->second;
+  const auto& defaults = threshold_defaults();
+  auto it = defaults.find(name);
+  if (it == defaults.end())
+    throw std::out_of_range("no threshold " + std::string(name) + " in alerts/thresholds.toml");
+  return it->second.value;
+}
+
+const std::map<std::string, ThresholdDefault, std::less<>>& threshold_defaults() {
+  static const auto kDefaults = [] {
+    std::map<std::string, ThresholdDefault, std::less<>> out;
+    toml::table root = toml::parse(std::string_view(kThresholdsToml), std::string_view("alerts/thresholds.toml"));
+    for (auto&& [alert, node] : root) {
+      if (alert.str() == "selectors") continue;
+      const toml::table* t = node.as_table();
+      if (t == nullptr) continue;
+      for (auto&& [k, v] : *t) {
+        std::string name = std::string(alert.str()) + "." + std::string(k.str());
+        ThresholdDefault d;
+        if (auto s = v.value_exact<std::string>()) {
+          auto ms = parse_duration(*s);
+          if (!ms) continue;
+          d.duration = true;
+          d.value = static_cast<double>(ms->count()) / 1000.0;
+        } else if (auto i = v.value_exact<std::int64_t>()) {
+          d.value = static_cast<double>(*i);
+        } else if (auto f = v.value_exact<double>()) {
+          d.value = *f;
+        } else {
+          continue;
+        }
+        out.emplace(std::move(name), d);
+      }
+    }
+    return out;
+  }();
+  return kDefaults;
+}
+
+Expectations read_expectations(const toml::table& t, OptionReader& r,
+                               const std::string& config_file, std::vector<ConfigError>* errors) {
+  Expectations e;
+  std::string file = r.get_string("file", "");
+  if (file.empty()) {
+    read_body(r, config_file, errors, &e);
+    return e;
+  }
+  for (auto&& [k, v] : t) {
+    if (k.str() == "file") continue;
+    r.mark_known(k.str());
+    r.error(k.str(), "with expect.file set, every expectation is in that file");
+  }
+  if (file.front() != '/')
+    file = (std::filesystem::path(config_file).parent_path() / file).lexically_normal().string();
+  auto fail = [&](const std::string& why) {
+    errors->push_back(ConfigError{file, 0, 0, "", why});
+    return e;
+  };
+  // A regular file only: a FIFO or a device would block or never end.
+  struct stat st {};
+  if (stat(file.c_str(), &st) != 0) {
+    r.error("file", "cannot read \"" + file + "\": " + std::strerror(errno));
+    return e;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    r.error("file", "\"" + file + "\" is not a regular file");
+    return e;
+  }
+  if (static_cast<std::size_t>(st.st_size) > kMaxExpectFileBytes)
+    return fail("file is larger than " + std::to_string(kMaxExpectFileBytes) + " bytes");
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return fail("cannot read expect file");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  e = parse_expect_file(text, file, errors);
+  e.file = file;
+  return e;
+}
+
+Expectations parse_expect_file(std::string_view text, const std::string& file,
+                               std::vector<ConfigError>* errors) {
+  Expectations e;
+  toml::table root;
+  try {
+    root = toml::parse(text, file);
+  } catch (const toml::parse_error& err) {
+    errors->push_back(ConfigError{file, static_cast<int>(err.source().begin.line),
+                                  static_cast<int>(err.source().begin.column), "",
+                                  std::string(err.description())});
+    return e;
+  }
+  OptionReader top(root, "", file, errors);
+  if (const toml::table* t = top.get_table("expect")) {
+    OptionReader r(*t, "expect", file, errors);
+    if (t->contains("file")) {
+      r.mark_known("file");
+      r.error("file", "an expect file cannot name another");
+    }
+    read_body(r, file, errors, &e);
+    r.finish();
+  }
+  top.finish();
+  return e;
+}
+
+std::optional<double> parse_transfer_rate(std::string_view text) {
+  return parse_scaled(text, {{"GT/s", 1e9}, {"MT/s", 1e6}});
+}
+
+std::optional<double> parse_bit_rate(std::string_view text) {
+  return parse_scaled(text, {{"Tb/s", 1e12 / 8}, {"Gb/s", 1e9 / 8}, {"Mb/s", 1e6 / 8}});
+}
+
+std::string format_transfer_rate(double t) {
+  return format_number(t / 1e9) + "GT/s";
+}
+
+std::string format_bit_rate(double bytes) {
+  double bits = bytes * 8;
+  if (bits < 1e9) return format_number(bits / 1e6) + "Mb/s";
+  return format_number(bits / 1e9) + "Gb/s";
+}
+
+const FamilySet& learn_families() {
+  static const FamilySet kFamilies = {
+      "nodewatch_accelerator_info",
+      "nodewatch_accelerator_nvlink_links_active",
+      "nodewatch_pcie_device_info",
+      "nodewatch_pcie_link_width",
+      "nodewatch_pcie_link_speed_transfers_per_second",
+      "nodewatch_interconnect_port_state",
+      "nodewatch_interconnect_port_rate_bytes_per_second",
+      "nodewatch_nic_info",
+      "nodewatch_nic_up",
+      "nodewatch_nic_speed_bytes_per_second",
+      "nodewatch_storage_probe_stuck",
+      "nodewatch_storage_probe_success",
+      "nodewatch_storage_nfs_mount_info",
+  };
+  return kFamilies;
+}
+
+namespace {
+
+// The value of `family` for the sample whose `labels` match, or nullopt.
+std::optional<double> value_of(const Samples& s, std::string_view family,
+                               std::initializer_list<std::pair<std::string_view, std::string_view>>
+                                   labels) {
+  for (const Sample& x : s.of(family)) {
+    bool match = std::all_of(labels.begin(), labels.end(),
+                             [&](const auto& kv) { return x.label(kv.first) == kv.second; });
+    if (match) return x.value;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Learned learn_expectations(const Samples& s) {
+  Learned out;
+  Expectations& e = out.expect;
+  const auto& info = s.of("nodewatch_accelerator_info");
+  if (!info.empty()) {
+    e.accelerator_count = static_cast<int>(info.size());
+    for (const Sample& x : info) e.accelerator_models[std::string(x.label("model"))] += 1;
+  }
+  const auto& links = s.of("nodewatch_accelerator_nvlink_links_active");
+  if (!links.empty()) {
+    double lo = links.front().value, hi = lo;
+    for (const Sample& x : links) lo = std::min(lo, x.value), hi = std::max(hi, x.value);
+    e.nvlinks_active = static_cast<int>(lo);
+    if (hi != lo)
+      out.notes.push_back("accelerators have " + format_number(lo) + " to " + format_number(hi) +
+                          " active NVLinks; the fewest is expected: check the others");
+  }
+  bool accelerator_speed_left_out = false;
+  for (const Sample& x : s.of("nodewatch_pcie_device_info")) {
+    std::string_view kind = x.label("kind");
+    if (kind != "accelerator" && kind != "network") continue;
+    std::string device(x.label("device"));
+    ExpectedPcie d;
+    d.device = device;
+    if (auto w = value_of(s, "nodewatch_pcie_link_width", {{"device", device}}); w && *w > 0)
+      d.width = static_cast<int>(*w);
+    if (kind == "network") {
+      if (auto v = value_of(s, "nodewatch_pcie_link_speed_transfers_per_second",
+                            {{"device", device}});
+          v && *v > 0)
+        d.speed = *v;
+    } else {
+      accelerator_speed_left_out = true;
+    }
+    if (d.width || d.speed) e.pcie.push_back(std::move(d));
+  }
+  if (accelerator_speed_left_out)
+    out.notes.push_back(
+        "the PCIe speed of accelerators is not expected: GPUs lower it when idle; add speed = "
+        "\"...GT/s\" to check it anyway");
+  for (const Sample& x : s.of("nodewatch_interconnect_port_state")) {
+    std::string device(x.label("device"));
+    std::string port_text(x.label("port"));
+    int port = 0;
+    auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+    if (ec != std::errc() || port < 1) continue;
+    if (x.value != 4) {
+      out.notes.push_back("fabric port " + device + "/" + port_text +
+                          " is not active: not expected");
+      continue;
+    }
+    ExpectedPort p;
+    p.device = device;
+    p.port = port;
+    if (auto r = value_of(s, "nodewatch_interconnect_port_rate_bytes_per_second",
+                          {{"device", device}, {"port", port_text}});
+        r && *r > 0)
+      p.rate = *r;
+    e.ports.push_back(std::move(p));
+  }
+  for (const Sample& x : s.of("nodewatch_nic_info")) {
+    if (x.label("bus_info").empty()) continue;  // virtual: veth, bridges, bonds
+    std::string name(x.label("interface"));
+    auto up = value_of(s, "nodewatch_nic_up", {{"interface", name}});
+    if (!up || *up != 1) {
+      out.notes.push_back("interface " + name + " is not up: not expected");
+      continue;
+    }
+    ExpectedNic nic;
+    nic.interface = name;
+    if (auto v = value_of(s, "nodewatch_nic_speed_bytes_per_second", {{"interface", name}});
+        v && *v > 0)
+      nic.speed = *v;
+    e.nics.push_back(std::move(nic));
+  }
+  for (const Sample& x : s.of("nodewatch_storage_probe_stuck")) {
+    std::string path(x.label("path"));
+    bool ok = x.value == 0;
+    for (const Sample& y : s.of("nodewatch_storage_probe_success"))
+      if (y.label("path") == path && y.value != 1) ok = false;
+    if (ok)
+      e.probes.push_back(path);
+    else
+      out.notes.push_back("storage probe " + path + " does not answer: not expected");
+  }
+  for (const Sample& x : s.of("nodewatch_storage_nfs_mount_info"))
+    e.nfs_mounts.emplace_back(x.label("mountpoint"));
+  std::sort(e.nfs_mounts.begin(), e.nfs_mounts.end());
+  e.nfs_mounts.erase(std::unique(e.nfs_mounts.begin(), e.nfs_mounts.end()), e.nfs_mounts.end());
+  return out;
+}
+
+std::string expectations_toml(const Expectations& e, const std::vector<std::string>& notes,
+                              const std::vector<std::string>& header) {
+  std::string out;
+  for (const std::string& h : header) out += "# " + h + "\n";
+  for (const std::string& n : notes) out += "# note: " + n + "\n";
+  if (!header.empty() || !notes.empty()) out += "\n";
+  if (e.accelerator_count || !e.accelerator_models.empty() || e.nvlinks_active) {
+    out += "[expect.accelerator]\n";
+    if (e.accelerator_count) out += "count = " + std::to_string(*e.accelerator_count) + "\n";
+    if (!e.accelerator_models.empty()) {
+      out += "models = { ";
+      bool first = true;
+      for (const auto& [model, n] : e.accelerator_models) {
+        out += (first ? "" : ", ") + toml_quote(model) + " = " + std::to_string(n);
+        first = false;
+      }
+      out += " }\n";
+    }
+    if (e.nvlinks_active) out += "nvlinks_active = " + std::to_string(*e.nvlinks_active) + "\n";
+  }
+  for (const ExpectedPcie& d : e.pcie) {
+    out += "\n[[expect.pcie]]\ndevice = " + toml_quote(d.device) + "\n";
+    if (d.width) out += "width = " + std::to_string(*d.width) + "\n";
+    if (d.speed) out += "speed = " + toml_quote(format_transfer_rate(*d.speed)) + "\n";
+  }
+  for (const ExpectedPort& p : e.ports) {
+    out += "\n[[expect.fabric]]\ndevice = " + toml_quote(p.device) +
+           "\nport = " + std::to_string(p.port) + "\n";
+    if (p.rate) out += "rate = " + toml_quote(format_bit_rate(*p.rate)) + "\n";
+  }
+  for (const ExpectedNic& n : e.nics) {
+    out += "\n[[expect.nic]]\ninterface = " + toml_quote(n.interface) + "\n";
+    if (n.speed) out += "speed = " + toml_quote(format_bit_rate(*n.speed)) + "\n";
+  }
+  auto list = [](const std::vector<std::string>& v) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + toml_quote(v[i]);
+    return s + "]";
+  };
+  if (!e.probes.empty() || !e.nfs_mounts.empty()) {
+    out += "\n[expect.storage]\n";
+    if (!e.probes.empty()) out += "probes = " + list(e.probes) + "\n";
+    if (!e.nfs_mounts.empty()) out += "nfs_mounts = " + list(e.nfs_mounts) + "\n";
+  }
+  std::string current;
+  for (const auto& [name, v] : e.thresholds) {
+    auto dot = name.find('.');
+    std::string alert = name.substr(0, dot);
+    if (alert != current) {
+      out += "\n[expect.thresholds." + alert + "]\n";
+      current = alert;
+    }
+    const auto& defaults = threshold_defaults();
+    auto def = defaults.find(name);
+    std::string key = name.substr(dot + 1);
+    if (def != defaults.end() && def->second.duration)
+      out += key + " = " +
+             toml_quote(format_duration(Millis(static_cast<long long>(std::llround(v * 1000))))) +
+             "\n";
+    else
+      out += key + " = " + format_number(v) + "\n";
+  }
+  return out;
+}
+
+}  // namespace nodewatch

@@ -1,0 +1,122 @@
+#include "node_health.hpp"
+
+#include <chrono>
+
+#include "scheduler.hpp"
+
+namespace nodewatch {
+
+Samples SnapshotSamples::samples_of(const SnapshotSet& set) {
+  std::erase_if(cache_, [&](const auto& kv) { return !set.by_collector.count(kv.first); });
+  Samples all(&VerdictEngine::families());
+  for (const auto& [name, text] : set.by_collector) {
+    auto it = cache_.find(name);
+    if (it == cache_.end() || it->second.text != text) {
+      Parsed p{text, Samples(&VerdictEngine::families())};
+      if (text) p.samples.add(text->text);
+      it = cache_.insert_or_assign(name, std::move(p)).first;
+    }
+    all.merge(it->second.samples);
+  }
+  return all;
+}
+
+NodeReport make_report(VerdictEngine& engine, const Samples& samples,
+                       const std::vector<CollectorState>& collectors) {
+  NodeReport r;
+  double unix_now = std::chrono::duration<double>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+  r.verdict = engine.evaluate(samples, collectors, std::chrono::steady_clock::now(), unix_now);
+  MetricSink sink(VerdictEngine::metric_table());
+  engine.render(r.verdict, sink);
+  r.metrics = make_rendered(sink.render());
+  r.json = r.verdict.json();
+  r.table = r.verdict.table();
+  r.line = r.verdict.line();
+  return r;
+}
+
+std::vector<CollectorState> collector_states(const std::vector<CollectorStatus>& statuses) {
+  std::vector<CollectorState> out;
+  out.reserve(statuses.size());
+  for (const CollectorStatus& s : statuses)
+    out.push_back(CollectorState{s.name, s.ran, s.up, s.last_error});
+  return out;
+}
+
+NodeHealth::NodeHealth(Expectations expect) : engine_(std::move(expect)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+NodeHealth::~NodeHealth() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void NodeHealth::set_expectations(const Expectations& expect) {
+  std::lock_guard lock(mu_);
+  pending_expect_ = expect;
+}
+
+void NodeHealth::update(std::shared_ptr<const SnapshotSet> set,
+                        std::vector<CollectorState> collectors) {
+  {
+    std::lock_guard lock(mu_);
+    pending_set_ = std::move(set);
+    pending_collectors_ = std::move(collectors);
+  }
+  cv_.notify_one();
+}
+
+void NodeHealth::evaluate_now(const SnapshotSet& set, const std::vector<CollectorState>& collectors) {
+  evaluate(set, collectors);
+}
+
+std::shared_ptr<const NodeReport> NodeHealth::current() const {
+  std::lock_guard lock(mu_);
+  return current_;
+}
+
+std::uint64_t NodeHealth::evaluations() const {
+  std::lock_guard lock(mu_);
+  return evaluations_;
+}
+
+void NodeHealth::run() {
+  for (;;) {
+    std::shared_ptr<const SnapshotSet> set;
+    std::vector<CollectorState> collectors;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || pending_set_ != nullptr; });
+      if (stop_) return;
+      set = std::move(pending_set_);
+      pending_set_.reset();
+      collectors = std::move(pending_collectors_);
+    }
+    evaluate(*set, collectors);
+  }
+}
+
+void NodeHealth::evaluate(const SnapshotSet& set, const std::vector<CollectorState>& collectors) {
+  std::lock_guard eval(eval_mu_);
+  {
+    std::lock_guard lock(mu_);
+    if (pending_expect_) {
+      if (!(*pending_expect_ == engine_.expectations())) engine_ = VerdictEngine(*pending_expect_);
+      pending_expect_.reset();
+    }
+  }
+  Samples samples = parsed_.samples_of(set);
+  auto report = std::make_shared<const NodeReport>(make_report(engine_, samples, collectors));
+  std::lock_guard lock(mu_);
+  current_ = std::move(report);
+  ++evaluations_;
+}
+
+}  // namespace nodewatch

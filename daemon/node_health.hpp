@@ -1,0 +1,94 @@
+#pragma once
+// The node verdict inside the daemon: evaluated on a thread of its own
+// after each change of the collectors' snapshots (coalesced: a burst of
+// publishes costs one evaluation), never on the io thread and never at
+// scrape time. A scrape and /-/node-health read the latest result, an
+// immutable value swapped under a short lock.
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "exposition.hpp"
+#include "snapshot_store.hpp"
+#include "verdict.hpp"
+
+namespace nodewatch {
+
+struct CollectorStatus;
+
+struct NodeReport {
+  std::shared_ptr<const RenderedText> metrics;  // the nodewatch_node_* families
+  Verdict verdict;
+  std::string json;
+  std::string table;
+  std::string line;
+};
+
+// Parses snapshots into the samples the verdict reads, reusing the parse of
+// every snapshot that did not change since the last call.
+class SnapshotSamples {
+ public:
+  Samples samples_of(const SnapshotSet& set);
+
+ private:
+  struct Parsed {
+    std::shared_ptr<const RenderedText> text;  // held: its address is the cache key
+    Samples samples;
+  };
+  std::map<std::string, Parsed, std::less<>> cache_;
+};
+
+// One evaluation and its rendering: what the worker publishes, and what
+// --once and --check compute in place.
+NodeReport make_report(VerdictEngine& engine, const Samples& samples,
+                       const std::vector<CollectorState>& collectors);
+
+class NodeHealth {
+ public:
+  explicit NodeHealth(Expectations expect);
+  ~NodeHealth();
+  NodeHealth(const NodeHealth&) = delete;
+  NodeHealth& operator=(const NodeHealth&) = delete;
+
+  // New expectations (a reload): the next evaluation uses them. Unchanged
+  // ones keep the engine and what it remembers.
+  void set_expectations(const Expectations& expect);
+  // Asks for an evaluation of `set` (called after each publish).
+  void update(std::shared_ptr<const SnapshotSet> set, std::vector<CollectorState> collectors);
+  // Evaluates `set` now, on the calling thread, and publishes the result
+  // (--once: the output must carry the verdict of its one round).
+  void evaluate_now(const SnapshotSet& set, const std::vector<CollectorState>& collectors);
+  // The latest report; null before the first evaluation.
+  std::shared_ptr<const NodeReport> current() const;
+  // Evaluations done (tests).
+  std::uint64_t evaluations() const;
+
+ private:
+  void run();
+  void evaluate(const SnapshotSet& set, const std::vector<CollectorState>& collectors);
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::shared_ptr<const SnapshotSet> pending_set_;        // under mu_
+  std::vector<CollectorState> pending_collectors_;         // under mu_
+  std::optional<Expectations> pending_expect_;             // under mu_
+  std::shared_ptr<const NodeReport> current_;              // under mu_
+  std::uint64_t evaluations_ = 0;                          // under mu_
+  // The worker's own (or evaluate_now's caller's, never both at once).
+  std::mutex eval_mu_;
+  VerdictEngine engine_;
+  SnapshotSamples parsed_;
+  std::thread thread_;
+};
+
+// CollectorState of every collector the scheduler runs.
+std::vector<CollectorState> collector_states(const std::vector<CollectorStatus>& statuses);
+
+}  // namespace nodewatch
