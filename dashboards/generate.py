@@ -29,6 +29,7 @@ UNCORRECTED = 'type="uncorrected"'
 SM = 'clock="sm"'
 NOT_MEMORY = 'sensor!="memory"'
 NOT_NONE = 'action!="none"'
+STALE_VERDICT = 'alertstate="firing", alertname="NodewatchNodeVerdictStale"'
 KERNEL_FAULTS = ('event=~"gpu_fallen_off_bus|dpc_containment|aer_fatal|mlx5_health|mlx5_cmd_timeout|'
                  'machine_check|memory_uncorrected|amdgpu_reset"')
 
@@ -177,6 +178,106 @@ def code_mappings(values, other=None):
     return [{"type": "value", "options": options}]
 
 
+# The node verdict's subsystems (nodewatch_node_healthy{subsystem}), in the
+# daemon's order, with their titles.
+SUBSYSTEMS = [("accelerator", "Accelerators"), ("nvlink", "NVLink"), ("pcie", "PCIe"), ("fabric", "Fabric ports"),
+              ("nic", "NICs"), ("storage", "Storage"), ("kernel", "Kernel"), ("exporter", "Exporter")]
+VERDICT_HEALTHY = [
+    {"type": "value", "options": {"0": {"text": "problem or not checked", "color": "red"},
+                                  "1": {"text": "healthy", "color": "green"}}}
+]
+
+
+def labelled(expr, subsystem, what, component=None):
+    """A measured series labelled as its nodewatch_node_expected counterpart:
+    subsystem and what set, component copied from the label `component`
+    (a tuple of labels is joined with "/": device/port)."""
+    e = f'label_replace(label_replace({expr}, "subsystem", "{subsystem}", "", ""), "what", "{what}", "", "")'
+    if isinstance(component, tuple):
+        e = f'label_join({e}, "component", "/", ' + ", ".join(f'"{c}"' for c in component) + ")"
+    elif component:
+        e = f'label_replace({e}, "component", "$1", "{component}", "(.+)")'
+    return e
+
+
+def expected_vs_measured():
+    """One row per nodewatch_node_expected series: the expected value and
+    what the collectors measure for the same subsystem, component and what."""
+    key = "instance, subsystem, component, what"
+    measured = [
+        labelled(f"instance:nodewatch_accelerator_info:count{sel()}", "accelerator", "count"),
+        labelled(f"count by (job, instance, model) (nodewatch_accelerator_info{sel()})", "accelerator", "count", "model"),
+        labelled(f"min by (job, instance) (nodewatch_accelerator_nvlink_links_active{sel()})", "nvlink", "links_active"),
+        labelled(f"nodewatch_pcie_link_width{sel()}", "pcie", "width", "device"),
+        labelled(f"nodewatch_pcie_link_speed_transfers_per_second{sel()}", "pcie", "speed_transfers_per_second", "device"),
+        labelled(f"instance_device_port:nodewatch_interconnect_port_active:bool{sel()}", "fabric", "active", ("device", "port")),
+        labelled(f"nodewatch_interconnect_port_rate_bytes_per_second{sel()}", "fabric", "rate_bytes_per_second",
+                 ("device", "port")),
+        labelled(f"nodewatch_nic_up{sel()}", "nic", "up", "interface"),
+        labelled(f"nodewatch_nic_speed_bytes_per_second{sel()}", "nic", "speed_bytes_per_second", "interface"),
+        labelled(f"min by (job, instance, path) (nodewatch_storage_probe_success{sel()})", "storage", "probe", "path"),
+        labelled(f"max by (job, instance, mountpoint) (nodewatch_storage_nfs_mount_info{sel()})", "storage", "nfs_mount",
+                 "mountpoint"),
+    ]
+    measured_expr = (f"max by ({key}) ({' or '.join(measured)}) "
+                     f"and on ({key}) nodewatch_node_expected{sel()}")
+    return table("Expected vs measured",
+                 "The node's expected inventory (nodewatch_node_expected, from its [expect] configuration) next to "
+                 "what nodewatch measures for the same part: accelerators enumerated (per model too), the fewest "
+                 "active NVLinks of any accelerator, PCIe link width and speed (transfers/s), fabric ports active "
+                 "(1) and their rate (bytes/s), NICs up (1) and their speed (bytes/s), storage probes succeeding "
+                 "(1: every operation) and NFS mounts present (1). An empty measured cell: the part is gone. "
+                 "Empty without an [expect] configuration.", "short",
+                 [(f"max by ({key}) (nodewatch_node_expected{sel()})", "expected"), (measured_expr, "measured")],
+                 h=10)
+
+
+def verdict_row():
+    """The node verdict: one stat per subsystem, the current problems, and
+    expected against measured."""
+    stats = [stat(title, f"nodewatch's verdict on the {name} subsystem, evaluated after each collection round: "
+                  "1 healthy, 0 a problem or not checked (see the problems' actions: none means not checked).",
+                  "none", [("nodewatch_node_healthy" + sel('subsystem="' + name + '"'), "{{instance}}")],
+                  mappings=VERDICT_HEALTHY, w=3, h=4)
+             for name, title in SUBSYSTEMS]
+    problems = panel("table", "Current problems",
+                     "Every current problem of the node verdict (nodewatch_node_problem_info, at most 100 series) "
+                     "with the part it concerns and the action it calls for: reset_gpu, reboot, drain, "
+                     "inspect_hardware, check_cable, check_storage, contact_vendor, or none (could not be checked). "
+                     "docs/runbook.md, NodewatchNodeProblem, says what each means.", "none",
+                     [target(f"nodewatch_node_problem_info{sel()}", "problem", instant=True, table=True)], w=18, h=8)
+    problems["options"] = {"showHeader": True, "cellHeight": "sm"}
+    problems["transformations"] = [
+        {"id": "organize", "options": {
+            "excludeByName": {"Time": True, "Value": True, "__name__": True, "job": True, "cluster": True},
+            "indexByName": {"instance": 0, "subsystem": 1, "component": 2, "problem": 3, "action": 4},
+        }},
+    ]
+    problems["fieldConfig"]["overrides"] = [
+        {"matcher": {"id": "byName", "options": "action"},
+         "properties": [{"id": "mappings", "value": [{"type": "value", "options": {
+             "none": {"text": "none (not checked)", "color": "text"}}},
+             {"type": "regex", "options": {"pattern": "^(?!none$).+", "result": {"color": "red"}}}]},
+             {"id": "custom.cellOptions", "value": {"type": "color-text"}}]},
+    ]
+    return [
+        row("Node verdict"),
+        *stats,
+        problems,
+        stat("Verdict age", "Seconds since the verdict was last evaluated (it is after every collection round); "
+             "NodewatchNodeVerdictStale fires when it stops.", "s",
+             [(f"time() - nodewatch_node_verdict_timestamp_seconds{sel()}", "{{instance}}")],
+             thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 300}], w=6, h=8),
+        state_timeline("Subsystem health over time", "nodewatch_node_healthy per subsystem: 1 healthy, 0 a problem or "
+                       "not checked.", "none", [(f"nodewatch_node_healthy{sel()}", "{{instance}} {{subsystem}}")],
+                       mappings=VERDICT_HEALTHY),
+        ts("Problems per subsystem", "Current problems of each subsystem (nodewatch_node_problems: all of them, also "
+           "those beyond the 100 series of the problems table).", "none",
+           [(f"nodewatch_node_problems{sel()}", "{{instance}} {{subsystem}}")], min=0),
+        expected_vs_measured(),
+    ]
+
+
 def variables():
     def query_var(name, label, query, all_value):
         return {
@@ -313,6 +414,14 @@ def fleet():
         stat("Collectors failing", "Collectors whose last collection failed or timed out, over all nodes.",
              "none", [(f"count(nodewatch_collector_up{sel()} == 0) or vector(0)", "failing")],
              thresholds=RED_IF_ANY),
+        stat("Nodes with verdict problems",
+             "Nodes whose nodewatch verdict has a current problem that calls for an action (not none: could not "
+             "be checked).", "none",
+             [(f"count(count by (instance) (nodewatch_node_problem_info{sel(NOT_NONE)} == 1)) or vector(0)", "nodes")],
+             thresholds=RED_IF_ANY),
+        stat("Verdicts stale", "Nodes whose verdict is no longer evaluated (NodewatchNodeVerdictStale firing).", "none",
+             [(f"count(ALERTS{sel(STALE_VERDICT)}) or vector(0)",
+               "stale")], thresholds=RED_IF_ANY),
         stat("Accelerators needing recovery",
              "Accelerators whose driver asks for a reset, a reboot or a drain before they are usable again.", "none",
              [(f"count(accelerator_action:nodewatch_accelerator_recovery_action:required{sel()} == 1) or vector(0)",
@@ -332,6 +441,13 @@ def fleet():
         table("Firing alerts", "Every nodewatch alert firing now, by node.", "none",
               [(f"count by (instance, alertname, severity) (ALERTS{sel(FIRING)})", "firing")],
               h=8),
+        row("Node verdicts"),
+        table("Nodes not healthy, by subsystem", "Per subsystem, the nodes whose nodewatch verdict is not healthy "
+              "now (a problem, or not checked).", "none",
+              [(f"sum by (subsystem) (1 - nodewatch_node_healthy{sel()})", "nodes")], w=12),
+        table("Problems across the fleet", "Each kind of current verdict problem with its action, and on how many "
+              "nodes (one component each).", "none",
+              [(f"count by (subsystem, problem, action) (nodewatch_node_problem_info{sel()})", "series")], w=12),
         row("Worst nodes"),
         table("Hottest accelerators", "The ten nodes with the hottest accelerator sensor now.", "celsius",
               [(f"topk(10, max by (instance) (nodewatch_accelerator_temperature_celsius{sel()}))", "max °C")],
@@ -425,7 +541,7 @@ def node():
                   [(f"{metric}{sel()}", acc),
                    (f"{metric.replace('nodewatch_accelerator_', 'nodewatch_accelerator_gpu_instance_', 1)}{sel()}",
                     acc + " GI {{gpu_instance}}")], min=0, max=1)
-    items = [
+    items = verdict_row() + [
         row("Accelerators"),
         state_timeline("Accelerator up", "1 while the accelerator answers its driver; 0 lost, reset required or stuck.",
                        "none", [(f"nodewatch_accelerator_up{sel()}", acc)], mappings=UP_DOWN, w=24, h=6),
@@ -773,7 +889,9 @@ def node():
            [(f"scrape_duration_seconds{sel()}", "{{instance}}")]),
     ]
     return dashboard("nodewatch-node", "nodewatch / Node",
-                     "One node, one row per subsystem: accelerators, host links, NVLink, fabric ports, NIC, storage, kernel events and host memory, exporter.",
+                     "One node: nodewatch's verdict per subsystem with its current problems and the expected "
+                     "inventory against what is measured, then one row per subsystem: accelerators, host links, "
+                     "NVLink, fabric ports, NIC, storage, kernel events and host memory, exporter.",
                      items, ["node"])
 
 
@@ -918,7 +1036,20 @@ def soak():
              [(f"sum({e}) or vector(0)", name)], w=4, h=3, thresholds=RED_IF_ANY)
         for e, name in classes
     ]
-    items = [row("Verdict")] + totals + [report, row("Totals by failure class")] + class_totals
+    # nodewatch's own verdict over the range, as the report gives it.
+    unhealthy = table("Subsystems not healthy",
+                      "Per node and subsystem, the share of the range's samples in which nodewatch's verdict did not "
+                      "find it healthy (a problem, or not checked: the report lists the problems and their actions).",
+                      "percentunit",
+                      [(f"max by (instance, subsystem) (1 - avg_over_time(nodewatch_node_healthy{sel()}[$__range])) > 0",
+                        "not healthy")], w=12, h=10)
+    problems = table("Verdict problems seen",
+                     "Every problem of nodewatch's verdict seen during the range, with its action (none: could not be "
+                     "checked, not a failure).", "none",
+                     [(f"max by (instance, subsystem, component, problem, action) "
+                       f"(max_over_time(nodewatch_node_problem_info{sel()}[$__range]))", "seen")], w=12, h=10)
+    items = ([row("Verdict")] + totals + [report, unhealthy, problems, row("Totals by failure class")]
+             + class_totals)
     return dashboard("nodewatch-soak", "nodewatch / 72-hour soak report",
                      "Burn-in verdict for a fixed time range: per node, the count of each failure class and pass/fail.",
                      items, ["soak"], time_from="now-72h")
