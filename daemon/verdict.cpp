@@ -133,7 +133,9 @@ std::string Verdict::json() const {
   std::string out = "{\"status\":\"";
   out += health_name(overall());
   out += "\",\"evaluated_at\":";
-  out += fmt(unix_time);
+  char when[32];
+  std::snprintf(when, sizeof when, "%.3f", unix_time);
+  out += when;
   out += ",\"subsystems\":{";
   for (std::size_t i = 0; i < kSubsystems.size(); ++i) {
     out += (i ? ",\"" : "\"") + std::string(kSubsystems[i]) + "\":\"" +

@@ -47,7 +47,7 @@ std::string Normalize(const std::string& text) {
   static const std::set<std::string> kVolatile = {
       "nodewatch_collector_duration_seconds", "nodewatch_collector_last_success_timestamp_seconds",
       "nodewatch_config_last_reload_success_timestamp_seconds",
-      "nodewatch_textfile_file_mtime_seconds",
+      "nodewatch_textfile_file_mtime_seconds", "nodewatch_node_verdict_timestamp_seconds",
       // The fixture's records carry monotonic stamps; the boot time is the host's.
       "nodewatch_kernel_log_last_record_timestamp_seconds"};
   static const std::regex kRevision(R"(revision="[^"]*")");

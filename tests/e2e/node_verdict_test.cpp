@@ -180,6 +180,7 @@ TEST_P(NodeVerdictFault, NamesTheSubsystemTheProblemAndTheAction) {
   VerdictNode node;
   f.make(node);
   auto table = node.check();
+  std::printf("%s", table.out.c_str());
   ASSERT_EQ(table.rc, 1) << table.out << table.log;
   EXPECT_TRUE(std::regex_search(
       table.out, std::regex("\n" + std::string(f.subsystem) + " +unhealthy +(.*\n[ ]+)*" +

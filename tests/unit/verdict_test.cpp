@@ -1,0 +1,537 @@
+// The node verdict's parts on their own: the exposition parser it reads
+// snapshots with, the [expect] file (its errors, its round trip through
+// --learn-expected), each rule of the verdict, the windowed XIDs, the
+// bounded series, and the worker that evaluates after each publish.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <toml++/toml.h>
+
+#include "config.hpp"
+#include "expect.hpp"
+#include "node_health.hpp"
+#include "samples.hpp"
+#include "support/daemon_process.hpp"
+#include "support/eventually.hpp"
+#include "verdict.hpp"
+
+namespace nodewatch {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// --- samples ---------------------------------------------------------------
+
+TEST(Samples, KeepsTheWantedFamiliesWithUnescapedLabels) {
+  FamilySet wanted = {"a_b", "c"};
+  Samples s(&wanted);
+  std::size_t bad = s.add(
+      "# HELP a_b x\n# TYPE a_b gauge\na_b{x=\"1\",y=\"q\\\"uo\\\\te\\nz\"} 2.5\n"
+      "a_bc{x=\"1\"} 9\nother 1\nc 3 1700000000000\nc{x=\"inf\"} +Inf\n");
+  EXPECT_EQ(bad, 0u);
+  ASSERT_EQ(s.of("a_b").size(), 1u);
+  EXPECT_EQ(s.of("a_b")[0].label("y"), "q\"uo\\te\nz");
+  EXPECT_EQ(s.of("a_b")[0].value, 2.5);
+  EXPECT_EQ(s.of("a_b")[0].label("absent"), "");
+  EXPECT_FALSE(s.has("a_bc"));  // a longer name is another family
+  EXPECT_FALSE(s.has("other"));
+  ASSERT_EQ(s.of("c").size(), 2u);
+  EXPECT_EQ(s.of("c")[0].value, 3);  // the timestamp is not the value
+  EXPECT_TRUE(std::isinf(s.of("c")[1].value));
+}
+
+TEST(Samples, CountsMalformedLinesOfWantedFamiliesAndGoesOn) {
+  FamilySet wanted = {"m"};
+  Samples s(&wanted);
+  EXPECT_EQ(s.add("m{x=\"unterminated} 1\nm{x=1} 2\nm 1x\nm\nm{x=\"ok\"} 4\n"), 4u);
+  ASSERT_EQ(s.of("m").size(), 1u);
+  EXPECT_EQ(s.of("m")[0].value, 4);
+}
+
+// --- [expect] --------------------------------------------------------------
+
+Expectations Parse(const std::string& text, std::vector<ConfigError>* errors) {
+  return parse_expect_file(text, "expect.toml", errors);
+}
+
+std::string Errors(const std::vector<ConfigError>& errors) {
+  std::string out;
+  for (const auto& e : errors) out += e.str() + "\n";
+  return out;
+}
+
+TEST(Expect, ReadsEverySection) {
+  std::vector<ConfigError> errors;
+  Expectations e = Parse(R"([expect.accelerator]
+models = { "H100" = 6, "H200" = 2 }
+nvlinks_active = 18
+[[expect.pcie]]
+device = "0000:1a:00.0"
+width = 16
+speed = "32GT/s"
+[[expect.fabric]]
+device = "mlx5_0"
+port = 1
+rate = "400Gb/s"
+[[expect.nic]]
+interface = "ens1f0np0"
+speed = "100 Gb/s"
+[expect.storage]
+probes = ["/data"]
+nfs_mounts = ["/home"]
+[expect.thresholds.NodewatchKernelXidHardware]
+window = "15m"
+[expect.thresholds.NodewatchAcceleratorThermalMarginLow]
+celsius = 5
+)",
+                         &errors);
+  ASSERT_TRUE(errors.empty()) << Errors(errors);
+  EXPECT_EQ(e.accelerator_count, 8);  // the models add up
+  EXPECT_EQ(e.accelerator_models.at("H200"), 2);
+  EXPECT_EQ(e.nvlinks_active, 18);
+  ASSERT_EQ(e.pcie.size(), 1u);
+  EXPECT_EQ(e.pcie[0].width, 16);
+  EXPECT_EQ(e.pcie[0].speed, 32e9);
+  ASSERT_EQ(e.ports.size(), 1u);
+  EXPECT_EQ(e.ports[0].rate, 50e9);
+  EXPECT_EQ(e.ports[0].component(), "mlx5_0/1");
+  EXPECT_EQ(e.nics[0].speed, 12.5e9);
+  EXPECT_EQ(e.probes, std::vector<std::string>{"/data"});
+  EXPECT_EQ(e.threshold("NodewatchKernelXidHardware.window"), 900);
+  EXPECT_EQ(e.threshold("NodewatchAcceleratorThermalMarginLow.celsius"), 5);
+}
+
+TEST(Expect, ThresholdsDefaultToTheAlertsFile) {
+  // alerts/thresholds.toml is built in: its values are the defaults.
+  Expectations e;
+  EXPECT_EQ(e.threshold("NodewatchKernelXidHardware.window"), 300);  // "5m"
+  EXPECT_EQ(e.threshold("NodewatchAcceleratorThermalMarginLow.celsius"), 3);
+  EXPECT_GT(threshold_defaults().size(), 50u);
+  EXPECT_TRUE(threshold_defaults().at("NodewatchKernelXidHardware.window").duration);
+  EXPECT_THROW(e.threshold("NoSuchAlert.x"), std::out_of_range);
+}
+
+TEST(Expect, NamesEachMistakeWithItsLine) {
+  std::vector<ConfigError> errors;
+  Parse(R"([expect.accelerator]
+count = 8
+models = { "H100" = 7 }
+[[expect.pcie]]
+device = "1a:00.0"
+width = 16
+[[expect.pcie]]
+device = "0000:1a:00.0"
+[[expect.fabric]]
+device = "mlx5_0"
+rate = "fast"
+[[expect.fabric]]
+device = "mlx5_0"
+port = 1
+[[expect.nic]]
+interface = "a/b"
+[expect.storage]
+probes = ["relative"]
+[expect.thresholds.NoSuchAlert]
+x = 1
+[expect.thresholds.NodewatchKernelXidHardware]
+window = 5
+typo = 1
+[expect.colour]
+)",
+        &errors);
+  std::string all = Errors(errors);
+  for (const char* want :
+       {"expect.toml:3:10: expect.accelerator.models: the models add up to 7, count is 8",
+        "expect.pcie[0].device: \"1a:00.0\" is not a PCI address",
+        "expect.pcie[1].device: needs width, speed or both",
+        "expect.fabric[0].rate: \"fast\" is not a rate",
+        "expect.fabric[1].device: port mlx5_0/1 is listed twice",
+        "expect.nic[0].interface: \"a/b\" is not an interface name",
+        "expect.storage.probes: \"relative\" is not absolute",
+        "expect.thresholds.NoSuchAlert: unknown key",
+        "expect.thresholds.NodewatchKernelXidHardware.window: expected a duration",
+        "expect.thresholds.NodewatchKernelXidHardware.typo: unknown key",
+        "expect.colour: unknown key"})
+    EXPECT_THAT(all, HasSubstr(want));
+}
+
+TEST(Expect, TheFileMustBeARegularFileAndAlone) {
+  testing::TempDir dir;
+  auto cfg = [&](const std::string& text) {
+    auto p = dir.write("nodewatch.toml", text);
+    return load_config(p.string(), true, {});
+  };
+  dir.write("model.toml", "[expect.accelerator]\ncount = 4\n");
+  ConfigResult ok = cfg("[expect]\nfile = \"model.toml\"\n");  // relative to the configuration
+  ASSERT_TRUE(ok.config) << Errors(ok.errors);
+  EXPECT_EQ(ok.config->expect.accelerator_count, 4);
+  EXPECT_EQ(ok.config->expect.file, (dir.path() / "model.toml").string());
+
+  ConfigResult both = cfg("[expect]\nfile = \"model.toml\"\n[expect.accelerator]\ncount = 2\n");
+  EXPECT_THAT(Errors(both.errors), HasSubstr("expect.accelerator: with expect.file set"));
+  ConfigResult missing = cfg("[expect]\nfile = \"nope.toml\"\n");
+  EXPECT_THAT(Errors(missing.errors), HasSubstr("expect.file: cannot read"));
+  ConfigResult directory = cfg("[expect]\nfile = \"/\"\n");
+  EXPECT_THAT(Errors(directory.errors), HasSubstr("is not a regular file"));
+  ASSERT_EQ(::mkfifo((dir.path() / "fifo").c_str(), 0644), 0);
+  ConfigResult fifo = cfg("[expect]\nfile = \"fifo\"\n");  // never opened: it would block
+  EXPECT_THAT(Errors(fifo.errors), HasSubstr("is not a regular file"));
+  dir.write("nested.toml", "[expect]\nfile = \"model.toml\"\n");
+  ConfigResult nested = cfg("[expect]\nfile = \"nested.toml\"\n");
+  EXPECT_THAT(Errors(nested.errors), HasSubstr("an expect file cannot name another"));
+  dir.write("broken.toml", "[expect.accelerator]\ncount = \n");
+  ConfigResult broken = cfg("[expect]\nfile = \"broken.toml\"\n");
+  ASSERT_FALSE(broken.errors.empty());
+  EXPECT_EQ(broken.errors[0].file, (dir.path() / "broken.toml").string());
+  EXPECT_EQ(broken.errors[0].line, 2);
+}
+
+// A node as its collectors would export it.
+const char* kNodeText = R"(nodewatch_accelerator_info{accelerator="0",uuid="GPU-a",vendor="nvidia",model="H100 \"SXM\"",pci_bus_id="0000:1a:00.0"} 1
+nodewatch_accelerator_info{accelerator="1",uuid="GPU-b",vendor="nvidia",model="H100 \"SXM\"",pci_bus_id="0000:2a:00.0"} 1
+nodewatch_accelerator_nvlink_links_active{accelerator="0",uuid="GPU-a"} 18
+nodewatch_accelerator_nvlink_links_active{accelerator="1",uuid="GPU-b"} 18
+nodewatch_pcie_device_info{device="0000:1a:00.0",kind="accelerator"} 1
+nodewatch_pcie_device_info{device="0000:17:00.0",kind="bridge"} 1
+nodewatch_pcie_device_info{device="0000:3b:00.0",kind="network"} 1
+nodewatch_pcie_link_width{device="0000:1a:00.0"} 16
+nodewatch_pcie_link_speed_transfers_per_second{device="0000:1a:00.0"} 2500000000
+nodewatch_pcie_link_width{device="0000:17:00.0"} 16
+nodewatch_pcie_link_width{device="0000:3b:00.0"} 16
+nodewatch_pcie_link_speed_transfers_per_second{device="0000:3b:00.0"} 32000000000
+nodewatch_interconnect_port_state{device="mlx5_0",port="1"} 4
+nodewatch_interconnect_port_rate_bytes_per_second{device="mlx5_0",port="1"} 50000000000
+nodewatch_interconnect_port_state{device="mlx5_1",port="1"} 1
+nodewatch_nic_info{interface="ens1",driver="mlx5_core",firmware="",bus_info="0000:3b:00.0",mac="",operstate="up"} 1
+nodewatch_nic_up{interface="ens1"} 1
+nodewatch_nic_speed_bytes_per_second{interface="ens1"} 12500000000
+nodewatch_nic_info{interface="veth0",driver="veth",firmware="",bus_info="",mac="",operstate="up"} 1
+nodewatch_nic_up{interface="veth0"} 1
+nodewatch_storage_probe_stuck{path="/data"} 0
+nodewatch_storage_probe_success{path="/data",operation="read"} 1
+nodewatch_storage_probe_stuck{path="/bad"} 0
+nodewatch_storage_probe_success{path="/bad",operation="write"} 0
+nodewatch_storage_nfs_mount_info{mountpoint="/home",export="e",server="s",protocol="tcp",version="4.2"} 1
+)";
+
+Samples NodeSamples(const std::string& text, const FamilySet& families) {
+  Samples s(&families);
+  EXPECT_EQ(s.add(text), 0u);
+  return s;
+}
+
+TEST(Expect, LearnsWhatAKnownGoodNodeHasAndReadsItBack) {
+  Learned l = learn_expectations(NodeSamples(kNodeText, learn_families()));
+  const Expectations& e = l.expect;
+  EXPECT_EQ(e.accelerator_count, 2);
+  EXPECT_EQ(e.accelerator_models.at("H100 \"SXM\""), 2);
+  EXPECT_EQ(e.nvlinks_active, 18);
+  // Accelerators and NICs, not bridges; no speed for a GPU (idle downshift).
+  ASSERT_EQ(e.pcie.size(), 2u);
+  EXPECT_EQ(e.pcie[0].device, "0000:1a:00.0");
+  EXPECT_FALSE(e.pcie[0].speed);
+  EXPECT_EQ(e.pcie[1].speed, 32e9);
+  ASSERT_EQ(e.ports.size(), 1u);  // the down port is not expected
+  EXPECT_EQ(e.ports[0].rate, 50e9);
+  ASSERT_EQ(e.nics.size(), 1u);  // the veth is not hardware
+  EXPECT_EQ(e.probes, std::vector<std::string>{"/data"});  // /bad fails: not expected
+  EXPECT_EQ(e.nfs_mounts, std::vector<std::string>{"/home"});
+  std::string notes;
+  for (const auto& n : l.notes) notes += n + "\n";
+  EXPECT_THAT(notes, HasSubstr("mlx5_1/1 is not active"));
+  EXPECT_THAT(notes, HasSubstr("storage probe /bad does not answer"));
+
+  std::string text = expectations_toml(e, l.notes, {"learned on test"});
+  std::vector<ConfigError> errors;
+  Expectations back = Parse(text, &errors);
+  ASSERT_TRUE(errors.empty()) << Errors(errors) << text;
+  EXPECT_EQ(back, e) << text;
+  EXPECT_THAT(text, HasSubstr("rate = \"400Gb/s\""));
+  EXPECT_THAT(text, HasSubstr("# note: fabric port mlx5_1/1 is not active"));
+}
+
+TEST(Expect, RatesReadAndWrittenInTheirUnits) {
+  EXPECT_EQ(parse_transfer_rate("2.5GT/s"), 2.5e9);
+  EXPECT_EQ(parse_bit_rate("200 Gb/s"), 25e9);
+  EXPECT_EQ(parse_bit_rate("100Mb/s"), 12.5e6);
+  for (const char* bad : {"", "GT/s", "32", "32 gt/s", "-1Gb/s", "0Gb/s", "1e3Gb/s"})
+    EXPECT_FALSE(parse_bit_rate(bad) || parse_transfer_rate(bad)) << bad;
+  EXPECT_EQ(format_transfer_rate(16e9), "16GT/s");
+  EXPECT_EQ(format_bit_rate(312500000), "2.5Gb/s");
+  EXPECT_EQ(format_bit_rate(12.5e6), "100Mb/s");
+}
+
+// --- the verdict ---------------------------------------------------------------
+
+std::vector<CollectorState> AllUp() {
+  std::vector<CollectorState> c;
+  for (const char* n : {"accelerator", "pcie", "interconnect", "nic", "storage", "kernel"})
+    c.push_back(CollectorState{n, true, true, ""});
+  return c;
+}
+
+Verdict Evaluate(VerdictEngine& engine, const std::string& text,
+                 const std::vector<CollectorState>& collectors = AllUp(),
+                 std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) {
+  return engine.evaluate(NodeSamples(text, VerdictEngine::families()), collectors, now, 1.7e9);
+}
+
+Expectations Learned(const std::string& text) {
+  return learn_expectations(NodeSamples(text, learn_families())).expect;
+}
+
+std::string Problems(const Verdict& v) {
+  std::string out;
+  for (const Problem& p : v.problems)
+    out += std::string(kSubsystems[p.subsystem]) + " " + p.component + " " + p.problem + " " +
+           p.action + (p.unknown ? " (unknown)" : "") + "\n";
+  return out;
+}
+
+TEST(Verdict, TheNodeAsLearnedIsHealthyAndEachDepartureIsAProblem) {
+  // The learned node, without its failing probe (configured, it fails).
+  std::string good = std::regex_replace(std::string(kNodeText),
+                                        std::regex("nodewatch_storage_probe_[a-z]+\\{path=\"/bad\".*\n"), "");
+  VerdictEngine engine(Learned(good));
+  Verdict v = Evaluate(engine, good);
+  EXPECT_EQ(v.overall(), Health::kHealthy) << Problems(v);
+
+  auto replace = [&](const std::string& from, const std::string& to) {
+    std::string t = good;
+    auto at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return at == std::string::npos ? t : t.replace(at, from.size(), to);
+  };
+  struct Case {
+    std::string text;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {replace("nodewatch_accelerator_info{accelerator=\"1\"", "x{accelerator=\"1\""),
+       "accelerator H100 \"SXM\" missing reboot"},
+      {replace("{accelerator=\"1\",uuid=\"GPU-b\"} 18", "{accelerator=\"1\",uuid=\"GPU-b\"} 17"),
+       "nvlink 0000:2a:00.0 links_inactive reset_gpu"},
+      {replace("nodewatch_pcie_link_width{device=\"0000:1a:00.0\"} 16",
+               "nodewatch_pcie_link_width{device=\"0000:1a:00.0\"} 8"),
+       "pcie 0000:1a:00.0 width_below_expected inspect_hardware"},
+      {replace("{device=\"0000:3b:00.0\"} 32000000000", "{device=\"0000:3b:00.0\"} 16000000000"),
+       "pcie 0000:3b:00.0 speed_below_expected inspect_hardware"},
+      {replace("nodewatch_pcie_device_info{device=\"0000:3b:00.0\",kind=\"network\"} 1\n", "") +
+           "",
+       ""},  // the info alone missing is not a problem: width and speed are there
+      {replace("port_state{device=\"mlx5_0\",port=\"1\"} 4", "port_state{device=\"mlx5_0\",port=\"1\"} 2"),
+       "fabric mlx5_0/1 port_down check_cable"},
+      {replace("{device=\"mlx5_0\",port=\"1\"} 50000000000", "{device=\"mlx5_0\",port=\"1\"} 25000000000"),
+       "fabric mlx5_0/1 rate_below_expected check_cable"},
+      {replace("nodewatch_nic_up{interface=\"ens1\"} 1", "nodewatch_nic_up{interface=\"ens1\"} 0"),
+       "nic ens1 down check_cable"},
+      {replace("nodewatch_nic_up{interface=\"ens1\"} 1", ""), "nic ens1 missing inspect_hardware"},
+      {replace("probe_stuck{path=\"/data\"} 0", "probe_stuck{path=\"/data\"} 1"),
+       "storage /data probe_stuck check_storage"},
+      {replace("operation=\"read\"} 1", "operation=\"read\"} 0"),
+       "storage /data probe_failing check_storage"},
+      {replace("mountpoint=\"/home\"", "mountpoint=\"/other\""),
+       "storage /home nfs_mount_missing check_storage"},
+  };
+  for (const Case& c : cases) {
+    VerdictEngine fresh(Learned(good));
+    Verdict bad = Evaluate(fresh, c.text);
+    EXPECT_EQ(Problems(bad), c.want.empty() ? "" : c.want + "\n") << c.want;
+    EXPECT_EQ(bad.overall(), c.want.empty() ? Health::kHealthy : Health::kUnhealthy) << c.want;
+  }
+}
+
+TEST(Verdict, FollowsTheDriversRecoveryAction) {
+  Expectations e;
+  e.nvlinks_active = 18;
+  VerdictEngine engine(e);
+  const std::string text =
+      "nodewatch_accelerator_info{accelerator=\"3\",uuid=\"GPU-d\",model=\"m\",pci_bus_id=\"0000:4a:00.0\"} 1\n"
+      "nodewatch_accelerator_recovery_action{accelerator=\"3\",uuid=\"GPU-d\",action=\"none\"} 0\n"
+      "nodewatch_accelerator_recovery_action{accelerator=\"3\",uuid=\"GPU-d\",action=\"node_reboot\"} 1\n"
+      "nodewatch_accelerator_nvlink_links_active{accelerator=\"3\",uuid=\"GPU-d\"} 12\n"
+      "nodewatch_accelerator_up{accelerator=\"3\",uuid=\"GPU-d\"} 0\n"
+      "nodewatch_accelerator_row_remap_failed{accelerator=\"3\",uuid=\"GPU-d\"} 1\n"
+      "nodewatch_kernel_xid_events_total{pci_bus_id=\"0000:4a:00.0\",xid=\"48\"} 1\n";
+  Verdict v = Evaluate(engine, text);
+  // The driver asks for a reboot: every problem of that GPU that a reset
+  // would fix asks for the reboot instead; a failed remap still needs the
+  // vendor.
+  EXPECT_EQ(Problems(v),
+            "accelerator 0000:4a:00.0 driver_requests_node_reboot reboot\n"
+            "accelerator 0000:4a:00.0 not_responding reboot\n"
+            "accelerator 0000:4a:00.0 row_remap_failed contact_vendor\n"
+            "nvlink 0000:4a:00.0 links_inactive reboot\n"
+            "kernel 0000:4a:00.0 xid_48 reboot\n");
+}
+
+TEST(Verdict, AnXid79StaysForTheBootOtherHardwareXidsForTheirWindow) {
+  VerdictEngine engine(Expectations{});
+  auto t0 = std::chrono::steady_clock::now();
+  const std::string xids =
+      "nodewatch_kernel_log_up 1\n"
+      "nodewatch_kernel_xid_events_total{pci_bus_id=\"0000:1a:00.0\",xid=\"79\"} 1\n"
+      "nodewatch_kernel_xid_events_total{pci_bus_id=\"0000:2a:00.0\",xid=\"48\"} 2\n"
+      "nodewatch_kernel_xid_events_total{pci_bus_id=\"0000:3a:00.0\",xid=\"13\"} 40\n"
+      "nodewatch_kernel_events_total{event=\"gpu_fallen_off_bus\",device=\"0000:1a:00.0\"} 1\n"
+      "nodewatch_kernel_events_total{event=\"gpu_fallen_off_bus\",device=\"0000:5a:00.0\"} 1\n"
+      "nodewatch_memory_uncorrected_errors_total{controller=\"mc1\",dimm=\"dimm2\"} 1\n";
+  // First seen by this engine: new (a --check, a restarted daemon).
+  const std::string all =
+      "kernel 0000:1a:00.0 xid_79 reboot\n"
+      "kernel 0000:2a:00.0 xid_48 reset_gpu\n"
+      "kernel 0000:5a:00.0 gpu_fallen_off_bus reboot\n"
+      "kernel mc1/dimm2 memory_uncorrected inspect_hardware\n";
+  EXPECT_EQ(Problems(Evaluate(engine, xids, AllUp(), t0)), all);
+  // The XID 48 count has not grown for the window (5m): no longer a
+  // problem; XID 79 and the memory error stay for the boot.
+  const std::string later =
+      "kernel 0000:1a:00.0 xid_79 reboot\n"
+      "kernel 0000:5a:00.0 gpu_fallen_off_bus reboot\n"
+      "kernel mc1/dimm2 memory_uncorrected inspect_hardware\n";
+  EXPECT_EQ(Problems(Evaluate(engine, xids, AllUp(), t0 + 4min)), all);
+  EXPECT_EQ(Problems(Evaluate(engine, xids, AllUp(), t0 + 6min)), later);
+  // It grows: a problem again, for another window.
+  std::string grown = std::regex_replace(xids, std::regex("xid=\"48\"\\} 2"), "xid=\"48\"} 3");
+  EXPECT_EQ(Problems(Evaluate(engine, grown, AllUp(), t0 + 7min)), all);
+  EXPECT_EQ(Problems(Evaluate(engine, grown, AllUp(), t0 + 13min)), later);
+}
+
+TEST(Verdict, ACollectorDownOrMissingMakesItsSubsystemsUnknown) {
+  Expectations e;
+  e.ports.push_back(ExpectedPort{"mlx5_0", 1, std::nullopt});
+  e.accelerator_count = 8;
+  VerdictEngine engine(e);
+  auto collectors = AllUp();
+  collectors[0].up = false;
+  collectors[0].error = "nvml: driver not loaded";
+  std::erase_if(collectors, [](const CollectorState& c) { return c.name == "interconnect"; });
+  Verdict v = Evaluate(engine, "", collectors);
+  EXPECT_EQ(Problems(v),
+            "accelerator accelerator not_observed none (unknown)\n"
+            "nvlink accelerator not_observed none (unknown)\n"
+            "fabric interconnect not_collected none (unknown)\n"
+            "exporter accelerator collector_down none\n");
+  EXPECT_EQ(v.health[0], Health::kUnknown);
+  EXPECT_EQ(v.health[2], Health::kHealthy);  // pcie is up and nothing is expected of it
+  EXPECT_EQ(v.health[kExporter], Health::kUnhealthy);
+  EXPECT_EQ(v.overall(), Health::kUnknown);  // not unhealthy: nothing is known to be wrong
+  EXPECT_THAT(v.json(), HasSubstr("\"detail\":\"the accelerator collector is down: nvml: driver not loaded\""));
+
+  // Before the first round: unknown too.
+  collectors = AllUp();
+  for (auto& c : collectors) c.ran = false, c.up = false;
+  EXPECT_EQ(Evaluate(engine, "", collectors).overall(), Health::kUnknown);
+  // A real problem elsewhere makes the node unhealthy even so.
+  collectors = AllUp();
+  collectors[0].up = false;
+  Expectations with_pcie = e;
+  with_pcie.pcie.push_back(ExpectedPcie{"0000:1a:00.0", 16, std::nullopt});
+  VerdictEngine engine2(with_pcie);
+  EXPECT_EQ(Evaluate(engine2, "", collectors).overall(), Health::kUnhealthy);
+}
+
+TEST(Verdict, RendersBoundedSeriesAndTheExpectedInventory) {
+  Expectations e;
+  for (int i = 0; i < 150; ++i) {
+    char dev[16];
+    std::snprintf(dev, sizeof dev, "0000:%02x:00.0", i);
+    e.pcie.push_back(ExpectedPcie{dev, 16, std::nullopt});
+  }
+  e.accelerator_models["H100"] = 8;
+  e.accelerator_count = 8;
+  e.ports.push_back(ExpectedPort{"mlx5_0", 1, 50e9});
+  VerdictEngine engine(e);
+  Verdict v = Evaluate(engine, "");
+  ASSERT_EQ(v.problems.size(), 152u);  // 150 devices, the GPUs and the port missing
+  MetricSink sink(VerdictEngine::metric_table());
+  engine.render(v, sink);
+  EXPECT_TRUE(sink.violations().empty());
+  std::string text = sink.render();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n') -
+                std::count(text.begin(), text.end(), '#'),
+            8 + kMaxProblemSeries + 8 + 1 + 150 + 2 + 2);
+  double v_pcie = 0;
+  ASSERT_TRUE(sink.get("nodewatch_node_problems", {"pcie"}, &v_pcie));
+  EXPECT_EQ(v_pcie, 150);  // all of them, beyond the series bound
+  double healthy = 1;
+  ASSERT_TRUE(sink.get("nodewatch_node_healthy", {"pcie"}, &healthy));
+  EXPECT_EQ(healthy, 0);
+  double rate = 0;
+  ASSERT_TRUE(sink.get("nodewatch_node_expected", {"fabric", "mlx5_0/1", "rate_bytes_per_second"}, &rate));
+  EXPECT_EQ(rate, 50e9);
+  ASSERT_TRUE(sink.get("nodewatch_node_expected", {"accelerator", "", "count"}, &rate));
+  EXPECT_EQ(rate, 8);
+  EXPECT_TRUE(VerdictEngine::metric_table().lint("nodewatch_node_").empty());
+}
+
+TEST(Verdict, TableJsonAndLineSayTheSame) {
+  Expectations e;
+  e.ports.push_back(ExpectedPort{"mlx5_0", 1, std::nullopt});
+  VerdictEngine engine(e);
+  Verdict v = Evaluate(engine, "nodewatch_interconnect_port_state{device=\"mlx5_0\",port=\"1\"} 1\n");
+  EXPECT_THAT(v.table(), HasSubstr("\nfabric       unhealthy  mlx5_0/1   port_down  check_cable  state down, expected active\n"));
+  EXPECT_THAT(v.table(), HasSubstr("\nnode: unhealthy\n"));
+  EXPECT_EQ(v.line(), "unhealthy: fabric/port_down mlx5_0/1 -> check_cable\n");
+  EXPECT_THAT(v.json(),
+              HasSubstr("{\"subsystem\":\"fabric\",\"component\":\"mlx5_0/1\",\"problem\":\"port_down\","
+                        "\"action\":\"check_cable\",\"detail\":\"state down, expected active\"}"));
+  EXPECT_THAT(v.json(), HasSubstr("\"evaluated_at\":1700000000.000,"));
+  // The JSON is JSON (toml++ reads JSON's subset of literals poorly; this
+  // checks the quoting: every label value with a quote is escaped).
+  Expectations q;
+  q.accelerator_models["A \"B\"\n"] = 1;
+  VerdictEngine quoted(q);
+  Verdict vq = Evaluate(quoted, "");
+  EXPECT_THAT(vq.json(), HasSubstr("\"component\":\"A \\\"B\\\"\\n\""));
+}
+
+// --- the worker -----------------------------------------------------------------
+
+TEST(NodeHealth, EvaluatesAfterPublishesOffTheCallersThreadAndReusesUnchangedParses) {
+  Expectations e;
+  e.pcie.push_back(ExpectedPcie{"0000:1a:00.0", 16, std::nullopt});
+  NodeHealth health(e);
+  EXPECT_EQ(health.current(), nullptr);
+  SnapshotStore store;
+  store.publish("pcie", make_rendered("nodewatch_pcie_link_width{device=\"0000:1a:00.0\"} 16\n"));
+  health.update(store.current(), AllUp());
+  ASSERT_TRUE(testing::Eventually([&] { return health.current() != nullptr; }, 5s));
+  EXPECT_EQ(health.current()->verdict.overall(), Health::kHealthy);
+  EXPECT_THAT(health.current()->metrics->text,
+              HasSubstr("nodewatch_node_healthy{subsystem=\"pcie\"} 1\n"));
+  store.publish("pcie", make_rendered("nodewatch_pcie_link_width{device=\"0000:1a:00.0\"} 4\n"));
+  health.update(store.current(), AllUp());
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return health.current()->verdict.overall() == Health::kUnhealthy; }, 5s));
+  EXPECT_THAT(health.current()->json, HasSubstr("\"problem\":\"width_below_expected\""));
+  // New expectations at a reload: the next evaluation uses them.
+  Expectations relaxed = e;
+  relaxed.pcie[0].width = 4;
+  health.set_expectations(relaxed);
+  health.update(store.current(), AllUp());
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return health.current()->verdict.overall() == Health::kHealthy; }, 5s));
+}
+
+TEST(NodeHealth, ParsesOnlyTheSnapshotsThatChanged) {
+  SnapshotSamples parsed;
+  SnapshotStore store;
+  store.publish("pcie", make_rendered("nodewatch_pcie_link_width{device=\"a\"} 16\n"));
+  store.publish("kernel", make_rendered("nodewatch_kernel_log_up 1\nunrelated 5\n"));
+  Samples s1 = parsed.samples_of(*store.current());
+  EXPECT_EQ(s1.size(), 2u);
+  store.publish("pcie", make_rendered("nodewatch_pcie_link_width{device=\"a\"} 8\n"));
+  Samples s2 = parsed.samples_of(*store.current());
+  EXPECT_EQ(s2.of("nodewatch_pcie_link_width").at(0).value, 8);
+  EXPECT_EQ(s2.size(), 2u);
+  store.withdraw("kernel");  // a collector down: its samples go
+  EXPECT_EQ(parsed.samples_of(*store.current()).size(), 1u);
+}
+
+}  // namespace
+}  // namespace nodewatch
