@@ -98,7 +98,7 @@ std::vector<CollectorJob> make_jobs(const Config& cfg, const Roots& roots, Servi
 }
 
 // --list-metrics: every family nodewatchd declares (the daemon's own, the
-// process metrics, and every collector's, enabled or not), one per line as
+// process metrics, the node verdict's, and every collector's, enabled or not), one per line as
 // "name type", for tools that check dashboards and rules against it. Read
 // from the specs: no collector is built, no thread started, no device or
 // path touched.
@@ -115,6 +115,7 @@ int list_metrics(std::span<const CollectorSpec> catalog) {
   };
   print(SelfMetrics::table());
   print(SelfMetrics::process_table());
+  print(VerdictEngine::metric_table());
   for (const CollectorSpec& spec : catalog) {
     if (!spec.metrics) {
       std::cerr << "collector " << spec.name << " declares no metric table\n";

@@ -177,7 +177,8 @@ SelfMetrics::SelfMetrics()
 void SelfMetrics::count_request(std::string_view target, unsigned code) {
   std::string_view path = target.substr(0, target.find('?'));
   std::string label;
-  if (path == "/metrics" || path == "/" || path == "/-/healthy" || path == "/-/ready")
+  if (path == "/metrics" || path == "/" || path == "/-/healthy" || path == "/-/ready" ||
+      path == "/-/node-health")
     label = path;
   else
     label = "other";

@@ -203,6 +203,7 @@ const FamilySet& VerdictEngine::families() {
   static const FamilySet kFamilies = {
       "nodewatch_accelerator_info",
       "nodewatch_accelerator_up",
+      "nodewatch_accelerator_utilization_ratio",
       "nodewatch_accelerator_recovery_action",
       "nodewatch_accelerator_row_remap_failed",
       "nodewatch_accelerator_row_remap_pending",
@@ -362,6 +363,7 @@ Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorSta
   }
 
   if (observed[kPcie]) {
+    const double busy = e.threshold("NodewatchPcieLinkSpeedBelowMaxWhileBusy.busy");
     for (const ExpectedPcie& d : e.pcie) {
       const Sample* w = find(s, "nodewatch_pcie_link_width", {{"device", d.device}});
       const Sample* sp = find(s, "nodewatch_pcie_link_speed_transfers_per_second", {{"device", d.device}});
@@ -374,7 +376,12 @@ Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorSta
         add(kPcie, d.device, "width_below_expected", "inspect_hardware",
             (w ? "x" + fmt(w->value) : std::string("no width")) + ", expected x" +
                 std::to_string(*d.width));
-      if (d.speed && (sp == nullptr || sp->value < *d.speed))
+      // A GPU lowers its link speed when idle: its speed counts only while
+      // it is busy (as NodewatchPcieLinkSpeedBelowMaxWhileBusy has it).
+      bool idle = false;
+      for (const Sample& u : s.of("nodewatch_accelerator_utilization_ratio"))
+        if (acc.of(u) == d.device && u.value < busy) idle = true;
+      if (d.speed && !idle && (sp == nullptr || sp->value < *d.speed))
         add(kPcie, d.device, "speed_below_expected", "inspect_hardware",
             (sp ? format_transfer_rate(sp->value) : std::string("no speed")) + ", expected " +
                 format_transfer_rate(*d.speed));

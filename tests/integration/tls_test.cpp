@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "support/daemon_process.hpp"
+#include "support/eventually.hpp"
 #include "support/http_client.hpp"
 #include "support/tls.hpp"
 
@@ -126,6 +127,40 @@ TEST_F(TlsTest, HealthMayBeExemptedFromAuthentication) {
   EXPECT_EQ(Curl(*port, "/-/healthy", Ca(), dir_.path()).status, 200);
   EXPECT_EQ(Curl(*port, "/-/ready", Ca(), dir_.path()).status, 401);
   EXPECT_EQ(Curl(*port, "/metrics", Ca(), dir_.path()).status, 401);
+  // The node verdict too, so that `nodewatchd --check` can ask it: over
+  // TLS, on the configuration's web file, without credentials. (The
+  // modelled node's kernel log has an XID 79: unhealthy, 503.)
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return Curl(*port, "/-/node-health", Ca(), dir_.path()).status == 503; }, 10s));
+  DaemonProcess::Options o;
+  o.args = {"--config", (dir_.path() / "nw.toml").string(), "--check", "--listen",
+            "127.0.0.1:" + std::to_string(*port)};
+  o.stdout_file = dir_.path() / "check.out";
+  DaemonProcess check(o, dir_.path() / "check.log");
+  EXPECT_EQ(check.wait(10s), 1) << testing::ReadFile(o.stdout_file) << check.log();
+  EXPECT_NE(testing::ReadFile(o.stdout_file).find("xid_79"), std::string::npos);
+  EXPECT_NE(testing::ReadFile(o.stdout_file)
+                .find("source: the running daemon at https://127.0.0.1:" + std::to_string(*port)),
+            std::string::npos)
+      << testing::ReadFile(o.stdout_file);
+}
+
+TEST_F(TlsTest, CheckCollectsItselfWhenTheDaemonAsksForCredentials) {
+  auto d = Start(TlsWeb());
+  auto port = d->port();
+  ASSERT_TRUE(port) << d->log();
+  EXPECT_EQ(Curl(*port, "/-/node-health", Ca(), dir_.path()).status, 401);
+  DaemonProcess::Options o;
+  o.args = {"--config", (dir_.path() / "nw.toml").string(), "--check", "--listen",
+            "127.0.0.1:" + std::to_string(*port)};
+  o.stdout_file = dir_.path() / "check.out";
+  DaemonProcess check(o, dir_.path() / "check.log");
+  EXPECT_EQ(check.wait(10s), 1) << testing::ReadFile(o.stdout_file) << check.log();
+  EXPECT_NE(check.log().find("gave no verdict (HTTP 401; set server.healthy_without_auth = true"),
+            std::string::npos)
+      << check.log();
+  EXPECT_NE(testing::ReadFile(o.stdout_file).find("source: one collection round in this process"),
+            std::string::npos);
 }
 
 TEST_F(TlsTest, ClientCertificatesAreRequiredVerifiedAndMatchedBySan) {

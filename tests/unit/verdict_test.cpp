@@ -345,6 +345,24 @@ TEST(Verdict, TheNodeAsLearnedIsHealthyAndEachDepartureIsAProblem) {
   }
 }
 
+TEST(Verdict, AnIdleGpusPcieSpeedIsNotHeldAgainstIt) {
+  Expectations e;
+  e.pcie.push_back(ExpectedPcie{"0000:1a:00.0", 16, 32e9});
+  const std::string gpu =
+      "nodewatch_accelerator_info{accelerator=\"0\",uuid=\"GPU-a\",model=\"m\",pci_bus_id=\"0000:1a:00.0\"} 1\n"
+      "nodewatch_pcie_link_width{device=\"0000:1a:00.0\"} 16\n"
+      "nodewatch_pcie_link_speed_transfers_per_second{device=\"0000:1a:00.0\"} 2500000000\n";
+  VerdictEngine engine(e);
+  // Idle (below NodewatchPcieLinkSpeedBelowMaxWhileBusy.busy, 0.5): at
+  // 2.5GT/s as GPUs are at rest.
+  EXPECT_EQ(Problems(Evaluate(engine, gpu + "nodewatch_accelerator_utilization_ratio{accelerator=\"0\",uuid=\"GPU-a\"} 0.1\n")), "");
+  // Busy, and still at 2.5GT/s: a link that trained down.
+  EXPECT_EQ(Problems(Evaluate(engine, gpu + "nodewatch_accelerator_utilization_ratio{accelerator=\"0\",uuid=\"GPU-a\"} 0.9\n")),
+            "pcie 0000:1a:00.0 speed_below_expected inspect_hardware\n");
+  // Its utilization unknown: the expected speed holds.
+  EXPECT_EQ(Problems(Evaluate(engine, gpu)), "pcie 0000:1a:00.0 speed_below_expected inspect_hardware\n");
+}
+
 TEST(Verdict, FollowsTheDriversRecoveryAction) {
   Expectations e;
   e.nvlinks_active = 18;
