@@ -157,10 +157,9 @@ class Daemon {
         signals_(io_),
         scheduler_(io_, store_),
         node_(config_.expect),
-        router_(Router::Sources{&store_, [this] { return scheduler_.statuses(); }, &self_,
-                                [this] { return ready_; },
-                                [this] { return server_.security()->summary(); },
-                                [this] { return node_.current(); }}),
+        router_(Router::Sources{
+            &store_, [this] { return scheduler_.statuses(); }, &self_, [this] { return ready_; },
+            [this] { return server_.security()->summary(); }, [this] { return node_.current(); }}),
         server_(
             io_, [this](const HttpRequest& r) { return router_.handle(r); },
             [this](std::string_view target, unsigned code) { self_.count_request(target, code); }),
@@ -579,8 +578,7 @@ int check(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
   ConfigResult r = load(cmd, catalog);
   if (!r.config) {
     print_errors(r.errors);
-    std::cerr << "cannot decide: " << r.errors.size() << " error(s) in " << cmd.config_path
-              << "\n";
+    std::cerr << "cannot decide: " << r.errors.size() << " error(s) in " << cmd.config_path << "\n";
     return 2;
   }
   if (!cmd.local) {
@@ -599,8 +597,9 @@ int check(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
       }
       std::cerr << "the daemon at " << ep.url() << " gave no verdict ("
                 << (f.status != 0 ? "HTTP " + std::to_string(f.status) : f.error)
-                << (f.status == 401 ? "; set server.healthy_without_auth = true to let --check ask it"
-                                    : "")
+                << (f.status == 401
+                        ? "; set server.healthy_without_auth = true to let --check ask it"
+                        : "")
                 << "); collecting here instead\n";
       break;
     }
@@ -672,8 +671,8 @@ int learn(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
   notes.insert(notes.end(), learned.notes.begin(), learned.notes.end());
   std::cout << expectations_toml(
       learned.expect, notes,
-      {"Expected inventory of " + std::string(host) + ", learned by nodewatchd --learn-expected at " +
-           utc_now() + " from " + source + ".",
+      {"Expected inventory of " + std::string(host) +
+           ", learned by nodewatchd --learn-expected at " + utc_now() + " from " + source + ".",
        "Review it, then ship it as the file [expect] file names, or paste it into the",
        "configuration."});
   std::cout.flush();

@@ -17,14 +17,14 @@ struct CommandLine {
   bool config_explicit = false;  // --config given: a missing file is an error
   bool check_config = false;
   bool once = false;
-  bool list_metrics = false;        // print every metric family that can be exported, and exit
+  bool list_metrics = false;  // print every metric family that can be exported, and exit
   // --check: the node verdict (exit 0 healthy, 1 unhealthy, 2 undecided);
   // --learn-expected: the expect file of this node. Both ask the running
   // daemon first, unless `local`.
   bool check = false;
   bool learn_expected = false;
   bool local = false;
-  std::string output = "table";  // --check: table or json
+  std::string output = "table";     // --check: table or json
   std::vector<std::string> listen;  // overrides server.listen when not empty
   std::string log_level;            // overrides log.level when not empty
   std::string web_config_file;      // overrides server.web_config_file when not empty

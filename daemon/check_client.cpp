@@ -87,7 +87,7 @@ FetchResult fetch_local(const std::string& host, std::uint16_t port, bool tls,
           return;
         }
         std::make_shared<Exchange<beast::ssl_stream<beast::tcp_stream>>>(*stream, out, host_header,
-                                                                           target)
+                                                                         target)
             ->start();
       });
     });

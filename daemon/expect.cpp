@@ -33,8 +33,8 @@ bool is_pci_address(std::string_view s) {
 }
 
 // "<number><unit>" with an optional space; the number's scale by unit.
-std::optional<double> parse_scaled(std::string_view text,
-                                   std::initializer_list<std::pair<std::string_view, double>> units) {
+std::optional<double> parse_scaled(
+    std::string_view text, std::initializer_list<std::pair<std::string_view, double>> units) {
   std::size_t n = 0;
   while (n < text.size() && ((text[n] >= '0' && text[n] <= '9') || text[n] == '.')) ++n;
   if (n == 0) return std::nullopt;
@@ -87,7 +87,8 @@ void read_body(OptionReader& r, const std::string& file, std::vector<ConfigError
   const std::string& p = r.prefix();
   if (const toml::table* t = r.get_table("accelerator")) {
     OptionReader a(*t, p + ".accelerator", file, errors);
-    if (auto v = a.get_int("count", -1, 0, 4096); v >= 0) e->accelerator_count = static_cast<int>(v);
+    if (auto v = a.get_int("count", -1, 0, 4096); v >= 0)
+      e->accelerator_count = static_cast<int>(v);
     if (const toml::table* m = a.get_table("models")) {
       OptionReader mr(*m, p + ".accelerator.models", file, errors);
       for (auto&& [k, v] : *m) {
@@ -189,7 +190,8 @@ void read_body(OptionReader& r, const std::string& file, std::vector<ConfigError
         auto def = defaults.find(name);
         if (def == defaults.end()) continue;  // finish() reports it
         if (def->second.duration) {
-          Millis d = kr.get_duration(k.str(), Millis(0), Millis(1000), Millis(7LL * 24 * 3600 * 1000));
+          Millis d =
+              kr.get_duration(k.str(), Millis(0), Millis(1000), Millis(7LL * 24 * 3600 * 1000));
           if (d.count() > 0) e->thresholds[name] = static_cast<double>(d.count()) / 1000.0;
         } else {
           double x = kr.get_number(k.str(), NAN, -1e18, 1e18);
@@ -216,7 +218,8 @@ double Expectations::threshold(std::string_view name) const {
 const std::map<std::string, ThresholdDefault, std::less<>>& threshold_defaults() {
   static const auto kDefaults = [] {
     std::map<std::string, ThresholdDefault, std::less<>> out;
-    toml::table root = toml::parse(std::string_view(kThresholdsToml), std::string_view("alerts/thresholds.toml"));
+    toml::table root =
+        toml::parse(std::string_view(kThresholdsToml), std::string_view("alerts/thresholds.toml"));
     for (auto&& [alert, node] : root) {
       if (alert.str() == "selectors") continue;
       const toml::table* t = node.as_table();
@@ -349,9 +352,9 @@ const FamilySet& learn_families() {
 namespace {
 
 // The value of `family` for the sample whose `labels` match, or nullopt.
-std::optional<double> value_of(const Samples& s, std::string_view family,
-                               std::initializer_list<std::pair<std::string_view, std::string_view>>
-                                   labels) {
+std::optional<double> value_of(
+    const Samples& s, std::string_view family,
+    std::initializer_list<std::pair<std::string_view, std::string_view>> labels) {
   for (const Sample& x : s.of(family)) {
     bool match = std::all_of(labels.begin(), labels.end(),
                              [&](const auto& kv) { return x.label(kv.first) == kv.second; });
@@ -389,8 +392,8 @@ Learned learn_expectations(const Samples& s) {
     if (auto w = value_of(s, "nodewatch_pcie_link_width", {{"device", device}}); w && *w > 0)
       d.width = static_cast<int>(*w);
     if (kind == "network") {
-      if (auto v = value_of(s, "nodewatch_pcie_link_speed_transfers_per_second",
-                            {{"device", device}});
+      if (auto v =
+              value_of(s, "nodewatch_pcie_link_speed_transfers_per_second", {{"device", device}});
           v && *v > 0)
         d.speed = *v;
     } else {

@@ -182,8 +182,8 @@ class Session : public HttpServer::SessionBase,
       return;
     }
     const std::string_view path = std::string_view(target).substr(0, target.find('?'));
-    const bool exempt = shared_.limits.healthy_without_auth &&
-                        (path == "/-/healthy" || path == "/-/node-health");
+    const bool exempt =
+        shared_.limits.healthy_without_auth && (path == "/-/healthy" || path == "/-/node-health");
     if (!security_->authenticates() || exempt) {
       respond(keep);
       return;

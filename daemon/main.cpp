@@ -24,15 +24,16 @@ int main(int argc, char** argv) {
   app.add_flag(
       "--once", cmd.once,
       "Run every enabled collector once, print the exposition /metrics would serve, and exit");
-  app.add_flag("--check", cmd.check,
-               "Print whether this node is fit to run a job, per subsystem, and exit 0 (healthy), 1 "
-               "(unhealthy) or 2 (could not decide); asks the running daemon, else collects once");
-  app.add_flag("--learn-expected", cmd.learn_expected,
-               "Print what this node has as an expect file ([expect]) to review and ship, and exit");
+  app.add_flag(
+      "--check", cmd.check,
+      "Print whether this node is fit to run a job, per subsystem, and exit 0 (healthy), 1 "
+      "(unhealthy) or 2 (could not decide); asks the running daemon, else collects once");
+  app.add_flag(
+      "--learn-expected", cmd.learn_expected,
+      "Print what this node has as an expect file ([expect]) to review and ship, and exit");
   app.add_flag("--local", cmd.local,
                "With --check or --learn-expected: collect here, even if a daemon is running");
-  app.add_option("--output", cmd.output, "With --check: table, json or line")
-      ->default_str("table");
+  app.add_option("--output", cmd.output, "With --check: table, json or line")->default_str("table");
   app.add_flag("--list-metrics", cmd.list_metrics,
                "Print every metric family nodewatchd can export (name and type) and exit");
   app.add_option("--listen", cmd.listen,

@@ -24,9 +24,8 @@ Samples SnapshotSamples::samples_of(const SnapshotSet& set) {
 NodeReport make_report(VerdictEngine& engine, const Samples& samples,
                        const std::vector<CollectorState>& collectors) {
   NodeReport r;
-  double unix_now = std::chrono::duration<double>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count();
+  double unix_now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   r.verdict = engine.evaluate(samples, collectors, std::chrono::steady_clock::now(), unix_now);
   MetricSink sink(VerdictEngine::metric_table());
   engine.render(r.verdict, sink);
@@ -73,7 +72,8 @@ void NodeHealth::update(std::shared_ptr<const SnapshotSet> set,
   cv_.notify_one();
 }
 
-void NodeHealth::evaluate_now(const SnapshotSet& set, const std::vector<CollectorState>& collectors) {
+void NodeHealth::evaluate_now(const SnapshotSet& set,
+                              const std::vector<CollectorState>& collectors) {
   evaluate(set, collectors);
 }
 

@@ -76,11 +76,11 @@ class NodeHealth {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
-  std::shared_ptr<const SnapshotSet> pending_set_;        // under mu_
-  std::vector<CollectorState> pending_collectors_;         // under mu_
-  std::optional<Expectations> pending_expect_;             // under mu_
-  std::shared_ptr<const NodeReport> current_;              // under mu_
-  std::uint64_t evaluations_ = 0;                          // under mu_
+  std::shared_ptr<const SnapshotSet> pending_set_;  // under mu_
+  std::vector<CollectorState> pending_collectors_;  // under mu_
+  std::optional<Expectations> pending_expect_;      // under mu_
+  std::shared_ptr<const NodeReport> current_;       // under mu_
+  std::uint64_t evaluations_ = 0;                   // under mu_
   // The worker's own (or evaluate_now's caller's, never both at once).
   std::mutex eval_mu_;
   VerdictEngine engine_;

@@ -190,9 +190,10 @@ HttpResponse Router::landing(const HttpRequest& req) const {
   h += html_escape(kVersion);
   h += " (revision ";
   h += html_escape(kRevision);
-  h += ")</p>\n<p><a href=\"metrics\">Metrics</a> &middot; <a href=\"-/healthy\">Health</a>"
-       " &middot; <a href=\"-/ready\">Readiness</a> &middot; <a href=\"-/node-health?format=table\">"
-       "Node health</a></p>\n";
+  h +=
+      ")</p>\n<p><a href=\"metrics\">Metrics</a> &middot; <a href=\"-/healthy\">Health</a>"
+      " &middot; <a href=\"-/ready\">Readiness</a> &middot; <a href=\"-/node-health?format=table\">"
+      "Node health</a></p>\n";
   if (src_.access) h += "<p>Access: " + html_escape(src_.access()) + "</p>\n";
   h += "<h2>Collectors</h2>\n<table><tr><th>collector</th><th>state</th><th>interval</th>"
        "<th>last duration</th><th>last success</th><th>last error</th></tr>\n";
@@ -244,8 +245,9 @@ HttpResponse Router::node_health(std::string_view query) const {
   else
     body = format == "json" ? "{\"status\":\"unknown\",\"problems\":[]}\n"
                             : "unknown: no verdict yet\n";
-  HttpResponse res = text_response(
-      h == Health::kHealthy ? http::status::ok : http::status::service_unavailable, std::move(body));
+  HttpResponse res =
+      text_response(h == Health::kHealthy ? http::status::ok : http::status::service_unavailable,
+                    std::move(body));
   if (format == "json") res.set(http::field::content_type, "application/json");
   res.set(http::field::cache_control, "no-store");
   res.set(kNodeStatusHeader, health_name(h));

@@ -10,8 +10,8 @@
 namespace nodewatch {
 namespace {
 
-constexpr std::size_t kAccelerator = 0, kNvlink = 1, kPcie = 2, kFabric = 3, kNic = 4,
-                      kStorage = 5, kKernel = 6;
+constexpr std::size_t kAccelerator = 0, kNvlink = 1, kPcie = 2, kFabric = 3, kNic = 4, kStorage = 5,
+                      kKernel = 6;
 
 // XIDs that the application causes (NVIDIA's device plugin keeps the GPU
 // healthy on them; alerts/nodewatch-recording.yml has the same list).
@@ -161,11 +161,13 @@ std::string Verdict::table() const {
     for (const Problem& p : problems) {
       if (p.subsystem != i) continue;
       rows.push_back({any ? "" : std::string(kSubsystems[i]),
-                      any ? "" : std::string(health_name(health[i])), p.component.empty() ? "-" : p.component,
-                      p.problem, p.action, p.detail});
+                      any ? "" : std::string(health_name(health[i])),
+                      p.component.empty() ? "-" : p.component, p.problem, p.action, p.detail});
       any = true;
     }
-    if (!any) rows.push_back({std::string(kSubsystems[i]), std::string(health_name(health[i])), "", "", "", ""});
+    if (!any)
+      rows.push_back(
+          {std::string(kSubsystems[i]), std::string(health_name(health[i])), "", "", "", ""});
   }
   std::array<std::size_t, 6> width{};
   for (const auto& r : rows)
@@ -330,8 +332,8 @@ Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorSta
     for (const Sample& x : s.of("nodewatch_accelerator_temperature_slowdown_celsius")) {
       double hottest = -INFINITY;
       for (const Sample& t : s.of("nodewatch_accelerator_temperature_celsius"))
-        if (t.label("accelerator") == x.label("accelerator") && t.label("uuid") == x.label("uuid") &&
-            t.label("sensor") != "memory")
+        if (t.label("accelerator") == x.label("accelerator") &&
+            t.label("uuid") == x.label("uuid") && t.label("sensor") != "memory")
           hottest = std::max(hottest, t.value);
       if (std::isfinite(hottest) && x.value - hottest < margin)
         add(kAccelerator, acc.of(x), "thermal_margin_low", "inspect_hardware",
@@ -366,7 +368,8 @@ Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorSta
     const double busy = e.threshold("NodewatchPcieLinkSpeedBelowMaxWhileBusy.busy");
     for (const ExpectedPcie& d : e.pcie) {
       const Sample* w = find(s, "nodewatch_pcie_link_width", {{"device", d.device}});
-      const Sample* sp = find(s, "nodewatch_pcie_link_speed_transfers_per_second", {{"device", d.device}});
+      const Sample* sp =
+          find(s, "nodewatch_pcie_link_speed_transfers_per_second", {{"device", d.device}});
       if (w == nullptr && sp == nullptr &&
           find(s, "nodewatch_pcie_device_info", {{"device", d.device}}) == nullptr) {
         add(kPcie, d.device, "missing", "inspect_hardware", "not on the bus");
@@ -422,7 +425,8 @@ Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorSta
         add(kNic, n.interface, "down", "check_cable", "not up");
         continue;
       }
-      const Sample* sp = find(s, "nodewatch_nic_speed_bytes_per_second", {{"interface", n.interface}});
+      const Sample* sp =
+          find(s, "nodewatch_nic_speed_bytes_per_second", {{"interface", n.interface}});
       if (n.speed && (sp == nullptr || sp->value < *n.speed))
         add(kNic, n.interface, "speed_below_expected", "check_cable",
             (sp ? format_bit_rate(sp->value) : std::string("no speed")) + ", expected " +
@@ -445,12 +449,14 @@ Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorSta
       for (const Sample& y : s.of("nodewatch_storage_probe_success")) {
         if (y.label("path") != path) continue;
         answered = true;
-        if (y.value != 1) failing += (failing.empty() ? "" : ", ") + std::string(y.label("operation"));
+        if (y.value != 1)
+          failing += (failing.empty() ? "" : ", ") + std::string(y.label("operation"));
       }
       if (!failing.empty())
         add(kStorage, path, "probe_failing", "check_storage", "failing: " + failing);
       else if (!answered)
-        add(kStorage, path, "probe_pending", "none", "the probe has not finished a cycle yet", true);
+        add(kStorage, path, "probe_pending", "none", "the probe has not finished a cycle yet",
+            true);
     }
     for (const std::string& path : e.probes)
       if (!probed.count(path))
@@ -463,7 +469,8 @@ Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorSta
 
   if (observed[kKernel]) {
     for (const Sample& x : s.of("nodewatch_kernel_log_up"))
-      if (x.value == 0) add(kKernel, "", "log_unreadable", "none", "the kernel log cannot be read", true);
+      if (x.value == 0)
+        add(kKernel, "", "log_unreadable", "none", "the kernel log cannot be read", true);
     // An XID 79 is for the rest of the boot (the counts start afresh at the
     // next one); other hardware XIDs are problems for the alert's window
     // after the count last grew.
@@ -473,8 +480,8 @@ Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorSta
     for (const Sample& x : s.of("nodewatch_kernel_xid_events_total")) {
       std::string_view xid = x.label("xid");
       std::string bus(x.label("pci_bus_id"));
-      if (x.value <= 0 ||
-          std::find(kApplicationXids.begin(), kApplicationXids.end(), xid) != kApplicationXids.end())
+      if (x.value <= 0 || std::find(kApplicationXids.begin(), kApplicationXids.end(), xid) !=
+                              kApplicationXids.end())
         continue;
       if (xid == "79") {
         fallen.insert(bus);
@@ -490,8 +497,10 @@ Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorSta
       seen.value = x.value;
       seen.live = true;
       if (now - seen.grew < std::chrono::duration<double>(window))
-        add(kKernel, bus, "xid_" + std::string(xid), acc.nvml_action.count(bus) ? acc.nvml_action.at(bus) : "reset_gpu",
-            fmt(x.value) + " in this boot, the last within " + format_duration(Millis(static_cast<long long>(window * 1000))));
+        add(kKernel, bus, "xid_" + std::string(xid),
+            acc.nvml_action.count(bus) ? acc.nvml_action.at(bus) : "reset_gpu",
+            fmt(x.value) + " in this boot, the last within " +
+                format_duration(Millis(static_cast<long long>(window * 1000))));
     }
     std::erase_if(counters_, [](const auto& kv) { return !kv.second.live; });
     for (const Sample& x : s.of("nodewatch_kernel_events_total")) {
@@ -529,19 +538,29 @@ Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorSta
 
 const MetricTable& VerdictEngine::metric_table() {
   static const MetricTable kTable({
-      {"nodewatch_node_healthy", MetricType::kGauge, "",
+      {"nodewatch_node_healthy",
+       MetricType::kGauge,
+       "",
        "1 if the subsystem is healthy; 0 if it has a problem or could not be checked.",
        {"subsystem"}},
-      {"nodewatch_node_problem_info", MetricType::kGauge, "",
+      {"nodewatch_node_problem_info",
+       MetricType::kGauge,
+       "",
        "A current problem of the node and the action it asks for; always 1.",
        {"subsystem", "component", "problem", "action"}},
-      {"nodewatch_node_problems", MetricType::kGauge, "",
+      {"nodewatch_node_problems",
+       MetricType::kGauge,
+       "",
        "Current problems of the subsystem, including those beyond the problem_info bound.",
        {"subsystem"}},
-      {"nodewatch_node_verdict_timestamp_seconds", MetricType::kGauge, "seconds",
+      {"nodewatch_node_verdict_timestamp_seconds",
+       MetricType::kGauge,
+       "seconds",
        "Unix time the node verdict was last computed.",
        {}},
-      {"nodewatch_node_expected", MetricType::kGauge, "",
+      {"nodewatch_node_expected",
+       MetricType::kGauge,
+       "",
        "What the node is expected to have ([expect]), next to what is measured.",
        {"subsystem", "component", "what"}},
   });
@@ -556,8 +575,8 @@ void VerdictEngine::render(const Verdict& v, MetricSink& out) const {
   std::size_t listed = 0;
   for (const Problem& p : v.problems) {
     if (listed++ == kMaxProblemSeries) break;
-    out.add("nodewatch_node_problem_info", {kSubsystems[p.subsystem], p.component, p.problem, p.action},
-            1);
+    out.add("nodewatch_node_problem_info",
+            {kSubsystems[p.subsystem], p.component, p.problem, p.action}, 1);
   }
   for (std::size_t i = 0; i < kSubsystems.size(); ++i)
     out.add("nodewatch_node_problems", {kSubsystems[i]}, static_cast<double>(counts[i]));

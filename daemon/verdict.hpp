@@ -30,8 +30,8 @@ inline constexpr std::size_t kExporter = 7;
 
 // The fixed set of actions a problem can ask for.
 inline constexpr std::array<std::string_view, 8> kActions = {
-    "none",    "reset_gpu", "reboot", "drain", "inspect_hardware", "check_cable", "check_storage",
-    "contact_vendor"};
+    "none",        "reset_gpu",     "reboot",        "drain", "inspect_hardware",
+    "check_cable", "check_storage", "contact_vendor"};
 
 enum class Health { kHealthy, kUnhealthy, kUnknown };
 std::string_view health_name(Health h);

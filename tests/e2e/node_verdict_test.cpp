@@ -69,10 +69,11 @@ class VerdictNode {
     dir_.write("expect.toml", expect);
     E2ENodeOptions o;
     o.kmsg = kmsg_;
-    o.extra_config = "[expect]\nfile = \"" + (dir_.path() / "expect.toml").string() + "\"\n" +
-                     extra_config;
+    o.extra_config =
+        "[expect]\nfile = \"" + (dir_.path() / "expect.toml").string() + "\"\n" + extra_config;
     args_ = E2ENodeArgs(dir_, o);
-    for (const auto& e : std::filesystem::recursive_directory_iterator(sys() / "devices/system/edac"))
+    for (const auto& e :
+         std::filesystem::recursive_directory_iterator(sys() / "devices/system/edac"))
       if (e.path().filename() == "ue_count" || e.path().filename() == "dimm_ue_count")
         std::ofstream(e.path()) << "0\n";
     scenario_ = dir_.write("nvml.scenario",
@@ -82,8 +83,12 @@ class VerdictNode {
   const TempDir& dir() const { return dir_; }
   std::filesystem::path sys() const { return dir_.path() / "node" / "sys"; }
   // One more line for the fake NVML (read again at each nvmlInit).
-  void add_nvml(const std::string& line) { std::ofstream(scenario_, std::ios::app) << line << "\n"; }
-  void add_kmsg(const std::string& record) { std::ofstream(kmsg_, std::ios::app) << record << "\n"; }
+  void add_nvml(const std::string& line) {
+    std::ofstream(scenario_, std::ios::app) << line << "\n";
+  }
+  void add_kmsg(const std::string& record) {
+    std::ofstream(kmsg_, std::ios::app) << record << "\n";
+  }
   void write_sys(const std::string& rel, const std::string& value) {
     std::filesystem::path p = sys() / rel;
     ASSERT_TRUE(std::filesystem::exists(p)) << p;
@@ -136,8 +141,8 @@ class VerdictNode {
 
 std::string JsonProblem(const std::string& subsystem, const std::string& component,
                         const std::string& problem, const std::string& action) {
-  return "{\"subsystem\":\"" + subsystem + "\",\"component\":\"" + component +
-         "\",\"problem\":\"" + problem + "\",\"action\":\"" + action + "\"";
+  return "{\"subsystem\":\"" + subsystem + "\",\"component\":\"" + component + "\",\"problem\":\"" +
+         problem + "\",\"action\":\"" + action + "\"";
 }
 
 TEST(NodeVerdict, TheHealthyNodeWithItsExpectedFileIsHealthy) {
@@ -145,10 +150,11 @@ TEST(NodeVerdict, TheHealthyNodeWithItsExpectedFileIsHealthy) {
   auto r = node.check();
   ASSERT_EQ(r.rc, 0) << r.out << r.log;
   EXPECT_NE(r.out.find("node: healthy"), std::string::npos) << r.out;
-  for (std::string_view s : {"accelerator", "nvlink", "pcie", "fabric", "nic", "storage", "kernel",
-                             "exporter"})
+  for (std::string_view s :
+       {"accelerator", "nvlink", "pcie", "fabric", "nic", "storage", "kernel", "exporter"})
     EXPECT_TRUE(std::regex_search(r.out, std::regex("\n" + std::string(s) + " +healthy\n")))
-        << s << "\n" << r.out;
+        << s << "\n"
+        << r.out;
   // For the notes: a Slurm prolog's budget is seconds.
   std::printf("--check on the e2e node (one local round, process start to exit): %.2f s\n",
               r.seconds);
@@ -184,7 +190,8 @@ TEST_P(NodeVerdictFault, NamesTheSubsystemTheProblemAndTheAction) {
   ASSERT_EQ(table.rc, 1) << table.out << table.log;
   EXPECT_TRUE(std::regex_search(
       table.out, std::regex("\n" + std::string(f.subsystem) + " +unhealthy +(.*\n[ ]+)*" +
-                            std::regex_replace(std::string(f.component), std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") +
+                            std::regex_replace(std::string(f.component),
+                                               std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") +
                             " +" + f.problem + " +" + f.action + " ")))
       << table.out;
   EXPECT_NE(table.out.find("node: unhealthy"), std::string::npos) << table.out;
@@ -210,11 +217,10 @@ INSTANTIATE_TEST_SUITE_P(
                 n.write_sys("bus/pci/devices/0000:04:00.0/current_link_width", "8");
               },
               "pcie", "0000:04:00.0", "width_below_expected", "inspect_hardware"},
-        Fault{"IbPortDown",
-              [](VerdictNode& n) {
-                n.write_sys("class/infiniband/mlx5_0/ports/1/state", "1: DOWN");
-              },
-              "fabric", "mlx5_0/1", "port_down", "check_cable"},
+        Fault{
+            "IbPortDown",
+            [](VerdictNode& n) { n.write_sys("class/infiniband/mlx5_0/ports/1/state", "1: DOWN"); },
+            "fabric", "mlx5_0/1", "port_down", "check_cable"},
         Fault{"Xid79InTheKernelLog",
               [](VerdictNode& n) {
                 n.add_kmsg(
@@ -244,9 +250,9 @@ TEST(NodeVerdict, WhatItLearnsFromTheHealthyNodeIsHealthyFedBack) {
   fed_back.write_sys("bus/pci/devices/0000:05:00.0/current_link_width", "8");
   auto bad = fed_back.check("json");
   EXPECT_EQ(bad.rc, 1) << bad.out;
-  EXPECT_NE(bad.out.find(JsonProblem("pcie", "0000:05:00.0", "width_below_expected",
-                                     "inspect_hardware")),
-            std::string::npos)
+  EXPECT_NE(
+      bad.out.find(JsonProblem("pcie", "0000:05:00.0", "width_below_expected", "inspect_hardware")),
+      std::string::npos)
       << bad.out;
 }
 
@@ -257,7 +263,8 @@ TEST(NodeVerdict, NothingToDecideWithoutTheCollectorsItNeeds) {
   node.edit_config("[collectors.interconnect]\n", "[collectors.interconnect]\nenabled = false\n");
   auto r = node.check();
   EXPECT_EQ(r.rc, 2) << r.out << r.log;
-  EXPECT_TRUE(std::regex_search(r.out, std::regex("\nfabric +unknown +interconnect +not_collected +none ")))
+  EXPECT_TRUE(
+      std::regex_search(r.out, std::regex("\nfabric +unknown +interconnect +not_collected +none ")))
       << r.out;
   EXPECT_NE(r.out.find("node: unknown"), std::string::npos) << r.out;
 }
@@ -279,12 +286,18 @@ TEST(NodeVerdict, CheckAsksTheRunningDaemonAndNodeHealthFollowsTheFault) {
   DaemonProcess::Options o;
   o.args = node.args();
   o.args.insert(o.args.end(), {"--listen", "127.0.0.1:0"});
-  o.env = {"FAKE_NVML_SCENARIO=" + node.scenario().string(), "FAKE_NVML_INIT_LOG=" + inits.string()};
+  o.env = {"FAKE_NVML_SCENARIO=" + node.scenario().string(),
+           "FAKE_NVML_INIT_LOG=" + inits.string()};
   DaemonProcess d(o, scratch.path() / "log");
   auto port = d.port();
   ASSERT_TRUE(port) << d.log();
   auto health = [&] { return Request(*port, "GET", "/-/node-health"); };
-  ASSERT_TRUE(Eventually([&] { auto r = health(); return r && r->status == 200; }, 10s))
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto r = health();
+        return r && r->status == 200;
+      },
+      10s))
       << (health() ? health()->body : "no answer") << d.log();
   auto ok = health();
   EXPECT_EQ(ok->headers["content-type"], "application/json");
@@ -294,46 +307,56 @@ TEST(NodeVerdict, CheckAsksTheRunningDaemonAndNodeHealthFollowsTheFault) {
   ASSERT_TRUE(metrics);
   EXPECT_NE(metrics->body.find("nodewatch_node_healthy{subsystem=\"storage\"} 1\n"),
             std::string::npos);
-  EXPECT_NE(metrics->body.find(
-                "nodewatch_node_expected{subsystem=\"accelerator\",component=\"\",what=\"count\"} 10\n"),
-            std::string::npos);
+  EXPECT_NE(
+      metrics->body.find(
+          "nodewatch_node_expected{subsystem=\"accelerator\",component=\"\",what=\"count\"} 10\n"),
+      std::string::npos);
   const std::string before = ReadFile(inits);
   ASSERT_EQ(std::count(before.begin(), before.end(), '\n'), 1) << before;
 
   auto ask = [&](const std::string& output) {
-    return node.run({"--check", "--output", output, "--listen", "127.0.0.1:" + std::to_string(*port)},
-                    {"FAKE_NVML_INIT_LOG=" + inits.string()});
+    return node.run(
+        {"--check", "--output", output, "--listen", "127.0.0.1:" + std::to_string(*port)},
+        {"FAKE_NVML_INIT_LOG=" + inits.string()});
   };
   auto asked = ask("table");
   EXPECT_EQ(asked.rc, 0) << asked.out << asked.log;
-  EXPECT_NE(asked.out.find("source: the running daemon at http://127.0.0.1:" + std::to_string(*port)),
-            std::string::npos)
+  EXPECT_NE(
+      asked.out.find("source: the running daemon at http://127.0.0.1:" + std::to_string(*port)),
+      std::string::npos)
       << asked.out;
   EXPECT_EQ(ReadFile(inits), before) << "--check opened NVML although the daemon runs";
 
   // The probe file becomes a FIFO that no one writes: the read waits, the
   // probe is stuck (as on a hung mount; the real one: hung_mount_test).
   std::filesystem::path file;
-  ASSERT_TRUE(Eventually([&] {
-    for (const auto& e : std::filesystem::directory_iterator(probe_dir))
-      if (e.path().filename().string().rfind(".nodewatch-probe-", 0) == 0) file = e.path();
-    return !file.empty();
-  }, 5s));
+  ASSERT_TRUE(Eventually(
+      [&] {
+        for (const auto& e : std::filesystem::directory_iterator(probe_dir))
+          if (e.path().filename().string().rfind(".nodewatch-probe-", 0) == 0) file = e.path();
+        return !file.empty();
+      },
+      5s));
   ASSERT_EQ(::mkfifo((scratch.path() / "fifo").c_str(), 0644), 0);
   std::filesystem::rename(scratch.path() / "fifo", file);
-  const std::string stuck = JsonProblem("storage", probe_dir.string(), "probe_stuck", "check_storage");
-  ASSERT_TRUE(Eventually([&] {
-    auto r = health();
-    return r && r->status == 503 && r->body.find(stuck) != std::string::npos;
-  }, 15s)) << (health() ? health()->body : "no answer");
+  const std::string stuck =
+      JsonProblem("storage", probe_dir.string(), "probe_stuck", "check_storage");
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto r = health();
+        return r && r->status == 503 && r->body.find(stuck) != std::string::npos;
+      },
+      15s))
+      << (health() ? health()->body : "no answer");
   EXPECT_EQ(health()->headers["nodewatch-node-status"], "unhealthy");
   auto json = ask("json");
   EXPECT_EQ(json.rc, 1) << json.out << json.log;
   EXPECT_NE(json.out.find(stuck), std::string::npos) << json.out;
   auto line = ask("line");
   EXPECT_EQ(line.rc, 1);
-  EXPECT_NE(line.out.find("unhealthy: storage/probe_stuck " + probe_dir.string() + " -> check_storage"),
-            std::string::npos)
+  EXPECT_NE(
+      line.out.find("unhealthy: storage/probe_stuck " + probe_dir.string() + " -> check_storage"),
+      std::string::npos)
       << line.out;
   metrics = Request(*port, "GET", "/metrics");
   ASSERT_TRUE(metrics);
@@ -345,6 +368,50 @@ TEST(NodeVerdict, CheckAsksTheRunningDaemonAndNodeHealthFollowsTheFault) {
             std::string::npos);
   EXPECT_EQ(ReadFile(inits), before) << "--check opened NVML although the daemon runs";
   std::filesystem::remove(file);  // the probe makes its file again
+  d.signal(SIGTERM);
+  EXPECT_TRUE(d.wait(10s));
+}
+
+// A reload reads the expect file again: a new expectation changes the
+// verdict at once; a broken file is rejected and the verdict stays.
+TEST(NodeVerdict, AReloadReadsTheExpectFileAgain) {
+  VerdictNode node;
+  DaemonProcess::Options o;
+  o.args = node.args();
+  o.args.insert(o.args.end(), {"--listen", "127.0.0.1:0"});
+  o.env = {"FAKE_NVML_SCENARIO=" + node.scenario().string()};
+  DaemonProcess d(o, node.dir().path() / "daemon.log");
+  auto port = d.port();
+  ASSERT_TRUE(port) << d.log();
+  auto status = [&] {
+    auto r = Request(*port, "GET", "/-/node-health");
+    return r ? r->status : 0;
+  };
+  ASSERT_TRUE(Eventually([&] { return status() == 200; }, 10s)) << d.log();
+  const std::filesystem::path expect = node.dir().path() / "expect.toml";
+  std::string more = std::regex_replace(std::string(kExpected), std::regex("nvlinks_active = 18"),
+                                        "nvlinks_active = 19");
+  std::ofstream(expect) << more;
+  d.signal(SIGHUP);
+  ASSERT_TRUE(Eventually([&] { return status() == 503; }, 10s)) << d.log();
+  auto r = Request(*port, "GET", "/-/node-health?format=line");
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->body.find("nvlink/links_inactive 0000:1a:00.0 -> reset_gpu"), std::string::npos)
+      << r->body;
+  auto m = Request(*port, "GET", "/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("nodewatch_node_expected{subsystem=\"nvlink\",component=\"\",what=\"links_"
+                         "active\"} 19\n"),
+            std::string::npos);
+  // A broken file: rejected whole; the running expectations stay.
+  std::ofstream(expect) << "[expect.accelerator]\ncount = \"eight\"\n";
+  d.signal(SIGHUP);
+  ASSERT_TRUE(d.wait_log("reload rejected: .*expect.toml:2:9: expect.accelerator.count", 10s))
+      << d.log();
+  EXPECT_EQ(status(), 503);
+  std::ofstream(expect) << kExpected;
+  d.signal(SIGHUP);
+  ASSERT_TRUE(Eventually([&] { return status() == 200; }, 10s)) << d.log();
   d.signal(SIGTERM);
   EXPECT_TRUE(d.wait(10s));
 }

@@ -6,8 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <thread>
 #include <toml++/toml.h>
+#include <thread>
 
 #include "config.hpp"
 #include "expect.hpp"
@@ -191,7 +191,8 @@ TEST(Expect, TheFileMustBeARegularFileAndAlone) {
 }
 
 // A node as its collectors would export it.
-const char* kNodeText = R"(nodewatch_accelerator_info{accelerator="0",uuid="GPU-a",vendor="nvidia",model="H100 \"SXM\"",pci_bus_id="0000:1a:00.0"} 1
+const char* kNodeText =
+    R"(nodewatch_accelerator_info{accelerator="0",uuid="GPU-a",vendor="nvidia",model="H100 \"SXM\"",pci_bus_id="0000:1a:00.0"} 1
 nodewatch_accelerator_info{accelerator="1",uuid="GPU-b",vendor="nvidia",model="H100 \"SXM\"",pci_bus_id="0000:2a:00.0"} 1
 nodewatch_accelerator_nvlink_links_active{accelerator="0",uuid="GPU-a"} 18
 nodewatch_accelerator_nvlink_links_active{accelerator="1",uuid="GPU-b"} 18
@@ -237,7 +238,7 @@ TEST(Expect, LearnsWhatAKnownGoodNodeHasAndReadsItBack) {
   EXPECT_EQ(e.pcie[1].speed, 32e9);
   ASSERT_EQ(e.ports.size(), 1u);  // the down port is not expected
   EXPECT_EQ(e.ports[0].rate, 50e9);
-  ASSERT_EQ(e.nics.size(), 1u);  // the veth is not hardware
+  ASSERT_EQ(e.nics.size(), 1u);                            // the veth is not hardware
   EXPECT_EQ(e.probes, std::vector<std::string>{"/data"});  // /bad fails: not expected
   EXPECT_EQ(e.nfs_mounts, std::vector<std::string>{"/home"});
   std::string notes;
@@ -294,8 +295,8 @@ std::string Problems(const Verdict& v) {
 
 TEST(Verdict, TheNodeAsLearnedIsHealthyAndEachDepartureIsAProblem) {
   // The learned node, without its failing probe (configured, it fails).
-  std::string good = std::regex_replace(std::string(kNodeText),
-                                        std::regex("nodewatch_storage_probe_[a-z]+\\{path=\"/bad\".*\n"), "");
+  std::string good = std::regex_replace(
+      std::string(kNodeText), std::regex("nodewatch_storage_probe_[a-z]+\\{path=\"/bad\".*\n"), "");
   VerdictEngine engine(Learned(good));
   Verdict v = Evaluate(engine, good);
   EXPECT_EQ(v.overall(), Health::kHealthy) << Problems(v);
@@ -320,12 +321,13 @@ TEST(Verdict, TheNodeAsLearnedIsHealthyAndEachDepartureIsAProblem) {
        "pcie 0000:1a:00.0 width_below_expected inspect_hardware"},
       {replace("{device=\"0000:3b:00.0\"} 32000000000", "{device=\"0000:3b:00.0\"} 16000000000"),
        "pcie 0000:3b:00.0 speed_below_expected inspect_hardware"},
-      {replace("nodewatch_pcie_device_info{device=\"0000:3b:00.0\",kind=\"network\"} 1\n", "") +
-           "",
+      {replace("nodewatch_pcie_device_info{device=\"0000:3b:00.0\",kind=\"network\"} 1\n", "") + "",
        ""},  // the info alone missing is not a problem: width and speed are there
-      {replace("port_state{device=\"mlx5_0\",port=\"1\"} 4", "port_state{device=\"mlx5_0\",port=\"1\"} 2"),
+      {replace("port_state{device=\"mlx5_0\",port=\"1\"} 4",
+               "port_state{device=\"mlx5_0\",port=\"1\"} 2"),
        "fabric mlx5_0/1 port_down check_cable"},
-      {replace("{device=\"mlx5_0\",port=\"1\"} 50000000000", "{device=\"mlx5_0\",port=\"1\"} 25000000000"),
+      {replace("{device=\"mlx5_0\",port=\"1\"} 50000000000",
+               "{device=\"mlx5_0\",port=\"1\"} 25000000000"),
        "fabric mlx5_0/1 rate_below_expected check_cable"},
       {replace("nodewatch_nic_up{interface=\"ens1\"} 1", "nodewatch_nic_up{interface=\"ens1\"} 0"),
        "nic ens1 down check_cable"},
@@ -349,18 +351,27 @@ TEST(Verdict, AnIdleGpusPcieSpeedIsNotHeldAgainstIt) {
   Expectations e;
   e.pcie.push_back(ExpectedPcie{"0000:1a:00.0", 16, 32e9});
   const std::string gpu =
-      "nodewatch_accelerator_info{accelerator=\"0\",uuid=\"GPU-a\",model=\"m\",pci_bus_id=\"0000:1a:00.0\"} 1\n"
+      "nodewatch_accelerator_info{accelerator=\"0\",uuid=\"GPU-a\",model=\"m\",pci_bus_id=\"0000:"
+      "1a:00.0\"} 1\n"
       "nodewatch_pcie_link_width{device=\"0000:1a:00.0\"} 16\n"
       "nodewatch_pcie_link_speed_transfers_per_second{device=\"0000:1a:00.0\"} 2500000000\n";
   VerdictEngine engine(e);
   // Idle (below NodewatchPcieLinkSpeedBelowMaxWhileBusy.busy, 0.5): at
   // 2.5GT/s as GPUs are at rest.
-  EXPECT_EQ(Problems(Evaluate(engine, gpu + "nodewatch_accelerator_utilization_ratio{accelerator=\"0\",uuid=\"GPU-a\"} 0.1\n")), "");
+  EXPECT_EQ(
+      Problems(Evaluate(
+          engine,
+          gpu + "nodewatch_accelerator_utilization_ratio{accelerator=\"0\",uuid=\"GPU-a\"} 0.1\n")),
+      "");
   // Busy, and still at 2.5GT/s: a link that trained down.
-  EXPECT_EQ(Problems(Evaluate(engine, gpu + "nodewatch_accelerator_utilization_ratio{accelerator=\"0\",uuid=\"GPU-a\"} 0.9\n")),
-            "pcie 0000:1a:00.0 speed_below_expected inspect_hardware\n");
+  EXPECT_EQ(
+      Problems(Evaluate(
+          engine,
+          gpu + "nodewatch_accelerator_utilization_ratio{accelerator=\"0\",uuid=\"GPU-a\"} 0.9\n")),
+      "pcie 0000:1a:00.0 speed_below_expected inspect_hardware\n");
   // Its utilization unknown: the expected speed holds.
-  EXPECT_EQ(Problems(Evaluate(engine, gpu)), "pcie 0000:1a:00.0 speed_below_expected inspect_hardware\n");
+  EXPECT_EQ(Problems(Evaluate(engine, gpu)),
+            "pcie 0000:1a:00.0 speed_below_expected inspect_hardware\n");
 }
 
 TEST(Verdict, FollowsTheDriversRecoveryAction) {
@@ -368,9 +379,11 @@ TEST(Verdict, FollowsTheDriversRecoveryAction) {
   e.nvlinks_active = 18;
   VerdictEngine engine(e);
   const std::string text =
-      "nodewatch_accelerator_info{accelerator=\"3\",uuid=\"GPU-d\",model=\"m\",pci_bus_id=\"0000:4a:00.0\"} 1\n"
+      "nodewatch_accelerator_info{accelerator=\"3\",uuid=\"GPU-d\",model=\"m\",pci_bus_id=\"0000:"
+      "4a:00.0\"} 1\n"
       "nodewatch_accelerator_recovery_action{accelerator=\"3\",uuid=\"GPU-d\",action=\"none\"} 0\n"
-      "nodewatch_accelerator_recovery_action{accelerator=\"3\",uuid=\"GPU-d\",action=\"node_reboot\"} 1\n"
+      "nodewatch_accelerator_recovery_action{accelerator=\"3\",uuid=\"GPU-d\",action=\"node_"
+      "reboot\"} 1\n"
       "nodewatch_accelerator_nvlink_links_active{accelerator=\"3\",uuid=\"GPU-d\"} 12\n"
       "nodewatch_accelerator_up{accelerator=\"3\",uuid=\"GPU-d\"} 0\n"
       "nodewatch_accelerator_row_remap_failed{accelerator=\"3\",uuid=\"GPU-d\"} 1\n"
@@ -438,7 +451,9 @@ TEST(Verdict, ACollectorDownOrMissingMakesItsSubsystemsUnknown) {
   EXPECT_EQ(v.health[2], Health::kHealthy);  // pcie is up and nothing is expected of it
   EXPECT_EQ(v.health[kExporter], Health::kUnhealthy);
   EXPECT_EQ(v.overall(), Health::kUnknown);  // not unhealthy: nothing is known to be wrong
-  EXPECT_THAT(v.json(), HasSubstr("\"detail\":\"the accelerator collector is down: nvml: driver not loaded\""));
+  EXPECT_THAT(
+      v.json(),
+      HasSubstr("\"detail\":\"the accelerator collector is down: nvml: driver not loaded\""));
 
   // Before the first round: unknown too.
   collectors = AllUp();
@@ -470,8 +485,7 @@ TEST(Verdict, RendersBoundedSeriesAndTheExpectedInventory) {
   engine.render(v, sink);
   EXPECT_TRUE(sink.violations().empty());
   std::string text = sink.render();
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n') -
-                std::count(text.begin(), text.end(), '#'),
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n') - std::count(text.begin(), text.end(), '#'),
             8 + kMaxProblemSeries + 8 + 1 + 150 + 2 + 2);
   double v_pcie = 0;
   ASSERT_TRUE(sink.get("nodewatch_node_problems", {"pcie"}, &v_pcie));
@@ -480,7 +494,8 @@ TEST(Verdict, RendersBoundedSeriesAndTheExpectedInventory) {
   ASSERT_TRUE(sink.get("nodewatch_node_healthy", {"pcie"}, &healthy));
   EXPECT_EQ(healthy, 0);
   double rate = 0;
-  ASSERT_TRUE(sink.get("nodewatch_node_expected", {"fabric", "mlx5_0/1", "rate_bytes_per_second"}, &rate));
+  ASSERT_TRUE(
+      sink.get("nodewatch_node_expected", {"fabric", "mlx5_0/1", "rate_bytes_per_second"}, &rate));
   EXPECT_EQ(rate, 50e9);
   ASSERT_TRUE(sink.get("nodewatch_node_expected", {"accelerator", "", "count"}, &rate));
   EXPECT_EQ(rate, 8);
@@ -491,13 +506,16 @@ TEST(Verdict, TableJsonAndLineSayTheSame) {
   Expectations e;
   e.ports.push_back(ExpectedPort{"mlx5_0", 1, std::nullopt});
   VerdictEngine engine(e);
-  Verdict v = Evaluate(engine, "nodewatch_interconnect_port_state{device=\"mlx5_0\",port=\"1\"} 1\n");
-  EXPECT_THAT(v.table(), HasSubstr("\nfabric       unhealthy  mlx5_0/1   port_down  check_cable  state down, expected active\n"));
+  Verdict v =
+      Evaluate(engine, "nodewatch_interconnect_port_state{device=\"mlx5_0\",port=\"1\"} 1\n");
+  EXPECT_THAT(v.table(), HasSubstr("\nfabric       unhealthy  mlx5_0/1   port_down  check_cable  "
+                                   "state down, expected active\n"));
   EXPECT_THAT(v.table(), HasSubstr("\nnode: unhealthy\n"));
   EXPECT_EQ(v.line(), "unhealthy: fabric/port_down mlx5_0/1 -> check_cable\n");
-  EXPECT_THAT(v.json(),
-              HasSubstr("{\"subsystem\":\"fabric\",\"component\":\"mlx5_0/1\",\"problem\":\"port_down\","
-                        "\"action\":\"check_cable\",\"detail\":\"state down, expected active\"}"));
+  EXPECT_THAT(
+      v.json(),
+      HasSubstr("{\"subsystem\":\"fabric\",\"component\":\"mlx5_0/1\",\"problem\":\"port_down\","
+                "\"action\":\"check_cable\",\"detail\":\"state down, expected active\"}"));
   EXPECT_THAT(v.json(), HasSubstr("\"evaluated_at\":1700000000.000,"));
   // The JSON is JSON (toml++ reads JSON's subset of literals poorly; this
   // checks the quoting: every label value with a quote is escaped).
