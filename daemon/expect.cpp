@@ -56,24 +56,18 @@ std::string format_number(double v) {
 }
 
 std::string toml_quote(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  return out + "\"";
+  return "\"" + escape_string(s) + "\"";
+}
+
+// The rate at `key`, if given; `what` names the form in the error.
+std::optional<double> optional_rate(OptionReader& x, std::string_view key,
+                                    std::optional<double> (*parse)(std::string_view),
+                                    std::string_view what) {
+  std::string text = x.get_string(key, "");
+  if (text.empty()) return std::nullopt;
+  auto v = parse(text);
+  if (!v) x.error(key, "\"" + text + "\" is not " + std::string(what));
+  return v;
 }
 
 void too_many(OptionReader& r, std::string_view key, std::size_t n) {
@@ -117,11 +111,7 @@ void read_body(OptionReader& r, const std::string& file, std::vector<ConfigError
     else if (!seen.insert(d.device).second)
       x.error("device", "\"" + d.device + "\" is listed twice");
     if (auto w = x.get_int("width", -1, 1, 32); w >= 1) d.width = static_cast<int>(w);
-    std::string speed = x.get_string("speed", "");
-    if (!speed.empty()) {
-      d.speed = parse_transfer_rate(speed);
-      if (!d.speed) x.error("speed", "\"" + speed + "\" is not a link speed such as \"32GT/s\"");
-    }
+    d.speed = optional_rate(x, "speed", parse_transfer_rate, "a link speed such as \"32GT/s\"");
     if (!d.width && !d.speed) x.error("device", "needs width, speed or both");
     e->pcie.push_back(std::move(d));
   });
@@ -132,11 +122,7 @@ void read_body(OptionReader& r, const std::string& file, std::vector<ConfigError
     port.device = x.get_string("device", "");
     if (port.device.empty()) x.error("device", "needs the device, such as \"mlx5_0\"");
     port.port = static_cast<int>(x.get_int("port", 1, 1, 255));
-    std::string rate = x.get_string("rate", "");
-    if (!rate.empty()) {
-      port.rate = parse_bit_rate(rate);
-      if (!port.rate) x.error("rate", "\"" + rate + "\" is not a rate such as \"400Gb/s\"");
-    }
+    port.rate = optional_rate(x, "rate", parse_bit_rate, "a rate such as \"400Gb/s\"");
     if (!port.device.empty() && !seen.insert(port.component()).second)
       x.error("device", "port " + port.component() + " is listed twice");
     e->ports.push_back(std::move(port));
@@ -151,11 +137,7 @@ void read_body(OptionReader& r, const std::string& file, std::vector<ConfigError
       x.error("interface", "\"" + nic.interface + "\" is not an interface name");
     else if (!seen.insert(nic.interface).second)
       x.error("interface", "\"" + nic.interface + "\" is listed twice");
-    std::string speed = x.get_string("speed", "");
-    if (!speed.empty()) {
-      nic.speed = parse_bit_rate(speed);
-      if (!nic.speed) x.error("speed", "\"" + speed + "\" is not a speed such as \"100Gb/s\"");
-    }
+    nic.speed = optional_rate(x, "speed", parse_bit_rate, "a speed such as \"100Gb/s\"");
     e->nics.push_back(std::move(nic));
   });
   too_many(r, "nic", n);
@@ -205,6 +187,28 @@ void read_body(OptionReader& r, const std::string& file, std::vector<ConfigError
 }
 
 }  // namespace
+
+std::string escape_string(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  return out;
+}
 
 double Expectations::threshold(std::string_view name) const {
   if (auto it = thresholds.find(name); it != thresholds.end()) return it->second;

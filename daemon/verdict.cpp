@@ -32,28 +32,6 @@ std::string fmt(double v) {
   return buf;
 }
 
-std::string json_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  return out;
-}
-
 const Sample* find(const Samples& s, std::string_view family,
                    std::initializer_list<std::pair<std::string_view, std::string_view>> labels) {
   for (const Sample& x : s.of(family)) {
@@ -146,8 +124,8 @@ std::string Verdict::json() const {
     const Problem& p = problems[i];
     out += (i ? "," : "");
     out += "{\"subsystem\":\"" + std::string(kSubsystems[p.subsystem]) + "\",\"component\":\"" +
-           json_escape(p.component) + "\",\"problem\":\"" + json_escape(p.problem) +
-           "\",\"action\":\"" + p.action + "\",\"detail\":\"" + json_escape(p.detail) + "\"}";
+           escape_string(p.component) + "\",\"problem\":\"" + escape_string(p.problem) +
+           "\",\"action\":\"" + p.action + "\",\"detail\":\"" + escape_string(p.detail) + "\"}";
   }
   out += "]}\n";
   return out;

@@ -72,6 +72,25 @@ class TlsTest : public ::testing::Test {
   }
 
   std::string Ca() const { return "--cacert '" + pki_.Path("ca.crt").string() + "'"; }
+
+  // `nodewatchd --check` on the configuration Start() wrote, asking the
+  // daemon on `port`.
+  struct Check {
+    std::optional<int> rc;
+    std::string out, log;
+  };
+  Check RunCheck(std::uint16_t port) {
+    DaemonProcess::Options o;
+    o.args = {"--config", (dir_.path() / "nw.toml").string(), "--check", "--listen",
+              "127.0.0.1:" + std::to_string(port)};
+    o.stdout_file = dir_.path() / "check.out";
+    DaemonProcess check(o, dir_.path() / "check.log");
+    Check c;
+    c.rc = check.wait(10s);
+    c.out = testing::ReadFile(o.stdout_file);
+    c.log = check.log();
+    return c;
+  }
   std::string Alice() const { return Ca() + " -u 'alice:correct horse'"; }
   double Counter(std::uint16_t port, const std::string& series) {
     auto r = Curl(port, "/metrics", Alice(), dir_.path());
@@ -132,17 +151,13 @@ TEST_F(TlsTest, HealthMayBeExemptedFromAuthentication) {
   // modelled node's kernel log has an XID 79: unhealthy, 503.)
   ASSERT_TRUE(testing::Eventually(
       [&] { return Curl(*port, "/-/node-health", Ca(), dir_.path()).status == 503; }, 10s));
-  DaemonProcess::Options o;
-  o.args = {"--config", (dir_.path() / "nw.toml").string(), "--check", "--listen",
-            "127.0.0.1:" + std::to_string(*port)};
-  o.stdout_file = dir_.path() / "check.out";
-  DaemonProcess check(o, dir_.path() / "check.log");
-  EXPECT_EQ(check.wait(10s), 1) << testing::ReadFile(o.stdout_file) << check.log();
-  EXPECT_NE(testing::ReadFile(o.stdout_file).find("xid_79"), std::string::npos);
-  EXPECT_NE(testing::ReadFile(o.stdout_file)
-                .find("source: the running daemon at https://127.0.0.1:" + std::to_string(*port)),
-            std::string::npos)
-      << testing::ReadFile(o.stdout_file);
+  Check check = RunCheck(*port);
+  EXPECT_EQ(check.rc, 1) << check.out << check.log;
+  EXPECT_NE(check.out.find("xid_79"), std::string::npos);
+  EXPECT_NE(
+      check.out.find("source: the running daemon at https://127.0.0.1:" + std::to_string(*port)),
+      std::string::npos)
+      << check.out;
 }
 
 TEST_F(TlsTest, CheckCollectsItselfWhenTheDaemonAsksForCredentials) {
@@ -150,17 +165,12 @@ TEST_F(TlsTest, CheckCollectsItselfWhenTheDaemonAsksForCredentials) {
   auto port = d->port();
   ASSERT_TRUE(port) << d->log();
   EXPECT_EQ(Curl(*port, "/-/node-health", Ca(), dir_.path()).status, 401);
-  DaemonProcess::Options o;
-  o.args = {"--config", (dir_.path() / "nw.toml").string(), "--check", "--listen",
-            "127.0.0.1:" + std::to_string(*port)};
-  o.stdout_file = dir_.path() / "check.out";
-  DaemonProcess check(o, dir_.path() / "check.log");
-  EXPECT_EQ(check.wait(10s), 1) << testing::ReadFile(o.stdout_file) << check.log();
-  EXPECT_NE(check.log().find("gave no verdict (HTTP 401; set server.healthy_without_auth = true"),
+  Check check = RunCheck(*port);
+  EXPECT_EQ(check.rc, 1) << check.out << check.log;
+  EXPECT_NE(check.log.find("gave no verdict (HTTP 401; set server.healthy_without_auth = true"),
             std::string::npos)
-      << check.log();
-  EXPECT_NE(testing::ReadFile(o.stdout_file).find("source: one collection round in this process"),
-            std::string::npos);
+      << check.log;
+  EXPECT_NE(check.out.find("source: one collection round in this process"), std::string::npos);
 }
 
 TEST_F(TlsTest, ClientCertificatesAreRequiredVerifiedAndMatchedBySan) {
