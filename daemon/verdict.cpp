@@ -99,10 +99,14 @@ std::string_view collector_of(std::size_t subsystem) {
 }
 
 Health Verdict::overall() const {
+  // The exporter's own state is for the SRE, not the scheduler: a failing
+  // collector that feeds a subsystem has made that subsystem unknown
+  // already; one that feeds none (textfile, mesh) leaves the node as fit.
   bool unknown = false;
   for (std::size_t i = 0; i < health.size(); ++i) {
-    if (health[i] == Health::kUnhealthy && i != kExporter) return Health::kUnhealthy;
-    if (health[i] != Health::kHealthy) unknown = true;
+    if (i == kExporter) continue;
+    if (health[i] == Health::kUnhealthy) return Health::kUnhealthy;
+    if (health[i] == Health::kUnknown) unknown = true;
   }
   return unknown ? Health::kUnknown : Health::kHealthy;
 }

@@ -8,7 +8,9 @@
 // "none"), or unknown (its collector is down, disabled while something is
 // expected of it, or has not finished its first round). The node is
 // unhealthy when a subsystem other than the exporter is; else unknown when
-// any subsystem is unknown or the exporter itself is failing; else healthy.
+// one of them is unknown; else healthy. The exporter subsystem (a failing
+// collector) is reported but does not decide: a collector that feeds a
+// subsystem has made that one unknown already.
 
 #include <array>
 #include <chrono>

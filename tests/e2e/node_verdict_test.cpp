@@ -352,6 +352,12 @@ TEST(NodeVerdict, CheckAsksTheRunningDaemonAndNodeHealthFollowsTheFault) {
   auto json = ask("json");
   EXPECT_EQ(json.rc, 1) << json.out << json.log;
   EXPECT_NE(json.out.find(stuck), std::string::npos) << json.out;
+  auto table = ask("table");
+  EXPECT_EQ(table.rc, 1);
+  EXPECT_TRUE(std::regex_search(
+      table.out,
+      std::regex("\nstorage +unhealthy +" + probe_dir.string() + " +probe_stuck +check_storage ")))
+      << table.out;
   auto line = ask("line");
   EXPECT_EQ(line.rc, 1);
   EXPECT_NE(

@@ -455,6 +455,15 @@ TEST(Verdict, ACollectorDownOrMissingMakesItsSubsystemsUnknown) {
       v.json(),
       HasSubstr("\"detail\":\"the accelerator collector is down: nvml: driver not loaded\""));
 
+  // A failing collector that feeds no subsystem (textfile): the exporter
+  // says so, the node stays fit.
+  collectors = AllUp();
+  collectors.push_back(CollectorState{"textfile", true, false, "no such directory"});
+  VerdictEngine nothing_expected(Expectations{});
+  Verdict textfile = Evaluate(nothing_expected, "", collectors);
+  EXPECT_EQ(textfile.health[kExporter], Health::kUnhealthy);
+  EXPECT_EQ(Problems(textfile), "exporter textfile collector_down none\n");
+  EXPECT_EQ(textfile.overall(), Health::kHealthy);
   // Before the first round: unknown too.
   collectors = AllUp();
   for (auto& c : collectors) c.ran = false, c.up = false;
