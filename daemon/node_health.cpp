@@ -88,18 +88,23 @@ std::uint64_t NodeHealth::evaluations() const {
 }
 
 void NodeHealth::run() {
+  auto last = std::chrono::steady_clock::time_point{};
   for (;;) {
     std::shared_ptr<const SnapshotSet> set;
     std::vector<CollectorState> collectors;
     {
       std::unique_lock lock(mu_);
       cv_.wait(lock, [this] { return stop_ || pending_set_ != nullptr; });
+      // At most one evaluation per kMinGap: the results that arrive
+      // meanwhile are taken together, the latest state of each.
+      cv_.wait_until(lock, last + kMinGap, [this] { return stop_; });
       if (stop_) return;
       set = std::move(pending_set_);
       pending_set_.reset();
       collectors = std::move(pending_collectors_);
     }
     evaluate(*set, collectors);
+    last = std::chrono::steady_clock::now();
   }
 }
 

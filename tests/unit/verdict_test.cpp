@@ -563,6 +563,27 @@ TEST(NodeHealth, EvaluatesAfterPublishesOffTheCallersThreadAndReusesUnchangedPar
       [&] { return health.current()->verdict.overall() == Health::kHealthy; }, 5s));
 }
 
+TEST(NodeHealth, ABurstOfResultsCostsOneEvaluationAndTheLastOneCounts) {
+  Expectations e;
+  e.pcie.push_back(ExpectedPcie{"0000:1a:00.0", 16, std::nullopt});
+  NodeHealth health(e);
+  SnapshotStore store;
+  store.publish("pcie", make_rendered("nodewatch_pcie_link_width{device=\"0000:1a:00.0\"} 16\n"));
+  health.update(store.current(), AllUp());
+  ASSERT_TRUE(testing::Eventually([&] { return health.evaluations() == 1; }, 5s));
+  // 50 results within the next second: each changes the width; the last is x4.
+  for (int i = 0; i < 50; ++i) {
+    store.publish("pcie", make_rendered("nodewatch_pcie_link_width{device=\"0000:1a:00.0\"} " +
+                                        std::to_string(i == 49 ? 4 : 16) + "\n"));
+    health.update(store.current(), AllUp());
+  }
+  ASSERT_TRUE(testing::Eventually([&] { return health.evaluations() >= 2; }, 5s));
+  EXPECT_EQ(health.evaluations(), 2u);
+  EXPECT_EQ(health.current()->verdict.overall(), Health::kUnhealthy);
+  std::this_thread::sleep_for(NodeHealth::kMinGap + 200ms);
+  EXPECT_EQ(health.evaluations(), 2u);  // nothing new: no evaluation
+}
+
 TEST(NodeHealth, ParsesOnlyTheSnapshotsThatChanged) {
   SnapshotSamples parsed;
   SnapshotStore store;
