@@ -44,7 +44,8 @@ std::vector<CollectorState> collector_states(const std::vector<CollectorStatus>&
   return out;
 }
 
-NodeHealth::NodeHealth(Expectations expect) : engine_(std::move(expect)) {
+NodeHealth::NodeHealth(Expectations expect, std::chrono::milliseconds refresh)
+    : refresh_(refresh), engine_(std::move(expect)) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -89,20 +90,28 @@ std::uint64_t NodeHealth::evaluations() const {
 
 void NodeHealth::run() {
   auto last = std::chrono::steady_clock::time_point{};
+  std::shared_ptr<const SnapshotSet> set;
+  std::vector<CollectorState> collectors;
   for (;;) {
-    std::shared_ptr<const SnapshotSet> set;
-    std::vector<CollectorState> collectors;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || pending_set_ != nullptr; });
-      // At most one evaluation per kMinGap: the results that arrive
-      // meanwhile are taken together, the latest state of each.
-      cv_.wait_until(lock, last + kMinGap, [this] { return stop_; });
+      // A new result, or kRefresh without one: the verdict is evaluated
+      // again on what it last saw (windows expire, and the timestamp says
+      // the verdict is alive even when every collector runs hourly).
+      bool fresh =
+          cv_.wait_for(lock, refresh_, [this] { return stop_ || pending_set_ != nullptr; });
       if (stop_) return;
-      set = std::move(pending_set_);
-      pending_set_.reset();
-      collectors = std::move(pending_collectors_);
+      if (fresh) {
+        // At most one evaluation per kMinGap: the results that arrive
+        // meanwhile are taken together, the latest state of each.
+        cv_.wait_until(lock, last + kMinGap, [this] { return stop_; });
+        if (stop_) return;
+        set = std::move(pending_set_);
+        pending_set_.reset();
+        collectors = std::move(pending_collectors_);
+      }
     }
+    if (set == nullptr) continue;
     evaluate(*set, collectors);
     last = std::chrono::steady_clock::now();
   }

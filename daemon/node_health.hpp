@@ -56,8 +56,11 @@ class NodeHealth {
   // collector at a 1 s interval the verdict costs one evaluation a second
   // (~0.3 ms on the e2e node, bench/verdict_bench.cpp), not one per result.
   static constexpr std::chrono::milliseconds kMinGap{1000};
+  // The longest: without a result for this long, the last snapshots are
+  // evaluated again (a window ends; the timestamp stays fresh).
+  static constexpr std::chrono::milliseconds kRefresh{30000};
 
-  explicit NodeHealth(Expectations expect);
+  explicit NodeHealth(Expectations expect, std::chrono::milliseconds refresh = kRefresh);
   ~NodeHealth();
   NodeHealth(const NodeHealth&) = delete;
   NodeHealth& operator=(const NodeHealth&) = delete;
@@ -89,6 +92,7 @@ class NodeHealth {
   std::uint64_t evaluations_ = 0;                   // under mu_
   // The worker's own (or evaluate_now's caller's, never both at once).
   std::mutex eval_mu_;
+  const std::chrono::milliseconds refresh_;
   VerdictEngine engine_;
   SnapshotSamples parsed_;
   std::thread thread_;

@@ -584,6 +584,19 @@ TEST(NodeHealth, ABurstOfResultsCostsOneEvaluationAndTheLastOneCounts) {
   EXPECT_EQ(health.evaluations(), 2u);  // nothing new: no evaluation
 }
 
+TEST(NodeHealth, WithoutResultsTheLastSnapshotsAreEvaluatedAgain) {
+  // Every collector hourly: the verdict still refreshes (its timestamp, the
+  // windows of XIDs), on the snapshots it last saw.
+  NodeHealth health(Expectations{}, 100ms);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(health.evaluations(), 0u);  // nothing seen yet: nothing to evaluate
+  SnapshotStore store;
+  store.publish("kernel", make_rendered("nodewatch_kernel_log_up 1\n"));
+  health.update(store.current(), AllUp());
+  ASSERT_TRUE(testing::Eventually([&] { return health.evaluations() >= 3; }, 10s));
+  EXPECT_EQ(health.current()->verdict.overall(), Health::kHealthy);
+}
+
 TEST(NodeHealth, ParsesOnlyTheSnapshotsThatChanged) {
   SnapshotSamples parsed;
   SnapshotStore store;
