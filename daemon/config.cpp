@@ -1,8 +1,16 @@
 #include "config.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include <toml++/toml.h>
+
+#include "nodewatch/unique_fd.hpp"
 
 #include <algorithm>
 #include <array>
@@ -185,28 +193,38 @@ ConfigResult parse_config(std::string_view text, std::string_view file,
 
 ConfigResult load_config(const std::string& path, bool must_exist,
                          std::span<const CollectorSpec> catalog) {
-  std::error_code ec;
-  bool exists = std::filesystem::exists(path, ec);
-  if (!exists) {
-    if (must_exist) {
-      ConfigResult r;
-      r.errors.push_back(
-          ConfigError{path, 0, 0, "", "cannot read configuration file: no such file"});
-      return r;
-    }
-    ConfigResult r = parse_config("", "built-in defaults", catalog);
-    return r;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  auto fail = [&](const std::string& why) {
     ConfigResult r;
-    r.errors.push_back(ConfigError{path, 0, 0, "", "cannot read configuration file"});
+    r.errors.push_back(ConfigError{path, 0, 0, "", why});
     return r;
+  };
+  // A regular file only. A directory would read as an empty file (the
+  // defaults, "configuration OK"); a FIFO or a device would block the open
+  // or never end. Opened without blocking, then checked again on the
+  // descriptor itself (the path may change in between).
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT && !must_exist) return parse_config("", "built-in defaults", catalog);
+    return fail(std::string("cannot read configuration file: ") +
+                (errno == ENOENT ? "no such file" : std::strerror(errno)));
   }
+  if (!S_ISREG(st.st_mode)) return fail("the configuration is not a regular file");
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  if (fd.get() < 0)
+    return fail(std::string("cannot read configuration file: ") + std::strerror(errno));
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
+    return fail("the configuration is not a regular file");
   std::string text;
   text.resize(kMaxConfigBytes + 1);
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(in.gcount()));
+  std::size_t used = 0;
+  while (used < text.size()) {
+    ssize_t n = ::read(fd.get(), text.data() + used, text.size() - used);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return fail(std::string("cannot read configuration file: ") + std::strerror(errno));
+    if (n == 0) break;
+    used += static_cast<std::size_t>(n);
+  }
+  text.resize(used);
   return parse_config(text, path, catalog);
 }
 

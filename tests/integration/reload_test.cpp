@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +16,7 @@
 #include <thread>
 
 #include "support/daemon_process.hpp"
+#include "support/eventually.hpp"
 #include "support/http_client.hpp"
 
 namespace nodewatch {
@@ -21,6 +24,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::DaemonProcess;
+using testing::Eventually;
 using testing::KernelTestSection;
 using testing::ReadFile;
 using testing::Request;
@@ -230,6 +234,47 @@ TEST_F(ReloadTest, APartialFailureIsLoggedOnceWhenItStartsAndOnceWhenItEnds) {
   EXPECT_GE(std::stoi(*failures), 3);
   std::this_thread::sleep_for(500ms);
   EXPECT_EQ(CountLog(d, "read_error: mlx5_0/1"), 2u) << d.log();
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(5s), 0);
+}
+
+// A configuration path that is not a regular file at a SIGHUP: a FIFO
+// nobody writes (opened, it would wait) and a directory (read, it would be
+// an empty file: the defaults). Each reload is rejected at once, saying
+// why; the running configuration keeps serving.
+TEST_F(ReloadTest, AReloadRefusesAConfigurationThatIsNotARegularFile) {
+  auto config = dir_.write("nodewatch.toml", Config("15s"));
+  DaemonProcess::Options o;
+  o.args = Args(config);
+  DaemonProcess d(o, dir_.path() / "log");
+  auto port = d.port();
+  ASSERT_TRUE(port) << d.log();
+  ASSERT_TRUE(d.wait_log("first collection round complete")) << d.log();
+  const std::string saved = ReadFile(config);
+  fs::remove(config);
+  ASSERT_EQ(::mkfifo(config.c_str(), 0644), 0);
+  d.signal(SIGHUP);
+  ASSERT_TRUE(
+      d.wait_log("reload rejected: .*nodewatch.toml: the configuration is not a regular file", 3s))
+      << d.log();
+  auto healthy = Request(*port, "GET", "/-/healthy");
+  ASSERT_TRUE(healthy);
+  EXPECT_EQ(healthy->status, 200);
+  fs::remove(config);
+  fs::create_directory(config);
+  d.signal(SIGHUP);
+  ASSERT_TRUE(
+      Eventually([&] { return CountLog(d, "the configuration is not a regular file") == 2; }, 3s))
+      << d.log();
+  auto metrics = Request(*port, "GET", "/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("nodewatch_config_last_reload_successful 0\n"), std::string::npos);
+  EXPECT_NE(metrics->body.find("nodewatch_collector_up{collector=\"interconnect\"} 1\n"),
+            std::string::npos);
+  fs::remove(config);
+  std::ofstream(config) << saved;
+  d.signal(SIGHUP);
+  ASSERT_TRUE(d.wait_log("configuration reloaded", 3s)) << d.log();
   d.signal(SIGTERM);
   EXPECT_EQ(d.wait(5s), 0);
 }

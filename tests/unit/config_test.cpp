@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -7,6 +9,7 @@
 #include <unistd.h>
 
 #include "config.hpp"
+#include "support/daemon_process.hpp"
 
 namespace nodewatch {
 namespace {
@@ -288,6 +291,38 @@ TEST(ConfigTest, MissingFile) {
   ConfigResult opt = load_config("/nonexistent/nodewatch.toml", false, catalog);
   ASSERT_TRUE(opt.config);
   EXPECT_EQ(opt.config->source, "built-in defaults");
+}
+
+TEST(ConfigTest, OnlyARegularFileIsAConfiguration) {
+  // A directory read as an empty file would be "configuration OK" with the
+  // defaults; a FIFO would block the open (and a reload with it).
+  static const auto catalog = TestCatalog();
+  testing::TempDir dir;
+  ConfigResult d = load_config(dir.path().string(), true, catalog);
+  ASSERT_FALSE(d.config);
+  ASSERT_EQ(d.errors.size(), 1u);
+  EXPECT_EQ(d.errors[0].str(), dir.path().string() + ": the configuration is not a regular file");
+  ConfigResult d_default = load_config(dir.path().string(), false, catalog);
+  EXPECT_FALSE(d_default.config) << "an existing directory is not a missing file";
+  ASSERT_EQ(::mkfifo((dir.path() / "fifo").c_str(), 0644), 0);
+  auto start = std::chrono::steady_clock::now();
+  ConfigResult f = load_config((dir.path() / "fifo").string(), true, catalog);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  ASSERT_FALSE(f.config);
+  EXPECT_NE(f.errors[0].str().find("not a regular file"), std::string::npos);
+  ConfigResult null = load_config("/dev/null", true, catalog);
+  EXPECT_FALSE(null.config);
+  // Through a symbolic link to a regular file: read.
+  dir.write("real.toml", "[collectors.alpha]\ninterval = \"20s\"\n");
+  std::filesystem::create_symlink(dir.path() / "real.toml", dir.path() / "link.toml");
+  EXPECT_TRUE(load_config((dir.path() / "link.toml").string(), true, catalog).config);
+  // Unreadable: the reason is said.
+  if (::geteuid() != 0) {
+    std::filesystem::permissions(dir.path() / "real.toml", std::filesystem::perms::none);
+    ConfigResult denied = load_config((dir.path() / "real.toml").string(), true, catalog);
+    ASSERT_FALSE(denied.config);
+    EXPECT_NE(denied.errors[0].str().find("Permission denied"), std::string::npos);
+  }
 }
 
 TEST(ConfigTest, LoadsFromFile) {
