@@ -282,6 +282,9 @@ class Daemon {
 
     scheduler_.on_first_round([this] {
       if (!ready_) {
+        // Ready means the first round and its verdict (once, in place: the
+        // worker would take up to NodeHealth::kMinGap).
+        node_.evaluate_now(*store_.current(), collector_states(scheduler_.statuses()));
         ready_ = true;
         spdlog::info("first collection round complete; ready");
         systemd::notify("READY=1\nSTATUS=" + status_line());

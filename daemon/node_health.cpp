@@ -69,13 +69,19 @@ void NodeHealth::update(std::shared_ptr<const SnapshotSet> set,
     std::lock_guard lock(mu_);
     pending_set_ = std::move(set);
     pending_collectors_ = std::move(collectors);
+    pending_input_ = ++next_input_;
   }
   cv_.notify_one();
 }
 
 void NodeHealth::evaluate_now(const SnapshotSet& set,
                               const std::vector<CollectorState>& collectors) {
-  evaluate(set, collectors);
+  std::uint64_t input = 0;
+  {
+    std::lock_guard lock(mu_);
+    input = ++next_input_;
+  }
+  evaluate(set, collectors, input);
 }
 
 std::shared_ptr<const NodeReport> NodeHealth::current() const {
@@ -92,6 +98,7 @@ void NodeHealth::run() {
   auto last = std::chrono::steady_clock::time_point{};
   std::shared_ptr<const SnapshotSet> set;
   std::vector<CollectorState> collectors;
+  std::uint64_t input = 0;
   for (;;) {
     {
       std::unique_lock lock(mu_);
@@ -109,15 +116,17 @@ void NodeHealth::run() {
         set = std::move(pending_set_);
         pending_set_.reset();
         collectors = std::move(pending_collectors_);
+        input = pending_input_;
       }
     }
     if (set == nullptr) continue;
-    evaluate(*set, collectors);
+    evaluate(*set, collectors, input);
     last = std::chrono::steady_clock::now();
   }
 }
 
-void NodeHealth::evaluate(const SnapshotSet& set, const std::vector<CollectorState>& collectors) {
+void NodeHealth::evaluate(const SnapshotSet& set, const std::vector<CollectorState>& collectors,
+                          std::uint64_t input) {
   std::lock_guard eval(eval_mu_);
   {
     std::lock_guard lock(mu_);
@@ -129,8 +138,11 @@ void NodeHealth::evaluate(const SnapshotSet& set, const std::vector<CollectorSta
   Samples samples = parsed_.samples_of(set);
   auto report = std::make_shared<const NodeReport>(make_report(engine_, samples, collectors));
   std::lock_guard lock(mu_);
-  current_ = std::move(report);
   ++evaluations_;
+  // A refresh evaluates its input again: as new counts as newer.
+  if (input < current_input_) return;
+  current_input_ = input;
+  current_ = std::move(report);
 }
 
 }  // namespace nodewatch

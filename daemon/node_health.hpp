@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -71,7 +72,8 @@ class NodeHealth {
   // Asks for an evaluation of `set` (called after each publish).
   void update(std::shared_ptr<const SnapshotSet> set, std::vector<CollectorState> collectors);
   // Evaluates `set` now, on the calling thread, and publishes the result
-  // (--once: the output must carry the verdict of its one round).
+  // (--once: the output must carry the verdict of its one round; the
+  // daemon: /-/ready waits for the first round's verdict).
   void evaluate_now(const SnapshotSet& set, const std::vector<CollectorState>& collectors);
   // The latest report; null before the first evaluation.
   std::shared_ptr<const NodeReport> current() const;
@@ -80,11 +82,18 @@ class NodeHealth {
 
  private:
   void run();
-  void evaluate(const SnapshotSet& set, const std::vector<CollectorState>& collectors);
+  void evaluate(const SnapshotSet& set, const std::vector<CollectorState>& collectors,
+                std::uint64_t input);
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  // Each input gets the next number; a result is published only when it
+  // is as new as the one served (an evaluation in place must not be
+  // replaced by the worker's of an older input).
+  std::uint64_t next_input_ = 0;                    // under mu_
+  std::uint64_t pending_input_ = 0;                 // under mu_
+  std::uint64_t current_input_ = 0;                 // under mu_
   std::shared_ptr<const SnapshotSet> pending_set_;  // under mu_
   std::vector<CollectorState> pending_collectors_;  // under mu_
   std::optional<Expectations> pending_expect_;      // under mu_

@@ -162,7 +162,14 @@ double OptionReader::get_number(std::string_view key, double def, double min, do
 std::string OptionReader::get_string(std::string_view key, std::string def) {
   const toml::node* n = lookup(key);
   if (n == nullptr) return def;
-  if (auto v = n->value_exact<std::string>()) return *v;
+  if (auto v = n->value_exact<std::string>()) {
+    // TOML allows "\u0000"; a path or name would be cut at it silently.
+    if (v->find('\0') != std::string::npos) {
+      error_at(n, key, "contains a NUL character (\\u0000)");
+      return def;
+    }
+    return *v;
+  }
   error_at(n, key, "expected a string, found " + std::string(type_name(*n)));
   return def;
 }
@@ -191,6 +198,10 @@ std::vector<std::string> OptionReader::get_string_array(std::string_view key,
   std::vector<std::string> out;
   for (const toml::node& el : *arr) {
     if (auto s = el.value_exact<std::string>()) {
+      if (s->find('\0') != std::string::npos) {
+        error_at(&el, key, "contains a NUL character (\\u0000)");
+        return def;
+      }
       out.push_back(*s);
     } else {
       error_at(

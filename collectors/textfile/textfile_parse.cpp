@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "nodewatch/metric.hpp"
@@ -315,6 +316,53 @@ std::string series_key(const Sample& s) {
   return key;
 }
 
+namespace {
+
+// Each series of histogram `f` (its labels without le) has a +Inf bucket,
+// cumulative counts that never go down as le grows, and a _count, where
+// given, equal to its +Inf bucket: what Prometheus's histogram_quantile
+// assumes. "" or why not.
+std::string check_histogram(const Family& f) {
+  struct Series {
+    std::vector<std::pair<double, double>> buckets;  // (le, count)
+    std::optional<double> count;
+  };
+  std::map<std::string, Series> series;
+  auto key_without_le = [](const Sample& s) {
+    Sample k;
+    for (const auto& l : s.labels)
+      if (l.first != "le") k.labels.push_back(l);
+    return series_key(k);
+  };
+  for (const Sample& s : f.samples) {
+    Series& x = series[key_without_le(s)];
+    if (s.name == f.name + "_bucket") {
+      double le = 0;
+      for (const auto& l : s.labels)
+        if (l.first == "le") parse_value(l.second, &le);
+      x.buckets.emplace_back(le, s.value);
+    } else if (s.name == f.name + "_count") {
+      x.count = s.value;
+    }
+  }
+  for (auto& [key, x] : series) {
+    if (x.buckets.empty()) continue;  // _sum and _count alone
+    std::sort(x.buckets.begin(), x.buckets.end());
+    if (!std::isinf(x.buckets.back().first))
+      return "histogram " + f.name + " has a series without its le=\"+Inf\" bucket";
+    for (std::size_t i = 1; i < x.buckets.size(); ++i)
+      if (!(x.buckets[i].second >= x.buckets[i - 1].second))
+        return "histogram " + f.name + ": the bucket le=\"" + format_value(x.buckets[i].first) +
+               "\" counts fewer than le=\"" + format_value(x.buckets[i - 1].first) +
+               "\" (buckets are cumulative)";
+    if (x.count && *x.count != x.buckets.back().second)
+      return "histogram " + f.name + ": _count differs from its le=\"+Inf\" bucket";
+  }
+  return {};
+}
+
+}  // namespace
+
 ParseResult parse(std::string_view text) {
   Parser p;
   ParseResult r;
@@ -339,6 +387,13 @@ ParseResult parse(std::string_view text) {
   if (!p.error.empty()) {
     r.error = std::move(p.error);
     return r;
+  }
+  for (const Family& f : p.families) {
+    if (f.type != FamilyType::kHistogram) continue;
+    if (std::string why = check_histogram(f); !why.empty()) {
+      r.error = why;
+      return r;
+    }
   }
   // Families declared but without samples are dropped.
   for (Family& f : p.families)

@@ -13,7 +13,9 @@
 // newline: a file still being written usually does not), a family split in
 // two blocks, a TYPE or HELP given twice or after the family's samples, a
 // duplicate series, a histogram or summary sample that does not belong to
-// its family's suffixes, a negative counter.
+// its family's suffixes, a negative counter, a histogram series without
+// its +Inf bucket, with buckets whose cumulative counts go down, or with a
+// _count other than its +Inf bucket.
 
 #include <cstddef>
 #include <string>

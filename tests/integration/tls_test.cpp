@@ -150,7 +150,11 @@ TEST_F(TlsTest, HealthMayBeExemptedFromAuthentication) {
   // TLS, on the configuration's web file, without credentials. (The
   // modelled node's kernel log has an XID 79: unhealthy, 503.)
   ASSERT_TRUE(testing::Eventually(
-      [&] { return Curl(*port, "/-/node-health", Ca(), dir_.path()).status == 503; }, 10s));
+      [&] {
+        auto r = Curl(*port, "/-/node-health", Ca(), dir_.path());
+        return r.status == 503 && r.body.find("xid_79") != std::string::npos;
+      },
+      10s));
   Check check = RunCheck(*port);
   EXPECT_EQ(check.rc, 1) << check.out << check.log;
   EXPECT_NE(check.out.find("xid_79"), std::string::npos);

@@ -293,6 +293,20 @@ TEST(ConfigTest, MissingFile) {
   EXPECT_EQ(opt.config->source, "built-in defaults");
 }
 
+TEST(ConfigTest, ANulInsideAStringIsRefusedNotCut) {
+  static const auto catalog = TestCatalog();
+  ConfigResult r = parse_config(
+      "[server]\nweb_config_file = \"web\\u0000.yml\"\nlisten = [\":1\", \"a\\u0000b\"]\n",
+      "t.toml", catalog);
+  EXPECT_FALSE(r.config);
+  std::string all;
+  for (const auto& e : r.errors) all += e.str() + "\n";
+  EXPECT_NE(all.find("t.toml:2:19: server.web_config_file: contains a NUL character"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("server.listen: contains a NUL character"), std::string::npos) << all;
+}
+
 TEST(ConfigTest, OnlyARegularFileIsAConfiguration) {
   // A directory read as an empty file would be "configuration OK" with the
   // defaults; a FIFO would block the open (and a reload with it).

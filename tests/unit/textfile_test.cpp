@@ -117,6 +117,24 @@ TEST(TextfileParse, RefusesEachMalformation) {
   EXPECT_EQ(ParseError("# TYPE h histogram\nh 1\n"), "line 2: h is not a sample of histogram h");
   EXPECT_EQ(ParseError("# TYPE s summary\ns 1\n"), "line 2: summary sample s without quantile");
   EXPECT_EQ(ParseError("# TYPE c counter\nc -1\n"), "line 2: counter c is negative or NaN");
+  // Histograms as histogram_quantile reads them: a +Inf bucket per series,
+  // cumulative counts, _count equal to +Inf.
+  EXPECT_EQ(ParseError("# TYPE h histogram\nh_bucket{le=\"1\"} 3\nh_sum 1\nh_count 3\n"),
+            "histogram h has a series without its le=\"+Inf\" bucket");
+  EXPECT_EQ(
+      ParseError("# TYPE h histogram\nh_bucket{le=\"0.5\"} 5\nh_bucket{le=\"1\"} 3\n"
+                 "h_bucket{le=\"+Inf\"} 6\n"),
+      "histogram h: the bucket le=\"1\" counts fewer than le=\"0.5\" (buckets are cumulative)");
+  EXPECT_EQ(ParseError("# TYPE h histogram\nh_bucket{le=\"+Inf\"} 6\nh_count 7\n"),
+            "histogram h: _count differs from its le=\"+Inf\" bucket");
+  EXPECT_EQ(
+      ParseError("# TYPE h histogram\nh_bucket{le=\"+Inf\"} NaN\nh_bucket{le=\"1\"} 1\n"),
+      "histogram h: the bucket le=\"+Inf\" counts fewer than le=\"1\" (buckets are cumulative)");
+  // Each series on its own; in any order in the file.
+  EXPECT_TRUE(
+      parse("# TYPE h histogram\nh_bucket{x=\"a\",le=\"+Inf\"} 2\nh_bucket{x=\"b\",le=\"1\"} 9\n"
+            "h_bucket{x=\"a\",le=\"1\"} 1\nh_bucket{x=\"b\",le=\"+Inf\"} 9\nh_count{x=\"b\"} 9\n")
+          .ok());
 }
 
 TEST(TextfileParse, SameSeriesWithLabelsInAnotherOrderIsADuplicate) {
