@@ -28,6 +28,12 @@ constexpr double kMicroPerUnit = 1e6;
 
 constexpr const char* kReadError = "read_error";
 constexpr const char* kParseError = "parse_error";
+// A value that parses but cannot be (a temperature below absolute zero).
+constexpr const char* kOutOfRange = "out_of_range";
+// hwmon's millidegree temperatures a sensor can report: above absolute
+// zero, below what any silicon survives.
+constexpr double kMinCelsius = -273.15;
+constexpr double kMaxCelsius = 1000.0;
 // A gpu_metrics table this backend does not understand (an unknown version
 // or size, a malformed v1_9), and one shorter than its header says: see
 // amdgpu_backend.hpp.
@@ -420,15 +426,20 @@ void AmdgpuBackend::read_hwmon(const CardFacts& facts, CardReader& r, DeviceSamp
   auto has = [&](const std::string& name) { return facts.hwmon_names.count(name) != 0; };
 
   std::map<std::string, double> crit;  // sensor -> threshold (C)
+  auto celsius = [&](const std::string& rel) -> std::optional<double> {
+    std::optional<double> c = r.signed_number(rel, kMilliPerUnit);
+    if (c && (*c < kMinCelsius || *c > kMaxCelsius)) {
+      r.error(kOutOfRange, rel + " reads " + std::to_string(*c) + " C");
+      return std::nullopt;
+    }
+    return c;
+  };
   for (const auto& [channel, sensor] : facts.temperatures) {
     const std::string prefix = "temp" + std::to_string(channel);
-    if (std::optional<double> c = r.signed_number(dir + prefix + "_input", kMilliPerUnit)) {
+    if (std::optional<double> c = celsius(dir + prefix + "_input"))
       d.temperature_celsius.emplace(sensor, *c);
-    }
     if (has(prefix + "_crit")) {
-      if (std::optional<double> c = r.signed_number(dir + prefix + "_crit", kMilliPerUnit)) {
-        crit.emplace(sensor, *c);
-      }
+      if (std::optional<double> c = celsius(dir + prefix + "_crit")) crit.emplace(sensor, *c);
     }
   }
   // amdgpu's "crit" is where the SMU starts to throttle (the hardware shuts

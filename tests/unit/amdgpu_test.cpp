@@ -797,6 +797,18 @@ TEST(AmdgpuBackend, MalformedValuesAreParseErrors) {
   EXPECT_DOUBLE_EQ(*d->memory_utilization_ratio, 0.41);
 }
 
+TEST(AmdgpuBackend, ATemperatureBelowAbsoluteZeroIsRefusedAndCounted) {
+  TempTree tree;
+  tree.write(kMi300x + "/hwmon/hwmon3/temp3_input", "-300000\n");
+  tree.write(kMi300x + "/hwmon/hwmon3/temp2_input", "-5000\n");  // cold, but can be
+  std::vector<DeviceSample> devices = sample(tree.roots());
+  const DeviceSample* d = find_bus(devices, "0000:05:00.0");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->temperature_celsius.count("memory"), 0u);
+  EXPECT_DOUBLE_EQ(d->temperature_celsius.at("junction"), -5.0);
+  EXPECT_EQ(count(d->errors, "out_of_range"), 1u);
+}
+
 TEST(AmdgpuBackend, RasQueryInaccessibleIsNotAnError) {
   TempTree tree;
   tree.write(kMi210 + "/ras/umc_err_count", "Query currently inaccessible\n");
