@@ -97,11 +97,33 @@ std::vector<Proc> processes_named(const std::string& comm) {
   return out;
 }
 
-// Helpers in state D: held by the kernel in a call on the hung mount.
+// The parent of `pid`, or 0.
+pid_t parent_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  auto close = line.rfind(')');
+  if (close == std::string::npos || close + 4 >= line.size()) return 0;
+  return std::atoi(line.c_str() + close + 4);
+}
+
+// True when `pid` is this test process's descendant: its daemons, their
+// launchers and helpers, and orphans re-parented to it (the subreaper).
+bool ours(pid_t pid) {
+  for (int depth = 0; depth < 16 && pid > 1; ++depth) {
+    pid = parent_of(pid);
+    if (pid == ::getpid()) return true;
+  }
+  return false;
+}
+
+// This test's helpers in state D: held by the kernel in a call on the hung
+// mount. (Only its own: with tests running side by side, another test's
+// helper may be in state D for a moment, in an fsync to a real disk.)
 std::size_t helpers_in_d() {
   auto all = processes_named("nwd-fs-helper");
-  return static_cast<std::size_t>(
-      std::count_if(all.begin(), all.end(), [](const Proc& p) { return p.state == 'D'; }));
+  return static_cast<std::size_t>(std::count_if(
+      all.begin(), all.end(), [](const Proc& p) { return p.state == 'D' && ours(p.pid); }));
 }
 
 class HungMount : public ::testing::Test {
