@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <set>
@@ -166,66 +167,54 @@ class Daemon {
         watchdog_(io_),
         drain_(io_) {}
 
-  int once() {
+  // One collection round (each collector within its timeout), then
+  // `after` on the io thread with every snapshot and status of it, then
+  // stop. False when a collector could not be built.
+  bool run_one_round(const std::function<void()>& after) {
     std::vector<CollectorJob> jobs;
     try {
       jobs = make_jobs(config_, cmd_.roots, services_);
     } catch (const std::exception& e) {
       spdlog::error("{}", e.what());
-      return 1;
+      return false;
     }
-    scheduler_.on_first_round([this] {
-      node_.evaluate_now(*store_.current(), collector_states(scheduler_.statuses()));
-      std::string text = router_.metrics_text({});
-      std::fwrite(text.data(), 1, text.size(), stdout);
-      std::fflush(stdout);
+    scheduler_.on_first_round([this, after] {
+      after();
       scheduler_.stop();
       io_.stop();
     });
     scheduler_.start(std::move(jobs));
     io_.run();
-    return finish();
+    return true;
+  }
+
+  int once() {
+    bool ran = run_one_round([this] {
+      node_.evaluate_now(*store_.current(), collector_states(scheduler_.statuses()));
+      std::string text = router_.metrics_text({});
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    });
+    return ran ? finish() : 1;
   }
 
   // One collection round, then its verdict (or nothing when a collector
   // could not be built).
   std::shared_ptr<const NodeReport> round_verdict() {
-    std::vector<CollectorJob> jobs;
-    try {
-      jobs = make_jobs(config_, cmd_.roots, services_);
-    } catch (const std::exception& e) {
-      spdlog::error("{}", e.what());
-      return nullptr;
-    }
-    scheduler_.on_first_round([this] {
-      node_.evaluate_now(*store_.current(), collector_states(scheduler_.statuses()));
-      scheduler_.stop();
-      io_.stop();
-    });
-    scheduler_.start(std::move(jobs));
-    io_.run();
-    return node_.current();
+    bool ran = run_one_round(
+        [this] { node_.evaluate_now(*store_.current(), collector_states(scheduler_.statuses())); });
+    return ran ? node_.current() : nullptr;
   }
 
   // One collection round; the samples of `families` it produced.
   std::optional<Samples> round_samples(const FamilySet& families,
                                        std::vector<CollectorState>* collectors) {
-    std::vector<CollectorJob> jobs;
-    try {
-      jobs = make_jobs(config_, cmd_.roots, services_);
-    } catch (const std::exception& e) {
-      spdlog::error("{}", e.what());
-      return std::nullopt;
-    }
     Samples out(&families);
-    scheduler_.on_first_round([this, &out, collectors] {
+    bool ran = run_one_round([this, &out, collectors] {
       for (const auto& [name, text] : store_.current()->by_collector) out.add(text->text);
       *collectors = collector_states(scheduler_.statuses());
-      scheduler_.stop();
-      io_.stop();
     });
-    scheduler_.start(std::move(jobs));
-    io_.run();
+    if (!ran) return std::nullopt;
     return out;
   }
 
@@ -256,6 +245,12 @@ class Daemon {
       }
       server_.set_security(web.security);
     }
+    // The handlers before the first log line that says where to reach the
+    // daemon: a SIGHUP sent as soon as it listens must reload, not kill it
+    // (asio keeps a signal that arrives before wait_signal() waits).
+    signals_.add(SIGTERM);
+    signals_.add(SIGINT);
+    signals_.add(SIGHUP);
     server_.set_tls_observer([this](std::string_view reason) { self_.count_tls_error(reason); });
     std::vector<int> fds = systemd::listen_fds();
     std::string err;
@@ -296,9 +291,6 @@ class Daemon {
         [this] { node_.update(store_.current(), collector_states(scheduler_.statuses())); });
     scheduler_.start(std::move(jobs));
 
-    signals_.add(SIGTERM);
-    signals_.add(SIGINT);
-    signals_.add(SIGHUP);
     wait_signal();
     if (auto period = systemd::watchdog_period()) {
       spdlog::info("systemd watchdog enabled; pinging every {} ms",

@@ -117,6 +117,17 @@ const std::vector<Sample>& Samples::of(std::string_view family) const {
   return it == by_name_.end() ? kNone : it->second;
 }
 
+const Sample* Samples::find(
+    std::string_view family,
+    std::initializer_list<std::pair<std::string_view, std::string_view>> labels) const {
+  for (const Sample& x : of(family)) {
+    bool match = true;
+    for (const auto& [name, value] : labels) match = match && x.label(name) == value;
+    if (match) return &x;
+  }
+  return nullptr;
+}
+
 std::size_t Samples::size() const {
   std::size_t n = 0;
   for (const auto& [name, list] : by_name_) n += list.size();

@@ -6,6 +6,7 @@
 // exposition costs a scan of its lines and the parse of a few hundred.
 
 #include <cstddef>
+#include <initializer_list>
 #include <map>
 #include <set>
 #include <string>
@@ -38,6 +39,10 @@ class Samples {
   // The samples of `family` (empty when there is none).
   const std::vector<Sample>& of(std::string_view family) const;
   bool has(std::string_view family) const { return by_name_.find(family) != by_name_.end(); }
+  // The first sample of `family` whose labels have these values, or null.
+  const Sample* find(
+      std::string_view family,
+      std::initializer_list<std::pair<std::string_view, std::string_view>> labels) const;
   std::size_t size() const;
 
  private:

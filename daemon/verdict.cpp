@@ -32,16 +32,6 @@ std::string fmt(double v) {
   return buf;
 }
 
-const Sample* find(const Samples& s, std::string_view family,
-                   std::initializer_list<std::pair<std::string_view, std::string_view>> labels) {
-  for (const Sample& x : s.of(family)) {
-    if (std::all_of(labels.begin(), labels.end(),
-                    [&](const auto& kv) { return x.label(kv.first) == kv.second; }))
-      return &x;
-  }
-  return nullptr;
-}
-
 constexpr std::string_view port_state_name(double state) {
   if (state == 1) return "down";
   if (state == 2) return "init";
@@ -349,11 +339,11 @@ Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorSta
   if (observed[kPcie]) {
     const double busy = e.threshold("NodewatchPcieLinkSpeedBelowMaxWhileBusy.busy");
     for (const ExpectedPcie& d : e.pcie) {
-      const Sample* w = find(s, "nodewatch_pcie_link_width", {{"device", d.device}});
+      const Sample* w = s.find("nodewatch_pcie_link_width", {{"device", d.device}});
       const Sample* sp =
-          find(s, "nodewatch_pcie_link_speed_transfers_per_second", {{"device", d.device}});
+          s.find("nodewatch_pcie_link_speed_transfers_per_second", {{"device", d.device}});
       if (w == nullptr && sp == nullptr &&
-          find(s, "nodewatch_pcie_device_info", {{"device", d.device}}) == nullptr) {
+          s.find("nodewatch_pcie_device_info", {{"device", d.device}}) == nullptr) {
         add(kPcie, d.device, "missing", "inspect_hardware", "not on the bus");
         continue;
       }
@@ -377,7 +367,7 @@ Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorSta
     for (const ExpectedPort& p : e.ports) {
       std::string port = std::to_string(p.port);
       const Sample* st =
-          find(s, "nodewatch_interconnect_port_state", {{"device", p.device}, {"port", port}});
+          s.find("nodewatch_interconnect_port_state", {{"device", p.device}, {"port", port}});
       if (st == nullptr) {
         add(kFabric, p.component(), "port_missing", "inspect_hardware", "no such port");
         continue;
@@ -387,8 +377,8 @@ Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorSta
             "state " + std::string(port_state_name(st->value)) + ", expected active");
         continue;
       }
-      const Sample* rate = find(s, "nodewatch_interconnect_port_rate_bytes_per_second",
-                                {{"device", p.device}, {"port", port}});
+      const Sample* rate = s.find("nodewatch_interconnect_port_rate_bytes_per_second",
+                                  {{"device", p.device}, {"port", port}});
       if (p.rate && (rate == nullptr || rate->value < *p.rate))
         add(kFabric, p.component(), "rate_below_expected", "check_cable",
             (rate ? format_bit_rate(rate->value) : std::string("no rate")) + ", expected " +
@@ -398,7 +388,7 @@ Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorSta
 
   if (observed[kNic]) {
     for (const ExpectedNic& n : e.nics) {
-      const Sample* up = find(s, "nodewatch_nic_up", {{"interface", n.interface}});
+      const Sample* up = s.find("nodewatch_nic_up", {{"interface", n.interface}});
       if (up == nullptr) {
         add(kNic, n.interface, "missing", "inspect_hardware", "no such interface");
         continue;
@@ -408,7 +398,7 @@ Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorSta
         continue;
       }
       const Sample* sp =
-          find(s, "nodewatch_nic_speed_bytes_per_second", {{"interface", n.interface}});
+          s.find("nodewatch_nic_speed_bytes_per_second", {{"interface", n.interface}});
       if (n.speed && (sp == nullptr || sp->value < *n.speed))
         add(kNic, n.interface, "speed_below_expected", "check_cable",
             (sp ? format_bit_rate(sp->value) : std::string("no speed")) + ", expected " +
@@ -445,7 +435,7 @@ Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorSta
         add(kStorage, path, "probe_not_configured", "none",
             "expected, but no storage probe is configured for it", true);
     for (const std::string& mp : e.nfs_mounts)
-      if (find(s, "nodewatch_storage_nfs_mount_info", {{"mountpoint", mp}}) == nullptr)
+      if (s.find("nodewatch_storage_nfs_mount_info", {{"mountpoint", mp}}) == nullptr)
         add(kStorage, mp, "nfs_mount_missing", "check_storage", "not mounted");
   }
 
