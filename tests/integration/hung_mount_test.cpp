@@ -205,7 +205,9 @@ TEST_F(HungMount, TheDaemonStaysWholeAndSigtermEndsItWhileAHelperIsHeld) {
   ASSERT_TRUE(Eventually([&] { return scrape_value(*port, "burnin_check_success") == 1.0; }, 5s))
       << d->log();
   EXPECT_EQ(scrape_value(*port, stuck), 0.0);
-  EXPECT_EQ(helpers_in_d(), 0u);
+  // None held: a helper in a FUSE call the server is answering is in state
+  // D for that moment, so none for a while is what counts.
+  EXPECT_TRUE(Eventually([] { return helpers_in_d() == 0; }, 2s)) << helpers_in_d();
 
   // The server stops answering.
   fs_->hang();
