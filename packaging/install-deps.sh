@@ -11,6 +11,7 @@ build_pkgs=(
   libsystemd-dev zlib1g-dev libre2-dev
   libssl-dev libcrypt-dev libyaml-cpp-dev   # TLS, bcrypt (libxcrypt), the web configuration file
   libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libibverbs-dev libibumad-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # the kubelet's pod-resources API
 )
 test_pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -1,6 +1,7 @@
 #include "accelerator/accelerator_collector.hpp"
 
 #include <array>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +18,10 @@ constexpr const char* kInfo = "nodewatch_accelerator_info";
 constexpr const char* kUp = "nodewatch_accelerator_up";
 constexpr const char* kRecoveryAction = "nodewatch_accelerator_recovery_action";
 constexpr const char* kFabricState = "nodewatch_accelerator_fabric_state";
+constexpr const char* kJobInfo = "nodewatch_accelerator_job_info";
+constexpr const char* kJobMemory = "nodewatch_accelerator_process_memory_used_bytes";
+constexpr const char* kProcesses = "nodewatch_accelerator_processes";
+constexpr const char* kPodResourcesUp = "nodewatch_accelerator_pod_resources_up";
 
 // nvmlDeviceGpuRecoveryAction_t by value, and NVML_GPU_FABRIC_STATE_*.
 constexpr std::array<const char*, 6> kRecoveryActions = {
@@ -163,6 +168,25 @@ const MetricTable& accelerator_metric_table() {
        "",
        "The NVLink fabric the device registered with; always 1.",
        {"accelerator", "uuid", "clique_id", "cluster_uuid"}},
+      // Jobs (jobs.hpp): from the processes' cgroups and the kubelet's
+      // pod-resources API.
+      {kProcesses, T::kGauge, "", "Compute processes running on the device now.", dev},
+      {kJobInfo,
+       T::kGauge,
+       "",
+       "A job on the device now; always 1. scheduler is slurm, kubernetes, none (a process in no "
+       "job) or unknown (a process whose cgroup could not be read); job_id is the Slurm job id or "
+       "the Kubernetes pod UID.",
+       {"accelerator", "uuid", "scheduler", "job_id", "step", "namespace", "pod", "container",
+        "gpu_instance"}},
+      {kJobMemory, T::kGauge, "bytes", "Device memory used by the processes of one job, summed.",
+       plus("job_id")},
+      {kPodResourcesUp,
+       T::kGauge,
+       "",
+       "1 if the kubelet's pod-resources API answered the last List, 0 if it failed; absent where "
+       "its socket is absent.",
+       {}},
   });
   return t;
 }
@@ -248,10 +272,72 @@ void emit_device(const DeviceSample& d, MetricSink& out) {
           std::vector<std::string>{std::to_string(d.index), d.uuid, f.clique_id, f.cluster_uuid},
           1);
   }
+  if (d.processes) out.add(kProcesses, dev, static_cast<double>(d.processes->size()));
+  std::map<std::string, double> memory;  // by job_id
+  for (const DeviceJob& j : d.jobs.jobs) {
+    out.add(kJobInfo,
+            std::vector<std::string>{std::to_string(d.index), d.uuid, j.scheduler, j.job_id, j.step,
+                                     j.namespace_name, j.pod, j.container, j.gpu_instance},
+            1);
+    if (j.memory_used_bytes) memory[j.job_id] += *j.memory_used_bytes;
+  }
+  for (const auto& [job, bytes] : memory) out.add(kJobMemory, with(d, job), bytes);
 }
 
-AcceleratorCollector::AcceleratorCollector(std::vector<std::unique_ptr<Backend>> backends)
-    : backends_(std::move(backends)) {}
+AcceleratorCollector::AcceleratorCollector(std::vector<std::unique_ptr<Backend>> backends,
+                                           JobSources jobs)
+    : backends_(std::move(backends)), jobs_(std::move(jobs)) {}
+
+void AcceleratorCollector::attribute_jobs(std::vector<DeviceSample>& devices,
+                                          const CollectContext& ctx, MetricSink& out) {
+  if (jobs_.max_jobs_per_device == 0 || devices.empty()) return;
+  // The kubelet's assignments, fresh if it answers in time.
+  std::vector<PodDevice> assigned;
+  if (jobs_.pod_resources) {
+    const PodResourcesWatcher::Snapshot snap = jobs_.pod_resources->get(ctx.deadline);
+    if (snap.state != PodResourcesWatcher::Snapshot::State::kAbsent)
+      out.add(kPodResourcesUp, {}, snap.state == PodResourcesWatcher::Snapshot::State::kUp ? 1 : 0);
+    if (snap.failures > pod_resources_failures_)
+      out.error("pod_resources", jobs_.pod_resources->options().socket,
+                "List: " + (snap.error.empty() ? std::string("failed") : snap.error));
+    pod_resources_failures_ = snap.failures;
+    assigned = snap.devices;
+  }
+  // Each process's owner, read once per collection however many devices
+  // it runs on.
+  std::map<unsigned, std::optional<JobOwner>> owners;
+  auto owner_of = [&](unsigned pid) -> std::optional<JobOwner> {
+    auto [it, fresh] = owners.try_emplace(pid);
+    if (!fresh) return it->second;
+    const sources::Read r = jobs_.proc.read(std::to_string(pid) + "/cgroup");
+    if (r.ok())
+      it->second = job_owner_from_proc_cgroup(r.text);
+    else if (r.failed())
+      out.error("cgroup_read", "pid " + std::to_string(pid),
+                "/proc/" + std::to_string(pid) + "/cgroup: " + r.error_name());
+    return it->second;
+  };
+  for (DeviceSample& d : devices) {
+    std::vector<PodAssignment> assignments;
+    for (const PodDevice& pd : assigned) {
+      const std::string id = normalize_device_id(pd.device_id);
+      if (id.empty()) continue;
+      if (id == d.uuid || (!d.pci_bus_id.empty() && id == d.pci_bus_id))
+        assignments.push_back({pd.namespace_name, pd.pod, pd.container, std::nullopt});
+      else if (auto mig = d.mig_instances.find(id); mig != d.mig_instances.end())
+        assignments.push_back({pd.namespace_name, pd.pod, pd.container, mig->second});
+    }
+    static const std::vector<DeviceProcess> kNone;
+    const std::vector<DeviceProcess>& ps = d.processes ? *d.processes : kNone;
+    d.jobs = device_jobs(
+        ps, [&](std::size_t i) { return owner_of(ps[i].pid); }, assignments,
+        jobs_.max_jobs_per_device);
+    if (d.jobs.omitted > 0)
+      out.error("job_limit", d.uuid.empty() ? "accelerator " + std::to_string(d.index) : d.uuid,
+                std::to_string(d.jobs.omitted) + " jobs beyond max_jobs_per_device = " +
+                    std::to_string(jobs_.max_jobs_per_device) + " left out");
+  }
+}
 
 void AcceleratorCollector::collect(const CollectContext& ctx, MetricSink& out) {
   // A backend that throws (a broken library) fails the collection — the
@@ -260,20 +346,19 @@ void AcceleratorCollector::collect(const CollectContext& ctx, MetricSink& out) {
   // must not hide the AMD GPUs. Then the failure is a partial one, with the
   // backend as its subject (the scheduler logs it when it starts and ends).
   std::vector<std::pair<std::string_view, CollectError>> failures;
-  std::size_t devices = 0;
+  std::vector<DeviceSample> devices;
   for (auto& b : backends_) {
     if (ctx.should_stop()) break;
     try {
-      for (const DeviceSample& d : b->sample(ctx)) {
-        emit_device(d, out);
-        ++devices;
-      }
+      for (DeviceSample& d : b->sample(ctx)) devices.push_back(std::move(d));
     } catch (const CollectError& e) {
       failures.emplace_back(b->name(), e);
     }
   }
+  attribute_jobs(devices, ctx, out);
+  for (const DeviceSample& d : devices) emit_device(d, out);
   if (failures.empty()) return;
-  if (devices == 0) throw failures.front().second;
+  if (devices.empty()) throw failures.front().second;
   for (const auto& [backend, e] : failures) out.error(e.reason(), backend, e.what());
 }
 
@@ -289,6 +374,13 @@ void report_device_errors(const DeviceSample& d, MetricSink& out) {
 
 AcceleratorOptions read_accelerator_options(OptionReader& r) {
   AcceleratorOptions o;
+  o.max_jobs_per_device = static_cast<std::size_t>(
+      r.get_int("max_jobs_per_device", static_cast<std::int64_t>(o.max_jobs_per_device), 0, 64));
+  o.pod_resources_socket = r.get_string("pod_resources_socket", o.pod_resources_socket);
+  if (!o.pod_resources_socket.empty() && o.pod_resources_socket.front() != '/')
+    r.error("pod_resources_socket", "must be an absolute path, or \"\" to never ask");
+  o.pod_resources_timeout =
+      r.get_duration("pod_resources_timeout", o.pod_resources_timeout, Millis(10), Millis(10000));
   // One NVML for the whole daemon: [nvml] library.
   r.refuse_moved("nvml_library", "library in [nvml]");
   return o;

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "accelerator/backend.hpp"
+#include "accelerator/pod_resources.hpp"
 #include "nodewatch/collector.hpp"
+#include "nodewatch/options.hpp"
 
 namespace nodewatch {
 
@@ -18,23 +20,44 @@ const CollectorSpec& accelerator_collector_spec();
 
 namespace accelerator {
 
-// No options of its own yet: the NVML library is [nvml] library.
+// collectors.accelerator (the NVML library is [nvml] library).
 struct AcceleratorOptions {
+  // Jobs kept per accelerator in nodewatch_accelerator_job_info, largest
+  // memory first; 0 turns job attribution off (no process is looked up).
+  std::size_t max_jobs_per_device = 8;
+  // The kubelet's pod-resources socket; "" never asks. Absent: not asked,
+  // not an error.
+  std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  Millis pod_resources_timeout{1000};
   bool operator==(const AcceleratorOptions&) const = default;
 };
 AcceleratorOptions read_accelerator_options(OptionReader& r);
 
 const MetricTable& accelerator_metric_table();
 
+// Where job attribution reads from: /proc/PID/cgroup under `proc`, and
+// the pod-resources watcher (null: none).
+struct JobSources {
+  sources::FsRoot proc;
+  std::size_t max_jobs_per_device = 8;
+  std::shared_ptr<PodResourcesWatcher> pod_resources;
+};
+
 class AcceleratorCollector final : public Collector {
  public:
-  explicit AcceleratorCollector(std::vector<std::unique_ptr<Backend>> backends);
+  explicit AcceleratorCollector(std::vector<std::unique_ptr<Backend>> backends,
+                                JobSources jobs = {});
 
   const MetricTable& metrics() const override { return accelerator_metric_table(); }
   void collect(const CollectContext& ctx, MetricSink& out) override;
 
  private:
+  void attribute_jobs(std::vector<DeviceSample>& devices, const CollectContext& ctx,
+                      MetricSink& out);
+
   std::vector<std::unique_ptr<Backend>> backends_;
+  JobSources jobs_;
+  std::uint64_t pod_resources_failures_ = 0;  // the watcher's count at the last collection
 };
 
 // Adds one device's series to `out` (exposed for tests).

@@ -27,7 +27,24 @@ const CollectorSpec& accelerator_collector_spec() {
       // NVLink part: one session and one thread per GPU for both.
       backends.push_back(accelerator::make_nvml_backend(accelerator::nvml_service(env)));
       backends.push_back(accelerator::make_amdgpu_backend(env.roots));
-      return std::make_unique<accelerator::AcceleratorCollector>(std::move(backends));
+      const auto& o = env.options_as<accelerator::AcceleratorOptions>();
+      accelerator::JobSources jobs;
+      jobs.proc = env.roots.proc();
+      jobs.max_jobs_per_device = o.max_jobs_per_device;
+      if (o.max_jobs_per_device > 0 && !o.pod_resources_socket.empty()) {
+        // One watcher per socket and timeout for the process: a reload
+        // that keeps them keeps its thread and its last answer.
+        const std::string key = "pod-resources:" + o.pod_resources_socket + ":" +
+                                std::to_string(o.pod_resources_timeout.count());
+        jobs.pod_resources = env.service<accelerator::PodResourcesWatcher>(key, [&] {
+          accelerator::PodResourcesWatcher::Options w;
+          w.socket = o.pod_resources_socket;
+          w.timeout = o.pod_resources_timeout;
+          return std::make_shared<accelerator::PodResourcesWatcher>(std::move(w));
+        });
+      }
+      return std::make_unique<accelerator::AcceleratorCollector>(std::move(backends),
+                                                                 std::move(jobs));
     };
     return s;
   }();

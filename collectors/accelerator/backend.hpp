@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "accelerator/jobs.hpp"
 #include "nodewatch/collector.hpp"
 
 namespace nodewatch::accelerator {
@@ -133,6 +134,15 @@ struct DeviceSample {
   // 5 recover the IMEX domain).
   std::optional<unsigned> recovery_action;
   std::optional<FabricSample> fabric;
+
+  // The compute processes on the device now (empty optional: the driver
+  // was not asked or could not say), and, on a GPU in MIG mode, each MIG
+  // device's UUID with its GPU instance id (what pod-resources names).
+  std::optional<std::vector<DeviceProcess>> processes;
+  std::map<std::string, unsigned> mig_instances;
+  // The jobs on it: filled by the accelerator collector from `processes`
+  // and the kubelet's assignments, never by a backend.
+  DeviceJobs jobs;
 
   // Partial failures while reading this device (counted, by reason, in
   // nodewatch_collector_errors_total of the collector that asked).

@@ -75,6 +75,15 @@ std::string container_id(std::string_view c) {
   return id;
 }
 
+// A Slurm Unique Job ID as Slurm 26.05's cgroup/v2 plugin names a job's
+// directory by default: 's' and 13 characters of Crockford's base32.
+bool is_sluid(std::string_view c) {
+  static constexpr std::string_view kAlphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+  return c.size() == 14 && c[0] == 's' && std::all_of(c.begin() + 1, c.end(), [](char ch) {
+           return kAlphabet.find(ch) != std::string_view::npos;
+         });
+}
+
 std::optional<JobOwner> slurm_owner(const std::vector<std::string_view>& cs) {
   // The Slurm component: "slurmstepd.scope" or "<node>_slurmstepd.scope"
   // (cgroup v2), "slurm" or "slurm_<node>" (cgroup v1); then job_<id> below it.
@@ -85,10 +94,12 @@ std::optional<JobOwner> slurm_owner(const std::vector<std::string_view>& cs) {
     if (!v2 && !v1) continue;
     std::size_t j = i + 1;
     if (v1 && j < cs.size() && starts_with(cs[j], "uid_") && is_digits(cs[j].substr(4))) ++j;
-    if (j >= cs.size() || !starts_with(cs[j], "job_") || !is_digits(cs[j].substr(4))) continue;
+    if (j >= cs.size()) continue;
+    const bool numeric = starts_with(cs[j], "job_") && is_digits(cs[j].substr(4));
+    if (!numeric && !(v2 && is_sluid(cs[j]))) continue;
     JobOwner o;
     o.kind = JobOwner::Kind::kSlurm;
-    o.job_id = std::string(cs[j].substr(4));
+    o.job_id = std::string(numeric ? cs[j].substr(4) : cs[j]);
     if (j + 1 < cs.size() && starts_with(cs[j + 1], "step_")) {
       const std::string_view step = cs[j + 1].substr(5);
       if (is_digits(step) || step == "batch" || step == "extern" || step == "interactive")

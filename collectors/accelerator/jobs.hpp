@@ -10,6 +10,9 @@
 // wins):
 //   Slurm, cgroup v2: .../slurmstepd.scope/job_<id>/step_<step>/user/task_<n>
 //     (also <nodename>_slurmstepd.scope with several slurmd per node);
+//     from Slurm 26.05 the job's directory is its SLUID by default
+//     (sEKNKTV3WPV500; job_<id> again with CgroupJobIdPaths=yes), and the
+//     SLUID is then the job_id;
 //   Slurm, cgroup v1: .../slurm/uid_<uid>/job_<id>/step_<step>/task_<n>
 //     (also slurm_<nodename>);
 //     <step> is a number or batch, extern, interactive; a process in the
@@ -36,7 +39,7 @@ namespace nodewatch::accelerator {
 struct JobOwner {
   enum class Kind { kNone, kSlurm, kKubernetes };
   Kind kind = Kind::kNone;
-  std::string job_id;        // Slurm: the job id; Kubernetes: the pod UID (with dashes)
+  std::string job_id;        // Slurm: the job id (or SLUID); Kubernetes: the pod UID (with dashes)
   std::string step;          // Slurm only
   std::string container_id;  // Kubernetes only
   bool operator==(const JobOwner&) const = default;

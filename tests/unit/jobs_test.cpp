@@ -47,6 +47,15 @@ TEST(JobsCgroup, SlurmCgroupV2Steps) {
   EXPECT_EQ(
       job_owner_from_cgroup_path("/system.slice/gpu07_slurmstepd.scope/job_9/step_12/user/task_3"),
       slurm("9", "12"));
+  // Slurm 26.05 names the job's directory by its SLUID.
+  EXPECT_EQ(job_owner_from_cgroup_path(
+                "/system.slice/slurmstepd.scope/sEKNKTV3WPV500/step_0/user/task_0"),
+            slurm("sEKNKTV3WPV500", "0"));
+  EXPECT_EQ(job_owner_from_cgroup_path("/system.slice/slurmstepd.scope/sEKNKTV3WPV5I0/step_0"),
+            std::nullopt)
+      << "I is not in Crockford's alphabet";
+  EXPECT_EQ(job_owner_from_cgroup_path("/slurm/uid_0/sEKNKTV3WPV500/step_0"), std::nullopt)
+      << "cgroup v1 still writes job_<id>";
   // The job's own cgroup, in no step.
   EXPECT_EQ(job_owner_from_cgroup_path("/system.slice/slurmstepd.scope/job_9"), slurm("9", ""));
   // slurmstepd's own cgroup is not a job.

@@ -330,6 +330,26 @@ inline constexpr unsigned kFabricHealthIncorrectConfigurationNone = 1;
 inline constexpr unsigned kFabricHealthSummaryNotSupported = 0;
 inline constexpr unsigned kFabricHealthSummaryHealthy = 1;
 
+// Running compute processes. nvmlDeviceGetComputeRunningProcesses fills
+// nvmlProcessInfo_v1_t; its _v2 (NVML 11) and _v3 (NVML 11.6 / R510 on)
+// fill a struct with the MIG instance ids after the memory, the same
+// layout under both names (nvmlProcessInfo_v2_t, nvmlProcessInfo_t).
+struct ProcessInfoV1 {
+  unsigned pid;
+  unsigned long long used_gpu_memory;  // bytes, or kValueNotAvailable
+};
+struct ProcessInfo {
+  unsigned pid;
+  unsigned long long used_gpu_memory;
+  unsigned gpu_instance_id;  // kInstanceIdNone without MIG
+  unsigned compute_instance_id;
+};
+static_assert(sizeof(ProcessInfoV1) == 16 && sizeof(ProcessInfo) == 24);
+// NVML_VALUE_NOT_AVAILABLE, as an unsigned long long.
+inline constexpr unsigned long long kValueNotAvailable = ~0ull;
+// The instance ids of a process on a GPU that is not in MIG mode.
+inline constexpr unsigned kInstanceIdNone = 0xFFFFFFFFu;
+
 // Signatures, as function-pointer types (dlsym names in the comments).
 using InitFn = Return (*)();                            // nvmlInit_v2, nvmlInit
 using ShutdownFn = Return (*)();                        // nvmlShutdown
@@ -378,6 +398,10 @@ using DeviceGetMigModeFn = Return (*)(Device, unsigned* current, unsigned* pendi
 using DeviceGetMaxMigDeviceCountFn = Return (*)(Device, unsigned*);
 using DeviceGetMigDeviceHandleByIndexFn = Return (*)(Device, unsigned index, Device* mig);
 using DeviceGetGpuInstanceIdFn = Return (*)(Device, unsigned*);
+// nvmlDeviceGetComputeRunningProcesses(_v3, _v2): `infos` is an array of
+// ProcessInfo (_v3, _v2) or ProcessInfoV1; *count in: its length, out: the
+// number filled, or needed with INSUFFICIENT_SIZE.
+using DeviceGetProcessesFn = Return (*)(Device, unsigned* count, void* infos);
 // nvmlDeviceGetGpuFabricInfoV: takes a GpuFabricInfoV2 or V3, by its version.
 using DeviceGetGpuFabricInfoVFn = Return (*)(Device, void* info);
 

@@ -73,6 +73,10 @@ struct NvmlApi {
   nvml::DeviceGetGpuInstanceIdFn device_get_gpu_instance_id = nullptr;
   // NVLink fabric.
   nvml::DeviceGetGpuFabricInfoVFn device_get_gpu_fabric_info_v = nullptr;
+  // Running compute processes; `processes_v1`: only the first version,
+  // which fills ProcessInfoV1.
+  nvml::DeviceGetProcessesFn device_get_compute_running_processes = nullptr;
+  bool processes_v1 = false;
 
   bool has_events() const {
     return event_set_create != nullptr && device_register_events != nullptr &&

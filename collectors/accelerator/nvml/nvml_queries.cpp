@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -364,6 +365,107 @@ void read_fabric(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
   a.sample().fabric = fabric_sample(info, !memory.fabric_v2);
 }
 
+// The compute processes of one device handle (a GPU or a MIG device), at
+// most kMaxProcesses; nullopt when the driver cannot say.
+constexpr unsigned kMaxProcesses = 4096;
+
+std::optional<std::vector<DeviceProcess>> read_process_list(Answers& a, nvml::Device dev,
+                                                            std::optional<unsigned> instance) {
+  const NvmlApi& api = a.api();
+  const char* call = api.processes_v1 ? "nvmlDeviceGetComputeRunningProcesses"
+                                      : "nvmlDeviceGetComputeRunningProcesses_v3";
+  // The array, as raw 8-byte-aligned storage holding either struct.
+  const std::size_t entry =
+      api.processes_v1 ? sizeof(nvml::ProcessInfoV1) : sizeof(nvml::ProcessInfo);
+  unsigned capacity = 64;
+  std::vector<unsigned long long> storage;
+  unsigned count = 0;
+  nvml::Return rc = nvml::kSuccess;
+  // A process may start between the two calls: asked again, at most twice.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    storage.assign((capacity * entry + 7) / 8, 0);
+    count = capacity;
+    rc = api.device_get_compute_running_processes(dev, &count, storage.data());
+    if (rc != nvml::kErrorInsufficientSize || count <= capacity || capacity >= kMaxProcesses) break;
+    capacity = std::min(kMaxProcesses, count + 16);
+  }
+  if (rc == nvml::kErrorInsufficientSize) {
+    a.error(std::string(call) + ": more than " + std::to_string(kMaxProcesses) + " processes");
+    return std::nullopt;
+  }
+  if (!a.ok(rc, call)) return std::nullopt;
+  count = std::min(count, capacity);
+  std::vector<DeviceProcess> out;
+  out.reserve(count);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(storage.data());
+  for (unsigned k = 0; k < count; ++k) {
+    DeviceProcess p;
+    unsigned long long memory = nvml::kValueNotAvailable;
+    unsigned gi = nvml::kInstanceIdNone;
+    if (api.processes_v1) {
+      nvml::ProcessInfoV1 info{};
+      std::memcpy(&info, bytes + k * entry, sizeof info);
+      p.pid = info.pid;
+      memory = info.used_gpu_memory;
+    } else {
+      nvml::ProcessInfo info{};
+      std::memcpy(&info, bytes + k * entry, sizeof info);
+      p.pid = info.pid;
+      memory = info.used_gpu_memory;
+      gi = info.gpu_instance_id;
+    }
+    if (p.pid == 0) continue;
+    if (memory != nvml::kValueNotAvailable) p.memory_used_bytes = static_cast<double>(memory);
+    if (instance)
+      p.gpu_instance = instance;
+    else if (gi != nvml::kInstanceIdNone)
+      p.gpu_instance = gi;
+    out.push_back(p);
+  }
+  return out;
+}
+
+// The device's compute processes: of the GPU, or, in MIG mode, of each MIG
+// device (the GPU's own list needs a privilege the daemon does not have
+// then), with each MIG device's UUID.
+void read_processes(Answers& a, nvml::Device dev) {
+  const NvmlApi& api = a.api();
+  DeviceSample& d = a.sample();
+  if (api.device_get_compute_running_processes == nullptr) return;
+  unsigned current = 0, pending = 0;
+  const bool mig = api.device_get_mig_mode != nullptr &&
+                   api.device_get_max_mig_device_count != nullptr &&
+                   api.device_get_mig_device_handle_by_index != nullptr &&
+                   api.device_get_gpu_instance_id != nullptr &&
+                   api.device_get_mig_mode(dev, &current, &pending) == nvml::kSuccess &&
+                   current == nvml::kDeviceMigEnable;
+  if (!mig) {
+    d.processes = read_process_list(a, dev, std::nullopt);
+    return;
+  }
+  unsigned max = 0;
+  if (!a.ok(api.device_get_max_mig_device_count(dev, &max), "nvmlDeviceGetMaxMigDeviceCount"))
+    return;
+  std::vector<DeviceProcess> all;
+  bool any = false;
+  for (unsigned i = 0; i < std::min(max, 16u); ++i) {
+    nvml::Device m = nullptr;
+    const nvml::Return h = api.device_get_mig_device_handle_by_index(dev, i, &m);
+    if (h == nvml::kErrorNotFound) continue;  // an empty slot
+    if (!a.ok(h, "nvmlDeviceGetMigDeviceHandleByIndex")) continue;
+    unsigned gi = 0;
+    if (!a.ok(api.device_get_gpu_instance_id(m, &gi), "nvmlDeviceGetGpuInstanceId")) continue;
+    const std::string uuid =
+        read_string(a, api.device_get_uuid, "nvmlDeviceGetUUID", m, nvml::kUuidBufferSize);
+    if (!uuid.empty()) d.mig_instances[uuid] = gi;
+    if (auto ps = read_process_list(a, m, gi)) {
+      any = true;
+      all.insert(all.end(), ps->begin(), ps->end());
+    }
+  }
+  if (any) d.processes = std::move(all);
+}
+
 void read_readings(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
   const NvmlApi& api = a.api();
   DeviceSample& d = a.sample();
@@ -481,6 +583,7 @@ void read_readings(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
   }
   read_fields(a, dev, memory);
   read_fabric(a, dev, memory);
+  read_processes(a, dev);
   memory.gpm.read(a.session().shared_from_this(), dev, d,
                   [&a](nvml::Return rc, const char* call) { return a.ok(rc, call); });
   // nvmlDeviceGetPcieThroughput samples for 20 ms inside the call: only

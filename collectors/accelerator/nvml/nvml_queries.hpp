@@ -1,7 +1,8 @@
 #pragma once
 // The questions the NVML service asks one device, in two sets: the
 // accelerator collector's (identity, utilization, memory, thermals, power,
-// clocks, ECC, remapping, PCIe, NVLink-C2C) and the interconnect
+// clocks, ECC, remapping, PCIe, NVLink-C2C, GPM, recovery, fabric, the
+// running compute processes) and the interconnect
 // collector's (identity and NVLink links). Neither set asks the other's
 // questions, so no value is read twice. Both run on that device's worker
 // thread (nvml_device_pool.hpp); the pure helpers at the end are exposed

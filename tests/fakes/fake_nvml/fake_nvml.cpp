@@ -143,6 +143,12 @@ struct FabricRule {  // fabric DEV STATE [status CODE] [health MASK] [clique N] 
   unsigned long long summary = 0;
 };
 
+struct FakeProcess {  // processes DEV PID[:MIB|:-][@GI] ...
+  unsigned pid;
+  unsigned long long memory;  // bytes, or NVML_VALUE_NOT_AVAILABLE
+  int gpu_instance;           // -1: none
+};
+
 struct State {
   unsigned devices = 8;
   std::string driver = kDefaultDriver;  // driver VERSION
@@ -173,6 +179,7 @@ struct State {
   std::array<bool, kMaxDevices> no_gpm{};
   std::array<std::vector<unsigned>, kMaxDevices> mig;  // mig DEV GI...: GPU instance ids
   std::map<unsigned, FabricRule> fabric;               // by device
+  std::array<std::vector<FakeProcess>, kMaxDevices> processes;
   // Runtime.
   std::map<std::pair<unsigned, int>, unsigned long long> gpm_seq;  // (device, GI): samples taken
   std::string scenario_path;             // FAKE_NVML_SCENARIO at the last nvmlInit
@@ -411,6 +418,30 @@ bool apply_line(State& st, const std::string& raw, std::string* error) {
       gis.push_back(static_cast<unsigned>(n));
     }
     st.mig[static_cast<unsigned>(dev)] = std::move(gis);
+  } else if (cmd == "processes" && w.size() >= 2 && parse_device(w[1], &dev)) {
+    std::vector<FakeProcess> ps;
+    for (std::size_t k = 2; k < w.size(); ++k) {
+      std::string spec = w[k];
+      FakeProcess p{0, nvml::kValueNotAvailable, -1};
+      if (const auto at = spec.find('@'); at != std::string::npos) {
+        if (!parse_number(spec.substr(at + 1), &n) || n > 14) return bad();
+        p.gpu_instance = static_cast<int>(n);
+        spec.resize(at);
+      }
+      if (const auto colon = spec.find(':'); colon != std::string::npos) {
+        const std::string mem = spec.substr(colon + 1);
+        if (mem != "-") {
+          if (!parse_number(mem, &n)) return bad();
+          p.memory = n * kMiB;
+        }
+        spec.resize(colon);
+      }
+      if (!parse_number(spec, &n) || n == 0 || n > 0xFFFFFFFFull) return bad();
+      p.pid = static_cast<unsigned>(n);
+      ps.push_back(p);
+    }
+    for (unsigned i = 0; i < kMaxDevices; ++i)
+      if (dev == kAnyDevice || dev == static_cast<int>(i)) st.processes[i] = ps;
   } else if (cmd == "fabric" && w.size() >= 3 && parse_device(w[1], &dev) &&
              parse_number(w[2], &n) && n <= 3 &&
              options_only(3, {"status", "health", "clique", "summary"})) {
@@ -906,6 +937,14 @@ FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetHandleByIndex(unsigned index, nvml::D
 }
 
 FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetUUID(nvml::Device dev, char* uuid, unsigned length) {
+  if (const nvml::DeviceSt* m = mig_of(dev)) {
+    // A MIG device: MIG-...-<device><slot>.
+    const auto slot = static_cast<unsigned>(m - &g_mig_devices[m->index][0]);
+    std::array<char, 64> b{};
+    std::snprintf(b.data(), b.size(), "MIG-00000000-0000-4000-9000-00000000%02u%02u", m->index,
+                  slot);
+    return copy_string(b.data(), uuid, length);
+  }
   const nvml::Return rc = enter(__func__, __func__, dev);
   return rc != nvml::kSuccess ? rc : copy_string(uuid_of(dev->index), uuid, length);
 }
@@ -1360,6 +1399,76 @@ FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetGpuInstanceId(nvml::Device mig, unsig
   return nvml::kSuccess;
 }
 
+#endif  // FAKE_NVML_OLD_DRIVER
+
+// ---------------------------------------------------------------------------
+// Running compute processes: the `processes` lines. On a GPU in MIG mode
+// the parent handle answers NO_PERMISSION (what NVML answers a caller
+// without the privilege to see every instance) and each MIG device handle
+// answers its GPU instance's processes. The count protocol is NVML's: a
+// short array gets INSUFFICIENT_SIZE and the count needed.
+
+template <class Info>
+nvml::Return running_processes(const char* function, nvml::Device dev, unsigned* count,
+                               void* infos) {
+  if (count == nullptr) return nvml::kErrorInvalidArgument;
+  std::vector<FakeProcess> ps;
+  if (const nvml::DeviceSt* m = mig_of(dev)) {
+    const nvml::Return rc = enter_index(function, "nvmlDeviceGetComputeRunningProcesses", m->index);
+    if (rc != nvml::kSuccess) return rc;
+    std::lock_guard lock(g_mu);
+    const std::vector<unsigned>& gis = g_state.mig[m->index];
+    const auto slot = static_cast<std::size_t>(m - &g_mig_devices[m->index][0]);
+    if (slot >= gis.size()) return nvml::kErrorInvalidArgument;
+    for (const FakeProcess& p : g_state.processes[m->index])
+      if (p.gpu_instance == static_cast<int>(gis[slot])) ps.push_back(p);
+  } else {
+    const nvml::Return rc = enter(function, "nvmlDeviceGetComputeRunningProcesses", dev);
+    if (rc != nvml::kSuccess) return rc;
+    std::lock_guard lock(g_mu);
+    if (!g_state.mig[dev->index].empty()) return nvml::kErrorNoPermission;
+    ps = g_state.processes[dev->index];
+  }
+  if (*count < ps.size()) {
+    *count = static_cast<unsigned>(ps.size());
+    return nvml::kErrorInsufficientSize;
+  }
+  if (!ps.empty() && infos == nullptr) return nvml::kErrorInvalidArgument;
+  auto* out = static_cast<Info*>(infos);
+  for (std::size_t k = 0; k < ps.size(); ++k) {
+    Info info{};
+    info.pid = ps[k].pid;
+    info.used_gpu_memory = ps[k].memory;
+    if constexpr (std::is_same_v<Info, nvml::ProcessInfo>) {
+      info.gpu_instance_id = ps[k].gpu_instance < 0 ? nvml::kInstanceIdNone
+                                                    : static_cast<unsigned>(ps[k].gpu_instance);
+      info.compute_instance_id = ps[k].gpu_instance < 0 ? nvml::kInstanceIdNone : 0;
+    }
+    std::memcpy(out + k, &info, sizeof info);
+  }
+  *count = static_cast<unsigned>(ps.size());
+  return nvml::kSuccess;
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetComputeRunningProcesses(nvml::Device dev,
+                                                                   unsigned* count, void* infos) {
+  return running_processes<nvml::ProcessInfoV1>(__func__, dev, count, infos);
+}
+#ifndef FAKE_NVML_OLD_DRIVER
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetComputeRunningProcesses_v2(nvml::Device dev,
+                                                                      unsigned* count,
+                                                                      void* infos) {
+  return running_processes<nvml::ProcessInfo>(__func__, dev, count, infos);
+}
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetComputeRunningProcesses_v3(nvml::Device dev,
+                                                                      unsigned* count,
+                                                                      void* infos) {
+  return running_processes<nvml::ProcessInfo>(__func__, dev, count, infos);
+}
+#endif
+
+#ifndef FAKE_NVML_OLD_DRIVER
+
 // ---------------------------------------------------------------------------
 // Fabric: NOT_SUPPORTED unless a `fabric` line names the device. v2 of the
 // struct from R550 (NVML 12.4), v3 from R580 (13.0); before R550 the
@@ -1442,6 +1551,8 @@ static_assert(std::is_same_v<decltype(&nvmlSystemGetNVMLVersion), nvml::SystemGe
 static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetHandleByIndex), nvml::DeviceGetHandleByIndexFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetUUID), nvml::DeviceGetStringFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetComputeRunningProcesses), nvml::DeviceGetProcessesFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetName), nvml::DeviceGetStringFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetSerial), nvml::DeviceGetStringFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetPciInfo), nvml::DeviceGetPciInfoFn>);
@@ -1500,6 +1611,10 @@ static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetGpuInstanceId), nvml::DeviceGetGpuInstanceIdFn>);
 static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetGpuFabricInfoV), nvml::DeviceGetGpuFabricInfoVFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetComputeRunningProcesses_v3), nvml::DeviceGetProcessesFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetComputeRunningProcesses_v2), nvml::DeviceGetProcessesFn>);
 #ifndef FAKE_NVML_NO_DEVICE_COUNT
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetCount_v2), nvml::DeviceGetCountFn>);
 #endif

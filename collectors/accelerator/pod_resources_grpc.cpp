@@ -1,0 +1,97 @@
+// The pod-resources client over gRPC (pod_resources.hpp): one channel to
+// the kubelet's unix socket, one List call per refresh with a deadline.
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "accelerator/pod_resources.hpp"
+#include "nodewatch/text.hpp"
+#include "podresources.grpc.pb.h"
+
+namespace nodewatch::accelerator {
+namespace {
+
+// Bounds on what one answer may hold: a kubelet runs at most a few hundred
+// pods; more than this is not an answer to trust.
+constexpr int kMaxMessageBytes = 16 << 20;
+constexpr std::size_t kMaxDevices = 65536;
+constexpr std::size_t kMaxLabelBytes = 253;  // a DNS subdomain, the longest name Kubernetes has
+
+std::string bounded(const std::string& s) {
+  return text::label_value(std::string_view(s).substr(0, kMaxLabelBytes));
+}
+
+const char* code_name(grpc::StatusCode c) {
+  switch (c) {
+    case grpc::StatusCode::OK: return "OK";
+    case grpc::StatusCode::CANCELLED: return "CANCELLED";
+    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
+    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL: return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
+    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
+    default: return "ERROR";
+  }
+}
+
+class GrpcPodResourcesClient final : public PodResourcesClient {
+ public:
+  explicit GrpcPodResourcesClient(const std::string& path) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    // One connection, no retries of our own and no service config from
+    // the server: a failed call is counted and tried at the next refresh.
+    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+    args.SetInt(GRPC_ARG_SERVICE_CONFIG_DISABLE_RESOLUTION, 1);
+    channel_ = grpc::CreateCustomChannel("unix:" + path, grpc::InsecureChannelCredentials(), args);
+    stub_ = v1::PodResourcesLister::NewStub(channel_);
+  }
+
+  Answer list(std::chrono::milliseconds timeout) override {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+    v1::ListPodResourcesRequest request;
+    v1::ListPodResourcesResponse response;
+    const grpc::Status status = stub_->List(&ctx, request, &response);
+    Answer a;
+    if (!status.ok()) {
+      a.error = std::string(code_name(status.error_code())) + ": " +
+                std::string(text::label_value(status.error_message().substr(0, 200)));
+      return a;
+    }
+    for (const v1::PodResources& pod : response.pod_resources())
+      for (const v1::ContainerResources& c : pod.containers())
+        for (const v1::ContainerDevices& d : c.devices())
+          for (const std::string& id : d.device_ids()) {
+            if (a.devices.size() >= kMaxDevices) {
+              a.error = "more than " + std::to_string(kMaxDevices) + " device assignments";
+              a.devices.clear();
+              return a;
+            }
+            a.devices.push_back({bounded(pod.namespace_()), bounded(pod.name()), bounded(c.name()),
+                                 bounded(d.resource_name()), bounded(id)});
+          }
+    a.ok = true;
+    return a;
+  }
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::PodResourcesLister::Stub> stub_;
+};
+
+}  // namespace
+
+std::unique_ptr<PodResourcesClient> make_grpc_pod_resources_client(const std::string& path) {
+  return std::make_unique<GrpcPodResourcesClient>(path);
+}
+
+}  // namespace nodewatch::accelerator

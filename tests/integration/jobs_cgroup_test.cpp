@@ -1,0 +1,368 @@
+// Which job is on which accelerator, end to end through the real kernel:
+// the test starts processes, puts them in cgroups it creates with the
+// layouts Slurm (cgroup v2 and v1) and the kubelet (systemd and cgroupfs
+// drivers) make, has the fake libnvidia-ml.so.1 report those PIDs on its
+// GPUs, serves the pod-resources API from a real gRPC server on a unix
+// socket, and reads the accelerator collector's job series.
+//
+// Needs root and a writable cgroup hierarchy (CI runs as root): skipped,
+// with the reason, where either is missing.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "accelerator/accelerator_collector.hpp"
+#include "accelerator/backend.hpp"
+#include "accelerator/nvml/nvml_service.hpp"
+#include "support/collector_test.hpp"
+#include "support/daemon_process.hpp"
+#include "support/fake_nvml.hpp"
+#include "support/fake_pod_resources.hpp"
+
+namespace nodewatch::accelerator {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using nodewatch::testing::CollectOnce;
+using nodewatch::testing::ErrorCount;
+using nodewatch::testing::Value;
+constexpr auto Has = nodewatch::testing::HasSeries;
+
+constexpr const char* kUid = "3f2b8c1e-6d4a-4e7b-9a0c-1d2e3f4a5b6c";
+constexpr const char* kUidSystemd = "3f2b8c1e_6d4a_4e7b_9a0c_1d2e3f4a5b6c";
+constexpr const char* kUid2 = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+constexpr const char* kCid = "5a1f0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f";
+
+std::string uuid(unsigned i) {
+  char b[64];
+  std::snprintf(b, sizeof b, "GPU-00000000-0000-4000-8000-0000000000%02u", i);
+  return b;
+}
+
+// A mount point of the cgroup file system: "cgroup2", or a v1 hierarchy
+// with `controller` among its options.
+std::optional<fs::path> cgroup_mount(const std::string& type, const std::string& controller = "") {
+  std::ifstream in("/proc/self/mountinfo");
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream w(line);
+    std::vector<std::string> f;
+    for (std::string t; w >> t;) f.push_back(t);
+    // ... mount-point(4) ... "-" fstype source super-options
+    auto dash = std::find(f.begin(), f.end(), "-");
+    if (dash == f.end() || dash + 3 >= f.end() || f.size() < 5) continue;
+    if (*(dash + 1) != type) continue;
+    if (!controller.empty() &&
+        ("," + *(dash + 3) + ",").find("," + controller + ",") == std::string::npos)
+      continue;
+    return fs::path(f[4]);
+  }
+  return std::nullopt;
+}
+
+// A process that sleeps until killed, in the cgroup `dir` (created).
+class Sleeper {
+ public:
+  Sleeper() {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+  }
+  ~Sleeper() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+  bool join(const fs::path& dir) const {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    std::ofstream out(dir / "cgroup.procs");
+    out << pid_ << "\n";
+    out.flush();
+    return out.good();
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// The cgroups a test made, removed deepest first once their processes are gone.
+class Cgroups {
+ public:
+  explicit Cgroups(fs::path root) : root_(std::move(root)) {}
+  ~Cgroups() {
+    std::vector<fs::path> dirs;
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(root_, ec);
+         it != fs::recursive_directory_iterator(); ++it)
+      if (it->is_directory(ec)) dirs.push_back(it->path());
+    std::sort(dirs.begin(), dirs.end(), [](const fs::path& a, const fs::path& b) {
+      return a.string().size() > b.string().size();
+    });
+    for (const auto& d : dirs) ::rmdir(d.c_str());
+    ::rmdir(root_.c_str());
+  }
+  const fs::path& root() const { return root_; }
+
+ private:
+  fs::path root_;
+};
+
+std::optional<fs::path> writable_root(const std::optional<fs::path>& mount, std::string* why) {
+  if (::geteuid() != 0) {
+    *why = "needs root to create cgroups (CI runs as root)";
+    return std::nullopt;
+  }
+  if (!mount) {
+    *why = "no such cgroup hierarchy is mounted here";
+    return std::nullopt;
+  }
+  fs::path root = *mount / ("nodewatch-jobs-test-" + std::to_string(::getpid()));
+  std::error_code ec;
+  if (!fs::create_directory(root, ec) || ec) {
+    *why = "cannot create a cgroup under " + mount->string() + ": " + ec.message();
+    return std::nullopt;
+  }
+  return root;
+}
+
+struct Node {
+  explicit Node(const std::string& scenario, std::shared_ptr<PodResourcesWatcher> pr = nullptr,
+                std::size_t max_jobs = 8) {
+    setenv("FAKE_NVML_SCENARIO", scenario.c_str(), 1);
+    std::vector<std::unique_ptr<Backend>> backends;
+    backends.push_back(make_nvml_backend(std::make_shared<NvmlService>(FAKE_NVML_LIBRARY)));
+    JobSources jobs;
+    jobs.proc = sources::FsRoot("/proc");
+    jobs.max_jobs_per_device = max_jobs;
+    jobs.pod_resources = std::move(pr);
+    collector = std::make_unique<AcceleratorCollector>(std::move(backends), std::move(jobs));
+  }
+  MetricSink Collect() {
+    MetricSink sink(accelerator_metric_table());
+    CollectOnce(*collector, sink, 10s);
+    return sink;
+  }
+  std::unique_ptr<AcceleratorCollector> collector;
+};
+
+std::vector<std::string> job(unsigned dev, std::string scheduler, std::string job_id,
+                             std::string step, std::string ns = "", std::string pod = "",
+                             std::string container = "", std::string gi = "") {
+  return {std::to_string(dev), uuid(dev),     std::move(scheduler), std::move(job_id),
+          std::move(step),     std::move(ns), std::move(pod),       std::move(container),
+          std::move(gi)};
+}
+std::vector<std::string> mem(unsigned dev, std::string job_id) {
+  return {std::to_string(dev), uuid(dev), std::move(job_id)};
+}
+
+TEST(JobsCgroup, SlurmAndKubernetesOnCgroupV2WithPodResources) {
+  std::string why;
+  const auto root = writable_root(cgroup_mount("cgroup2"), &why);
+  if (!root) GTEST_SKIP() << "cgroup v2 job attribution not tested: " << why;
+  Cgroups cg(*root);
+  Sleeper slurm_a, slurm_b, slurm_extern, kube_systemd, kube_cgroupfs, outside;
+  const fs::path scope = *root / "system.slice" / "slurmstepd.scope";
+  ASSERT_TRUE(slurm_a.join(scope / "job_4242" / "step_0" / "user" / "task_0"));
+  ASSERT_TRUE(slurm_b.join(scope / "job_4242" / "step_0" / "user" / "task_1"));
+  ASSERT_TRUE(slurm_extern.join(scope / "job_4243" / "step_extern" / "user"));
+  ASSERT_TRUE(kube_systemd.join(*root / "kubepods.slice" / "kubepods-burstable.slice" /
+                                ("kubepods-burstable-pod" + std::string(kUidSystemd) + ".slice") /
+                                ("cri-containerd-" + std::string(kCid) + ".scope")));
+  ASSERT_TRUE(
+      kube_cgroupfs.join(*root / "kubepods" / "besteffort" / ("pod" + std::string(kUid2)) / kCid));
+  ASSERT_TRUE(outside.join(*root / "user.slice"));
+
+  testing::TempDir dir;
+  const std::string socket = (dir.path() / "kubelet.sock").string();
+  testing::FakePodResourcesServer kubelet(socket);
+  // GPU 2 is the systemd-driver pod's alone; GPU 3 was given to a pod whose
+  // processes run elsewhere in the cgroup tree (the cgroupfs one): its
+  // names and the cgroup's UID join, since only one pod holds the device.
+  kubelet.Set({{"train", "llama-worker-0", "trainer", "nvidia.com/gpu", uuid(2)},
+               {"batch", "etl-5", "main", "nvidia.com/gpu", uuid(3) + "::0"},
+               {"idle", "reserved-0", "waiter", "nvidia.com/gpu", uuid(5)}});
+  ASSERT_TRUE(kubelet.Start());
+  PodResourcesWatcher::Options o;
+  o.socket = socket;
+  o.timeout = 2s;
+  auto watcher = std::make_shared<PodResourcesWatcher>(o);
+
+  testing::TempDir scenario_dir;
+  std::ostringstream s;
+  s << "devices 6\n"
+    << "processes 0 " << slurm_a.pid() << ":1024 " << slurm_b.pid() << ":2048\n"
+    << "processes 1 " << slurm_extern.pid() << ":- " << outside.pid() << ":16\n"
+    << "processes 2 " << kube_systemd.pid() << ":40960\n"
+    << "processes 3 " << kube_cgroupfs.pid()
+    << ":512\n"
+    // A PID that is no process: its owner cannot be read.
+    << "processes 4 4000000:8\n";
+  const auto scenario = scenario_dir.write("jobs.scenario", s.str());
+  Node node(scenario.string(), watcher);
+  const MetricSink m = node.Collect();
+
+  // Slurm: both tasks of step 0 are one job, their memory summed.
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_job_info", job(0, "slurm", "4242", "0")), 1);
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_process_memory_used_bytes", mem(0, "4242")),
+            3072.0 * (1 << 20));
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_processes", {"0", uuid(0)}), 2);
+  // The extern step, whose memory the driver did not give, and a process in no job.
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_job_info", job(1, "slurm", "4243", "extern")), 1);
+  EXPECT_FALSE(Has(m, "nodewatch_accelerator_process_memory_used_bytes", mem(1, "4243")));
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_job_info", job(1, "none", "", "")), 1);
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_process_memory_used_bytes", mem(1, "")),
+            16.0 * (1 << 20));
+  // Kubernetes, systemd driver, named by pod-resources.
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_job_info",
+                  job(2, "kubernetes", kUid, "", "train", "llama-worker-0", "trainer")),
+            1);
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_process_memory_used_bytes", mem(2, kUid)),
+            40.0 * (1 << 30));
+  // Kubernetes, cgroupfs driver; the time-slicing replica suffix is read.
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_job_info",
+                  job(3, "kubernetes", kUid2, "", "batch", "etl-5", "main")),
+            1);
+  // A process that is gone: unknown, not an error.
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_job_info", job(4, "unknown", "", "")), 1);
+  EXPECT_EQ(ErrorCount(m, "cgroup_read"), 0u);
+  // An idle device given to a pod: the pod, no memory.
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_job_info",
+                  job(5, "kubernetes", "", "", "idle", "reserved-0", "waiter")),
+            1);
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_pod_resources_up", {}), 1);
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_processes", {"5", uuid(5)}), 0);
+
+  // The kubelet goes away: no error (its socket is gone), the names stay a while.
+  kubelet.Stop();
+  const MetricSink later = node.Collect();
+  EXPECT_FALSE(Has(later, "nodewatch_accelerator_pod_resources_up", {}));
+  EXPECT_EQ(ErrorCount(later, "pod_resources"), 0u);
+  EXPECT_EQ(Value(later, "nodewatch_accelerator_job_info",
+                  job(2, "kubernetes", kUid, "", "train", "llama-worker-0", "trainer")),
+            1);
+}
+
+TEST(JobsCgroup, SlurmOnCgroupV1) {
+  std::string why;
+  const auto root = writable_root(cgroup_mount("cgroup", "pids"), &why);
+  if (!root) GTEST_SKIP() << "cgroup v1 job attribution not tested: " << why;
+  Cgroups cg(*root);
+  Sleeper task;
+  ASSERT_TRUE(task.join(*root / "slurm" / "uid_1000" / "job_31337" / "step_batch" / "task_0"));
+  testing::TempDir scenario_dir;
+  const auto scenario = scenario_dir.write(
+      "v1.scenario", "devices 1\nprocesses 0 " + std::to_string(task.pid()) + ":100\n");
+  Node node(scenario.string());
+  const MetricSink m = node.Collect();
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_job_info", job(0, "slurm", "31337", "batch")), 1);
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_process_memory_used_bytes", mem(0, "31337")),
+            100.0 * (1 << 20));
+}
+
+TEST(JobsCgroup, MigInstancesThroughTheirOwnHandles) {
+  // No cgroup needed: the processes are this test's children in its own
+  // cgroup (no job), on two GPU instances; pod-resources names the MIG devices.
+  Sleeper a, b;
+  testing::TempDir dir;
+  const std::string socket = (dir.path() / "kubelet.sock").string();
+  testing::FakePodResourcesServer kubelet(socket);
+  // MIG device UUIDs of the fake: MIG-...-00000000DDSS (device DD, slot SS).
+  kubelet.Set({{"infer", "server-0", "triton", "nvidia.com/mig-1g.10gb",
+                "MIG-00000000-0000-4000-9000-000000000001"}});
+  ASSERT_TRUE(kubelet.Start());
+  PodResourcesWatcher::Options o;
+  o.socket = socket;
+  auto watcher = std::make_shared<PodResourcesWatcher>(o);
+  testing::TempDir scenario_dir;
+  std::ostringstream s;
+  s << "devices 1\nmig 0 3 5\nprocesses 0 " << a.pid() << ":10@3 " << b.pid() << ":20@5\n";
+  const auto scenario = scenario_dir.write("mig.scenario", s.str());
+  Node node(scenario.string(), watcher);
+  const MetricSink m = node.Collect();
+  // Each GPU instance's process is in no job (the test's own cgroup); the
+  // pod-resources pod holds instance 5 (slot 1) and is a job of its own
+  // there: a process in no pod is never counted as the pod's.
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_job_info", job(0, "none", "", "", "", "", "", "5")), 1);
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_job_info", job(0, "none", "", "", "", "", "", "3")), 1);
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_job_info",
+                  job(0, "kubernetes", "", "", "infer", "server-0", "triton", "5")),
+            1);
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_processes", {"0", uuid(0)}), 2);
+  EXPECT_EQ(ErrorCount(m, "nvml_error"), 0u)
+      << "the parent's NO_PERMISSION in MIG mode is never asked";
+}
+
+TEST(JobsCgroup, OldDriverFillsTheFirstStructAndTheBoundHolds) {
+  std::vector<std::unique_ptr<Sleeper>> ps;
+  std::ostringstream s;
+  s << "devices 1\nprocesses 0";
+  for (int i = 0; i < 12; ++i) {
+    ps.push_back(std::make_unique<Sleeper>());
+    s << " " << ps.back()->pid() << ":" << (i + 1);
+  }
+  s << "\n";
+  testing::TempDir scenario_dir;
+  const auto scenario = scenario_dir.write("old.scenario", s.str());
+  setenv("FAKE_NVML_SCENARIO", scenario.c_str(), 1);
+  std::vector<std::unique_ptr<Backend>> backends;
+  backends.push_back(make_nvml_backend(std::make_shared<NvmlService>(FAKE_NVML_OLD_LIBRARY)));
+  JobSources jobs;
+  jobs.proc = sources::FsRoot("/proc");
+  jobs.max_jobs_per_device = 8;
+  AcceleratorCollector c(std::move(backends), std::move(jobs));
+  MetricSink m(accelerator_metric_table());
+  CollectOnce(c, m, 10s);
+  // All twelve are this test's children, in no job: one "none" job with
+  // every process's memory (12 processes, 1+2+...+12 MiB).
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_processes", {"0", uuid(0)}), 12);
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_process_memory_used_bytes", mem(0, "")),
+            78.0 * (1 << 20));
+}
+
+TEST(JobsCgroup, MoreJobsThanTheBoundAreCountedNotExported) {
+  std::string why;
+  const auto root = writable_root(cgroup_mount("cgroup2"), &why);
+  if (!root) GTEST_SKIP() << "the job bound through real cgroups not tested: " << why;
+  Cgroups cg(*root);
+  std::vector<std::unique_ptr<Sleeper>> ps;
+  std::ostringstream s;
+  s << "devices 1\nprocesses 0";
+  for (int i = 0; i < 11; ++i) {
+    ps.push_back(std::make_unique<Sleeper>());
+    ASSERT_TRUE(ps.back()->join(*root / "system.slice" / "slurmstepd.scope" /
+                                ("job_" + std::to_string(100 + i)) / "step_0" / "user" / "task_0"));
+    s << " " << ps.back()->pid() << ":" << (i + 1);
+  }
+  s << "\n";
+  testing::TempDir scenario_dir;
+  const auto scenario = scenario_dir.write("many.scenario", s.str());
+  Node node(scenario.string(), nullptr, 8);
+  const MetricSink m = node.Collect();
+  // The eight largest: jobs 103..110.
+  EXPECT_TRUE(Has(m, "nodewatch_accelerator_job_info", job(0, "slurm", "110", "0")));
+  EXPECT_TRUE(Has(m, "nodewatch_accelerator_job_info", job(0, "slurm", "103", "0")));
+  EXPECT_FALSE(Has(m, "nodewatch_accelerator_job_info", job(0, "slurm", "102", "0")));
+  EXPECT_EQ(ErrorCount(m, "job_limit"), 1u);
+}
+
+}  // namespace
+}  // namespace nodewatch::accelerator

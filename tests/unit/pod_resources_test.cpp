@@ -1,0 +1,171 @@
+// The pod-resources watcher and its gRPC client against a real gRPC server
+// on a unix socket this test makes (support/fake_pod_resources.hpp): names
+// and device assignments as the kubelet's v1 List gives them, the socket
+// absent (not an error, no thread), going away and coming back, an error
+// status, and a slow server that never holds a collection past its bound.
+
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "accelerator/pod_resources.hpp"
+#include "support/daemon_process.hpp"
+#include "support/fake_pod_resources.hpp"
+
+namespace nodewatch::accelerator {
+namespace {
+
+using namespace std::chrono_literals;
+using State = PodResourcesWatcher::Snapshot::State;
+using Clock = std::chrono::steady_clock;
+
+PodResourcesWatcher::Options options(const std::string& socket,
+                                     std::chrono::milliseconds timeout = 500ms) {
+  PodResourcesWatcher::Options o;
+  o.socket = socket;
+  o.timeout = timeout;
+  o.keep = 60s;
+  return o;
+}
+
+const std::vector<testing::FakePodDevice> kPods = {
+    {"train", "llama-worker-0", "trainer", "nvidia.com/gpu",
+     "GPU-00000000-0000-4000-8000-000000000001"},
+    {"train", "llama-worker-0", "trainer", "nvidia.com/gpu",
+     "GPU-00000000-0000-4000-8000-000000000002"},
+    {"infer", "server-7f9", "triton", "nvidia.com/mig-1g.10gb",
+     "MIG-00000000-0000-4000-9000-000000000300"},
+};
+
+TEST(PodResources, ListsWhatTheKubeletGave) {
+  testing::TempDir dir;
+  const std::string socket = (dir.path() / "kubelet.sock").string();
+  testing::FakePodResourcesServer server(socket);
+  server.Set(kPods);
+  ASSERT_TRUE(server.Start());
+  PodResourcesWatcher w(options(socket));
+  const auto snap = w.get(Clock::now() + 5s);
+  EXPECT_EQ(snap.state, State::kUp) << snap.error;
+  ASSERT_EQ(snap.devices.size(), 3u);
+  EXPECT_EQ(snap.devices[0], (PodDevice{"train", "llama-worker-0", "trainer", "nvidia.com/gpu",
+                                        "GPU-00000000-0000-4000-8000-000000000001"}));
+  EXPECT_EQ(snap.devices[2].resource, "nvidia.com/mig-1g.10gb");
+  EXPECT_EQ(snap.devices[2].namespace_name, "infer");
+  EXPECT_EQ(snap.answers, 1u);
+  EXPECT_EQ(snap.failures, 0u);
+  // Each get is one call: a refresh per collection.
+  w.get(Clock::now() + 5s);
+  EXPECT_EQ(server.Calls(), 2);
+}
+
+TEST(PodResources, AbsentSocketIsNotAnErrorAndStartsNoThread) {
+  testing::TempDir dir;
+  const std::string socket = (dir.path() / "kubelet.sock").string();
+  PodResourcesWatcher w(options(socket));
+  std::size_t threads = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/task"); it != decltype(it)(); ++it)
+    ++threads;
+  const auto t0 = Clock::now();
+  const auto snap = w.get(Clock::now() + 5s);
+  EXPECT_LT(Clock::now() - t0, 100ms);
+  EXPECT_EQ(snap.state, State::kAbsent);
+  EXPECT_EQ(snap.failures, 0u);
+  EXPECT_TRUE(snap.devices.empty());
+  std::size_t after = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/task"); it != decltype(it)(); ++it)
+    ++after;
+  EXPECT_EQ(after, threads);
+}
+
+TEST(PodResources, SocketGoingAwayKeepsTheLastAnswerForAWhileAndComingBackIsSeen) {
+  testing::TempDir dir;
+  const std::string socket = (dir.path() / "kubelet.sock").string();
+  auto server = std::make_unique<testing::FakePodResourcesServer>(socket);
+  server->Set(kPods);
+  ASSERT_TRUE(server->Start());
+  auto o = options(socket);
+  o.keep = 400ms;
+  PodResourcesWatcher w(o);
+  ASSERT_EQ(w.get(Clock::now() + 5s).state, State::kUp);
+
+  server.reset();  // the kubelet exits: its socket is gone
+  auto snap = w.get(Clock::now() + 5s);
+  EXPECT_EQ(snap.state, State::kAbsent);
+  EXPECT_EQ(snap.devices.size(), 3u) << "kept while younger than `keep`";
+  EXPECT_EQ(snap.failures, 0u) << "an absent socket is not a failed call";
+  std::this_thread::sleep_for(500ms);
+  snap = w.get(Clock::now() + 5s);
+  EXPECT_TRUE(snap.devices.empty()) << "dropped once older than `keep`";
+
+  // A new kubelet, a new socket (another inode), other pods.
+  testing::FakePodResourcesServer again(socket);
+  again.Set({kPods[2]});
+  ASSERT_TRUE(again.Start());
+  snap = w.get(Clock::now() + 5s);
+  EXPECT_EQ(snap.state, State::kUp) << snap.error;
+  ASSERT_EQ(snap.devices.size(), 1u);
+  EXPECT_EQ(snap.devices[0].pod, "server-7f9");
+}
+
+TEST(PodResources, AnErrorStatusIsCountedAndTheLastAnswerKept) {
+  testing::TempDir dir;
+  const std::string socket = (dir.path() / "kubelet.sock").string();
+  testing::FakePodResourcesServer server(socket);
+  server.Set(kPods);
+  ASSERT_TRUE(server.Start());
+  PodResourcesWatcher w(options(socket));
+  ASSERT_EQ(w.get(Clock::now() + 5s).state, State::kUp);
+  server.SetFailure(grpc::StatusCode::PERMISSION_DENIED);
+  const auto snap = w.get(Clock::now() + 5s);
+  EXPECT_EQ(snap.state, State::kDown);
+  EXPECT_EQ(snap.failures, 1u);
+  EXPECT_NE(snap.error.find("PERMISSION_DENIED"), std::string::npos) << snap.error;
+  EXPECT_EQ(snap.devices.size(), 3u);
+}
+
+TEST(PodResources, ASlowServerNeverHoldsTheCollectionPastItsBound) {
+  testing::TempDir dir;
+  const std::string socket = (dir.path() / "kubelet.sock").string();
+  testing::FakePodResourcesServer server(socket);
+  server.Set(kPods);
+  ASSERT_TRUE(server.Start());
+  PodResourcesWatcher w(options(socket, 300ms));
+  ASSERT_EQ(w.get(Clock::now() + 5s).state, State::kUp);
+
+  server.SetDelay(5s);
+  // A collection whose own deadline is near waits only until it.
+  auto t0 = Clock::now();
+  auto snap = w.get(Clock::now() + 50ms);
+  EXPECT_LT(Clock::now() - t0, 150ms);
+  EXPECT_EQ(snap.devices.size(), 3u) << "the last answer while the new one is late";
+  // One with time to spare waits for the call's timeout, no longer.
+  t0 = Clock::now();
+  snap = w.get(Clock::now() + 10s);
+  EXPECT_LT(Clock::now() - t0, 1s);
+  EXPECT_EQ(snap.state, State::kDown);
+  EXPECT_NE(snap.error.find("DEADLINE_EXCEEDED"), std::string::npos) << snap.error;
+  EXPECT_EQ(snap.devices.size(), 3u);
+
+  // It answers again.
+  server.SetDelay(0ms);
+  snap = w.get(Clock::now() + 5s);
+  EXPECT_EQ(snap.state, State::kUp) << snap.error;
+}
+
+TEST(PodResources, SomethingElseAtThePathIsNotASocket) {
+  testing::TempDir dir;
+  const auto path = dir.write("kubelet.sock", "not a socket");
+  PodResourcesWatcher w(options(path.string()));
+  const auto snap = w.get(Clock::now() + 5s);
+  EXPECT_EQ(snap.state, State::kAbsent);
+  EXPECT_EQ(snap.failures, 0u);
+}
+
+}  // namespace
+}  // namespace nodewatch::accelerator
