@@ -3,11 +3,13 @@
 #include <array>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "accelerator/job_cgroups.hpp"
 #include "nodewatch/options.hpp"
 
 namespace nodewatch {
@@ -304,19 +306,33 @@ void AcceleratorCollector::attribute_jobs(std::vector<DeviceSample>& devices,
     assigned = snap.devices;
   }
   // Each process's owner, read once per collection however many devices
-  // it runs on.
+  // it runs on: from /proc/PID/cgroup, or, for a process that /proc does
+  // not show (hidden from the daemon, or gone), from the cgroup tree.
   std::map<unsigned, std::optional<JobOwner>> owners;
-  auto owner_of = [&](unsigned pid) -> std::optional<JobOwner> {
-    auto [it, fresh] = owners.try_emplace(pid);
-    if (!fresh) return it->second;
-    const sources::Read r = jobs_.proc.read(std::to_string(pid) + "/cgroup");
-    if (r.ok())
-      it->second = job_owner_from_proc_cgroup(r.text);
-    else if (r.failed())
-      out.error("cgroup_read", "pid " + std::to_string(pid),
-                "/proc/" + std::to_string(pid) + "/cgroup: " + r.error_name());
-    return it->second;
-  };
+  std::set<unsigned> hidden;
+  for (const DeviceSample& d : devices) {
+    if (!d.processes) continue;
+    for (const DeviceProcess& p : *d.processes) {
+      auto [it, fresh] = owners.try_emplace(p.pid);
+      if (!fresh) continue;
+      const sources::Read r = jobs_.proc.read(std::to_string(p.pid) + "/cgroup");
+      if (r.ok())
+        it->second = job_owner_from_proc_cgroup(r.text);
+      else if (r.failed())
+        out.error("cgroup_read", "pid " + std::to_string(p.pid),
+                  "/proc/" + std::to_string(p.pid) + "/cgroup: " + r.error_name());
+      else
+        hidden.insert(p.pid);
+    }
+  }
+  if (!hidden.empty()) {
+    const CgroupScan scan = scan_job_cgroups(jobs_.sys, hidden);
+    for (const auto& [pid, owner] : scan.owners) owners[pid] = owner;
+    if (scan.truncated)
+      out.error("cgroup_scan", jobs_.sys.full("fs/cgroup"),
+                "stopped after " + std::to_string(scan.dirs) + " cgroups");
+  }
+  auto owner_of = [&](unsigned pid) -> std::optional<JobOwner> { return owners[pid]; };
   for (DeviceSample& d : devices) {
     std::vector<PodAssignment> assignments;
     for (const PodDevice& pd : assigned) {

@@ -35,10 +35,12 @@ AcceleratorOptions read_accelerator_options(OptionReader& r);
 
 const MetricTable& accelerator_metric_table();
 
-// Where job attribution reads from: /proc/PID/cgroup under `proc`, and
-// the pod-resources watcher (null: none).
+// Where job attribution reads from: /proc/PID/cgroup under `proc`, the
+// cgroup tree under `sys`/fs/cgroup for processes /proc does not show
+// (job_cgroups.hpp), and the pod-resources watcher (null: none).
 struct JobSources {
-  sources::FsRoot proc;
+  sources::FsRoot proc{"/proc"};
+  sources::FsRoot sys{"/sys"};
   std::size_t max_jobs_per_device = 8;
   std::shared_ptr<PodResourcesWatcher> pod_resources;
 };

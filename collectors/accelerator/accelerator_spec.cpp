@@ -30,6 +30,7 @@ const CollectorSpec& accelerator_collector_spec() {
       const auto& o = env.options_as<accelerator::AcceleratorOptions>();
       accelerator::JobSources jobs;
       jobs.proc = env.roots.proc();
+      jobs.sys = env.roots.sys();
       jobs.max_jobs_per_device = o.max_jobs_per_device;
       if (o.max_jobs_per_device > 0 && !o.pod_resources_socket.empty()) {
         // One watcher per socket and timeout for the process: a reload

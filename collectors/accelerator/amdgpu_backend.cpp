@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -39,6 +40,23 @@ constexpr double kMaxCelsius = 1000.0;
 // amdgpu_backend.hpp.
 constexpr const char* kGpuMetricsLayout = "gpu_metrics_layout";
 constexpr const char* kGpuMetricsTruncated = "gpu_metrics_truncated";
+// KFD's process list (see amdgpu_backend.hpp): a file that does not parse,
+// a gpu_id that names no card here, more process directories than are read.
+constexpr const char* kKfdParse = "kfd_parse";
+constexpr const char* kKfdUnknownGpu = "kfd_unknown_gpu";
+constexpr const char* kKfdLimit = "kfd_limit";
+constexpr const char* kKfdProc = "class/kfd/kfd/proc";
+constexpr const char* kKfdNodes = "class/kfd/kfd/topology/nodes";
+
+// The last component of a PCI function's directory, lower case: its bus id
+// ("devices/pci0000:c0/0000:c0:01.1/0000:C1:00.0" -> "0000:c1:00.0").
+std::string pci_bus_id_of(std::string_view device_dir) {
+  std::size_t slash = device_dir.rfind('/');
+  std::string id(device_dir.substr(slash == std::string_view::npos ? 0 : slash + 1));
+  std::transform(id.begin(), id.end(), id.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return id;
+}
 
 // "hwmon3" -> 3.
 std::optional<unsigned> hwmon_number(std::string_view name) {
@@ -177,6 +195,12 @@ class AmdgpuBackend final : public Backend {
   bool is_amdgpu_card(const std::string& card, bool* unsure);
   std::optional<DeviceSample> read_card(const CardFacts& facts, unsigned index);
   void read_hwmon(const CardFacts& facts, CardReader& r, DeviceSample& d);
+  void read_kfd_processes(const CollectContext& ctx, std::vector<DeviceSample>& devices);
+  std::map<std::uint32_t, std::size_t> kfd_gpus(const std::vector<DeviceSample>& devices,
+                                                std::vector<DeviceError>& errors);
+  std::optional<std::size_t> kfd_node_device(
+      const amdgpu::KfdNodeLocation& loc,
+      const std::map<std::string, std::size_t, std::less<>>& by_bus);
 
   sources::FsRoot sys_;
   sources::HeldFiles held_;
@@ -224,10 +248,7 @@ AmdgpuBackend::FactsResult AmdgpuBackend::read_facts(const std::string& card, Ca
       card_dir ? resolve_dir(sys_, *card_dir + "/device") : std::nullopt;
   if (!device) return FactsResult::kGone;
   facts.device = std::move(*device);
-  std::size_t slash = facts.device.rfind('/');
-  facts.pci_bus_id = facts.device.substr(slash == std::string::npos ? 0 : slash + 1);
-  std::transform(facts.pci_bus_id.begin(), facts.pci_bus_id.end(), facts.pci_bus_id.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  facts.pci_bus_id = pci_bus_id_of(facts.device);
   const std::string dir = facts.device + "/";
 
   CardReader r(held_, facts.errors);
@@ -362,8 +383,165 @@ std::vector<DeviceSample> AmdgpuBackend::sample(const CollectContext& ctx) {
   if (complete) {
     cards_.end_cycle();
     held_.end_cycle();
+    if (!out.empty()) read_kfd_processes(ctx, out);
   }
   return out;
+}
+
+void AmdgpuBackend::read_kfd_processes(const CollectContext& ctx,
+                                       std::vector<DeviceSample>& devices) {
+  // What concerns no one device is counted with the first.
+  std::vector<DeviceError>& general = devices.front().errors;
+  const std::string proc = kKfdProc;
+  sources::Listing pids = sys_.list(proc);
+  if (pids.status == Status::kError) {
+    general.emplace_back(kReadError, sources::errno_name(pids.err) + " listing " + proc);
+  }
+  if (!pids.ok()) return;  // no KFD: the processes are not known
+  for (DeviceSample& d : devices) d.processes.emplace();
+  if (pids.names.empty()) return;  // nothing on any GPU: the topology is not needed
+  const std::map<std::uint32_t, std::size_t> gpus = kfd_gpus(devices, general);
+
+  std::vector<std::map<unsigned, double>> memory(devices.size());  // per device: pid -> bytes
+  std::map<std::uint32_t, std::size_t> unknown;                    // gpu_id -> processes
+  std::size_t seen = 0;
+  for (const std::string& name : pids.names) {
+    std::optional<unsigned> pid = amdgpu::parse_kfd_pid(name);
+    if (!pid || ++seen > kMaxKfdProcesses) continue;
+    if (ctx.should_stop()) {
+      // A list cut short would say "no process" of the GPUs not reached.
+      for (DeviceSample& d : devices) d.processes.reset();
+      return;
+    }
+    const std::string dir = proc + "/" + name;
+    sources::Listing files = sys_.list(dir);
+    if (files.status == Status::kError) {
+      general.emplace_back(kReadError, sources::errno_name(files.err) + " listing " + dir);
+    }
+    if (!files.ok()) continue;  // the process ended since the listing
+    // Kept until the whole directory was read: a process that ends on the
+    // way leaves nothing, not half of its GPUs.
+    std::vector<std::pair<std::size_t, double>> found;
+    std::vector<std::pair<std::size_t, DeviceError>> problems;
+    std::set<std::uint32_t> unknown_here;
+    bool ended = false;
+    for (const std::string& file : files.names) {
+      std::optional<std::uint32_t> gpu = amdgpu::parse_kfd_vram_gpu_id(file);
+      if (!gpu) continue;
+      auto it = gpus.find(*gpu);
+      if (it == gpus.end()) {
+        unknown_here.insert(*gpu);
+        continue;
+      }
+      const std::string rel = dir + "/" + file;
+      Read r = sys_.read(rel);
+      if (r.status == Status::kAbsent || r.status == Status::kGone) {
+        ended = true;
+        break;
+      }
+      if (r.failed()) {
+        problems.emplace_back(it->second,
+                              DeviceError(kReadError, r.error_name() + " reading " + rel));
+        continue;
+      }
+      std::optional<std::uint64_t> bytes = amdgpu::parse_u64(r.text);
+      if (!bytes) {
+        problems.emplace_back(it->second, DeviceError(kKfdParse, "cannot parse " + rel));
+        continue;
+      }
+      // Every GPU the process may open has a file, 0 on those it does not use.
+      if (*bytes > 0) found.emplace_back(it->second, static_cast<double>(*bytes));
+    }
+    if (ended) continue;
+    for (auto& [i, e] : problems) devices[i].errors.push_back(std::move(e));
+    for (std::uint32_t gpu : unknown_here) ++unknown[gpu];
+    // Two partitions of one card are one device: their memory adds up.
+    for (const auto& [i, bytes] : found) memory[i][*pid] += bytes;
+  }
+
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    for (const auto& [pid, bytes] : memory[i])
+      devices[i].processes->push_back(DeviceProcess{pid, bytes, std::nullopt});
+  }
+  for (const auto& [gpu, n] : unknown) {
+    general.emplace_back(kKfdUnknownGpu, "gpu_id " + std::to_string(gpu) + " in " + proc + " (" +
+                                             std::to_string(n) +
+                                             " processes) is no amdgpu card in the KFD topology");
+  }
+  if (seen > kMaxKfdProcesses) {
+    general.emplace_back(kKfdLimit, std::to_string(seen) + " process directories in " + proc +
+                                        ", the first " + std::to_string(kMaxKfdProcesses) +
+                                        " read");
+  }
+}
+
+std::map<std::uint32_t, std::size_t> AmdgpuBackend::kfd_gpus(
+    const std::vector<DeviceSample>& devices, std::vector<DeviceError>& errors) {
+  std::map<std::string, std::size_t, std::less<>> by_bus;
+  for (std::size_t i = 0; i < devices.size(); ++i) by_bus.emplace(devices[i].pci_bus_id, i);
+  std::map<std::uint32_t, std::size_t> out;
+  const std::string nodes_dir = kKfdNodes;
+  sources::Listing nodes = sys_.list(nodes_dir);
+  if (nodes.status == Status::kError) {
+    errors.emplace_back(kReadError, sources::errno_name(nodes.err) + " listing " + nodes_dir);
+  }
+  // A node's file that cannot be read or parsed; absent: the node went away.
+  auto read = [&](const std::string& rel) -> std::optional<std::string> {
+    Read r = sys_.read(rel);
+    if (r.failed()) errors.emplace_back(kReadError, r.error_name() + " reading " + rel);
+    if (!r.ok()) return std::nullopt;
+    return std::move(r.text);
+  };
+  for (const std::string& node : nodes.names) {
+    const std::string dir = nodes_dir + "/" + node + "/";
+    std::optional<std::string> id_text = read(dir + "gpu_id");
+    if (!id_text) continue;
+    std::optional<std::uint64_t> id = amdgpu::parse_u64(*id_text);
+    if (!id || *id > std::numeric_limits<std::uint32_t>::max()) {
+      errors.emplace_back(kKfdParse, "cannot parse " + dir + "gpu_id");
+      continue;
+    }
+    if (*id == 0) continue;  // a CPU node
+    std::optional<std::string> props = read(dir + "properties");
+    if (!props) continue;
+    std::optional<amdgpu::KfdNodeLocation> loc = amdgpu::parse_kfd_node_properties(*props);
+    if (!loc) {
+      errors.emplace_back(kKfdParse, "cannot parse " + dir + "properties");
+      continue;
+    }
+    if (std::optional<std::size_t> i = kfd_node_device(*loc, by_bus))
+      out.emplace(static_cast<std::uint32_t>(*id), *i);
+  }
+  return out;
+}
+
+std::optional<std::size_t> AmdgpuBackend::kfd_node_device(
+    const amdgpu::KfdNodeLocation& loc,
+    const std::map<std::string, std::size_t, std::less<>>& by_bus) {
+  // The render node first: it leads to the PCI function as the card does.
+  if (loc.drm_render_minor && *loc.drm_render_minor > 0) {
+    std::optional<std::string> node =
+        resolve_dir(sys_, "class/drm/renderD" + std::to_string(*loc.drm_render_minor));
+    std::optional<std::string> device = node ? resolve_dir(sys_, *node + "/device") : std::nullopt;
+    if (device) {
+      if (auto it = by_bus.find(pci_bus_id_of(*device)); it != by_bus.end()) return it->second;
+    }
+  }
+  // Then the PCI address: the render node of a partition of a partitioned
+  // MI300 (past the first) belongs to a platform device (amdgpu_xcp.<n>),
+  // and its location_id may carry the partition in the low bits, so the
+  // exact function, else the one card on that bus.
+  if (!loc.domain || !loc.location_id) return std::nullopt;
+  const std::string bus_id = amdgpu::kfd_pci_bus_id(*loc.domain, *loc.location_id);
+  if (auto it = by_bus.find(bus_id); it != by_bus.end()) return it->second;
+  const std::string_view bus = std::string_view(bus_id).substr(0, bus_id.rfind(':') + 1);
+  std::optional<std::size_t> only;
+  for (const auto& [id, i] : by_bus) {
+    if (std::string_view(id).substr(0, bus.size()) != bus) continue;
+    if (only) return std::nullopt;  // two cards on one bus: which is unknown
+    only = i;
+  }
+  return only;
 }
 
 std::optional<DeviceSample> AmdgpuBackend::read_card(const CardFacts& facts, unsigned index) {

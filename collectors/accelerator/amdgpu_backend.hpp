@@ -28,6 +28,30 @@
 //                                                        amdgpu_parse.hpp)
 // pcie_bw is never opened: the kernel sleeps one second in its read.
 //
+// Processes (DeviceSample::processes, for job attribution), from amdkfd's
+// sysfs (formats in amdgpu_parse.hpp), read once per collection after the
+// cards, with plain reads (PIDs come and go):
+//   class/kfd/kfd/proc/<pid>/vram_<gpu_id>   bytes of VRAM the process holds
+//                                            on that GPU (Linux 5.8+)
+//   class/kfd/kfd/topology/nodes/<n>/        gpu_id and properties: which
+//                                            card a gpu_id is
+// A gpu_id is a card when its node's drm_render_minor leads through
+// class/drm/renderD<minor>/device to that card's PCI function; else (the
+// render node of an MI300 partition belongs to a platform device) when its
+// domain and location_id name the card's function, or its bus and only that
+// card is on it. Several nodes of one card (partitions) are that card, and
+// a process's memory on them adds up.
+// KFD gives a process a vram_<gpu_id> file for every GPU its device cgroup
+// lets it open (kfd_init_apertures), whether it uses it or not: a process
+// is on a GPU when it holds VRAM there (more than 0 bytes), so that a job
+// confined by ROCR_VISIBLE_DEVICES alone is not reported on every GPU. A
+// process that has opened a GPU and not allocated yet is seen from the
+// collection after it does. DeviceProcess::pid is the host PID; no memory
+// but VRAM, no MIG instance.
+// No class/kfd/kfd/proc (no amdkfd, a kernel without it): processes stay
+// empty (not known), not an error. With it, every card's processes are a
+// list, perhaps empty.
+//
 // Sources (nodewatch/sources): every read goes through the sysfs FsRoot
 // (tests inject errnos through Roots::faults). What a card is (vendor,
 // driver, the PCI function its device link leads to, unique_id,
@@ -53,10 +77,21 @@
 //  - a card whose device goes away while it is read (ENODEV, ENXIO, or its
 //    files vanish): the card is not reported, and its facts and held
 //    descriptors are dropped;
-//  - no class/drm, no AMD card: no devices, not an error.
+//  - no class/drm, no AMD card: no devices, not an error;
+//  - KFD: a process directory that goes away while it is read (its listing
+//    or a file of it absent or gone) is skipped whole, not counted; a
+//    vram_<gpu_id> file that does not parse is "kfd_parse" (on that card),
+//    one that cannot be read "read_error"; a gpu_id that is no card here
+//    is "kfd_unknown_gpu", once per gpu_id per collection; topology files
+//    that do not parse are "kfd_parse", and more than kMaxKfdProcesses
+//    process directories "kfd_limit" (those past it, in name order, are not
+//    read). These, and any other failure not of one card, are counted with
+//    the first card (index 0) as subject. A collection cancelled while the
+//    processes are read leaves every card's processes empty (not known).
 // Each failure is a DeviceError (backend.hpp) with what failed as its
 // detail; the collector reports it with the device as its subject.
 
+#include <cstddef>
 #include <cstdint>
 
 #include "accelerator/backend.hpp"
@@ -65,5 +100,9 @@ namespace nodewatch::accelerator {
 
 // A card's facts are read again after this many collections (see above).
 inline constexpr std::uint64_t kCardFactsRefreshCycles = 20;
+
+// At most this many KFD process directories are read per collection (see
+// above).
+inline constexpr std::size_t kMaxKfdProcesses = 4096;
 
 }  // namespace nodewatch::accelerator

@@ -383,6 +383,61 @@ GpuMetrics parse_gpu_metrics(std::string_view bytes) {
   return out;
 }
 
+namespace {
+
+// Only digits (from_chars takes no sign for an unsigned T), no leading zero
+// (the kernel prints "%d", "%u"), at most a T.
+template <typename T>
+std::optional<T> parse_decimal_name(std::string_view digits) {
+  if (digits.empty() || (digits.size() > 1 && digits[0] == '0')) return std::nullopt;
+  T n{};
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  return n;
+}
+
+}  // namespace
+
+std::optional<unsigned> parse_kfd_pid(std::string_view name) {
+  return parse_decimal_name<unsigned>(name);
+}
+
+std::optional<std::uint32_t> parse_kfd_vram_gpu_id(std::string_view name) {
+  constexpr std::string_view kPrefix = "vram_";
+  if (name.size() <= kPrefix.size() || name.substr(0, kPrefix.size()) != kPrefix) {
+    return std::nullopt;
+  }
+  return parse_decimal_name<std::uint32_t>(name.substr(kPrefix.size()));
+}
+
+std::optional<KfdNodeLocation> parse_kfd_node_properties(std::string_view text) {
+  KfdNodeLocation out;
+  while (!text.empty()) {
+    std::size_t nl = text.find('\n');
+    std::string_view line = trim(text.substr(0, nl));
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    std::size_t space = line.find(' ');
+    if (space == std::string_view::npos) continue;
+    std::string_view key = line.substr(0, space);
+    std::optional<std::uint32_t>* field = key == "drm_render_minor" ? &out.drm_render_minor
+                                          : key == "domain"         ? &out.domain
+                                          : key == "location_id"    ? &out.location_id
+                                                                    : nullptr;
+    if (field == nullptr) continue;
+    std::optional<std::uint32_t> v = parse_number<std::uint32_t>(line.substr(space + 1));
+    if (!v) return std::nullopt;
+    *field = v;
+  }
+  return out;
+}
+
+std::string kfd_pci_bus_id(std::uint32_t domain, std::uint32_t location_id) {
+  std::array<char, 24> buf{};
+  std::snprintf(buf.data(), buf.size(), "%04x:%02x:%02x.%x", domain, (location_id >> 8) & 0xff,
+                (location_id >> 3) & 0x1f, location_id & 0x7);
+  return buf.data();
+}
+
 bool is_unavailable_errno(int err) {
   // ENOTSUP and EOPNOTSUPP are one value on Linux, and so are EAGAIN and
   // EWOULDBLOCK: an if-chain, not a switch, so that it compiles either way.

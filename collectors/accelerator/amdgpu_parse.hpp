@@ -139,6 +139,44 @@ constexpr std::uint64_t gpu_metrics_tag(unsigned unit, unsigned type, unsigned i
 inline constexpr double kEnergyJoulesPerTick = 1.0 / 65536.0;
 
 // ---------------------------------------------------------------------------
+// KFD, amdkfd's sysfs (drivers/gpu/drm/amd/amdkfd/kfd_process.c,
+// kfd_topology.c): which process has memory on which GPU.
+//
+//   class/kfd/kfd/proc/<pid>/vram_<gpu_id>   "%llu\n", bytes (Linux 5.8+)
+//   class/kfd/kfd/topology/nodes/<n>/gpu_id  "%u\n"; 0 for a CPU node
+//   class/kfd/kfd/topology/nodes/<n>/properties, one "<key> <value>\n" a line:
+//     drm_render_minor 130      the node's render node, renderD130
+//     domain 0                  its PCI domain
+//     location_id 1280          bus << 8 | devfn (0000:05:00.0); on a
+//                               partitioned MI300 some kernels OR the
+//                               partition into its low bits
+// <pid> is the process's host PID (the thread group leader's), <gpu_id> a
+// 16-bit hash of the GPU that only the topology maps back to a device.
+
+// A process directory's name, "4242" -> 4242; nullopt for anything else
+// (no sign, no leading zero, no blank, at most an unsigned).
+std::optional<unsigned> parse_kfd_pid(std::string_view name);
+
+// The gpu_id of a per-process VRAM file's name, "vram_42735" -> 42735;
+// nullopt for any other name ("sdma_42735", "vram_", "vram_12ab").
+std::optional<std::uint32_t> parse_kfd_vram_gpu_id(std::string_view name);
+
+// What a topology node's properties say of where the GPU is. Lines that are
+// not "<key> <unsigned>" are skipped (a future kernel's); a key read here
+// whose value is not an unsigned number makes the whole text nullopt.
+struct KfdNodeLocation {
+  std::optional<std::uint32_t> drm_render_minor;
+  std::optional<std::uint32_t> domain;
+  std::optional<std::uint32_t> location_id;
+  bool operator==(const KfdNodeLocation&) const = default;
+};
+std::optional<KfdNodeLocation> parse_kfd_node_properties(std::string_view text);
+
+// The PCI bus id that `domain` and `location_id` name, as sysfs spells it:
+// (0, 49408) -> "0000:c1:00.0". Bits of location_id above 16 are ignored.
+std::string kfd_pci_bus_id(std::uint32_t domain, std::uint32_t location_id);
+
+// ---------------------------------------------------------------------------
 // Of the errnos the sources layer counts as errors (nodewatch/sources/fs.hpp:
 // not ENOENT, not a departed device), those with which amdgpu says "no
 // sample this round" (runtime-suspended, in reset, not supported by the

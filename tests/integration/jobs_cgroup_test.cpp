@@ -261,6 +261,49 @@ TEST(JobsCgroup, SlurmAndKubernetesOnCgroupV2WithPodResources) {
             1);
 }
 
+TEST(JobsCgroup, ProcessesHiddenFromProcAreFoundInTheCgroupTree) {
+  // The unit's ProtectProc=invisible hides other users' processes from the
+  // daemon's /proc: here a /proc root with no process in it. Their cgroups
+  // are then found by their cgroup.procs files under /sys/fs/cgroup.
+  std::string why;
+  const auto mount = cgroup_mount("cgroup2");
+  const auto root = writable_root(mount, &why);
+  if (!root) GTEST_SKIP() << "the cgroup-tree fallback not tested: " << why;
+  if (mount->string().rfind("/sys/fs/cgroup", 0) != 0)
+    GTEST_SKIP() << "cgroup v2 is mounted at " << mount->string() << ", not under /sys/fs/cgroup";
+  Cgroups cg(*root);
+  Sleeper slurm, kube, plain;
+  ASSERT_TRUE(slurm.join(*root / "system.slice" / "slurmstepd.scope" / "job_515" / "step_2" /
+                         "user" / "task_0"));
+  ASSERT_TRUE(
+      kube.join(*root / "kubepods.slice" / ("kubepods-pod" + std::string(kUidSystemd) + ".slice") /
+                ("crio-" + std::string(kCid) + ".scope")));
+  ASSERT_TRUE(plain.join(*root / "user.slice"));
+  testing::TempDir empty_proc;
+  testing::TempDir scenario_dir;
+  std::ostringstream s;
+  s << "devices 2\nprocesses 0 " << slurm.pid() << ":100 " << plain.pid() << ":1\nprocesses 1 "
+    << kube.pid() << ":200\n";
+  const auto scenario = scenario_dir.write("hidden.scenario", s.str());
+  setenv("FAKE_NVML_SCENARIO", scenario.c_str(), 1);
+  std::vector<std::unique_ptr<Backend>> backends;
+  backends.push_back(make_nvml_backend(std::make_shared<NvmlService>(FAKE_NVML_LIBRARY)));
+  JobSources jobs;
+  jobs.proc = sources::FsRoot(empty_proc.path());
+  jobs.sys = sources::FsRoot("/sys");
+  AcceleratorCollector c(std::move(backends), std::move(jobs));
+  MetricSink m(accelerator_metric_table());
+  CollectOnce(c, m, 10s);
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_job_info", job(0, "slurm", "515", "2")), 1);
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_process_memory_used_bytes", mem(0, "515")),
+            100.0 * (1 << 20));
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_job_info", job(1, "kubernetes", kUid, "")), 1);
+  // A hidden process in no job's cgroup cannot be told from one that is
+  // gone: unknown.
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_job_info", job(0, "unknown", "", "")), 1);
+  EXPECT_EQ(ErrorCount(m, "cgroup_scan"), 0u);
+}
+
 TEST(JobsCgroup, SlurmOnCgroupV1) {
   std::string why;
   const auto root = writable_root(cgroup_mount("cgroup", "pids"), &why);

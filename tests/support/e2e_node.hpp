@@ -29,7 +29,7 @@ inline std::vector<std::string> E2ENodeArgs(const TempDir& dir, const E2ENodeOpt
   namespace fs = std::filesystem;
   const auto opts = fs::copy_options::recursive | fs::copy_options::copy_symlinks |
                     fs::copy_options::skip_existing;
-  for (const char* tree : {"storage", "pcie", "amdgpu", "interconnect", "edac", "kernel"}) {
+  for (const char* tree : {"storage", "pcie", "amdgpu", "interconnect", "edac", "kernel", "jobs"}) {
     for (const char* root : {"sys", "proc"}) {
       fs::path from = kE2EFixtures / tree / root;
       if (fs::exists(from)) {
@@ -53,6 +53,8 @@ inline std::vector<std::string> E2ENodeArgs(const TempDir& dir, const E2ENodeOpt
       << ReadFile(std::filesystem::path(NODEWATCH_TESTS_SOURCE_DIR) / "e2e" / "nodewatch.toml")
       << "\n[nvml]\nlibrary = \"" << FAKE_NVML_LIBRARY
       << "\"\n[collectors.accelerator]\ninterval = \"1h\"\n"
+      // No kubelet: a machine running the tests may have one.
+      << "pod_resources_socket = \"\"\n"
       << "[collectors.interconnect]\ninterval = \"1h\"\n[collectors.textfile]\ninterval = "
          "\"1h\"\ndirectory = \""
       << (dir.path() / "node" / "textfile").string() << "\"\n"
@@ -63,9 +65,10 @@ inline std::vector<std::string> E2ENodeArgs(const TempDir& dir, const E2ENodeOpt
           "--procfs", (dir.path() / "node" / "proc").string()};
 }
 
-// The fake NVML's scenario for the end-to-end node.
+// The fake NVML's scenario for the end-to-end node: eight GPUs with the
+// processes of the jobs tests/fixtures/jobs/ models.
 inline std::filesystem::path E2ENvmlScenario() {
-  return kE2EFixtures / "nvml" / "eight_gpus.scenario";
+  return kE2EFixtures / "nvml" / "e2e_node.scenario";
 }
 inline std::vector<std::string> E2ENodeEnv() {
   return {"FAKE_NVML_SCENARIO=" + E2ENvmlScenario().string()};

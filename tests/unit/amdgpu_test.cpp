@@ -121,10 +121,23 @@ class TempTree {
   }
   void remove(const std::string& relative) const { fs::remove(path(relative)); }
   Roots roots() const { return Roots{dir_ / "sys", dir_ / "proc"}; }
+  // Lays the KFD overlay (tests/fixtures/amdgpu/kfd/sys) over the copy.
+  void add_kfd() const {
+    fs::copy(nodewatch::testing::fixtures_dir() / "amdgpu" / "kfd" / "sys", dir_ / "sys",
+             fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  }
 
  private:
   fs::path dir_;
 };
+
+// The KFD overlay's directories, relative to the sysfs root, and its GPUs'
+// gpu_ids (see the fixture README).
+const std::string kKfdProc = "devices/virtual/kfd/kfd/proc";
+const std::string kKfdNodes = "devices/virtual/kfd/kfd/topology/nodes";
+constexpr std::uint32_t kMi300xGpuId = 42735;
+constexpr std::uint32_t kMi210GpuId = 9017;
+constexpr double kGiB = 1024.0 * 1024 * 1024;
 
 // ---------------------------------------------------------------------------
 // Parsing of text attributes
@@ -161,6 +174,55 @@ TEST(AmdgpuParse, CardNumber) {
   EXPECT_EQ(parse_card_number("card"), std::nullopt);
   EXPECT_EQ(parse_card_number("card01"), std::nullopt);
   EXPECT_EQ(parse_card_number("cardX"), std::nullopt);
+}
+
+TEST(AmdgpuParse, KfdNames) {
+  EXPECT_EQ(parse_kfd_pid("4242"), 4242u);
+  EXPECT_EQ(parse_kfd_pid("1"), 1u);
+  EXPECT_EQ(parse_kfd_pid("4294967295"), 4294967295u);
+  EXPECT_EQ(parse_kfd_pid("4294967296"), std::nullopt);
+  EXPECT_EQ(parse_kfd_pid(""), std::nullopt);
+  EXPECT_EQ(parse_kfd_pid("04242"), std::nullopt);
+  EXPECT_EQ(parse_kfd_pid("-1"), std::nullopt);
+  EXPECT_EQ(parse_kfd_pid("+1"), std::nullopt);
+  EXPECT_EQ(parse_kfd_pid("42a"), std::nullopt);
+  EXPECT_EQ(parse_kfd_pid("4242 "), std::nullopt);
+
+  EXPECT_EQ(parse_kfd_vram_gpu_id("vram_42735"), 42735u);
+  EXPECT_EQ(parse_kfd_vram_gpu_id("vram_9017"), 9017u);
+  EXPECT_EQ(parse_kfd_vram_gpu_id("vram_"), std::nullopt);
+  EXPECT_EQ(parse_kfd_vram_gpu_id("vram"), std::nullopt);
+  EXPECT_EQ(parse_kfd_vram_gpu_id("vram_12ab"), std::nullopt);
+  EXPECT_EQ(parse_kfd_vram_gpu_id("vram_-1"), std::nullopt);
+  EXPECT_EQ(parse_kfd_vram_gpu_id("vram_042"), std::nullopt);
+  EXPECT_EQ(parse_kfd_vram_gpu_id("sdma_42735"), std::nullopt);
+  EXPECT_EQ(parse_kfd_vram_gpu_id("stats_42735"), std::nullopt);
+  EXPECT_EQ(parse_kfd_vram_gpu_id("pasid"), std::nullopt);
+}
+
+TEST(AmdgpuParse, KfdNodeProperties) {
+  const std::string mi300x =
+      read_file(fixture_sysfs().parent_path() / "kfd" / "sys" / kKfdNodes / "2" / "properties");
+  ASSERT_FALSE(mi300x.empty());
+  EXPECT_EQ(parse_kfd_node_properties(mi300x), (KfdNodeLocation{130, 0, 1280}));
+  // A CPU node has them all 0.
+  EXPECT_EQ(parse_kfd_node_properties("cpu_cores_count 96\nlocation_id 0\ndomain 0\n"
+                                      "drm_render_minor 0\n"),
+            (KfdNodeLocation{0, 0, 0}));
+  // Keys not given stay empty; lines not read here are skipped, whatever they are.
+  EXPECT_EQ(parse_kfd_node_properties("simd_count 1216\nname gfx942 x\n\nodd\n"
+                                      "drm_render_minor 128"),
+            (KfdNodeLocation{128, std::nullopt, std::nullopt}));
+  EXPECT_EQ(parse_kfd_node_properties(""), KfdNodeLocation{});
+  // A key read here must hold an unsigned number.
+  EXPECT_EQ(parse_kfd_node_properties("drm_render_minor x\n"), std::nullopt);
+  EXPECT_EQ(parse_kfd_node_properties("location_id -1\n"), std::nullopt);
+  EXPECT_EQ(parse_kfd_node_properties("domain 4294967296\n"), std::nullopt);
+
+  EXPECT_EQ(kfd_pci_bus_id(0, 49408), "0000:c1:00.0");
+  EXPECT_EQ(kfd_pci_bus_id(0, 1282), "0000:05:00.2");
+  EXPECT_EQ(kfd_pci_bus_id(1, 0x1a0b), "0001:1a:01.3");
+  EXPECT_EQ(kfd_pci_bus_id(0, 0x10000500), "0000:05:00.0");  // bits above 16 ignored
 }
 
 TEST(AmdgpuParse, BusyPercentBecomesRatio) {
@@ -1098,6 +1160,258 @@ TEST(AmdgpuBackend, StopsWhenTheCollectionIsCancelled) {
 }
 
 // ---------------------------------------------------------------------------
+// Processes from KFD (class/kfd/kfd/proc), over the fixture's KFD overlay
+
+std::vector<DeviceProcess> processes_of(const std::vector<DeviceSample>& devices,
+                                        std::string_view bus) {
+  const DeviceSample* d = find_bus(devices, bus);
+  if (d == nullptr || !d->processes) {
+    ADD_FAILURE() << bus << (d == nullptr ? ": no such device" : ": processes not known");
+    return {};
+  }
+  return *d->processes;
+}
+
+std::vector<unsigned> pids_of(const std::vector<DeviceProcess>& ps) {
+  std::vector<unsigned> pids;
+  for (const DeviceProcess& p : ps) pids.push_back(p.pid);
+  return pids;
+}
+
+// The file, below the sysfs root; and the end of its path as the backend
+// reads it (through class/kfd/kfd), for Faults.
+std::string vram(unsigned pid, std::uint32_t gpu_id) {
+  return kKfdProc + "/" + std::to_string(pid) + "/vram_" + std::to_string(gpu_id);
+}
+std::string vram_suffix(unsigned pid, std::uint32_t gpu_id) {
+  return "kfd/proc/" + std::to_string(pid) + "/vram_" + std::to_string(gpu_id);
+}
+
+TEST(AmdgpuKfd, ProcessesPerDeviceWithTheirMemory) {
+  TempTree tree;
+  tree.add_kfd();
+  std::vector<DeviceSample> devices = sample(tree.roots());
+  ASSERT_EQ(devices.size(), 2u);
+  // 4242 has a vram file for the MI210 too, holding 0 bytes (KFD makes one
+  // for every GPU the process may open): it is not on the MI210.
+  EXPECT_EQ(processes_of(devices, "0000:05:00.0"),
+            (std::vector<DeviceProcess>{{4242, 64 * kGiB, std::nullopt},
+                                        {5151, 8 * kGiB, std::nullopt}}));
+  EXPECT_EQ(
+      processes_of(devices, "0000:c1:00.0"),
+      (std::vector<DeviceProcess>{{5151, 4 * kGiB, std::nullopt}, {6262, 2 * kGiB, std::nullopt}}));
+  for (const DeviceSample& d : devices) EXPECT_TRUE(d.errors.empty()) << d.pci_bus_id;
+}
+
+TEST(AmdgpuKfd, AProcessOnTwoGpusIsOnBoth) {
+  TempTree tree;
+  tree.add_kfd();
+  fs::remove_all(tree.path(kKfdProc + "/4242"));
+  fs::remove_all(tree.path(kKfdProc + "/6262"));
+  tree.write(vram(5151, kMi300xGpuId), "1048576\n");
+  std::vector<DeviceSample> devices = sample(tree.roots());
+  EXPECT_EQ(processes_of(devices, "0000:05:00.0"),
+            (std::vector<DeviceProcess>{{5151, 1048576.0, std::nullopt}}));
+  EXPECT_EQ(processes_of(devices, "0000:c1:00.0"),
+            (std::vector<DeviceProcess>{{5151, 4 * kGiB, std::nullopt}}));
+}
+
+TEST(AmdgpuKfd, NoKfdIsNoProcessesAndNoError) {
+  // The plain fixture has no class/kfd: processes are not known.
+  std::vector<DeviceSample> devices = sample(fixture_roots());
+  ASSERT_EQ(devices.size(), 2u);
+  for (const DeviceSample& d : devices) {
+    EXPECT_FALSE(d.processes) << d.pci_bus_id;
+    EXPECT_TRUE(d.errors.empty()) << d.pci_bus_id;
+  }
+  // KFD without processes: every device has none, known.
+  TempTree tree;
+  tree.add_kfd();
+  for (const char* pid : {"4242", "5151", "6262"}) fs::remove_all(tree.path(kKfdProc + "/" + pid));
+  devices = sample(tree.roots());
+  ASSERT_EQ(devices.size(), 2u);
+  for (const DeviceSample& d : devices) {
+    ASSERT_TRUE(d.processes) << d.pci_bus_id;
+    EXPECT_TRUE(d.processes->empty()) << d.pci_bus_id;
+    EXPECT_TRUE(d.errors.empty()) << d.pci_bus_id;
+  }
+}
+
+TEST(AmdgpuKfd, UnknownGpuIdIsCountedOncePerCollection) {
+  TempTree tree;
+  tree.add_kfd();
+  tree.write(vram(5151, 999), "1048576\n");
+  tree.write(vram(6262, 999), "2097152\n");
+  std::unique_ptr<Backend> backend = make_amdgpu_backend(tree.roots());
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    std::vector<DeviceSample> devices = backend->sample(generous_context());
+    ASSERT_EQ(devices.size(), 2u);
+    // Counted with the first device, once for the gpu_id; the rest is read.
+    ASSERT_EQ(reasons(devices[0].errors), std::vector<std::string>{"kfd_unknown_gpu"});
+    EXPECT_NE(devices[0].errors[0].detail.find("gpu_id 999"), std::string::npos)
+        << devices[0].errors[0].detail;
+    EXPECT_NE(devices[0].errors[0].detail.find("2 processes"), std::string::npos)
+        << devices[0].errors[0].detail;
+    EXPECT_TRUE(devices[1].errors.empty());
+    EXPECT_EQ(pids_of(processes_of(devices, "0000:05:00.0")), (std::vector<unsigned>{4242, 5151}));
+    EXPECT_EQ(pids_of(processes_of(devices, "0000:c1:00.0")), (std::vector<unsigned>{5151, 6262}));
+  }
+  // A GPU node of the topology that leads to no card (its render node gone,
+  // its PCI address no card's) is unknown too.
+  tree.write(kKfdNodes + "/3/properties", "drm_render_minor 250\ndomain 0\nlocation_id 4096\n");
+  std::vector<DeviceSample> devices = backend->sample(generous_context());
+  EXPECT_EQ(count(devices[0].errors, "kfd_unknown_gpu"), 2u);  // 999 and the MI210's 9017
+  EXPECT_EQ(pids_of(processes_of(devices, "0000:c1:00.0")), std::vector<unsigned>{});
+}
+
+TEST(AmdgpuKfd, MalformedVramFileIsCountedOnItsDevice) {
+  TempTree tree;
+  tree.add_kfd();
+  tree.write(vram(6262, kMi210GpuId), "lots\n");
+  tree.write(vram(5151, kMi300xGpuId), "-8\n");
+  std::vector<DeviceSample> devices = sample(tree.roots());
+  const DeviceSample* mi300x = find_bus(devices, "0000:05:00.0");
+  const DeviceSample* mi210 = find_bus(devices, "0000:c1:00.0");
+  ASSERT_TRUE(mi300x && mi210);
+  ASSERT_EQ(reasons(mi210->errors), std::vector<std::string>{"kfd_parse"});
+  EXPECT_NE(mi210->errors[0].detail.find("proc/6262/vram_9017"), std::string::npos)
+      << mi210->errors[0].detail;
+  ASSERT_EQ(reasons(mi300x->errors), std::vector<std::string>{"kfd_parse"});
+  // The file that did not parse is skipped; the process's other GPUs are read.
+  EXPECT_EQ(pids_of(processes_of(devices, "0000:05:00.0")), std::vector<unsigned>{4242});
+  EXPECT_EQ(processes_of(devices, "0000:c1:00.0"),
+            (std::vector<DeviceProcess>{{5151, 4 * kGiB, std::nullopt}}));
+}
+
+TEST(AmdgpuKfd, ReadErrorsAndBadTopologyAreCounted) {
+  TempTree tree;
+  tree.add_kfd();
+  auto faults = std::make_shared<sources::Faults>();
+  faults->inject("kfd/proc/4242/vram_42735", EIO, 1);
+  faults->inject("kfd/proc/6262", EACCES, 1);
+  std::vector<DeviceSample> devices = sample(faulty_roots(faults, tree.roots()));
+  EXPECT_EQ(reasons(devices[0].errors), (std::vector<std::string>{"read_error", "read_error"}));
+  EXPECT_TRUE(devices[1].errors.empty());
+  EXPECT_EQ(pids_of(processes_of(devices, "0000:05:00.0")), std::vector<unsigned>{5151});
+  EXPECT_EQ(pids_of(processes_of(devices, "0000:c1:00.0")), std::vector<unsigned>{5151});
+
+  // A topology node whose gpu_id does not parse is counted, and the processes
+  // on that GPU then count its gpu_id as unknown.
+  tree.write(kKfdNodes + "/3/gpu_id", "gpu\n");
+  devices = sample(tree.roots());
+  EXPECT_EQ(reasons(devices[0].errors), (std::vector<std::string>{"kfd_parse", "kfd_unknown_gpu"}));
+  EXPECT_EQ(pids_of(processes_of(devices, "0000:c1:00.0")), std::vector<unsigned>{});
+}
+
+TEST(AmdgpuKfd, ProcessEndingMidReadIsSkippedSilently) {
+  TempTree tree;
+  tree.add_kfd();
+  {
+    // Its directory is gone by the time it is listed.
+    auto faults = std::make_shared<sources::Faults>();
+    faults->inject("kfd/proc/5151", ENOENT);
+    std::vector<DeviceSample> devices = sample(faulty_roots(faults, tree.roots()));
+    EXPECT_GE(faults->hits(), 1u);
+    EXPECT_EQ(pids_of(processes_of(devices, "0000:05:00.0")), std::vector<unsigned>{4242});
+    EXPECT_EQ(pids_of(processes_of(devices, "0000:c1:00.0")), std::vector<unsigned>{6262});
+    for (const DeviceSample& d : devices) EXPECT_TRUE(d.errors.empty()) << d.pci_bus_id;
+  }
+  for (int err : {ENOENT, ENODEV}) {
+    SCOPED_TRACE(err);
+    // Gone after its first GPU's file was read (vram_42735 before vram_9017):
+    // nothing of it is kept, not half of its GPUs.
+    auto faults = std::make_shared<sources::Faults>();
+    faults->inject(vram_suffix(5151, kMi210GpuId), err);
+    std::vector<DeviceSample> devices = sample(faulty_roots(faults, tree.roots()));
+    EXPECT_EQ(faults->hits(), 1u);
+    EXPECT_EQ(pids_of(processes_of(devices, "0000:05:00.0")), std::vector<unsigned>{4242});
+    EXPECT_EQ(pids_of(processes_of(devices, "0000:c1:00.0")), std::vector<unsigned>{6262});
+    for (const DeviceSample& d : devices) EXPECT_TRUE(d.errors.empty()) << d.pci_bus_id;
+  }
+  {
+    // Really removed, just as its first file is read.
+    auto faults = std::make_shared<sources::Faults>();
+    faults->on_read(vram_suffix(4242, kMi300xGpuId),
+                    [&tree] { fs::remove_all(tree.path(kKfdProc + "/4242")); });
+    std::vector<DeviceSample> devices = sample(faulty_roots(faults, tree.roots()));
+    EXPECT_EQ(pids_of(processes_of(devices, "0000:05:00.0")), std::vector<unsigned>{5151});
+    EXPECT_EQ(pids_of(processes_of(devices, "0000:c1:00.0")), (std::vector<unsigned>{5151, 6262}));
+    for (const DeviceSample& d : devices) EXPECT_TRUE(d.errors.empty()) << d.pci_bus_id;
+  }
+}
+
+// Without the render node (a partition's belongs to a platform device), the
+// PCI address: the exact function, else the one card on its bus (a
+// partition's location_id may carry the partition in its low bits). The
+// memory of one process on two partitions of a card adds up.
+TEST(AmdgpuKfd, PartitionsFallBackToThePciAddress) {
+  TempTree tree;
+  tree.add_kfd();
+  // No drm_render_minor at all: domain and location_id name the MI210.
+  std::string mi210 = read_file(tree.path(kKfdNodes + "/3/properties"));
+  const std::size_t at = mi210.find("drm_render_minor 138\n");
+  ASSERT_NE(at, std::string::npos);
+  tree.write(kKfdNodes + "/3/properties",
+             mi210.erase(at, std::string("drm_render_minor 138\n").size()));
+  // A second partition of the MI300X: its render node is a platform
+  // device's, its location_id 0x0501 (function 1, no such card).
+  fs::create_directories(tree.path("devices/platform/amdgpu_xcp.1/drm/renderD200"));
+  fs::create_directory_symlink("../../../amdgpu_xcp.1",
+                               tree.path("devices/platform/amdgpu_xcp.1/drm/renderD200/device"));
+  fs::create_directory_symlink("../../devices/platform/amdgpu_xcp.1/drm/renderD200",
+                               tree.path("class/drm/renderD200"));
+  fs::create_directories(tree.path(kKfdNodes + "/4"));
+  tree.write(kKfdNodes + "/4/gpu_id", "777\n");
+  tree.write(kKfdNodes + "/4/properties",
+             "simd_count 152\nlocation_id 1281\ndomain 0\ndrm_render_minor 200\n");
+  tree.write(vram(4242, 777), "1073741824\n");
+  std::vector<DeviceSample> devices = sample(tree.roots());
+  for (const DeviceSample& d : devices) EXPECT_TRUE(d.errors.empty()) << d.pci_bus_id;
+  EXPECT_EQ(processes_of(devices, "0000:05:00.0"),
+            (std::vector<DeviceProcess>{{4242, 65 * kGiB, std::nullopt},
+                                        {5151, 8 * kGiB, std::nullopt}}));
+  EXPECT_EQ(pids_of(processes_of(devices, "0000:c1:00.0")), (std::vector<unsigned>{5151, 6262}));
+}
+
+TEST(AmdgpuKfd, AtMostSoManyProcessDirectories) {
+  TempTree tree;
+  tree.add_kfd();
+  // 4094 more process directories, named so that they come first (empty:
+  // they count all the same), then 4242 and 5151, the last two read; 6262
+  // is the 4097th.
+  for (unsigned pid = 100000; pid < 100000 + kMaxKfdProcesses - 2; ++pid)
+    fs::create_directory(tree.path(kKfdProc + "/" + std::to_string(pid)));
+  std::vector<DeviceSample> devices = sample(tree.roots());
+  ASSERT_EQ(devices.size(), 2u);
+  EXPECT_EQ(pids_of(processes_of(devices, "0000:05:00.0")), (std::vector<unsigned>{4242, 5151}));
+  EXPECT_EQ(pids_of(processes_of(devices, "0000:c1:00.0")), std::vector<unsigned>{5151});
+  ASSERT_EQ(reasons(devices[0].errors), std::vector<std::string>{"kfd_limit"});
+  EXPECT_NE(devices[0].errors[0].detail.find("4097 process directories"), std::string::npos)
+      << devices[0].errors[0].detail;
+  EXPECT_TRUE(devices[1].errors.empty());
+
+  // One fewer: all read, nothing counted.
+  fs::remove(tree.path(kKfdProc + "/100000"));
+  devices = sample(tree.roots());
+  EXPECT_EQ(pids_of(processes_of(devices, "0000:c1:00.0")), (std::vector<unsigned>{5151, 6262}));
+  EXPECT_TRUE(devices[0].errors.empty());
+}
+
+TEST(AmdgpuKfd, CancelledWhileReadingProcessesLeavesThemUnknown) {
+  TempTree tree;
+  tree.add_kfd();
+  std::atomic<bool> cancelled{false};
+  CollectContext ctx{std::chrono::steady_clock::now() + std::chrono::seconds(30), &cancelled};
+  auto faults = std::make_shared<sources::Faults>();
+  faults->on_read("kfd/proc/4242", [&cancelled] { cancelled = true; });
+  std::vector<DeviceSample> devices =
+      make_amdgpu_backend(faulty_roots(faults, tree.roots()))->sample(ctx);
+  ASSERT_EQ(devices.size(), 2u);
+  for (const DeviceSample& d : devices) EXPECT_FALSE(d.processes) << d.pci_bus_id;
+}
+
+// ---------------------------------------------------------------------------
 // The accelerator collector over the amdgpu backend
 
 TEST(AmdgpuCollector, SeriesFromTheFixture) {
@@ -1201,6 +1515,40 @@ TEST(AmdgpuCollector, GpuMetricsLayoutIsCountedPerDevice) {
     EXPECT_DOUBLE_EQ(Value(sink, "nodewatch_accelerator_power_watts", {"0", u0}), 612.0);
     EXPECT_EQ(Value(sink, "nodewatch_accelerator_up", {"1", u1}), 1);
   }
+}
+
+// The jobs on the AMD devices: KFD's processes, each one's /proc/PID/cgroup
+// (the fixture's kfd/proc) read as a Slurm job or a Kubernetes pod.
+TEST(AmdgpuCollector, JobsFromKfdProcesses) {
+  TempTree tree;
+  tree.add_kfd();
+  std::vector<std::unique_ptr<Backend>> backends;
+  backends.push_back(make_amdgpu_backend(tree.roots()));
+  JobSources jobs;
+  jobs.proc = sources::FsRoot(nodewatch::testing::fixtures_dir() / "amdgpu" / "kfd" / "proc");
+  AcceleratorCollector collector(std::move(backends), std::move(jobs));
+  MetricSink sink(collector.metrics());
+  CollectOnce(collector, sink);
+  ExpectConformant(sink);
+  EXPECT_TRUE(sink.errors().empty());
+  const std::string u0 = "amd-4f8a2c1e9b3d7065", u1 = "amd-71b6c2d8e04f9a35";
+  const std::string info = "nodewatch_accelerator_job_info";
+  // accelerator, uuid, scheduler, job_id, step, namespace, pod, container, gpu_instance
+  EXPECT_EQ(Value(sink, info, {"0", u0, "slurm", "77", "0", "", "", "", ""}), 1);
+  EXPECT_EQ(Value(sink, info, {"0", u0, "slurm", "78", "batch", "", "", "", ""}), 1);
+  EXPECT_EQ(Value(sink, info, {"1", u1, "slurm", "78", "batch", "", "", "", ""}), 1);
+  double v = 0;
+  EXPECT_FALSE(sink.get(info, {"1", u1, "slurm", "77", "0", "", "", "", ""}, &v));
+  EXPECT_EQ(Value(sink, "nodewatch_accelerator_processes", {"0", u0}), 2);
+  EXPECT_EQ(Value(sink, "nodewatch_accelerator_processes", {"1", u1}), 2);
+  EXPECT_DOUBLE_EQ(Value(sink, "nodewatch_accelerator_process_memory_used_bytes", {"0", u0, "77"}),
+                   64 * kGiB);
+  EXPECT_DOUBLE_EQ(Value(sink, "nodewatch_accelerator_process_memory_used_bytes", {"1", u1, "78"}),
+                   4 * kGiB);
+  // 6262 is a Kubernetes container (a kubepods cgroup): its pod UID.
+  EXPECT_DOUBLE_EQ(Value(sink, "nodewatch_accelerator_process_memory_used_bytes",
+                         {"1", u1, "1f0e6a5c-2b9d-4c3e-8f7a-6b5c4d3e2f1a"}),
+                   2 * kGiB);
 }
 
 }  // namespace

@@ -79,8 +79,10 @@ struct Gpu {
 // 2 memory, 2 temperatures, slowdown, power, limit, energy, 3 clocks,
 // 9 throttle reasons, 5 throttle times, 2 ECC, 2 remapped rows, pending,
 // failed, replays, 2 host-link byte counters, 2 C2C states, 2 C2C errors,
-// 6 recovery actions. (GPM needs two cycles: none in a first collection.)
-constexpr std::size_t kSeriesPerGpu = 48;
+// 6 recovery actions, the compute process count (0: the default scenario
+// runs none, so no job either). (GPM needs two cycles: none in a first
+// collection.)
+constexpr std::size_t kSeriesPerGpu = 49;
 
 // The number of samples with accelerator="i".
 std::size_t SeriesOf(const MetricSink& sink, unsigned i) {
@@ -182,6 +184,7 @@ void ExpectHealthyGpu(const MetricSink& s, unsigned index, bool old_driver = fal
   EXPECT_EQ(Value(s, "nodewatch_accelerator_row_remap_pending", g.dev()), index % 2);
   EXPECT_EQ(Value(s, "nodewatch_accelerator_row_remap_failed", g.dev()), index == 7 ? 1 : 0);
   EXPECT_EQ(Value(s, "nodewatch_accelerator_pcie_replays_total", g.dev()), 100 + i);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_processes", g.dev()), 0);
 
   const char* throttle_times[] = {"sw_power_cap", "sync_boost", "sw_thermal", "hw_thermal",
                                   "hw_power_brake"};
@@ -312,13 +315,17 @@ TEST(NvmlTest, EightGpusExportEverySeriesWithTheirValues) {
   for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(again, i, false, 2);
   EXPECT_TRUE(again.errors().empty());
   // Every family but those that other scenarios produce (XID events; the
-  // sampled throughput, only without byte counters; MIG instances; fabric).
+  // sampled throughput, only without byte counters; MIG instances; fabric;
+  // jobs, which need processes: tests/integration/jobs_cgroup_test.cpp).
   const std::string text = again.render();
   for (const MetricDesc& d : accelerator_metric_table().descs()) {
     if (d.name == "nodewatch_accelerator_xid_errors_total" ||
         d.name == "nodewatch_accelerator_host_link_throughput_bytes_per_second" ||
         d.name.rfind("nodewatch_accelerator_gpu_instance_", 0) == 0 ||
-        d.name.rfind("nodewatch_accelerator_fabric_", 0) == 0)
+        d.name.rfind("nodewatch_accelerator_fabric_", 0) == 0 ||
+        d.name == "nodewatch_accelerator_job_info" ||
+        d.name == "nodewatch_accelerator_process_memory_used_bytes" ||
+        d.name == "nodewatch_accelerator_pod_resources_up")
       continue;
     EXPECT_NE(text.find("\n" + d.name + "{"), std::string::npos) << d.name;
   }
