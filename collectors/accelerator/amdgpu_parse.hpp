@@ -161,9 +161,9 @@ std::optional<unsigned> parse_kfd_pid(std::string_view name);
 // nullopt for any other name ("sdma_42735", "vram_", "vram_12ab").
 std::optional<std::uint32_t> parse_kfd_vram_gpu_id(std::string_view name);
 
-// What a topology node's properties say of where the GPU is. Lines that are
-// not "<key> <unsigned>" are skipped (a future kernel's); a key read here
-// whose value is not an unsigned number makes the whole text nullopt.
+// What a topology node's properties say of where the GPU is. Lines of other
+// keys, and lines without a blank, are skipped (a future kernel's); a key
+// read here whose value is not an unsigned number makes the text nullopt.
 struct KfdNodeLocation {
   std::optional<std::uint32_t> drm_render_minor;
   std::optional<std::uint32_t> domain;
