@@ -178,6 +178,62 @@ def code_mappings(values, other=None):
     return [{"type": "value", "options": options}]
 
 
+# Jobs (nodewatch_accelerator_job_info). Empty labels are absent in
+# Prometheus: gpu_instance="" selects the jobs of whole accelerators. Joins
+# of an accelerator's series with its jobs match on ACC (on NODE for a
+# node's series); job and cluster are in both so that two scrape jobs or two
+# clusters with the same instance names never match each other. A
+# group_left always has the job side on the left (an accelerator may carry
+# several jobs, so only the accelerator's series is one per key).
+ACC = "cluster, job, instance, accelerator, uuid"
+NODE = "cluster, job, instance"
+IN_JOB = 'scheduler=~"slurm|kubernetes"'
+HARD_THROTTLE = 'reason=~"hw_thermal|hw_slowdown|hw_power_brake|sw_thermal"'
+JOB_COLUMNS = ["instance", "accelerator", "uuid", "gpu_instance", "scheduler", "job_id", "step", "namespace", "pod",
+               "container"]
+NOT_REPORTED = [{"type": "special", "options": {"match": "nan", "result": {"text": "not reported"}}}]
+
+
+def with_job(expr, mig=False):
+    """`expr` (one series per accelerator, or per MIG GPU instance with
+    `mig`) once for each Slurm job or Kubernetes pod on it, with the job's
+    scheduler, job_id, namespace and pod labels (its steps, containers and,
+    without `mig`, GPU instances counted once); as it is where there is
+    none. Whole-accelerator series get only the jobs of whole accelerators."""
+    key = ACC + (", gpu_instance" if mig else "")
+    grouped = "step, container" if mig else "step, container, gpu_instance"
+    matcher = IN_JOB + (', gpu_instance!=""' if mig else ', gpu_instance=""')
+    jobs = f"group without ({grouped}) (nodewatch_accelerator_job_info{sel(matcher)})"
+    return f"({jobs} * on ({key}) group_left () {expr}) or on ({key}) {expr}"
+
+
+def jobs_table(title, description, jobs, memory, memory_column, **kw):
+    """One row per job_info series of `jobs`, its value the memory of its
+    job_id's processes on the accelerator (`memory`, one series per
+    accelerator and job_id), or "not reported"."""
+    expr = f"{jobs} * on ({ACC}, job_id) group_left () {memory} or {jobs} * NaN"
+    kw.setdefault("w", 24)
+    p = panel("table", title, description, "bytes", [target(expr, memory_column, instant=True, table=True)], **kw)
+    p["transformations"] = [
+        {"id": "organize", "options": {
+            "excludeByName": {"Time": True, "job": True, "cluster": True},
+            "indexByName": {**{c: i for i, c in enumerate(JOB_COLUMNS)}, "Value": len(JOB_COLUMNS)},
+            "renameByName": {"Value": memory_column},
+        }},
+    ]
+    p["fieldConfig"]["defaults"]["mappings"] = NOT_REPORTED
+    p["fieldConfig"]["overrides"] = [node_link("instance")]
+    return p
+
+
+def node_link(column):
+    """A column of instances that opens the node dashboard on the one clicked."""
+    return {"matcher": {"id": "byName", "options": column},
+            "properties": [{"id": "links", "value": [{
+                "title": "Node dashboard",
+                "url": "/d/nodewatch-node?var-datasource=${datasource}&var-instance=${__value.raw}&${__url_time_range}"}]}]}
+
+
 # The node verdict's subsystems (nodewatch_node_healthy{subsystem}), in the
 # daemon's order, with their titles.
 SUBSYSTEMS = [("accelerator", "Accelerators"), ("nvlink", "NVLink"), ("pcie", "PCIe"), ("fabric", "Fabric ports"),
@@ -278,24 +334,27 @@ def verdict_row():
     ]
 
 
-def variables():
-    def query_var(name, label, query, all_value):
-        return {
-            "name": name,
-            "label": label,
-            "type": "query",
-            "datasource": DS,
-            "query": {"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
-            "definition": query,
-            "refresh": 2,
-            "includeAll": True,
-            "multi": True,
-            "allValue": all_value,
-            "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
-            "sort": 1,
-            "hide": 0,
-        }
+def query_var(name, label, query, all_value):
+    """A query variable over $datasource: multi-select with an all value,
+    refreshed on time-range change."""
+    return {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": DS,
+        "query": {"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
+        "definition": query,
+        "refresh": 2,
+        "includeAll": True,
+        "multi": True,
+        "allValue": all_value,
+        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+        "sort": 1,
+        "hide": 0,
+    }
 
+
+def variables():
     return [
         {
             "name": "datasource",
@@ -345,7 +404,7 @@ def layout(items):
     return out
 
 
-def dashboard(uid, title, description, items, tags, time_from="now-6h", links=True):
+def dashboard(uid, title, description, items, tags, time_from="now-6h", links=True, extra_variables=()):
     d = {
         "uid": uid,
         "title": title,
@@ -359,7 +418,7 @@ def dashboard(uid, title, description, items, tags, time_from="now-6h", links=Tr
         "timezone": "",
         "refresh": "1m" if time_from != "now-72h" else "",
         "annotations": {"list": []},
-        "templating": {"list": variables()},
+        "templating": {"list": variables() + list(extra_variables)},
         "panels": layout(items),
     }
     if links:
@@ -534,13 +593,19 @@ def fleet():
 
 def node():
     acc = "{{instance}} {{accelerator}}"
+    # The job (Slurm job id, Kubernetes pod) in the legend of the series
+    # with_job() joins it to.
+    acc_job = acc + " {{job_id}} {{pod}}"
+    with_jobs = (" Each series carries the Slurm job or Kubernetes pod on its accelerator (or MIG GPU instance): one "
+                 "series per job.")
 
     def gpm(title, metric, what):
+        gi_metric = metric.replace("nodewatch_accelerator_", "nodewatch_accelerator_gpu_instance_", 1)
         return ts(title, what + " From NVML GPM (Hopper and later), averaged over the last collection interval; "
-                  "on a MIG-enabled accelerator also per GPU instance (GI).", "percentunit",
-                  [(f"{metric}{sel()}", acc),
-                   (f"{metric.replace('nodewatch_accelerator_', 'nodewatch_accelerator_gpu_instance_', 1)}{sel()}",
-                    acc + " GI {{gpu_instance}}")], min=0, max=1)
+                  "on a MIG-enabled accelerator also per GPU instance (GI)." + with_jobs, "percentunit",
+                  [(with_job(f"{metric}{sel()}"), acc_job),
+                   (with_job(f"{gi_metric}{sel()}", mig=True), acc + " GI {{gpu_instance}} {{job_id}} {{pod}}")],
+                  min=0, max=1)
     items = verdict_row() + [
         row("Accelerators"),
         state_timeline("Accelerator up", "1 while the accelerator answers its driver; 0 lost, reset required or stuck.",
@@ -550,9 +615,30 @@ def node():
                        "none", [(one_hot_code("nodewatch_accelerator_recovery_action", "action", RECOVERY_ACTIONS,
                                               OTHER_ACTION), acc)],
                        mappings=code_mappings(RECOVERY_ACTIONS, OTHER_ACTION), w=24, h=6),
+        jobs_table("Jobs on this node's accelerators",
+                   "Every job on each accelerator now (nodewatch_accelerator_job_info): scheduler slurm (job_id the "
+                   "job id or SLUID, step the step), kubernetes (job_id the pod UID; namespace, pod and container "
+                   "from the kubelet's pod-resources API, no job_id when only those are known), none (a process in "
+                   "no job) or unknown (a process whose cgroup could not be read); gpu_instance the MIG GPU "
+                   "instance. Memory: the device memory of the job_id's processes on the accelerator (for rows "
+                   "without a job_id, of all the processes without one). At most "
+                   "collectors.accelerator.max_jobs_per_device jobs per accelerator.",
+                   f"nodewatch_accelerator_job_info{sel()}",
+                   f"nodewatch_accelerator_process_memory_used_bytes{sel()}", "memory", h=8),
+        state_timeline("Jobs over time", "When each job was on each accelerator (one row per accelerator, job, "
+                       "step, container and GPU instance).", "none",
+                       [(f"nodewatch_accelerator_job_info{sel()}",
+                         acc + " {{scheduler}} {{job_id}} {{step}} {{namespace}} {{pod}} {{container}} {{gpu_instance}}")],
+                       mappings=[{"type": "value", "options": {"1": {"text": "on the accelerator", "color": "blue"}}}]),
+        ts("Compute processes", "Compute processes running on each accelerator, as the driver reports them.", "none",
+           [(f"nodewatch_accelerator_processes{sel()}", acc)], min=0, w=6),
+        state_timeline("Kubelet pod-resources API", "1 while the kubelet's pod-resources API answers (the "
+                       "namespace, pod and container of the Kubernetes jobs come from it); absent on nodes without a "
+                       "kubelet socket.", "none",
+                       [(f"nodewatch_accelerator_pod_resources_up{sel()}", "{{instance}}")], mappings=UP_DOWN, w=6),
         ts("Utilization", "Share of time a kernel ran on the accelerator (100% even for a kernel that keeps one SM "
-           "busy: see SM active).", "percentunit",
-           [(f"nodewatch_accelerator_utilization_ratio{sel()}", acc)], min=0, max=1),
+           "busy: see SM active)." + with_jobs, "percentunit",
+           [(with_job(f"nodewatch_accelerator_utilization_ratio{sel()}"), acc_job)], min=0, max=1),
         gpm("SM active (GPM)", "nodewatch_accelerator_sm_active_ratio",
             "Share of the streaming multiprocessors that were busy: the activity to compare across GPUs and nodes."),
         gpm("SM occupancy (GPM)", "nodewatch_accelerator_sm_occupancy_ratio",
@@ -563,9 +649,11 @@ def node():
             "Device memory bandwidth used against the theoretical maximum."),
         gpm("Graphics engine active (GPM)", "nodewatch_accelerator_graphics_active_ratio",
             "Share of time the graphics or compute engine was active."),
-        ts("Memory used", "Device memory in use, against the total.", "bytes",
-           [(f"nodewatch_accelerator_memory_used_bytes{sel()}", acc),
-            (f"nodewatch_accelerator_memory_total_bytes{sel()}", acc + " total")]),
+        ts("Memory used", "Device memory in use, against the total, and the share of it of each job's processes "
+           "(no job_id: the processes in no job)." + with_jobs, "bytes",
+           [(with_job(f"nodewatch_accelerator_memory_used_bytes{sel()}"), acc_job),
+            (f"nodewatch_accelerator_memory_total_bytes{sel()}", acc + " total"),
+            (f"nodewatch_accelerator_process_memory_used_bytes{sel()}", acc + " job {{job_id}}")]),
         ts("Temperature", "Accelerator temperatures by sensor.", "celsius",
            [(f"nodewatch_accelerator_temperature_celsius{sel()}", acc + " {{sensor}}")]),
         ts("Margin to thermal slowdown", "Slowdown temperature minus the hottest core sensor; alerts below 3 °C.",
@@ -987,6 +1075,247 @@ def fabric():
 
 
 # ---------------------------------------------------------------------------
+# Job: the nodes and accelerators of one Slurm job or Kubernetes pod.
+
+# The job's variables, each narrowing the next: scheduler, then for
+# Kubernetes namespace and pod, then job_id (the Slurm job id or SLUID, the
+# pod UID). Slurm jobs have no namespace or pod, a pod known by its names
+# only no job_id: the all values (.*) match an absent label.
+JOB_SEL = 'scheduler=~"$scheduler", namespace=~"$namespace", pod=~"$pod", job_id=~"$job_id"'
+WHOLE = 'gpu_instance=""'
+MIG_INSTANCE = 'gpu_instance!=""'
+SELECTED_JOB_ID = 'job_id=~"$job_id"'
+# How long after a job left an accelerator its health panels still show it:
+# an XID that ends the job is counted once the job's processes are gone.
+TAIL = "10m"
+
+
+def job_variables():
+    base = 'nodewatch_accelerator_job_info{cluster=~"$cluster", job=~"$job", instance=~"$instance"'
+    return [
+        query_var("scheduler", "scheduler", f"label_values({base}}}, scheduler)", ".*"),
+        query_var("namespace", "namespace", f'label_values({base}, scheduler=~"$scheduler"}}, namespace)', ".*"),
+        query_var("pod", "pod", f'label_values({base}, scheduler=~"$scheduler", namespace=~"$namespace"}}, pod)', ".*"),
+        query_var("job_id", "job_id", f'label_values({base}, scheduler=~"$scheduler", namespace=~"$namespace", '
+                  f'pod=~"$pod"}}, job_id)', ".*"),
+    ]
+
+
+def appeared(counter):
+    """The increase of `counter` (a selector) over the range, a series that
+    first appeared within the range counted whole (lint.py's idiom)."""
+    return (f"(increase({counter}[$__range]) and last_over_time({counter}[$__range] offset $__range)) "
+            f"or {counter}")
+
+
+def job():
+    acc = "{{instance}} {{accelerator}}"
+    port = "{{instance}} {{device}}/{{port}}"
+    info = f"nodewatch_accelerator_job_info{sel(JOB_SEL)}"
+    info_whole = f"nodewatch_accelerator_job_info{sel(JOB_SEL + ', ' + WHOLE)}"
+    info_mig = f"nodewatch_accelerator_job_info{sel(JOB_SEL + ', ' + MIG_INSTANCE)}"
+    # `X and <these>`: X's series of the job's accelerators now, during the
+    # range, and while the job ran there and TAIL after; of its nodes now
+    # and with TAIL after.
+    now = f"on ({ACC}) {info}"
+    in_range = f"on ({ACC}) max_over_time({info}[$__range])"
+    tail = f"on ({ACC}) max_over_time({info}[{TAIL}])"
+    nodes_now = f"on ({NODE}) group by ({NODE}) ({info})"
+    nodes_tail = f"on ({NODE}) group by ({NODE}) (max_over_time({info}[{TAIL}]))"
+    by_acc = "cluster, instance, accelerator, uuid"
+    # SM activity of the job's accelerators: whole ones, and the GPU
+    # instances of MIG ones.
+    sm_active = (f"(nodewatch_accelerator_sm_active_ratio{sel()} and on ({ACC}) {info_whole}) or "
+                 f"(nodewatch_accelerator_gpu_instance_sm_active_ratio{sel()} and on ({ACC}, gpu_instance) {info_mig})")
+    job_memory = f"nodewatch_accelerator_process_memory_used_bytes{sel(SELECTED_JOB_ID)}"
+    xids = appeared(f"nodewatch_accelerator_xid_errors_total{sel()}")
+    tail_note = (f" On the accelerators of the job while it ran there and for {TAIL} after it left (an error that "
+                 "ends the job is counted once its processes are gone).")
+
+    health = table(
+        "Health of the job's accelerators",
+        "Each accelerator the job ran on during the range, now: up (1 answering its driver), the driver's recovery "
+        "action, XIDs (every code) and uncorrected ECC errors over the range, thermal or hardware throttle reasons "
+        "active, NVLink fabric health (NVSwitch systems), SM activity (GPM) and the hottest core sensor.", "none",
+        [(f"max by ({by_acc}) (nodewatch_accelerator_up{sel()} and {in_range})", "up"),
+         (f"max by ({by_acc}) ({one_hot_code('nodewatch_accelerator_recovery_action', 'action', RECOVERY_ACTIONS, OTHER_ACTION)}"
+          f" and {in_range})", "recovery action"),
+         (f"sum by ({by_acc}) (({xids}) and {in_range})", "XIDs in range"),
+         (f"sum by ({by_acc}) (increase(nodewatch_accelerator_ecc_errors_total{sel(UNCORRECTED)}[$__range]) and {in_range})",
+          "uncorrected ECC in range"),
+         (f"count by ({by_acc}) (nodewatch_accelerator_clock_throttle_active{sel(HARD_THROTTLE)} == 1 and {in_range})",
+          "throttle reasons"),
+         (f"max by ({by_acc}) (nodewatch_accelerator_fabric_healthy{sel()} and {in_range})", "NVLink fabric"),
+         (f"max by ({by_acc}) (nodewatch_accelerator_sm_active_ratio{sel()} and {in_range})", "SM active"),
+         (f"max by ({by_acc}) (nodewatch_accelerator_temperature_celsius{sel(NOT_MEMORY)} and {in_range})", "°C")],
+        h=10)
+    health["fieldConfig"]["overrides"] = [
+        {"matcher": {"id": "byName", "options": "up"}, "properties": [{"id": "mappings", "value": UP_DOWN}]},
+        {"matcher": {"id": "byName", "options": "recovery action"},
+         "properties": [{"id": "mappings", "value": code_mappings(RECOVERY_ACTIONS, OTHER_ACTION)}]},
+        {"matcher": {"id": "byName", "options": "NVLink fabric"}, "properties": [{"id": "mappings", "value": HEALTHY}]},
+        {"matcher": {"id": "byName", "options": "SM active"}, "properties": [{"id": "unit", "value": "percentunit"}]},
+        {"matcher": {"id": "byName", "options": "°C"}, "properties": [{"id": "unit", "value": "celsius"}]},
+        node_link("instance"),
+    ]
+    node_rows = table(
+        "Nodes of the job",
+        "Each node the job ran on during the range: its accelerators the job had, the node verdict's current "
+        "problems, and over the range the fabric port errors (symbol, link integrity, receive) and NIC packets "
+        "dropped (receive, missed, transmit).", "none",
+        [(f"count by (cluster, instance) (group by ({ACC}) (max_over_time({info}[$__range])))", "accelerators"),
+         (f"sum by (cluster, instance) (nodewatch_node_problems{sel()} and on ({NODE}) max_over_time({info}[$__range]))",
+          "verdict problems"),
+         (f"sum by (cluster, instance) ((increase(nodewatch_interconnect_port_symbol_errors_total{sel()}[$__range]) "
+          f"+ increase(nodewatch_interconnect_port_local_link_integrity_errors_total{sel()}[$__range]) "
+          f"+ increase(nodewatch_interconnect_port_receive_errors_total{sel()}[$__range])) "
+          f"and on ({NODE}) max_over_time({info}[$__range]))", "fabric port errors"),
+         (f"sum by (cluster, instance) ((increase(nodewatch_nic_receive_dropped_total{sel()}[$__range]) "
+          f"+ increase(nodewatch_nic_receive_missed_total{sel()}[$__range]) "
+          f"+ increase(nodewatch_nic_transmit_dropped_total{sel()}[$__range])) "
+          f"and on ({NODE}) max_over_time({info}[$__range]))", "NIC drops")],
+        h=8)
+    node_rows["fieldConfig"]["overrides"] = [node_link("instance")]
+
+    items = [
+        row("Job"),
+        stat("Nodes", "Nodes the job runs on now.", "none",
+             [(f"count(group by ({NODE}) ({info})) or vector(0)", "nodes")], w=3),
+        stat("Accelerators", "Accelerators the job runs on now (a MIG-partitioned one counts once).", "none",
+             [(f"count(group by ({ACC}) ({info})) or vector(0)", "accelerators")], w=3),
+        stat("Device memory", "Device memory of the job's processes now, over all its accelerators.", "bytes",
+             [(f"sum({job_memory} and on ({ACC}, job_id) {info})", "memory")], w=3),
+        stat("SM active", "Mean SM activity (GPM, Hopper and later) of the job's accelerators now (of its GPU "
+             "instance on a MIG-partitioned one).", "percentunit",
+             [(f"avg({sm_active})", "SM active")], min=0, max=1, w=3),
+        stat("Accelerators not up", "Accelerators the job ran on during the range that do not answer their driver "
+             "now.", "none",
+             [(f"count(nodewatch_accelerator_up{sel()} == 0 and {in_range}) or vector(0)", "not up")],
+             thresholds=RED_IF_ANY, w=3),
+        stat("Needing recovery", "Accelerators the job ran on during the range whose driver asks for a reset, a "
+             "reboot or a drain now.", "none",
+             [(f"count(accelerator_action:nodewatch_accelerator_recovery_action:required{sel()} == 1 and {in_range}) "
+               "or vector(0)", "recovery")], thresholds=RED_IF_ANY, w=3),
+        stat("XIDs in range", "XIDs of every code over the range on the accelerators the job ran on during it (13, "
+             "31, 43, 45 and 68 are often the job's own faults; see the XID events panel for the codes).", "none",
+             [(f"sum(({xids}) and {in_range}) or vector(0)", "XIDs")], thresholds=RED_IF_ANY, w=3),
+        stat("Uncorrected ECC in range", "Uncorrectable device memory errors over the range on the accelerators the "
+             "job ran on during it.", "none",
+             [(f"sum(increase(nodewatch_accelerator_ecc_errors_total{sel(UNCORRECTED)}[$__range]) and {in_range}) "
+               "or vector(0)", "ECC")], thresholds=RED_IF_ANY, w=3),
+        jobs_table("Accelerators of the job",
+                   "Every accelerator the job ran on during the range, with the job's labels there "
+                   "(nodewatch_accelerator_job_info: step for Slurm, namespace, pod and container for Kubernetes, "
+                   "the MIG GPU instance) and the most device memory its processes held on it during the range.",
+                   f"max_over_time({info}[$__range])",
+                   f"max_over_time(nodewatch_accelerator_process_memory_used_bytes{sel()}[$__range])",
+                   "peak memory", h=8),
+        node_rows,
+        health,
+        row("Accelerator health"),
+        state_timeline("Accelerator up", "1 while the accelerator answers its driver; 0 lost, reset required or "
+                       "stuck." + tail_note, "none",
+                       [(f"nodewatch_accelerator_up{sel()} and {tail}", acc)], mappings=UP_DOWN),
+        state_timeline("Recovery action", "The driver's verdict on what the accelerator needs before it is usable "
+                       "again (drivers R565 and later)." + tail_note, "none",
+                       [(f"{one_hot_code('nodewatch_accelerator_recovery_action', 'action', RECOVERY_ACTIONS, OTHER_ACTION)}"
+                         f" and {tail}", acc)],
+                       mappings=code_mappings(RECOVERY_ACTIONS, OTHER_ACTION)),
+        ts("XID events", "XID events by code over the rate window (the first of a code since nodewatch started is "
+           "counted in the XIDs in range stat and the health table only)." + tail_note, "none",
+           [(f"increase(nodewatch_accelerator_xid_errors_total{sel()}[{RI}]) > 0 and {tail}", acc + " xid {{xid}}")]),
+        ts("ECC errors", "Corrected and uncorrected device memory errors per second." + tail_note, "cps",
+           [(f"rate(nodewatch_accelerator_ecc_errors_total{sel()}[{RI}]) and {tail}", acc + " {{type}}")]),
+        ts("Throttle reasons active", "Clock throttle reasons active now (1): gpu_idle and sw_power_cap are "
+           "ordinary, the thermal and hardware ones are not." + tail_note, "none",
+           [(f"nodewatch_accelerator_clock_throttle_active{sel()} == 1 and {tail}", acc + " {{reason}}")]),
+        state_timeline("NVLink fabric health", "1 when the accelerator's NVLink fabric registration completed and "
+                       "the fabric reports no problem (NVSwitch systems)." + tail_note, "none",
+                       [(f"nodewatch_accelerator_fabric_healthy{sel()} and {tail}", acc)], mappings=HEALTHY),
+        ts("Temperature", "The hottest core sensor of each accelerator." + tail_note, "celsius",
+           [(f"max without (sensor) (nodewatch_accelerator_temperature_celsius{sel(NOT_MEMORY)}) and {tail}", acc)]),
+        ts("Power", "Power draw of each accelerator (of the whole accelerator on a MIG-partitioned one).", "watt",
+           [(f"nodewatch_accelerator_power_watts{sel()} and {now}", acc)]),
+        row("Activity"),
+        ts("SM active (GPM)", "Share of the streaming multiprocessors busy, on each of the job's accelerators while "
+           "it runs there (on a MIG-partitioned one, of the job's GPU instance).", "percentunit",
+           [(f"nodewatch_accelerator_sm_active_ratio{sel()} and on ({ACC}) {info_whole}", acc),
+            (f"nodewatch_accelerator_gpu_instance_sm_active_ratio{sel()} and on ({ACC}, gpu_instance) {info_mig}",
+             acc + " GI {{gpu_instance}}")], min=0, max=1),
+        ts("SM active across the job", "The least, mean and most SM activity of the job's accelerators: a least "
+           "far below the mean is a straggler that holds the whole job back.", "percentunit",
+           [(f"min({sm_active})", "least"), (f"avg({sm_active})", "mean"), (f"max({sm_active})", "most")],
+           min=0, max=1),
+        ts("Utilization", "Share of time a kernel ran on each of the job's whole accelerators while it runs there.",
+           "percentunit",
+           [(f"nodewatch_accelerator_utilization_ratio{sel()} and on ({ACC}) {info_whole}", acc)], min=0, max=1),
+        ts("Compute processes", "Compute processes on each of the job's accelerators (also other jobs').", "none",
+           [(f"nodewatch_accelerator_processes{sel()} and {now}", acc)], min=0),
+        ts("Memory per accelerator", "Device memory of the job's processes on each accelerator, against the "
+           "accelerator's total.", "bytes",
+           [(f"{job_memory} and on ({ACC}, job_id) {info}", acc + " {{job_id}}"),
+            (f"nodewatch_accelerator_memory_total_bytes{sel()} and {now}", acc + " total")]),
+        ts("Memory per job", "Device memory of each selected job's processes over all its accelerators.", "bytes",
+           [(f"sum by (job_id) ({job_memory} and on ({ACC}, job_id) {info})", "{{job_id}}")]),
+        row("NVLink"),
+        ts("NVLink errors", "NVLink errors per second by type, over each accelerator's links (replay and recovery "
+           "are the serious ones)." + tail_note, "cps",
+           [(f"rate(nodewatch_nvlink_errors_total{sel()}[{RI}]) > 0 and {tail}", acc + " {{type}}")]),
+        ts("NVLink throughput", "Data bytes per second over all links of each of the job's accelerators.", "Bps",
+           [(f"sum without (link) (rate(nodewatch_nvlink_transmitted_bytes_total{sel()}[{RI}])) and {now}", acc + " tx"),
+            (f"sum without (link) (rate(nodewatch_nvlink_received_bytes_total{sel()}[{RI}])) and {now}", acc + " rx")]),
+        ts("NVLink links active", "Active NVLink links of each accelerator against the links it has." + tail_note,
+           "none",
+           [(f"nodewatch_accelerator_nvlink_links_active{sel()} and {tail}", acc),
+            (f"nodewatch_accelerator_nvlink_links{sel()} and {tail}", acc + " present")]),
+        row("Fabric and NICs of the job's nodes"),
+        ts("Fabric port errors", "Symbol, link integrity and receive errors per second on the fabric ports of the "
+           f"job's nodes, while it runs there and for {TAIL} after.", "cps",
+           [(f"rate(nodewatch_interconnect_port_symbol_errors_total{sel()}[{RI}]) > 0 and {nodes_tail}", port + " symbol"),
+            (f"rate(nodewatch_interconnect_port_local_link_integrity_errors_total{sel()}[{RI}]) > 0 and {nodes_tail}",
+             port + " integrity"),
+            (f"rate(nodewatch_interconnect_port_receive_errors_total{sel()}[{RI}]) > 0 and {nodes_tail}", port + " receive")]),
+        state_timeline("Fabric port state", "InfiniBand port state of the job's nodes: 4 active; 1 down, 2 init, 3 "
+                       f"armed (while the job runs there and for {TAIL} after).", "none",
+                       [(f"nodewatch_interconnect_port_state{sel()} and {nodes_tail}", port)],
+                       mappings=[{"type": "value", "options": {
+                           "1": {"text": "down", "color": "red"}, "2": {"text": "init", "color": "orange"},
+                           "3": {"text": "armed", "color": "yellow"}, "4": {"text": "active", "color": "green"}}}]),
+        ts("Fabric throughput", "Bytes per second sent and received per fabric port of the job's nodes.", "Bps",
+           [(f"rate(nodewatch_interconnect_port_transmitted_bytes_total{sel()}[{RI}]) and {nodes_now}", port + " tx"),
+            (f"rate(nodewatch_interconnect_port_received_bytes_total{sel()}[{RI}]) and {nodes_now}", port + " rx")]),
+        ts("Transmit wait", "Ticks per second a fabric port of the job's nodes had data to send but no credit: "
+           "back-pressure from the fabric.", "cps",
+           [(f"rate(nodewatch_interconnect_port_transmit_wait_total{sel()}[{RI}]) and {nodes_now}", port)]),
+        ts("Link flaps", "Link-downed and link-error-recovery events of the job's nodes' fabric ports over the rate "
+           f"window, while the job runs there and for {TAIL} after.", "none",
+           [(f"increase(nodewatch_interconnect_port_link_downed_total{sel()}[{RI}]) > 0 and {nodes_tail}", port + " downed"),
+            (f"increase(nodewatch_interconnect_port_link_error_recovery_total{sel()}[{RI}]) > 0 and {nodes_tail}",
+             port + " recovery")]),
+        ts("RoCE congestion", "ECN-marked packets, CNPs sent and handled per second on the job's nodes.", "pps",
+           [(f"rate(nodewatch_interconnect_roce_ecn_marked_packets_total{sel()}[{RI}]) and {nodes_now}", port + " ECN marked"),
+            (f"rate(nodewatch_interconnect_roce_cnp_sent_total{sel()}[{RI}]) and {nodes_now}", port + " CNP sent"),
+            (f"rate(nodewatch_interconnect_roce_cnp_handled_total{sel()}[{RI}]) and {nodes_now}", port + " CNP handled")]),
+        ts("NIC drops", "Packets dropped per second by the interfaces of the job's nodes (receive, missed, "
+           f"transmit), while the job runs there and for {TAIL} after.", "pps",
+           [(f"rate(nodewatch_nic_receive_dropped_total{sel()}[{RI}]) > 0 and {nodes_tail}", "{{instance}} {{interface}} rx dropped"),
+            (f"rate(nodewatch_nic_receive_missed_total{sel()}[{RI}]) > 0 and {nodes_tail}", "{{instance}} {{interface}} rx missed"),
+            (f"rate(nodewatch_nic_transmit_dropped_total{sel()}[{RI}]) > 0 and {nodes_tail}", "{{instance}} {{interface}} tx dropped")]),
+        ts("PFC pause", "Share of time the interfaces of the job's nodes were paused by priority flow control.",
+           "percentunit",
+           [(f"rate(nodewatch_nic_pfc_pause_seconds_total{sel()}[{RI}]) and {nodes_now}",
+             "{{instance}} {{interface}} {{direction}} prio {{priority}}")]),
+        ts("NIC throughput", "Bytes per second per interface of the job's nodes.", "Bps",
+           [(f"rate(nodewatch_nic_received_bytes_total{sel()}[{RI}]) and {nodes_now}", "{{instance}} {{interface}} rx"),
+            (f"rate(nodewatch_nic_transmitted_bytes_total{sel()}[{RI}]) and {nodes_now}", "{{instance}} {{interface}} tx")]),
+    ]
+    return dashboard("nodewatch-job", "nodewatch / Job",
+                     "One Slurm job or Kubernetes pod (nodewatch_accelerator_job_info): the nodes and accelerators "
+                     "it runs on, their health, SM activity, memory and NVLink, and the fabric and NIC signals of "
+                     "its nodes.", items, ["job"], extra_variables=job_variables())
+
+
+# ---------------------------------------------------------------------------
 # 72-hour soak report.
 
 def soak_classes():
@@ -1060,6 +1389,7 @@ DASHBOARDS = {
     "nodewatch-node.json": node,
     "nodewatch-fabric.json": fabric,
     "nodewatch-soak.json": soak,
+    "nodewatch-job.json": job,
 }
 
 
