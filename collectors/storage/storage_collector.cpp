@@ -16,14 +16,20 @@ namespace nodewatch {
 namespace storage {
 namespace {
 
-// How long the configuration waits for a probe path's stat() (path_check.hpp).
+// How long the configuration waits for its probe paths' stat()s
+// (path_check.hpp): one budget for all of them, so that N paths on a hung
+// mount cost one wait, not N (a restart during a hang must serve at once);
+// a path checked once the budget is spent still gets the floor, ample for
+// a stat that answers (a helper's round trip is about 0.3 ms).
 constexpr std::chrono::seconds kPathCheckLimit{1};
+constexpr std::chrono::milliseconds kPathCheckFloor{100};
 
 std::string errno_message(int err) {
   return std::generic_category().message(err);
 }
 
 std::optional<ProbeConfig> read_probe(OptionReader& p, DirectoryCheck* check,
+                                      std::chrono::steady_clock::time_point check_until,
                                       const std::vector<ProbeConfig>& earlier) {
   using std::chrono::milliseconds;
   ProbeConfig c;
@@ -41,7 +47,9 @@ std::optional<ProbeConfig> read_probe(OptionReader& p, DirectoryCheck* check,
     p.error("path", who + "path is probed twice");
     ok = false;
   } else if (check != nullptr) {
-    std::optional<int> err = check->check(c.path, kPathCheckLimit);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        check_until - std::chrono::steady_clock::now());
+    std::optional<int> err = check->check(c.path, std::max(left, kPathCheckFloor));
     if (err && *err == ENOTDIR) {
       p.error("path", who + "path is not a directory");
       ok = false;
@@ -129,8 +137,9 @@ StorageOptions read_storage_options(OptionReader& r, DirectoryCheck* check) {
     out.mountstats = mountstats;
   }
   out.nfs_operations = r.get_string_array("nfs_operations", out.nfs_operations);
+  const auto check_until = std::chrono::steady_clock::now() + kPathCheckLimit;
   r.for_each_table("probe", [&](OptionReader& p, std::size_t) {
-    if (std::optional<ProbeConfig> c = read_probe(p, check, out.probes)) {
+    if (std::optional<ProbeConfig> c = read_probe(p, check, check_until, out.probes)) {
       out.probes.push_back(std::move(*c));
     }
   });

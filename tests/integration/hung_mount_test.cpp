@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <toml++/toml.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +35,7 @@
 
 #include "storage/path_check.hpp"
 #include "storage/probe.hpp"
+#include "storage/storage_collector.hpp"
 #include "support/collector_test.hpp"
 #include "support/daemon_process.hpp"
 #include "support/eventually.hpp"
@@ -345,6 +347,37 @@ TEST_F(HungMount, APathCheckOnTheHungMountIsAcceptedAndNotStartedAgain) {
   fs_->answer();
   ASSERT_TRUE(Eventually([&] { return check.in_flight() == 0; }, 5s));
   EXPECT_EQ(check.check(mnt_.string(), 1s), 0);  // released: asked anew
+}
+
+TEST_F(HungMount, ProbePathsOnTheHungMountShareOneCheckBudget) {
+  // Six probe paths on the hung mount: the configuration waits for their
+  // checks once (1 s, then 100 ms each), not once per path, so that a
+  // restart during a hang serves within seconds however many there are.
+  std::string toml;
+  // (Paths below the mount: each is a lookup the hung server never answers.)
+  for (char c = 'a'; c < 'g'; ++c) {
+    toml += "[[probe]]\npath = \"" + (mnt_ / std::string(1, c)).string() + "\"\n";
+  }
+  TempDir local;
+  toml += "[[probe]]\npath = \"" + local.write("file", "x").string() + "\"\n";
+  const toml::table table = toml::parse(toml);  // NOLINT
+  fs_->hang();
+  storage::DirectoryCheck check("test-budget:");
+  std::vector<ConfigError> errors;
+  OptionReader r(table, "collectors.storage", "test.toml", &errors);
+  const auto t0 = std::chrono::steady_clock::now();
+  const storage::StorageOptions o = storage::read_storage_options(r, &check);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(took, 2500ms) << "six hung paths";
+  std::printf("six probe paths on a hung mount checked in %.0f ms\n",
+              std::chrono::duration<double, std::milli>(took).count());
+  // The hung ones are accepted (their probes will say stuck); the local
+  // path after them is still checked: a file, refused.
+  EXPECT_EQ(o.probes.size(), 6u);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].message.find("not a directory"), std::string::npos) << errors[0].message;
+  fs_->answer();
+  ASSERT_TRUE(Eventually([&] { return check.in_flight() == 0; }, 5s));
 }
 
 TEST(HungMountFsync, AnFsyncThatHangsIsCountedAndTheProbeIsStuckUntilItAnswers) {
