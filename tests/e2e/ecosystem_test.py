@@ -32,8 +32,10 @@ import urllib.request
 
 SCRAPE = "1s"
 WARMUP_SECONDS = 14
+# In order: "$job_id" before "$job", which it starts with.
 SUBSTITUTIONS = (("$__rate_interval", "10s"), ("$__range", "1m"), ("$__interval", "1s"),
-                 ("$cluster", ".*"), ("$job", "nodewatch"), ("$instance", ".+"))
+                 ("$cluster", ".*"), ("$job_id", ".*"), ("$scheduler", ".*"), ("$namespace", ".*"),
+                 ("$pod", ".*"), ("$job", "nodewatch"), ("$instance", ".+"))
 
 
 def free_port():
@@ -157,7 +159,7 @@ def main():
                     f'[collectors.kernel]\ninterval = "1s"\ntimeout = "1s"\n'
                     f'kmsg_path = "{os.path.join(fixtures, "kernel", "kmsg-node.txt")}"\n'
                     f'state_file = "{os.path.join(tmp, "kernel-log.state")}"\n')
-        env = dict(os.environ, FAKE_NVML_SCENARIO=os.path.join(fixtures, "nvml", "eight_gpus.scenario"))
+        env = dict(os.environ, FAKE_NVML_SCENARIO=os.path.join(fixtures, "nvml", "e2e_node.scenario"))
         nw_log = open(os.path.join(tmp, "nodewatch.log"), "w")
         procs.append(subprocess.Popen(
             [a.nodewatchd, "--config", os.path.join(tmp, "nodewatch.toml"),

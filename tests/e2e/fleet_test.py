@@ -304,7 +304,7 @@ class Fleet:
 
     def start_nodes(self):
         node, textfile = self.make_node_tree()
-        env = dict(os.environ, FAKE_NVML_SCENARIO=os.path.join(self.fixtures, "nvml", "eight_gpus.scenario"))
+        env = dict(os.environ, FAKE_NVML_SCENARIO=os.path.join(self.fixtures, "nvml", "e2e_node.scenario"))
         kmsg = os.path.join(self.fixtures, "kernel", "kmsg-node.txt")
         # The nic collector reads the machine's own interfaces; those there
         # now, so that one made by something else meanwhile is not on some
