@@ -27,7 +27,12 @@ denied_groups=$(sed -nE 's/^SystemCallFilter=~(.*)$/\1/p' "$here/nodewatch.servi
 tmp=$(mktemp -d)
 pid=""
 cleanup() {
-  [[ -n "$pid" ]] && kill -KILL "$pid" 2>/dev/null || true
+  if [[ -n "$pid" ]]; then
+    # The daemon under strace first: killing strace alone would leave it running.
+    pkill -KILL -P "$pid" -x nodewatchd 2>/dev/null || true
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  [[ -n "${kubelet:-}" ]] && kill -TERM "$kubelet" 2>/dev/null && wait "$kubelet" 2>/dev/null || true
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -64,6 +69,29 @@ state_file = "$tmp/kernel-log.state"
 interval = "1s"
 timeout = "900ms"
 EOF
+# The accelerator collector with the fake NVML and a fake kubelet, where
+# the build tree has them.
+build=$(cd "$(dirname "$bin")/.." && pwd)
+fake_nvml="$build/tests/fakes/fake_nvml/full/libnvidia-ml.so.1"
+fake_kubelet="$build/tests/fakes/fake_kubelet/nodewatch-fake-kubelet"
+kubelet=""
+jobs=0
+if [[ -f "$fake_nvml" && -x "$fake_kubelet" ]]; then
+  "$fake_kubelet" "$tmp/kubelet.sock" \
+    "GPU-00000000-0000-4000-8000-000000000006=verify/syscalls-0/main" &
+  kubelet=$!
+  for _ in $(seq 1 50); do [[ -S "$tmp/kubelet.sock" ]] && break; sleep 0.1; done
+  cat >>"$tmp/nodewatch.toml" <<EOF
+[nvml]
+library = "$fake_nvml"
+[collectors.accelerator]
+interval = "1s"
+timeout = "900ms"
+pod_resources_socket = "$tmp/kubelet.sock"
+EOF
+  export FAKE_NVML_SCENARIO="$here/../tests/fixtures/nvml/e2e_node.scenario"
+  jobs=1
+fi
 port=$((20000 + RANDOM % 20000))
 strace -f -qq -o "$tmp/trace" "$bin" --config "$tmp/nodewatch.toml" \
   --listen "127.0.0.1:$port" --log-level warn 2>"$tmp/log" &
@@ -84,6 +112,19 @@ if ((ok == 0)); then
 fi
 curl -fsS "http://127.0.0.1:$port/metrics" | grep -q '^verify_syscalls 1' ||
   { echo "the textfile input was not served" >&2; exit 1; }
+if ((jobs)); then
+  ok=0
+  for _ in $(seq 1 50); do
+    # (The body read whole first: grep -q would stop reading it early.)
+    body=$(curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null || true)
+    if grep -q '^nodewatch_accelerator_job_info{.*namespace="verify",pod="syscalls-0"' <<<"$body"; then
+      ok=1
+      break
+    fi
+    sleep 0.1
+  done
+  ((ok)) || { echo "the fake kubelet's pod was not served:" >&2; cat "$tmp/log" >&2; exit 1; }
+fi
 daemon=$(pgrep -P "$pid" -x nodewatchd || true)
 [[ -n "$daemon" ]] || { echo "no nodewatchd under strace" >&2; exit 1; }
 kill -HUP "$daemon"
@@ -103,4 +144,6 @@ if [[ -n "$denied" ]]; then
   echo "$denied" >&2
   exit 1
 fi
-echo "system calls: $(wc -l <"$tmp/used") distinct, all in SystemCallFilter=$filter${denied_groups:+ less $denied_groups} ($helpers helper processes traced)"
+what="$helpers helper processes traced"
+((jobs)) && what+=", the accelerator collector with the fake NVML, and the pod-resources client against a fake kubelet"
+echo "system calls: $(wc -l <"$tmp/used") distinct, all in SystemCallFilter=$filter${denied_groups:+ less $denied_groups} ($what)"
