@@ -43,12 +43,21 @@ const std::vector<testing::FakePodDevice> kPods = {
      "MIG-00000000-0000-4000-9000-000000000300"},
 };
 
-TEST(PodResources, ListsWhatTheKubeletGave) {
+// A kubelet serving kPods on a socket in a directory of its own.
+struct Kubelet {
   testing::TempDir dir;
   const std::string socket = (dir.path() / "kubelet.sock").string();
-  testing::FakePodResourcesServer server(socket);
-  server.Set(kPods);
-  ASSERT_TRUE(server.Start());
+  testing::FakePodResourcesServer server{socket};
+  Kubelet() {
+    server.Set(kPods);
+    EXPECT_TRUE(server.Start());
+  }
+};
+
+TEST(PodResources, ListsWhatTheKubeletGave) {
+  Kubelet k;
+  const std::string& socket = k.socket;
+  testing::FakePodResourcesServer& server = k.server;
   PodResourcesWatcher w(options(socket));
   const auto snap = w.get(Clock::now() + 5s);
   EXPECT_EQ(snap.state, State::kUp) << snap.error;
@@ -114,11 +123,9 @@ TEST(PodResources, SocketGoingAwayKeepsTheLastAnswerForAWhileAndComingBackIsSeen
 }
 
 TEST(PodResources, AnErrorStatusIsCountedAndTheLastAnswerKept) {
-  testing::TempDir dir;
-  const std::string socket = (dir.path() / "kubelet.sock").string();
-  testing::FakePodResourcesServer server(socket);
-  server.Set(kPods);
-  ASSERT_TRUE(server.Start());
+  Kubelet k;
+  const std::string& socket = k.socket;
+  testing::FakePodResourcesServer& server = k.server;
   PodResourcesWatcher w(options(socket));
   ASSERT_EQ(w.get(Clock::now() + 5s).state, State::kUp);
   server.SetFailure(grpc::StatusCode::PERMISSION_DENIED);
@@ -130,11 +137,9 @@ TEST(PodResources, AnErrorStatusIsCountedAndTheLastAnswerKept) {
 }
 
 TEST(PodResources, ASlowServerNeverHoldsTheCollectionPastItsBound) {
-  testing::TempDir dir;
-  const std::string socket = (dir.path() / "kubelet.sock").string();
-  testing::FakePodResourcesServer server(socket);
-  server.Set(kPods);
-  ASSERT_TRUE(server.Start());
+  Kubelet k;
+  const std::string& socket = k.socket;
+  testing::FakePodResourcesServer& server = k.server;
   PodResourcesWatcher w(options(socket, 300ms));
   ASSERT_EQ(w.get(Clock::now() + 5s).state, State::kUp);
 
