@@ -55,7 +55,8 @@ struct JobNode {
         scenario << " " << pid << ":" << (k + 1) * 64;
         fs::create_directories(dir / "proc" / std::to_string(pid));
         std::ofstream(dir / "proc" / std::to_string(pid) / "cgroup")
-            << "0::/system.slice/slurmstepd.scope/job_" << (500000 + pid) << "/step_0/user/task_0\n";
+            << "0::/system.slice/slurmstepd.scope/job_" << (500000 + pid)
+            << "/step_0/user/task_0\n";
       }
       scenario << "\n";
     }
@@ -77,7 +78,8 @@ struct JobNode {
   }
   void collect() {
     MetricSink sink(collector->metrics());
-    collector->collect({std::chrono::steady_clock::now() + std::chrono::seconds(10), nullptr}, sink);
+    collector->collect({std::chrono::steady_clock::now() + std::chrono::seconds(10), nullptr},
+                       sink);
     rendered = make_rendered(sink.render());
     series = sink.sample_count();
   }
@@ -107,7 +109,14 @@ void BM_Collect(benchmark::State& state) {
   state.counters["series"] = static_cast<double>(n.series);
   state.counters["processes"] = static_cast<double>(state.range(0) * kGpus);
 }
-BENCHMARK(BM_Collect)->Arg(0)->Arg(1)->Arg(8)->Arg(64)->Arg(512)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Collect)
+    ->Arg(0)
+    ->Arg(1)
+    ->Arg(8)
+    ->Arg(64)
+    ->Arg(512)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 void BM_Scrape(benchmark::State& state) {
   JobNode& n = node(static_cast<unsigned>(state.range(0)));
@@ -127,7 +136,14 @@ void BM_Scrape(benchmark::State& state) {
   state.counters["body_bytes"] = static_cast<double>(bytes);
   state.counters["series"] = static_cast<double>(n.series);
 }
-BENCHMARK(BM_Scrape)->Arg(0)->Arg(1)->Arg(8)->Arg(64)->Arg(512)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Scrape)
+    ->Arg(0)
+    ->Arg(1)
+    ->Arg(8)
+    ->Arg(64)
+    ->Arg(512)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace nodewatch

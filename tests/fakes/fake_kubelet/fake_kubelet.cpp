@@ -28,8 +28,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bad assignment: %s\n", a.c_str());
       return 2;
     }
-    devices.push_back({a.substr(eq + 1, s1 - eq - 1), a.substr(s1 + 1, s2 - s1 - 1), a.substr(s2 + 1),
-                       "nvidia.com/gpu", a.substr(0, eq)});
+    devices.push_back({a.substr(eq + 1, s1 - eq - 1), a.substr(s1 + 1, s2 - s1 - 1),
+                       a.substr(s2 + 1), "nvidia.com/gpu", a.substr(0, eq)});
   }
   sigset_t set;
   sigemptyset(&set);
