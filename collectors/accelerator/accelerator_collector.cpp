@@ -177,8 +177,9 @@ const MetricTable& accelerator_metric_table() {
        T::kGauge,
        "",
        "A job on the device now; always 1. scheduler is slurm, kubernetes, none (a process in no "
-       "job) or unknown (a process whose cgroup could not be read); job_id is the Slurm job id or "
-       "the Kubernetes pod UID.",
+       "job) or unknown (a process whose cgroup could not be read); job_id is the Slurm job id, "
+       "the "
+       "Kubernetes pod UID, or namespace/pod where no process gave the UID.",
        {"accelerator", "uuid", "scheduler", "job_id", "step", "namespace", "pod", "container",
         "gpu_instance"}},
       {kJobMemory, T::kGauge, "bytes", "Device memory used by the processes of one job, summed.",
@@ -296,14 +297,23 @@ void AcceleratorCollector::attribute_jobs(std::vector<DeviceSample>& devices,
   // The kubelet's assignments, fresh if it answers in time.
   std::vector<PodDevice> assigned;
   if (jobs_.pod_resources) {
-    const PodResourcesWatcher::Snapshot snap = jobs_.pod_resources->get(ctx.deadline);
+    // At most half the time left: the cgroup reads and the emit come after,
+    // and a kubelet that never answers must not take the collection past
+    // its deadline (which would withdraw every GPU's series).
+    const auto now = std::chrono::steady_clock::now();
+    const auto until = ctx.deadline > now ? now + (ctx.deadline - now) / 2 : now;
+    PodResourcesWatcher::Snapshot snap = jobs_.pod_resources->get(until);
     if (snap.state != PodResourcesWatcher::Snapshot::State::kAbsent)
       out.add(kPodResourcesUp, {}, snap.state == PodResourcesWatcher::Snapshot::State::kUp ? 1 : 0);
-    if (snap.failures > pod_resources_failures_)
+    // Failures since this collector's last look (a rebuilt collector starts
+    // from the shared watcher's count, not from 0).
+    if (pod_resources_failures_ && snap.failures > *pod_resources_failures_)
       out.error("pod_resources", jobs_.pod_resources->options().socket,
-                "List: " + (snap.error.empty() ? std::string("failed") : snap.error));
+                snap.error.empty() ? std::string("List failed") : snap.error);
+    else if (!pod_resources_failures_ && snap.state == PodResourcesWatcher::Snapshot::State::kDown)
+      out.error("pod_resources", jobs_.pod_resources->options().socket, snap.error);
     pod_resources_failures_ = snap.failures;
-    assigned = snap.devices;
+    assigned = std::move(snap.devices);
   }
   // Each process's owner, read once per collection however many devices
   // it runs on: from /proc/PID/cgroup, or, for a process that /proc does
@@ -326,7 +336,8 @@ void AcceleratorCollector::attribute_jobs(std::vector<DeviceSample>& devices,
     }
   }
   if (!hidden.empty()) {
-    const CgroupScan scan = scan_job_cgroups(jobs_.sys, hidden);
+    const CgroupScan scan =
+        scan_job_cgroups(jobs_.sys, hidden, [&ctx] { return ctx.should_stop(); });
     for (const auto& [pid, owner] : scan.owners) owners[pid] = owner;
     if (scan.truncated)
       out.error("cgroup_scan", jobs_.sys.full("fs/cgroup"),

@@ -3,7 +3,9 @@
 // it is healthy, from one backend per vendor (NVML for NVIDIA, amdgpu sysfs
 // for AMD). It owns the metric table; backends only read devices.
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,7 +61,8 @@ class AcceleratorCollector final : public Collector {
 
   std::vector<std::unique_ptr<Backend>> backends_;
   JobSources jobs_;
-  std::uint64_t pod_resources_failures_ = 0;  // the watcher's count at the last collection
+  // The watcher's failure count at this collector's last collection.
+  std::optional<std::uint64_t> pod_resources_failures_;
 };
 
 // Adds one device's series to `out` (exposed for tests).

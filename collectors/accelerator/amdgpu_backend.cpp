@@ -401,6 +401,13 @@ void AmdgpuBackend::read_kfd_processes(const CollectContext& ctx,
   for (DeviceSample& d : devices) d.processes.emplace();
   if (pids.names.empty()) return;  // nothing on any GPU: the topology is not needed
   const std::map<std::uint32_t, std::size_t> gpus = kfd_gpus(devices, general);
+  if (gpus.empty()) {
+    // No GPU's gpu_id could be read from the topology: whose the
+    // processes are is not known, which is not "no process" (counted by
+    // kfd_gpus).
+    for (DeviceSample& d : devices) d.processes.reset();
+    return;
+  }
 
   std::vector<std::map<unsigned, double>> memory(devices.size());  // per device: pid -> bytes
   std::map<std::uint32_t, std::size_t> unknown;                    // gpu_id -> processes

@@ -28,8 +28,9 @@ bool has(const sources::Listing& l, std::string_view name) {
 
 class Walker {
  public:
-  Walker(const sources::FsRoot& sys, const std::set<unsigned>& pids, std::size_t max_dirs)
-      : sys_(sys), wanted_(pids), max_dirs_(max_dirs) {}
+  Walker(const sources::FsRoot& sys, const std::set<unsigned>& pids,
+         const std::function<bool()>& stop, std::size_t max_dirs)
+      : sys_(sys), wanted_(pids), stop_(stop), max_dirs_(max_dirs) {}
 
   CgroupScan run() {
     const std::string top = "fs/cgroup";
@@ -54,8 +55,12 @@ class Walker {
   }
 
  private:
-  bool done() const { return scan_.owners.size() == wanted_.size() || scan_.truncated; }
+  bool done() const { return scan_.owners.size() == wanted_.size() || scan_.truncated || stopped_; }
   bool budget() {
+    if (stop_ && stop_()) {
+      stopped_ = true;
+      return false;
+    }
     if (scan_.dirs >= max_dirs_) {
       scan_.truncated = true;
       return false;
@@ -129,7 +134,9 @@ class Walker {
 
   const sources::FsRoot& sys_;
   const std::set<unsigned>& wanted_;
+  const std::function<bool()>& stop_;
   const std::size_t max_dirs_;
+  bool stopped_ = false;
   std::string root_;
   CgroupScan scan_;
 };
@@ -137,9 +144,9 @@ class Walker {
 }  // namespace
 
 CgroupScan scan_job_cgroups(const sources::FsRoot& sys, const std::set<unsigned>& pids,
-                            std::size_t max_dirs) {
+                            const std::function<bool()>& stop, std::size_t max_dirs) {
   if (pids.empty()) return {};
-  return Walker(sys, pids, max_dirs).run();
+  return Walker(sys, pids, stop, max_dirs).run();
 }
 
 }  // namespace nodewatch::accelerator

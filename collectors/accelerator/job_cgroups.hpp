@@ -9,6 +9,7 @@
 // everything below them, at most `max_dirs` directories per call.
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -27,7 +28,9 @@ struct CgroupScan {
 // or "unified" on a hybrid host) first, then each v1 hierarchy. A PID in a
 // cgroup that names no job is not reported (it is "none" only when its
 // /proc entry says so).
+// `stop()` is asked before each directory: true ends the walk (the
+// collection's deadline), with what was found so far.
 CgroupScan scan_job_cgroups(const sources::FsRoot& sys, const std::set<unsigned>& pids,
-                            std::size_t max_dirs = 4096);
+                            const std::function<bool()>& stop = {}, std::size_t max_dirs = 4096);
 
 }  // namespace nodewatch::accelerator

@@ -257,7 +257,10 @@ DeviceJobs device_jobs_from(const std::vector<DeviceProcess>& processes,
       for (const auto& c : containers) {
         DeviceJob j;
         j.scheduler = "kubernetes";
-        j.job_id = uids.empty() ? std::string() : *uids.begin();
+        // The pod UID; where no process named it, "<namespace>/<pod>",
+        // so that the job has an id of its own (its memory is not summed
+        // with that of processes in no job).
+        j.job_id = uids.empty() ? pods.begin()->first + "/" + pods.begin()->second : *uids.begin();
         j.namespace_name = pods.begin()->first;
         j.pod = pods.begin()->second;
         j.container = c;
@@ -270,6 +273,7 @@ DeviceJobs device_jobs_from(const std::vector<DeviceProcess>& processes,
         if (a.gpu_instance != gi) continue;
         DeviceJob j;
         j.scheduler = "kubernetes";
+        j.job_id = a.namespace_name + "/" + a.pod;
         j.namespace_name = a.namespace_name;
         j.pod = a.pod;
         j.container = a.container;

@@ -101,7 +101,11 @@ struct DeviceJobs {
 // the pod's containers carry that UID as job_id and the memory of the
 // pod's and the unknown processes (the device is that pod's alone). Else
 // each side is a job of its own: a pod UID from the cgroups without names,
-// and each assigned container with its names and no job_id.
+// and each assigned container with its names. A pod whose UID no process
+// gave has "<namespace>/<pod>" as its job_id. (pod-resources gives no UID,
+// so the join trusts the assignment: a process of another pod that uses
+// the device without having been given it, a privileged pod's, would be
+// named after the pod that was given it.)
 //
 // Jobs are ordered by memory (largest first; none said last), then by
 // labels; those beyond `max_jobs` are counted in `omitted`.

@@ -2,14 +2,21 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include <utility>
 
 namespace nodewatch::accelerator {
 
 namespace {
 
-bool socket_at(const std::string& path, struct stat* st) {
-  return ::stat(path.c_str(), st) == 0 && S_ISSOCK(st->st_mode);
+// Whether the socket is there: 0 yes, ENOENT for nothing there (or not a
+// socket: not a kubelet's), else the errno of the stat (EACCES where the
+// kubelet's 0750 directory keeps the daemon out: worth saying, not absent).
+int socket_at(const std::string& path, struct stat* st) {
+  if (::stat(path.c_str(), st) != 0) return errno == ENOTDIR ? ENOENT : errno;
+  return S_ISSOCK(st->st_mode) ? 0 : ENOENT;
 }
 
 }  // namespace
@@ -30,10 +37,13 @@ PodResourcesWatcher::Snapshot PodResourcesWatcher::get(Clock::time_point until) 
   std::unique_lock lock(mu_);
   if (!thread_.joinable()) {
     // No thread until the socket is first seen: a node without a kubelet
-    // pays one stat per collection and nothing else.
+    // pays one stat per collection and nothing else (made without the lock).
+    lock.unlock();
     struct stat st {};
-    if (!socket_at(options_.socket, &st)) return snapshot_;
-    thread_ = std::thread([this] { run(); });
+    const bool absent = socket_at(options_.socket, &st) == ENOENT;
+    lock.lock();
+    if (absent) return snapshot_;
+    if (!thread_.joinable() && !stop_) thread_ = std::thread([this] { run(); });
   }
   const std::uint64_t want = ++requested_;
   cv_.notify_all();
@@ -60,9 +70,13 @@ void PodResourcesWatcher::run() {
 
 void PodResourcesWatcher::refresh() {
   struct stat st {};
-  const bool present = socket_at(options_.socket, &st);
+  const int err = socket_at(options_.socket, &st);
+  const bool present = err != ENOENT;
   PodResourcesClient::Answer answer;
-  if (present) {
+  if (err != 0 && present) {
+    answer.error = "stat " + options_.socket + ": " + std::strerror(err);
+    client_.reset();
+  } else if (present) {
     const auto inode = static_cast<std::uint64_t>(st.st_ino);
     if (!client_ || inode != client_inode_) {
       client_.reset();
@@ -74,7 +88,18 @@ void PodResourcesWatcher::refresh() {
       }
       client_inode_ = inode;
     }
-    if (client_) answer = client_->list(options_.timeout);
+    if (client_) {
+      try {
+        answer = client_->list(options_.timeout);
+      } catch (const std::exception& e) {  // bad_alloc: a reply too large to hold
+        answer = {};
+        answer.error = std::string("List: ") + e.what();
+      }
+      // A failed call gets a new channel next time: gRPC's own reconnect
+      // backoff (up to 2 min) would outlast a restarted kubelet whose new
+      // socket reused the old inode number.
+      if (!answer.ok) client_.reset();
+    }
   } else {
     client_.reset();
     client_inode_ = 0;

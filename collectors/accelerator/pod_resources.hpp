@@ -87,6 +87,11 @@ class PodResourcesWatcher {
   ~PodResourcesWatcher();
 
   const Options& options() const { return options_; }
+  // Whether its thread was started (the socket was seen once).
+  bool started() {
+    std::lock_guard lock(mu_);
+    return thread_.joinable();
+  }
 
   // Asks for a fresh answer and waits for it until `until` at most (and no
   // longer than the call's timeout and a little more); returns the newest

@@ -16,9 +16,12 @@ namespace nodewatch::accelerator {
 namespace {
 
 // Bounds on what one answer may hold: a kubelet runs at most a few hundred
-// pods; more than this is not an answer to trust.
-constexpr int kMaxMessageBytes = 16 << 20;
-constexpr std::size_t kMaxDevices = 65536;
+// pods, and its answer is tens of kilobytes. A larger one is refused
+// before it is parsed (the parsed messages cost some 30 times the bytes:
+// 1 MiB of the smallest entries would be tens of MB, under the unit's
+// MemoryMax), and more assignments than this are refused after.
+constexpr int kMaxMessageBytes = 1 << 20;
+constexpr std::size_t kMaxDevices = 4096;
 constexpr std::size_t kMaxLabelBytes = 253;  // a DNS subdomain, the longest name Kubernetes has
 
 std::string bounded(const std::string& s) {

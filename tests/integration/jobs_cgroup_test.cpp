@@ -143,6 +143,25 @@ std::optional<fs::path> writable_root(const std::optional<fs::path>& mount, std:
   return root;
 }
 
+// A PID no process can have: above the kernel's pid_max.
+unsigned no_such_pid(unsigned k = 0) {
+  unsigned max = 4194304;
+  std::ifstream("/proc/sys/kernel/pid_max") >> max;
+  return max + 1 + k;
+}
+
+// Whether this test process itself runs in a job's cgroup (a CI runner in
+// a pod or a Slurm job): its children would then be that job's, not "none".
+bool in_a_job(std::string* why) {
+  std::ifstream in("/proc/self/cgroup");
+  std::stringstream text;
+  text << in.rdbuf();
+  const JobOwner o = job_owner_from_proc_cgroup(text.str());
+  if (o.kind == JobOwner::Kind::kNone) return false;
+  *why = "this test runs inside a job's cgroup (" + o.job_id + "), so its children are not in none";
+  return true;
+}
+
 struct Node {
   explicit Node(const std::string& scenario, std::shared_ptr<PodResourcesWatcher> pr = nullptr,
                 std::size_t max_jobs = 8) {
@@ -215,7 +234,7 @@ TEST(JobsCgroup, SlurmAndKubernetesOnCgroupV2WithPodResources) {
     << "processes 3 " << kube_cgroupfs.pid()
     << ":512\n"
     // A PID that is no process: its owner cannot be read.
-    << "processes 4 4000000:8\n";
+    << "processes 4 " << no_such_pid() << ":8\n";
   const auto scenario = scenario_dir.write("jobs.scenario", s.str());
   Node node(scenario.string(), watcher);
   const MetricSink m = node.Collect();
@@ -246,7 +265,7 @@ TEST(JobsCgroup, SlurmAndKubernetesOnCgroupV2WithPodResources) {
   EXPECT_EQ(ErrorCount(m, "cgroup_read"), 0u);
   // An idle device given to a pod: the pod, no memory.
   EXPECT_EQ(Value(m, "nodewatch_accelerator_job_info",
-                  job(5, "kubernetes", "", "", "idle", "reserved-0", "waiter")),
+                  job(5, "kubernetes", "idle/reserved-0", "", "idle", "reserved-0", "waiter")),
             1);
   EXPECT_EQ(Value(m, "nodewatch_accelerator_pod_resources_up", {}), 1);
   EXPECT_EQ(Value(m, "nodewatch_accelerator_processes", {"5", uuid(5)}), 0);
@@ -324,6 +343,8 @@ TEST(JobsCgroup, SlurmOnCgroupV1) {
 TEST(JobsCgroup, MigInstancesThroughTheirOwnHandles) {
   // No cgroup needed: the processes are this test's children in its own
   // cgroup (no job), on two GPU instances; pod-resources names the MIG devices.
+  std::string why;
+  if (in_a_job(&why)) GTEST_SKIP() << why;
   Sleeper a, b;
   testing::TempDir dir;
   const std::string socket = (dir.path() / "kubelet.sock").string();
@@ -347,39 +368,61 @@ TEST(JobsCgroup, MigInstancesThroughTheirOwnHandles) {
   EXPECT_EQ(Value(m, "nodewatch_accelerator_job_info", job(0, "none", "", "", "", "", "", "5")), 1);
   EXPECT_EQ(Value(m, "nodewatch_accelerator_job_info", job(0, "none", "", "", "", "", "", "3")), 1);
   EXPECT_EQ(Value(m, "nodewatch_accelerator_job_info",
-                  job(0, "kubernetes", "", "", "infer", "server-0", "triton", "5")),
+                  job(0, "kubernetes", "infer/server-0", "", "infer", "server-0", "triton", "5")),
             1);
   EXPECT_EQ(Value(m, "nodewatch_accelerator_processes", {"0", uuid(0)}), 2);
   EXPECT_EQ(ErrorCount(m, "nvml_error"), 0u)
       << "the parent's NO_PERMISSION in MIG mode is never asked";
 }
 
-TEST(JobsCgroup, OldDriverFillsTheFirstStructAndTheBoundHolds) {
-  std::vector<std::unique_ptr<Sleeper>> ps;
+// 100 processes (more than the first array of 64: the INSUFFICIENT_SIZE
+// round trip), none of them a live process, through each layout: the
+// current `_v3`, the old driver's first version (16-byte struct), and a
+// 535.86 driver, whose `_v3` writes a 32-byte struct (asked through `_v2`).
+// Every PID and memory read right: one "unknown" job with their sum.
+struct Layout {
+  const char* name;
+  const char* library;
+  const char* driver;  // a scenario line, or ""
+  const char* call;    // the function that must have been called
+};
+class JobsProcessLayout : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(JobsProcessLayout, EveryProcessIsReadRight) {
+  const Layout& l = GetParam();
   std::ostringstream s;
-  s << "devices 1\nprocesses 0";
-  for (int i = 0; i < 12; ++i) {
-    ps.push_back(std::make_unique<Sleeper>());
-    s << " " << ps.back()->pid() << ":" << (i + 1);
+  s << "devices 1\n" << l.driver << "processes 0";
+  double total = 0;
+  for (unsigned i = 0; i < 100; ++i) {
+    s << " " << no_such_pid(i) << ":" << (i + 1);
+    total += (i + 1.0) * (1 << 20);
   }
   s << "\n";
   testing::TempDir scenario_dir;
-  const auto scenario = scenario_dir.write("old.scenario", s.str());
+  const auto scenario = scenario_dir.write("layout.scenario", s.str());
   setenv("FAKE_NVML_SCENARIO", scenario.c_str(), 1);
   std::vector<std::unique_ptr<Backend>> backends;
-  backends.push_back(make_nvml_backend(std::make_shared<NvmlService>(FAKE_NVML_OLD_LIBRARY)));
-  JobSources jobs;
-  jobs.proc = sources::FsRoot("/proc");
-  jobs.max_jobs_per_device = 8;
-  AcceleratorCollector c(std::move(backends), std::move(jobs));
+  backends.push_back(make_nvml_backend(std::make_shared<NvmlService>(l.library)));
+  AcceleratorCollector c(std::move(backends), JobSources{});
   MetricSink m(accelerator_metric_table());
   CollectOnce(c, m, 10s);
-  // All twelve are this test's children, in no job: one "none" job with
-  // every process's memory (12 processes, 1+2+...+12 MiB).
-  EXPECT_EQ(Value(m, "nodewatch_accelerator_processes", {"0", uuid(0)}), 12);
-  EXPECT_EQ(Value(m, "nodewatch_accelerator_process_memory_used_bytes", mem(0, "")),
-            78.0 * (1 << 20));
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_processes", {"0", uuid(0)}), 100);
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_job_info", job(0, "unknown", "", "")), 1);
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_process_memory_used_bytes", mem(0, "")), total);
+  EXPECT_EQ(ErrorCount(m, "nvml_error"), 0u);
+  testing::FakeNvmlHooks hooks(l.library);
+  EXPECT_GE(hooks.Calls(l.call), 2u) << "a short array first, then one large enough";
 }
+
+INSTANTIATE_TEST_SUITE_P(Layouts, JobsProcessLayout,
+                         ::testing::Values(Layout{"v3", FAKE_NVML_LIBRARY, "",
+                                                  "nvmlDeviceGetComputeRunningProcesses_v3"},
+                                           Layout{"v1", FAKE_NVML_OLD_LIBRARY, "",
+                                                  "nvmlDeviceGetComputeRunningProcesses"},
+                                           Layout{"r535_86", FAKE_NVML_LIBRARY,
+                                                  "driver 535.86.10\n",
+                                                  "nvmlDeviceGetComputeRunningProcesses_v2"}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 TEST(JobsCgroup, MoreJobsThanTheBoundAreCountedNotExported) {
   std::string why;

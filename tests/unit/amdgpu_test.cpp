@@ -1304,6 +1304,21 @@ TEST(AmdgpuKfd, ReadErrorsAndBadTopologyAreCounted) {
   EXPECT_EQ(pids_of(processes_of(devices, "0000:c1:00.0")), std::vector<unsigned>{});
 }
 
+TEST(AmdgpuKfd, ATopologyThatCannotBeReadLeavesTheProcessesUnknown) {
+  // Processes in KFD, but no GPU's gpu_id readable: whose they are is not
+  // known, which must not read as "no process on any GPU".
+  TempTree tree;
+  tree.add_kfd();
+  for (int err : {ENOENT, EIO}) {
+    SCOPED_TRACE(err);
+    auto faults = std::make_shared<sources::Faults>();
+    faults->inject("kfd/topology/nodes", err);
+    std::vector<DeviceSample> devices = sample(faulty_roots(faults, tree.roots()));
+    EXPECT_GE(faults->hits(), 1u);
+    for (const DeviceSample& d : devices) EXPECT_FALSE(d.processes.has_value()) << d.pci_bus_id;
+  }
+}
+
 TEST(AmdgpuKfd, ProcessEndingMidReadIsSkippedSilently) {
   TempTree tree;
   tree.add_kfd();

@@ -213,7 +213,7 @@ TEST(JobsDevice, PodResourcesAloneNamesThePod) {
   // Processes not visible from this PID namespace: names, no UID.
   const DeviceJobs d = device_jobs_from({proc(10, 64)}, {std::nullopt}, {{"ns", "p", "c", {}}}, 8);
   ASSERT_EQ(d.jobs.size(), 1u);
-  EXPECT_EQ(d.jobs[0].job_id, "");
+  EXPECT_EQ(d.jobs[0].job_id, "ns/p");
   EXPECT_EQ(d.jobs[0].pod, "p");
   EXPECT_EQ(d.jobs[0].memory_used_bytes, 64);
   // No process at all: the assignment still says whose the device is.
@@ -235,7 +235,7 @@ TEST(JobsDevice, SharedDeviceIsNotGuessed) {
   EXPECT_EQ(d.jobs[0].memory_used_bytes, 30);
   EXPECT_EQ(d.jobs[1].job_id, kUid);
   EXPECT_EQ(d.jobs[2].pod, "pa");
-  EXPECT_EQ(d.jobs[2].job_id, "");
+  EXPECT_EQ(d.jobs[2].job_id, "a/pa");
   EXPECT_EQ(d.jobs[3].pod, "pb");
 }
 

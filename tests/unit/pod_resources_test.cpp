@@ -77,19 +77,19 @@ TEST(PodResources, AbsentSocketIsNotAnErrorAndStartsNoThread) {
   testing::TempDir dir;
   const std::string socket = (dir.path() / "kubelet.sock").string();
   PodResourcesWatcher w(options(socket));
-  std::size_t threads = 0;
-  for (auto it = std::filesystem::directory_iterator("/proc/self/task"); it != decltype(it)(); ++it)
-    ++threads;
   const auto t0 = Clock::now();
   const auto snap = w.get(Clock::now() + 5s);
   EXPECT_LT(Clock::now() - t0, 100ms);
   EXPECT_EQ(snap.state, State::kAbsent);
   EXPECT_EQ(snap.failures, 0u);
   EXPECT_TRUE(snap.devices.empty());
-  std::size_t after = 0;
-  for (auto it = std::filesystem::directory_iterator("/proc/self/task"); it != decltype(it)(); ++it)
-    ++after;
-  EXPECT_EQ(after, threads);
+  EXPECT_FALSE(w.started());
+  // The socket appears: the thread starts with the first look at it.
+  testing::FakePodResourcesServer server(socket);
+  server.Set(kPods);
+  ASSERT_TRUE(server.Start());
+  EXPECT_EQ(w.get(Clock::now() + 5s).state, State::kUp);
+  EXPECT_TRUE(w.started());
 }
 
 TEST(PodResources, SocketGoingAwayKeepsTheLastAnswerForAWhileAndComingBackIsSeen) {
@@ -99,7 +99,7 @@ TEST(PodResources, SocketGoingAwayKeepsTheLastAnswerForAWhileAndComingBackIsSeen
   server->Set(kPods);
   ASSERT_TRUE(server->Start());
   auto o = options(socket);
-  o.keep = 400ms;
+  o.keep = 2s;
   PodResourcesWatcher w(o);
   ASSERT_EQ(w.get(Clock::now() + 5s).state, State::kUp);
 
@@ -108,7 +108,7 @@ TEST(PodResources, SocketGoingAwayKeepsTheLastAnswerForAWhileAndComingBackIsSeen
   EXPECT_EQ(snap.state, State::kAbsent);
   EXPECT_EQ(snap.devices.size(), 3u) << "kept while younger than `keep`";
   EXPECT_EQ(snap.failures, 0u) << "an absent socket is not a failed call";
-  std::this_thread::sleep_for(500ms);
+  std::this_thread::sleep_for(2200ms);
   snap = w.get(Clock::now() + 5s);
   EXPECT_TRUE(snap.devices.empty()) << "dropped once older than `keep`";
 
@@ -147,20 +147,27 @@ TEST(PodResources, ASlowServerNeverHoldsTheCollectionPastItsBound) {
   // A collection whose own deadline is near waits only until it.
   auto t0 = Clock::now();
   auto snap = w.get(Clock::now() + 50ms);
-  EXPECT_LT(Clock::now() - t0, 150ms);
-  EXPECT_EQ(snap.devices.size(), 3u) << "the last answer while the new one is late";
-  // One with time to spare waits for the call's timeout, no longer.
-  t0 = Clock::now();
-  snap = w.get(Clock::now() + 10s);
   EXPECT_LT(Clock::now() - t0, 1s);
-  EXPECT_EQ(snap.state, State::kDown);
+  EXPECT_EQ(snap.devices.size(), 3u) << "the last answer while the new one is late";
+  // One with time to spare waits for the call's timeout (300 ms) and a
+  // little more, never longer; within a few such collections the late call
+  // has failed (DEADLINE_EXCEEDED), and the last answer is still in use.
+  bool down = false;
+  for (int i = 0; i < 10 && !down; ++i) {
+    t0 = Clock::now();
+    snap = w.get(Clock::now() + 10s);
+    EXPECT_LT(Clock::now() - t0, 2s);
+    down = snap.state == State::kDown;
+  }
+  ASSERT_TRUE(down);
   EXPECT_NE(snap.error.find("DEADLINE_EXCEEDED"), std::string::npos) << snap.error;
   EXPECT_EQ(snap.devices.size(), 3u);
 
-  // It answers again.
+  // It answers again (once the watcher is past the late calls).
   server.SetDelay(0ms);
-  snap = w.get(Clock::now() + 5s);
-  EXPECT_EQ(snap.state, State::kUp) << snap.error;
+  bool up = false;
+  for (int i = 0; i < 10 && !up; ++i) up = w.get(Clock::now() + 5s).state == State::kUp;
+  EXPECT_TRUE(up);
 }
 
 TEST(PodResources, SomethingElseAtThePathIsNotASocket) {

@@ -99,6 +99,8 @@ std::vector<std::string> resolve_all(void* lib, NvmlApi& a) {
                "nvmlDeviceGetComputeRunningProcesses"});
   a.processes_v1 =
       processes != nullptr && std::strcmp(processes, "nvmlDeviceGetComputeRunningProcesses") == 0;
+  resolve(lib, a.device_get_compute_running_processes_v2,
+          {"nvmlDeviceGetComputeRunningProcesses_v2"});
   return missing;
 }
 

@@ -74,8 +74,10 @@ struct NvmlApi {
   // NVLink fabric.
   nvml::DeviceGetGpuFabricInfoVFn device_get_gpu_fabric_info_v = nullptr;
   // Running compute processes; `processes_v1`: only the first version,
-  // which fills ProcessInfoV1.
+  // which fills ProcessInfoV1. `_v2` besides, for the drivers whose `_v3`
+  // fills a larger struct (nvml_queries.cpp, read_process_list).
   nvml::DeviceGetProcessesFn device_get_compute_running_processes = nullptr;
+  nvml::DeviceGetProcessesFn device_get_compute_running_processes_v2 = nullptr;
   bool processes_v1 = false;
 
   bool has_events() const {

@@ -369,11 +369,29 @@ void read_fabric(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
 // most kMaxProcesses; nullopt when the driver cannot say.
 constexpr unsigned kMaxProcesses = 4096;
 
+// Drivers 535.43 to 535.86 shipped a `_v3` that fills a 32-byte struct
+// (usedGpuCcProtectedMemory after the instance ids); 535.98 dropped the
+// symbol and 535.104 brought it back with the 24-byte one. On those, `_v2`
+// is asked. Whatever the driver, each slot has room for 32 bytes, so that
+// a struct larger than expected can never write past the array.
+bool v3_is_wide(const std::string& driver_version) {
+  unsigned major = 0, minor = 0;
+  return std::sscanf(driver_version.c_str(), "%u.%u", &major, &minor) == 2 && major == 535 &&
+         minor >= 43 && minor < 104;
+}
+constexpr std::size_t kSlotBytes = 32;
+
 std::optional<std::vector<DeviceProcess>> read_process_list(Answers& a, nvml::Device dev,
                                                             std::optional<unsigned> instance) {
   const NvmlApi& api = a.api();
+  nvml::DeviceGetProcessesFn fn = api.device_get_compute_running_processes;
   const char* call = api.processes_v1 ? "nvmlDeviceGetComputeRunningProcesses"
                                       : "nvmlDeviceGetComputeRunningProcesses_v3";
+  if (!api.processes_v1 && api.device_get_compute_running_processes_v2 != nullptr &&
+      v3_is_wide(a.session().driver_version())) {
+    fn = api.device_get_compute_running_processes_v2;
+    call = "nvmlDeviceGetComputeRunningProcesses_v2";
+  }
   // The array, as raw 8-byte-aligned storage holding either struct.
   const std::size_t entry =
       api.processes_v1 ? sizeof(nvml::ProcessInfoV1) : sizeof(nvml::ProcessInfo);
@@ -383,9 +401,9 @@ std::optional<std::vector<DeviceProcess>> read_process_list(Answers& a, nvml::De
   nvml::Return rc = nvml::kSuccess;
   // A process may start between the two calls: asked again, at most twice.
   for (int attempt = 0; attempt < 3; ++attempt) {
-    storage.assign((capacity * entry + 7) / 8, 0);
+    storage.assign(capacity * kSlotBytes / 8, 0);
     count = capacity;
-    rc = api.device_get_compute_running_processes(dev, &count, storage.data());
+    rc = fn(dev, &count, storage.data());
     if (rc != nvml::kErrorInsufficientSize || count <= capacity || capacity >= kMaxProcesses) break;
     capacity = std::min(kMaxProcesses, count + 16);
   }

@@ -1408,6 +1408,24 @@ FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetGpuInstanceId(nvml::Device mig, unsig
 // answers its GPU instance's processes. The count protocol is NVML's: a
 // short array gets INSUFFICIENT_SIZE and the count needed.
 
+// What `_v3` filled on drivers 535.43 to 535.86: the instance ids, then
+// the confidential-computing protected memory (32 bytes).
+struct ProcessInfoWide {
+  unsigned pid;
+  unsigned long long used_gpu_memory;
+  unsigned gpu_instance_id;
+  unsigned compute_instance_id;
+  unsigned long long used_gpu_cc_protected_memory;
+};
+static_assert(sizeof(ProcessInfoWide) == 32);
+
+bool v3_is_wide() {
+  std::lock_guard lock(g_mu);
+  unsigned major = 0, minor = 0;
+  return std::sscanf(g_state.driver.c_str(), "%u.%u", &major, &minor) == 2 && major == 535 &&
+         minor >= 43 && minor < 104;
+}
+
 template <class Info>
 nvml::Return running_processes(const char* function, nvml::Device dev, unsigned* count,
                                void* infos) {
@@ -1439,7 +1457,7 @@ nvml::Return running_processes(const char* function, nvml::Device dev, unsigned*
     Info info{};
     info.pid = ps[k].pid;
     info.used_gpu_memory = ps[k].memory;
-    if constexpr (std::is_same_v<Info, nvml::ProcessInfo>) {
+    if constexpr (!std::is_same_v<Info, nvml::ProcessInfoV1>) {
       info.gpu_instance_id = ps[k].gpu_instance < 0 ? nvml::kInstanceIdNone
                                                     : static_cast<unsigned>(ps[k].gpu_instance);
       info.compute_instance_id = ps[k].gpu_instance < 0 ? nvml::kInstanceIdNone : 0;
@@ -1463,6 +1481,7 @@ FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetComputeRunningProcesses_v2(nvml::Devi
 FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetComputeRunningProcesses_v3(nvml::Device dev,
                                                                       unsigned* count,
                                                                       void* infos) {
+  if (v3_is_wide()) return running_processes<ProcessInfoWide>(__func__, dev, count, infos);
   return running_processes<nvml::ProcessInfo>(__func__, dev, count, infos);
 }
 #endif
