@@ -109,14 +109,12 @@ void BM_Collect(benchmark::State& state) {
   state.counters["series"] = static_cast<double>(n.series);
   state.counters["processes"] = static_cast<double>(state.range(0) * kGpus);
 }
-BENCHMARK(BM_Collect)
-    ->Arg(0)
-    ->Arg(1)
-    ->Arg(8)
-    ->Arg(64)
-    ->Arg(512)
-    ->Unit(benchmark::kMicrosecond)
-    ->UseRealTime();
+// P = 0, 1, 8, 64, 512 processes per GPU, in microseconds of real time.
+void PerGpu(benchmark::internal::Benchmark* b) {
+  for (int p : {0, 1, 8, 64, 512}) b->Arg(p);
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+BENCHMARK(BM_Collect)->Apply(PerGpu);
 
 void BM_Scrape(benchmark::State& state) {
   JobNode& n = node(static_cast<unsigned>(state.range(0)));
@@ -136,14 +134,7 @@ void BM_Scrape(benchmark::State& state) {
   state.counters["body_bytes"] = static_cast<double>(bytes);
   state.counters["series"] = static_cast<double>(n.series);
 }
-BENCHMARK(BM_Scrape)
-    ->Arg(0)
-    ->Arg(1)
-    ->Arg(8)
-    ->Arg(64)
-    ->Arg(512)
-    ->Unit(benchmark::kMicrosecond)
-    ->UseRealTime();
+BENCHMARK(BM_Scrape)->Apply(PerGpu);
 
 }  // namespace
 }  // namespace nodewatch
