@@ -364,14 +364,30 @@ class Daemon {
     systemd::notify_reloading();
     reload_done_ = false;
     reload_thread_ = std::thread([this] {
-      auto r = std::make_shared<ConfigResult>(load(cmd_, catalog_));
-      if (r->config) {
+      auto r = std::make_shared<PreparedReload>();
+      r->result = load(cmd_, catalog_);
+      if (r->result.config) {
+        // The collectors are built here too, off the io thread: a
+        // configuration with thousands of probes or patterns takes a while
+        // to build, and scrapes answer from the current snapshots meanwhile.
+        // config_ is only written by apply_reload(), which runs after this
+        // thread has ended.
+        try {
+          r->jobs = make_jobs(*r->result.config, cmd_.roots, services_, &config_);
+        } catch (const std::exception& e) {
+          r->result.errors.push_back(ConfigError{cmd_.config_path, 0, 0, "", e.what()});
+          r->result.config.reset();
+        }
+      }
+      if (r->result.config) {
         // All or nothing with the main file: a web configuration that does
         // not load rejects the reload, and the running one keeps serving.
-        WebSecurity::Built web = build_security(cmd_, *r->config);
+        WebSecurity::Built web = build_security(cmd_, *r->result.config);
         if (!web.security) {
-          for (const std::string& e : web.errors) r->errors.push_back(ConfigError{"", 0, 0, "", e});
-          r->config.reset();
+          for (const std::string& e : web.errors)
+            r->result.errors.push_back(ConfigError{"", 0, 0, "", e});
+          r->result.config.reset();
+          r->jobs.clear();
         } else {
           std::lock_guard lock(reload_mu_);
           reload_security_ = web.security;
@@ -385,7 +401,7 @@ class Daemon {
       asio::post(io_, [this, r] {
         if (reload_thread_.joinable()) reload_thread_.join();
         if (stopping_) return;
-        apply_reload(std::move(*r));
+        apply_reload(std::move(r->result), std::move(r->jobs));
         if (std::exchange(reload_again_, false)) reload();
       });
     });
@@ -402,21 +418,18 @@ class Daemon {
     return true;
   }
 
-  void apply_reload(ConfigResult r) {
+  struct PreparedReload {
+    ConfigResult result;
+    std::vector<CollectorJob> jobs;  // built from result.config
+  };
+
+  void apply_reload(ConfigResult r, std::vector<CollectorJob> jobs) {
     auto finish_reload = [this](bool ok) {
       self_.set_reload_result(ok);
       systemd::notify("READY=1\nSTATUS=" + status_line() + (ok ? "" : "; last reload failed"));
     };
     if (!r.config) {
       for (const auto& e : r.errors) spdlog::error("reload rejected: {}", e.str());
-      finish_reload(false);
-      return;
-    }
-    std::vector<CollectorJob> jobs;
-    try {
-      jobs = make_jobs(*r.config, cmd_.roots, services_, &config_);
-    } catch (const std::exception& e) {
-      spdlog::error("reload rejected: {}", e.what());
       finish_reload(false);
       return;
     }

@@ -1,5 +1,7 @@
 #include "config.hpp"
 
+#include "nodewatch/helper.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -91,7 +93,7 @@ ConfigResult parse_config(std::string_view text, std::string_view file,
   // Sections are known by name so that finish() flags unknown ones.
   if (const toml::table* t = top.get_table("server")) {
     OptionReader r(*t, "server", file_s, &errors);
-    cfg.server.listen = r.get_string_array("listen", cfg.server.listen);
+    cfg.server.listen = r.get_string_array("listen", cfg.server.listen, 16);
     if (const toml::node* n = t->get("listen"); n != nullptr && n->is_array()) {
       if (cfg.server.listen.empty()) r.error("listen", "needs at least one address");
       for (std::size_t i = 0; i < cfg.server.listen.size(); ++i) {
@@ -200,31 +202,16 @@ ConfigResult load_config(const std::string& path, bool must_exist,
   };
   // A regular file only. A directory would read as an empty file (the
   // defaults, "configuration OK"); a FIFO or a device would block the open
-  // or never end. Opened without blocking, then checked again on the
-  // descriptor itself (the path may change in between).
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT && !must_exist) return parse_config("", "built-in defaults", catalog);
-    return fail(std::string("cannot read configuration file: ") +
-                (errno == ENOENT ? "no such file" : std::strerror(errno)));
+  // or never end. Read by a helper within its timeout (helper.hpp): a
+  // configuration on a hung mount fails the reload, and --check-config,
+  // instead of freezing them.
+  helper::OperatorFile f = helper::read_operator_file(path, kMaxConfigBytes);
+  if (!f.ok) {
+    if (f.absent && !must_exist) return parse_config("", "built-in defaults", catalog);
+    if (f.error == "not a regular file") return fail("the configuration is not a regular file");
+    return fail("cannot read configuration file: " + f.error);
   }
-  if (!S_ISREG(st.st_mode)) return fail("the configuration is not a regular file");
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
-  if (fd.get() < 0)
-    return fail(std::string("cannot read configuration file: ") + std::strerror(errno));
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
-    return fail("the configuration is not a regular file");
-  std::string text;
-  text.resize(kMaxConfigBytes + 1);
-  std::size_t used = 0;
-  while (used < text.size()) {
-    ssize_t n = ::read(fd.get(), text.data() + used, text.size() - used);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail(std::string("cannot read configuration file: ") + std::strerror(errno));
-    if (n == 0) break;
-    used += static_cast<std::size_t>(n);
-  }
-  text.resize(used);
+  std::string text = std::move(f.text);
   return parse_config(text, path, catalog);
 }
 

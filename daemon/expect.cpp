@@ -1,5 +1,7 @@
 #include "expect.hpp"
 
+#include "nodewatch/helper.hpp"
+
 #include <sys/stat.h>
 
 #include <toml++/toml.h>
@@ -274,21 +276,19 @@ Expectations read_expectations(const toml::table& t, OptionReader& r,
     errors->push_back(ConfigError{file, 0, 0, "", why});
     return e;
   };
-  // A regular file only: a FIFO or a device would block or never end.
-  struct stat st {};
-  if (stat(file.c_str(), &st) != 0) {
-    r.error("file", "cannot read \"" + file + "\": " + std::strerror(errno));
+  // A regular file only (a FIFO or a device would block or never end), read
+  // by a helper within its timeout (helper.hpp).
+  helper::OperatorFile f = helper::read_operator_file(file, kMaxExpectFileBytes);
+  if (!f.ok) {
+    if (f.error == "not a regular file") {
+      r.error("file", "\"" + file + "\" is not a regular file");
+      return e;
+    }
+    if (f.error.rfind("larger than", 0) == 0) return fail("file is " + f.error);
+    r.error("file", "cannot read \"" + file + "\": " + f.error);
     return e;
   }
-  if (!S_ISREG(st.st_mode)) {
-    r.error("file", "\"" + file + "\" is not a regular file");
-    return e;
-  }
-  if (static_cast<std::size_t>(st.st_size) > kMaxExpectFileBytes)
-    return fail("file is larger than " + std::to_string(kMaxExpectFileBytes) + " bytes");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return fail("cannot read expect file");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string& text = f.text;
   e = parse_expect_file(text, file, errors);
   e.file = file;
   return e;

@@ -1,5 +1,7 @@
 #include "web_config.hpp"
 
+#include "nodewatch/helper.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -427,27 +429,17 @@ WebConfigResult parse_web_config(std::string_view text, const std::string& file)
 }
 
 WebConfigResult load_web_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  // Read by a helper within its timeout, regular files only (helper.hpp).
+  helper::OperatorFile f = helper::read_operator_file(path, kMaxConfigBytes);
+  if (!f.ok) {
     WebConfigResult r;
     ConfigError e;
     e.file = path;
-    e.message = "cannot be read: " + std::string(std::strerror(errno));
+    e.message = f.error.rfind("larger than", 0) == 0 ? f.error : "cannot be read: " + f.error;
     r.errors.push_back(std::move(e));
     return r;
   }
-  std::string text;
-  text.resize(kMaxConfigBytes + 1);
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(in.gcount()));
-  if (text.size() > kMaxConfigBytes) {
-    WebConfigResult r;
-    ConfigError e;
-    e.file = path;
-    e.message = "larger than " + std::to_string(kMaxConfigBytes) + " bytes";
-    r.errors.push_back(std::move(e));
-    return r;
-  }
+  std::string text = std::move(f.text);
   return parse_web_config(text, path);
 }
 

@@ -8,13 +8,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <filesystem>
 #include <utility>
 
 #include "kernel/kernel_events.hpp"
 #include "kernel/kmsg.hpp"
 #include "kernel/kmsg_reader.hpp"
+#include "nodewatch/sources/fs.hpp"
 
 namespace nodewatch::kernel {
 namespace {
@@ -25,19 +25,26 @@ double clock_seconds(clockid_t id) {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
+// A state file is a few hundred bytes a device; anything larger is not ours.
+constexpr std::size_t kMaxStateBytes = 4 << 20;
+
 // The saved state, or nullopt with why in `*why` ("" when there is none).
+// Read through the sources layer: a FIFO or a directory under the name is
+// refused at once, never waited on.
 std::optional<KernelState> load_state(const std::string& path, std::string* why) {
   why->clear();
   if (path.empty()) return std::nullopt;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (errno != ENOENT) *why = path + ": " + std::strerror(errno);
+  const std::filesystem::path p(path);
+  sources::FsRoot::FileRead r =
+      sources::FsRoot(p.parent_path()).read_regular(p.filename().string(), kMaxStateBytes);
+  if (!r.ok()) {
+    if (r.status != sources::Status::kAbsent)
+      *why = path + ": " +
+             (r.err == EINVAL ? std::string("not a regular file") : std::strerror(r.err));
     return std::nullopt;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
   std::string reason;
-  auto s = parse_state(ss.str(), &reason);
+  auto s = parse_state(r.text, &reason);
   if (!s) *why = path + " refused, counting afresh: " + reason;
   return s;
 }
@@ -53,9 +60,9 @@ std::string read_error_text(int err) {
 }  // namespace
 
 std::string read_boot_id(const std::string& path) {
-  std::ifstream in(path);
-  std::string id;
-  std::getline(in, id);
+  const std::filesystem::path p(path);
+  const sources::Read r = sources::FsRoot(p.parent_path()).read(p.filename().string(), 4096);
+  const std::string id(r.ok() ? r.value() : std::string_view());
   // A UUID as the kernel prints it; anything else is not trusted.
   const bool ok = !id.empty() && id.size() <= 64 &&
                   id.find_first_not_of("0123456789abcdef-") == std::string::npos;

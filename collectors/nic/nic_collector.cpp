@@ -32,7 +32,8 @@ NicOptions read_nic_options(OptionReader& r) {
   NicOptions out;
   out.interfaces = sources::read_name_filter(r, "interfaces_include", "interfaces_exclude", "",
                                              std::string(kDefaultInterfacesExclude));
-  std::vector<std::string> counters = r.get_string_array("driver_counters", out.driver_counters);
+  std::vector<std::string> counters =
+      r.get_string_array("driver_counters", out.driver_counters, kMaxDriverCounterPatterns);
   bool counters_ok = true;
   for (const std::string& c : counters) {
     std::string problem = c.empty() ? std::string("an empty regular expression would match nothing")

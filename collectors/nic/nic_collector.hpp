@@ -52,6 +52,10 @@ inline constexpr std::string_view kDefaultInterfacesExclude =
 std::vector<std::string> default_driver_counters();
 
 // [collectors.nic] keys.
+// At most this many driver_counters patterns (a longer list is a
+// configuration error); a NIC has a few hundred statistics.
+inline constexpr std::size_t kMaxDriverCounterPatterns = 256;
+
 struct NicOptions {
   // interfaces_include, interfaces_exclude: RE2 regular expressions searched
   // anywhere in the interface name (anchor with ^ and $): an interface is

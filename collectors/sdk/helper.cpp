@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <new>
@@ -1076,6 +1077,55 @@ sources::FsRoot::FileRead Fs::read_regular(const std::string& path, std::size_t 
   errno_answer(answer->err);
   if (f.ok()) f.text.assign(text);
   return f;
+}
+
+OperatorFile read_operator_file(const std::string& path, std::size_t max_bytes,
+                                std::chrono::milliseconds timeout) {
+  OperatorFile out;
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(path, ec);
+  if (ec) abs = path;
+  sources::FsRoot::FileRead f;
+  Answer a;
+  if (launcher_running()) {
+    Fs fs("file:" + abs.string());
+    f = fs.read_regular(abs.string(), max_bytes, Deadline{Clock::now() + timeout}, &a);
+  }
+  if (!launcher_running() || a.failure == Failure::kUnavailable) {
+    f = sources::FsRoot(abs).read_regular("", max_bytes);
+    a = Answer{};
+  }
+  switch (a.failure) {
+    case Failure::kNone: break;
+    case Failure::kTimeout:
+    case Failure::kCancelled:
+      out.error = "no answer from the file system within " +
+                  std::to_string(static_cast<long long>(timeout.count())) +
+                  " ms (a hung mount?); not read";
+      return out;
+    case Failure::kBlocked:
+      out.error = "an earlier read of it is still held by the kernel (a hung mount?); not read";
+      return out;
+    case Failure::kBusy: out.error = "being read already (another reload); not read"; return out;
+    default:
+      out.error = "its read failed (" + std::string(failure_name(a.failure)) + ")";
+      return out;
+  }
+  if (f.ok()) {
+    out.ok = true;
+    out.text = std::move(f.text);
+    return out;
+  }
+  out.absent = f.status == sources::Status::kAbsent;
+  if (out.absent)
+    out.error = "no such file";
+  else if (f.err == EINVAL && f.info && !f.info->regular)
+    out.error = "not a regular file";
+  else if (f.err == EFBIG)
+    out.error = "larger than " + std::to_string(max_bytes) + " bytes";
+  else
+    out.error = std::strerror(f.err);
+  return out;
 }
 
 }  // namespace nodewatch::helper

@@ -187,12 +187,19 @@ std::string OptionReader::get_enum(std::string_view key, std::string def,
 }
 
 std::vector<std::string> OptionReader::get_string_array(std::string_view key,
-                                                        std::vector<std::string> def) {
+                                                        std::vector<std::string> def,
+                                                        std::size_t max) {
   const toml::node* n = lookup(key);
   if (n == nullptr) return def;
   const toml::array* arr = n->as_array();
   if (arr == nullptr) {
     error_at(n, key, "expected an array of strings, found " + std::string(type_name(*n)));
+    return def;
+  }
+  if (arr->size() > max) {
+    error_at(
+        n, key,
+        std::to_string(arr->size()) + " elements; at most " + std::to_string(max) + " are allowed");
     return def;
   }
   std::vector<std::string> out;
@@ -238,7 +245,8 @@ Millis OptionReader::get_duration(std::string_view key, Millis def, Millis min, 
 }
 
 std::size_t OptionReader::for_each_table(
-    std::string_view key, const std::function<void(OptionReader&, std::size_t)>& each) {
+    std::string_view key, const std::function<void(OptionReader&, std::size_t)>& each,
+    std::size_t max) {
   const toml::node* n = lookup(key);
   if (n == nullptr) return 0;
   const toml::array* arr = n->as_array();
@@ -246,6 +254,12 @@ std::size_t OptionReader::for_each_table(
     error_at(n, key,
              "expected an array of tables ([[" + join_key(prefix_, key) + "]]), found " +
                  std::string(type_name(*n)));
+    return 0;
+  }
+  if (arr->size() > max) {
+    error_at(
+        n, key,
+        std::to_string(arr->size()) + " tables; at most " + std::to_string(max) + " are allowed");
     return 0;
   }
   std::size_t count = 0;

@@ -136,13 +136,17 @@ StorageOptions read_storage_options(OptionReader& r, DirectoryCheck* check) {
   } else {
     out.mountstats = mountstats;
   }
-  out.nfs_operations = r.get_string_array("nfs_operations", out.nfs_operations);
+  // NFS has about 70 operations (v3 and v4.2 together).
+  out.nfs_operations = r.get_string_array("nfs_operations", out.nfs_operations, kMaxNfsOperations);
   const auto check_until = std::chrono::steady_clock::now() + kPathCheckLimit;
-  r.for_each_table("probe", [&](OptionReader& p, std::size_t) {
-    if (std::optional<ProbeConfig> c = read_probe(p, check, check_until, out.probes)) {
-      out.probes.push_back(std::move(*c));
-    }
-  });
+  r.for_each_table(
+      "probe",
+      [&](OptionReader& p, std::size_t) {
+        if (std::optional<ProbeConfig> c = read_probe(p, check, check_until, out.probes)) {
+          out.probes.push_back(std::move(*c));
+        }
+      },
+      kMaxProbes);
   return out;
 }
 

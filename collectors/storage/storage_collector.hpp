@@ -71,6 +71,12 @@ inline constexpr std::size_t kMaxHeldDescriptors = 4096;
 //  - [[collectors.storage.probe]]: path (absolute directory), operations
 //    (of stat, write, fsync, read), interval, timeout (not above interval),
 //    size ("4KiB", at most 1 MiB).
+// Bounds of the lists (a longer one is a configuration error): each probe
+// has a helper process of its own (32 per daemon, helper.hpp); NFS has
+// about 70 operations.
+inline constexpr std::size_t kMaxProbes = 16;
+inline constexpr std::size_t kMaxNfsOperations = 128;
+
 struct StorageOptions {
   sources::NameFilterSpec devices{"", std::string(kDefaultDevicesExclude)};
   std::string mountstats{"self/mountstats"};

@@ -197,4 +197,22 @@ class Fs {
   std::uint64_t generation_ = 0;
 };
 
+// A file the operator names and the daemon reads itself (the
+// configuration, the expect file, the web configuration): read whole by a
+// helper of key "file:<absolute path>", and only if it is a regular file of
+// at most `max_bytes`, within `timeout`. A configuration on a hung mount
+// costs a reload `timeout` and an error, never the daemon's io thread or
+// its exit; while that helper is held, later reads of the path are refused
+// at once. Without a launcher the file is read here (O_NONBLOCK, type
+// checked), which a local file allows.
+struct OperatorFile {
+  bool ok = false;
+  bool absent = false;  // ENOENT (or ENOTDIR): there is no such file
+  std::string text;     // when ok
+  std::string error;    // when not ok: why, as a sentence for the operator
+};
+inline constexpr std::chrono::milliseconds kOperatorFileTimeout{5000};
+OperatorFile read_operator_file(const std::string& path, std::size_t max_bytes,
+                                std::chrono::milliseconds timeout = kOperatorFileTimeout);
+
 }  // namespace nodewatch::helper

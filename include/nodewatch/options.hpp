@@ -54,15 +54,22 @@ class OptionReader {
   // One of `allowed`.
   std::string get_enum(std::string_view key, std::string def,
                        std::span<const std::string_view> allowed);
-  std::vector<std::string> get_string_array(std::string_view key, std::vector<std::string> def);
+  // At most `max` elements: a longer array is an error (and `def` is kept),
+  // so that no list is taken that has no reason to be huge and would cost a
+  // reload or every collection its length.
+  static constexpr std::size_t kMaxArray = 1024;
+  std::vector<std::string> get_string_array(std::string_view key, std::vector<std::string> def,
+                                            std::size_t max = kMaxArray);
   Millis get_duration(std::string_view key, Millis def, Millis min, Millis max);
   // Reads an array of tables ([[<table>.<key>]]): calls `each` once per
   // element with a reader over that element, whose keys are named
   // "<prefix>.<key>[<index>].<name>"; unknown keys in an element are
   // reported. Returns the number of elements (0 when absent or not an array
-  // of tables, which is reported).
+  // of tables, which is reported). More than `max` elements is an error,
+  // and none is read.
   std::size_t for_each_table(std::string_view key,
-                             const std::function<void(OptionReader&, std::size_t)>& each);
+                             const std::function<void(OptionReader&, std::size_t)>& each,
+                             std::size_t max = kMaxArray);
   // Reports an error at the key's position (or the table's, if the key is absent).
   void error(std::string_view key, std::string message);
   // Declares a key as known without reading it (a sub-table read separately).

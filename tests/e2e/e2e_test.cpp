@@ -7,6 +7,7 @@
 // and review the diff like code.
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <map>
 #include <regex>
@@ -255,6 +256,88 @@ TEST(E2ETest, ThousandScrapesLeakNoDescriptorsAndNoMemory) {
       << "RSS grew from " << rss_before << " KiB to " << rss_after << " KiB";
   d.signal(SIGTERM);
   EXPECT_EQ(d.wait(5s), 0);
+}
+
+// Sample lines by collector ("nodewatch_storage_..." -> "storage"), and the
+// sum of each collector's nodewatch_collector_errors_total.
+struct OutputCounts {
+  std::map<std::string, int> samples;
+  std::map<std::string, double> errors;
+  std::map<std::string, std::string> up;
+};
+OutputCounts CountOutput(const std::string& text) {
+  static const std::regex kErr(
+      R"re(^nodewatch_collector_errors_total\{collector="(\w+)".* (\S+)$)re");
+  static const std::regex kUp(R"re(^nodewatch_collector_up\{collector="(\w+)"\} (\S+)$)re");
+  OutputCounts c;
+  std::istringstream in(text);
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (std::regex_match(line, m, kErr)) c.errors[m[1]] += std::stod(m[2]);
+    if (std::regex_match(line, m, kUp)) c.up[m[1]] = m[2];
+    // NFS mounts apart: all of theirs come from one file (mountstats).
+    if (line.rfind("nodewatch_storage_nfs_", 0) == 0)
+      ++c.samples["storage_nfs"];
+    else if (line.rfind("nodewatch_", 0) == 0)
+      ++c.samples[line.substr(10, line.find('_', 10) - 10)];
+  }
+  return c;
+}
+
+// A FIFO (no writer) in place of one attribute of each collector: before
+// the sources layer opened attributes with O_NONBLOCK and refused
+// non-regular files, the open() of the first one blocked its collection
+// for good, and --once never returned. Now each costs its value (or its
+// device's), counted, and every collection completes.
+TEST(E2ETest, AFifoInPlaceOfAnAttributeCostsItsValueNotTheCollection) {
+  TempDir plain_dir;
+  const OutputCounts plain = CountOutput(RunOnce(plain_dir));
+
+  TempDir dir;
+  std::vector<std::string> args = FixtureArgs(dir);
+  const std::filesystem::path node = dir.path() / "node";
+  // One attribute that a collector reads, per fixture tree of the node.
+  const std::vector<std::pair<std::string, std::string>> fifos = {
+      {"storage", "sys/block/nvme0n1/queue/rotational"},
+      {"pcie", "sys/devices/pci0000:00/0000:00:1c.0/max_link_width"},
+      {"accelerator", "sys/devices/pci0000:c0/0000:c0:01.1/0000:c1:00.0/hwmon/hwmon5/temp1_input"},
+      {"interconnect", "sys/class/infiniband/mlx5_1/ports/1/counters/port_xmit_data"},
+      {"kernel", "sys/devices/system/edac/mc/mc1/dimm1/dimm_ue_count"},
+      {"kernel", "proc/sys/kernel/random/boot_id"},
+      {"accelerator", "proc/3301/cgroup"},
+      {"storage", "proc/self/mountstats"},  // every NFS series is this file's
+  };
+  for (const auto& [collector, rel] : fifos) {
+    ASSERT_TRUE(std::filesystem::is_regular_file(node / rel)) << rel;
+    std::filesystem::remove(node / rel);
+    ASSERT_EQ(::mkfifo((node / rel).c_str(), 0644), 0) << rel;
+  }
+  DaemonProcess::Options o;
+  o.args = args;
+  o.env = FixtureEnv();
+  o.args.push_back("--once");
+  o.stdout_file = dir.path() / "out.prom";
+  DaemonProcess d(o, dir.path() / "log");
+  auto rc = d.wait(30s);
+  ASSERT_EQ(rc, 0) << "--once did not finish over FIFOs\n" << d.log();
+  const OutputCounts got = CountOutput(ReadFile(dir.path() / "out.prom"));
+  for (const auto& [collector, value] : plain.up) {
+    EXPECT_EQ(got.up.count(collector) ? got.up.at(collector) : "", "1") << collector;
+  }
+  EXPECT_EQ(got.samples.count("storage_nfs"), 0u);
+  for (const auto& [collector, rel] : fifos) {
+    // The collection went on: most of its series are there.
+    ASSERT_TRUE(plain.samples.count(collector)) << collector;
+    EXPECT_GT(got.samples.count(collector) ? got.samples.at(collector) : 0,
+              plain.samples.at(collector) * 3 / 4)
+        << collector << " lost more than one value's worth for " << rel;
+  }
+  // Each loss is counted where the collector counts read errors (the kernel
+  // collector's boot id is a message: "no boot id to be read").
+  for (const char* collector : {"storage", "pcie", "accelerator", "interconnect"})
+    EXPECT_GT(got.errors.at(collector), plain.errors.at(collector)) << collector;
 }
 
 }  // namespace

@@ -756,27 +756,6 @@ TEST(AmdgpuBackend, NeverAsksForPcieBw) {
   EXPECT_EQ(faults->hits(), 0u);
 }
 
-TEST(AmdgpuBackend, NeverOpensPcieBw) {
-  // pcie_bw becomes a FIFO: opening it for reading blocks until a writer
-  // comes, as the kernel's read blocks for a second. The collection must not
-  // notice it is there.
-  TempTree tree;
-  const std::string fifo = tree.path(kMi210 + "/pcie_bw").string();
-  tree.remove(kMi210 + "/pcie_bw");
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
-  std::unique_ptr<Backend> backend = make_amdgpu_backend(tree.roots());
-  auto result =
-      std::async(std::launch::async, [&backend] { return backend->sample(generous_context()); });
-  if (result.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
-    // Release the reader stuck in open() so that the test can end.
-    int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
-    if (fd >= 0) ::close(fd);
-    result.wait();
-    FAIL() << "the collection opened pcie_bw";
-  }
-  EXPECT_EQ(result.get().size(), 2u);
-}
-
 TEST(AmdgpuBackend, UnavailableValuesAreEmptyWithoutErrors) {
   // A runtime-suspended or resetting GPU: amdgpu_pm.c answers EPERM for its
   // power-management attributes; others answer ENODATA, EOPNOTSUPP, EBUSY.

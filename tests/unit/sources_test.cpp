@@ -223,6 +223,37 @@ TEST(FsRoot, ReadRegularGivesTypeSizeAndMtimeAndNeverBlocks) {
 
 // A held descriptor reads the file afresh on every read (pread at 0), keeps
 // one descriptor, and is reopened by path after the device went away.
+// A FIFO (no writer) or a directory where an attribute should be: read(),
+// a held file and the held-file table answer EINVAL at once (an open()
+// without O_NONBLOCK waits for a writer forever), hold no descriptor, and
+// read the attribute again once it is a file.
+TEST(FsRoot, ANonRegularFileInPlaceOfAnAttributeIsAnErrorAtOnce) {
+  Tree t;
+  t.write("class/net/eth0/mtu", "9000\n");
+  fs::create_directories(t.dir() / "class/net/eth0/dir");
+  ASSERT_EQ(::mkfifo((t.dir() / "class/net/eth0/carrier").c_str(), 0600), 0);
+  FsRoot root(t.dir());
+  const int fds = open_fds();
+
+  Read fifo = root.read("class/net/eth0/carrier");
+  EXPECT_EQ(fifo.status, Status::kError);
+  EXPECT_EQ(fifo.err, EINVAL);
+  EXPECT_EQ(root.read("class/net/eth0/dir").err, EISDIR);
+  HeldFile held = root.hold("class/net/eth0/carrier");
+  EXPECT_EQ(held.read().err, EINVAL);
+  EXPECT_FALSE(held.is_open());
+  HeldFiles table(root);
+  table.begin_cycle();
+  EXPECT_EQ(table.read("class/net/eth0/carrier").err, EINVAL);
+  EXPECT_TRUE(table.read("class/net/eth0/mtu").ok());
+  EXPECT_EQ(open_fds(), fds + 1);  // the mtu's descriptor only
+
+  fs::remove(t.dir() / "class/net/eth0/carrier");
+  t.write("class/net/eth0/carrier", "1\n");
+  EXPECT_EQ(held.read().value(), "1");
+  EXPECT_EQ(table.read("class/net/eth0/carrier").value(), "1");
+}
+
 TEST(HeldFile, ReadsAfreshOnOneDescriptorAndReopensAfterGone) {
   Tree t;
   t.write("counter", "1\n");

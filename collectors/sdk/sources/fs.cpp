@@ -22,6 +22,28 @@ int open_ro(const std::string& path, int extra_flags = 0) {
   }
 }
 
+// An attribute's descriptor, or -errno. O_NONBLOCK and a type check on the
+// same descriptor: a FIFO (or a device node) put where an attribute should
+// be cannot block the collector in open() or read(), and is refused as
+// EINVAL (a directory: EISDIR, as read() would say), one value lost rather
+// than the collection. sysfs and procfs
+// attributes are regular files; O_NONBLOCK changes nothing for them.
+int open_attribute(const std::string& path) {
+  int fd = open_ro(path, O_NONBLOCK);
+  if (fd < 0) return fd;
+  struct ::stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return -err;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+  }
+  return fd;
+}
+
 // Reads from offset 0 to the end (pread: the descriptor's offset is never
 // used, so a held descriptor needs no lseek). 0 or an errno.
 int read_all(int fd, std::size_t max_bytes, std::string& out) {
@@ -154,7 +176,7 @@ std::optional<int> FsRoot::fault(const std::string& full_path) const {
 Read FsRoot::read(std::string_view rel, std::size_t max_bytes) const {
   std::string path = full(rel);
   if (auto err = fault(path)) return answer(*err);
-  int fd = open_ro(path);
+  int fd = open_attribute(path);
   if (fd < 0) return answer(-fd);
   std::string text;
   int err = read_all(fd, max_bytes, text);
@@ -308,7 +330,7 @@ Read HeldFile::read() {
   for (int attempt = 0; attempt < 2; ++attempt) {
     bool reopened = false;
     if (fd_ < 0) {
-      int fd = open_ro(path_);
+      int fd = open_attribute(path_);
       if (fd < 0) return answer(-fd);
       fd_ = fd;
       reopened = true;

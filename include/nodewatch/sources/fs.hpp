@@ -3,7 +3,10 @@
 // every collector goes through an FsRoot (DESIGN.md, "Layers").
 //
 // One read rule: a whole file, at most `max_bytes` (larger is an error, not
-// a truncation), EINTR retried. One error rule, four answers:
+// a truncation), EINTR retried, opened with O_NONBLOCK and read only if it
+// is a regular file (a FIFO or device node in an attribute's place is error
+// EINVAL at once, a directory EISDIR: neither can block the collection). One error rule, four
+// answers:
 //   ok      the bytes;
 //   absent  the file is not there (ENOENT, ENOTDIR): the driver does not
 //           create that attribute, or the device has no such port; not an
