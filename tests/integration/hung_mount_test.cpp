@@ -50,6 +50,7 @@ using namespace std::chrono_literals;
 using nodewatch::testing::Eventually;
 using testing::DaemonProcess;
 using testing::HangFs;
+using testing::KernelTestSection;
 using testing::LastSuccess;
 using testing::Request;
 using testing::SampleValue;
@@ -320,6 +321,70 @@ TEST_F(HungMount, TheDaemonStaysWholeAndSigtermEndsItWhileAHelperIsHeld) {
   auto rc2 = second.wait(5s);
   ASSERT_TRUE(rc2) << second.log();
   EXPECT_EQ(*rc2, 0);
+}
+
+// The configuration itself on the hung mount. The daemon reads it by a
+// helper with a 5 s limit (helper::read_operator_file): a SIGHUP while the
+// mount is hung is rejected after 5 s, saying why, and scrapes and
+// /-/healthy answer all along (before, the read was a blocking open() and a
+// thread stuck in it held the reload, and at exit the process); a second
+// SIGHUP is rejected at once while that helper is held; --check-config
+// ends with an error instead of never returning; once the mount answers,
+// a reload succeeds.
+TEST_F(HungMount, AConfigurationOnTheHungMountFailsItsReadInsteadOfHoldingTheDaemon) {
+  {
+    // The kernel collector's state file off the mount: it is written by the
+    // daemon itself, from a local state directory.
+    std::ofstream(backing_ / "nodewatch.toml")
+        << "[collectors.pcie]\ninterval = \"1s\"\ntimeout = \"500ms\"\n"
+        << KernelTestSection(dir_.path());
+  }
+  const std::filesystem::path cfg = mnt_ / "nodewatch.toml";
+  DaemonProcess d(options(cfg, "127.0.0.1:0"), dir_.path() / "log");
+  auto port = d.port();
+  ASSERT_TRUE(port) << d.log();
+  ASSERT_TRUE(d.wait_log("first collection round complete")) << d.log();
+  const std::string reload_ok = "nodewatch_config_last_reload_successful";
+  EXPECT_EQ(scrape_value(*port, reload_ok), 1.0);
+
+  fs_->hang();
+  d.signal(SIGHUP);
+  ScrapeTimes times = ScrapeFor(*port, 3s, 50ms, [](const std::string&) {});
+  EXPECT_LT(times.worst(), 1000.0) << "scrapes waited on the configuration's read";
+  EXPECT_EQ(Request(*port, "GET", "/-/healthy")->status, 200);
+  ASSERT_TRUE(d.wait_log("reload rejected: .*no answer from the file system within 5000 ms", 10s))
+      << d.log();
+  EXPECT_EQ(scrape_value(*port, reload_ok), 0.0);
+  const std::size_t held = fs_->held();
+  EXPECT_GE(held, 1u);
+
+  auto t0 = std::chrono::steady_clock::now();
+  d.signal(SIGHUP);
+  ASSERT_TRUE(d.wait_log("reload rejected: .*still held by the kernel", 3s)) << d.log();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  EXPECT_EQ(fs_->held(), held);  // nothing more was asked of the mount
+
+  DaemonProcess::Options check;
+  check.args = {"--check-config", "--config", cfg.string()};
+  check.add_kernel_section = false;
+  DaemonProcess checker(check, dir_.path() / "check.log");
+  auto rc = checker.wait(15s);
+  ASSERT_TRUE(rc) << "--check-config did not return with its configuration on a hung mount";
+  EXPECT_EQ(*rc, 1) << checker.log();
+  EXPECT_NE(checker.log().find("no answer from the file system"), std::string::npos)
+      << checker.log();
+
+  fs_->answer();
+  ASSERT_TRUE(Eventually(
+      [&] {
+        d.signal(SIGHUP);
+        return d.wait_log("configuration reloaded", 1s).has_value();
+      },
+      10s))
+      << d.log();
+  EXPECT_EQ(scrape_value(*port, reload_ok), 1.0);
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(5s), 0);
 }
 
 TEST_F(HungMount, APathCheckOnTheHungMountIsAcceptedAndNotStartedAgain) {

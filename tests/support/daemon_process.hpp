@@ -96,10 +96,13 @@ class DaemonProcess {
     // What to run: nodewatchd, or a wrapper that runs it (setpriv), which
     // then has nodewatchd and its arguments in `args`.
     std::filesystem::path program = BinaryPath();
+    // Whether to add KernelTestSection to the configuration (which reads
+    // the file: not for one on a hung mount).
+    bool add_kernel_section = true;
   };
 
   DaemonProcess(const Options& o, const std::filesystem::path& log_file) : log_(log_file) {
-    AddKernelTestSection(o.args);
+    if (o.add_kernel_section) AddKernelTestSection(o.args);
     pid_ = ::fork();
     if (pid_ == 0) {
       int err = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
