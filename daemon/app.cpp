@@ -132,6 +132,8 @@ HttpLimits limits_of(const ServerConfig& s) {
   l.max_connections = static_cast<std::size_t>(s.max_connections);
   l.read_timeout = s.read_timeout;
   l.idle_timeout = s.idle_timeout;
+  l.write_timeout = s.write_timeout;
+  l.max_connections_per_client = static_cast<std::size_t>(s.max_connections_per_client);
   l.healthy_without_auth = s.healthy_without_auth;
   return l;
 }
@@ -252,6 +254,7 @@ class Daemon {
     signals_.add(SIGINT);
     signals_.add(SIGHUP);
     server_.set_tls_observer([this](std::string_view reason) { self_.count_tls_error(reason); });
+    server_.set_drop_observer([this](std::string_view reason) { self_.count_drop(reason); });
     std::vector<int> fds = systemd::listen_fds();
     std::string err;
     if (!fds.empty()) {

@@ -113,6 +113,12 @@ ConfigResult parse_config(std::string_view text, std::string_view file,
         r.get_duration("read_timeout", cfg.server.read_timeout, Millis(100), Millis(300000));
     cfg.server.idle_timeout =
         r.get_duration("idle_timeout", cfg.server.idle_timeout, Millis(100), Millis(3600000));
+    cfg.server.write_timeout =
+        r.get_duration("write_timeout", cfg.server.write_timeout, Millis(100), Millis(300000));
+    cfg.server.max_connections_per_client = static_cast<int>(
+        r.get_int("max_connections_per_client", cfg.server.max_connections_per_client, 1, 100000));
+    if (cfg.server.max_connections_per_client > cfg.server.max_connections)
+      cfg.server.max_connections_per_client = cfg.server.max_connections;
     cfg.server.web_config_file = r.get_string("web_config_file", cfg.server.web_config_file);
     if (!cfg.server.web_config_file.empty() && cfg.server.web_config_file[0] != '/') {
       std::filesystem::path dir = std::filesystem::path(file_s).parent_path();

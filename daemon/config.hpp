@@ -36,6 +36,13 @@ struct ServerConfig {
   // after idle_timeout.
   Millis read_timeout{10000};
   Millis idle_timeout{60000};
+  // A response must be read by its client within write_timeout, well under
+  // Prometheus's scrape timeout (10 s by default): a client that does not
+  // read loses its connection, and its slot, then.
+  Millis write_timeout{5000};
+  // Connections from one client address at once (at most max_connections);
+  // see http_server.hpp for how the slots are shared.
+  int max_connections_per_client = 8;
   // The exporter-toolkit web configuration (TLS, basic authentication):
   // absolute, or relative to the configuration file's directory; "" none.
   std::string web_config_file;

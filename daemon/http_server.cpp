@@ -1,6 +1,7 @@
 #include "http_server.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -17,8 +18,20 @@ namespace beast = boost::beast;
 using tcp = asio::ip::tcp;
 
 struct HttpServer::SessionBase {
+  // Where a connection is: waiting on its client (handshake, between
+  // requests, reading one), being served, or writing to its client.
+  enum class Phase { kHandshake, kIdle, kReading, kServing, kWriting };
   virtual ~SessionBase() = default;
   virtual void close_if_idle() = 0;
+  // Closes it now, whatever it is doing (a new connection needs its slot).
+  virtual void evict() = 0;
+  void enter(Phase p) {
+    phase = p;
+    since = std::chrono::steady_clock::now();
+  }
+  Phase phase = Phase::kHandshake;
+  std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
+  asio::ip::address peer;
 };
 
 // What every session of the server reads: the server's own members, by
@@ -31,6 +44,8 @@ struct HttpServer::Shared {
   const HttpLimits& limits;
   std::shared_ptr<std::size_t> active;
   std::shared_ptr<std::set<SessionBase*>> sessions;
+  std::shared_ptr<std::map<asio::ip::address, std::size_t>> per_client;
+  const DropObserver& drop_observer;
   const bool& stopping;
   Authenticator* auth;
   RateLimiter& rate;
@@ -53,20 +68,26 @@ class Session : public HttpServer::SessionBase,
  public:
   static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
 
-  Session(Stream stream, HttpServer::Shared& shared, std::shared_ptr<const WebSecurity> security)
+  Session(Stream stream, HttpServer::Shared& shared, std::shared_ptr<const WebSecurity> security,
+          asio::ip::address from)
       : stream_(std::move(stream)),
         shared_(shared),
         security_(std::move(security)),
         active_(shared.active),
-        sessions_(shared.sessions) {
+        sessions_(shared.sessions),
+        per_client_(shared.per_client) {
+    peer = from;
     ++*active_;
     sessions_->insert(this);
+    ++(*per_client_)[peer];
   }
   // May run after the server is gone (the io_context destroying a pending
   // handler): touches only what it holds itself.
   ~Session() override {
     --*active_;
     sessions_->erase(this);
+    auto it = per_client_->find(peer);
+    if (it != per_client_->end() && --it->second == 0) per_client_->erase(it);
   }
 
   void start() {
@@ -83,11 +104,13 @@ class Session : public HttpServer::SessionBase,
   }
 
   void close_if_idle() override {
-    if (!writing_ && !checking_) {
-      beast::error_code ec;
-      beast::get_lowest_layer(stream_).socket().shutdown(tcp::socket::shutdown_both, ec);
-      beast::get_lowest_layer(stream_).socket().close(ec);
-    }
+    if (!writing_ && !checking_) evict();
+  }
+
+  void evict() override {
+    beast::error_code ec;
+    beast::get_lowest_layer(stream_).socket().shutdown(tcp::socket::shutdown_both, ec);
+    beast::get_lowest_layer(stream_).socket().close(ec);
   }
 
  private:
@@ -120,6 +143,7 @@ class Session : public HttpServer::SessionBase,
       read();
       return;
     }
+    enter(Phase::kIdle);
     beast::get_lowest_layer(stream_).expires_after(shared_.limits.idle_timeout);
     stream_.async_read_some(buffer_.prepare(4096),
                             [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
@@ -133,6 +157,7 @@ class Session : public HttpServer::SessionBase,
   }
 
   void read() {
+    enter(Phase::kReading);
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(shared_.limits.header_limit));
     parser_->body_limit(shared_.limits.body_limit);
@@ -172,6 +197,7 @@ class Session : public HttpServer::SessionBase,
       return;
     }
     request_ = parser_->release();
+    enter(Phase::kServing);
     const bool keep = request_.keep_alive() && !shared_.stopping;
     const std::string target(request_.target());
     if (!shared_.rate.allow()) {
@@ -228,12 +254,17 @@ class Session : public HttpServer::SessionBase,
     if (shared_.observer) shared_.observer(target, res.result_int());
     response_ = std::make_shared<HttpResponse>(std::move(res));
     writing_ = true;
+    enter(Phase::kWriting);
     beast::get_lowest_layer(stream_).expires_after(shared_.limits.write_timeout);
     http::async_write(
         stream_, *response_,
         [self = this->shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
           self->writing_ = false;
           self->response_.reset();
+          // A client that does not read its response within write_timeout
+          // loses the connection (and its slot).
+          if (ec == beast::error::timeout && self->shared_.drop_observer)
+            self->shared_.drop_observer("write_timeout");
           if (ec || !keep_alive || self->shared_.stopping) {
             self->close();
             return;
@@ -253,6 +284,7 @@ class Session : public HttpServer::SessionBase,
   std::shared_ptr<const WebSecurity> security_;
   std::shared_ptr<std::size_t> active_;
   std::shared_ptr<std::set<HttpServer::SessionBase*>> sessions_;
+  std::shared_ptr<std::map<asio::ip::address, std::size_t>> per_client_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   HttpRequest request_;
@@ -269,10 +301,12 @@ HttpServer::HttpServer(asio::io_context& io, Handler handler, Observer observer)
       observer_(std::move(observer)),
       active_(std::make_shared<std::size_t>(0)),
       sessions_(std::make_shared<std::set<SessionBase*>>()),
+      per_client_(std::make_shared<std::map<asio::ip::address, std::size_t>>()),
       security_(WebSecurity::build("").security),
       auth_(std::make_unique<Authenticator>()),
       shared_(std::make_unique<Shared>(Shared{handler_, observer_, tls_observer_, limits_, active_,
-                                              sessions_, stopped_, auth_.get(), rate_})) {}
+                                              sessions_, per_client_, drop_observer_, stopped_,
+                                              auth_.get(), rate_})) {}
 
 void HttpServer::set_security(std::shared_ptr<const WebSecurity> security) {
   security_ = std::move(security);
@@ -457,8 +491,13 @@ void HttpServer::accept(const std::shared_ptr<tcp::acceptor>& acc) {
       return;
     }
     accept_failures_.succeeded("http accept");
-    if (*active_ >= limits_.max_connections) {
-      refuse(std::move(socket));
+    boost::system::error_code pe;
+    const asio::ip::address from = socket.remote_endpoint(pe).address();
+    auto mine = per_client_->find(from);
+    if (mine != per_client_->end() && mine->second >= limits_.max_connections_per_client) {
+      refuse(std::move(socket), "client_limit");
+    } else if (*active_ >= limits_.max_connections && !evict_one()) {
+      refuse(std::move(socket), "server_limit");
     } else {
       beast::error_code nd;
       socket.set_option(tcp::no_delay(true), nd);
@@ -467,11 +506,11 @@ void HttpServer::accept(const std::shared_ptr<tcp::acceptor>& acc) {
         using TlsStream = beast::ssl_stream<beast::tcp_stream>;
         auto s = std::make_shared<Session<TlsStream>>(
             TlsStream(beast::tcp_stream(std::move(socket)), security_->tls_context()), *shared_,
-            security_);
+            security_, from);
         s->start();
       } else {
         auto s = std::make_shared<Session<beast::tcp_stream>>(beast::tcp_stream(std::move(socket)),
-                                                              *shared_, security_);
+                                                              *shared_, security_, from);
         s->start();
       }
     }
@@ -479,7 +518,36 @@ void HttpServer::accept(const std::shared_ptr<tcp::acceptor>& acc) {
   });
 }
 
-void HttpServer::refuse(tcp::socket socket) {
+bool HttpServer::evict_one() {
+  // The connection waiting longest on its client (a TLS handshake, a
+  // request trickling in, an idle keep-alive), else the one whose response
+  // has waited longest, over a second, for its client to read it. One being
+  // served, or a write that is progressing, is never taken.
+  using Phase = SessionBase::Phase;
+  const auto now = std::chrono::steady_clock::now();
+  SessionBase* victim = nullptr;
+  bool victim_waiting = false;
+  for (SessionBase* s : *sessions_) {
+    const bool waiting =
+        s->phase == Phase::kHandshake || s->phase == Phase::kIdle || s->phase == Phase::kReading;
+    const bool stalled = s->phase == Phase::kWriting && now - s->since >= std::chrono::seconds(1);
+    if (!waiting && !stalled) continue;
+    if (victim == nullptr || (waiting && !victim_waiting) ||
+        (waiting == victim_waiting && s->since < victim->since)) {
+      victim = s;
+      victim_waiting = waiting;
+    }
+  }
+  if (victim == nullptr) return false;
+  // Counted as a slot now: the session itself goes when its handlers run.
+  victim->phase = Phase::kServing;
+  victim->evict();
+  if (drop_observer_) drop_observer_("evicted");
+  return true;
+}
+
+void HttpServer::refuse(tcp::socket socket, std::string_view reason) {
+  if (drop_observer_) drop_observer_(reason);
   // Never queue: answer at once without reading the request and close. The
   // reply is small enough for the socket buffer, so a non-blocking write
   // cannot stall the io thread.

@@ -5,8 +5,19 @@
 // response. The server enforces the limits that keep a hostile or broken
 // client from hurting the daemon: header size (431 past the limit), a read
 // deadline per request (a client that trickles bytes is dropped), an idle
-// timeout between keep-alive requests, and max_connections (past it, a new
-// connection gets an immediate 503 and is closed, never queued).
+// timeout between keep-alive requests, a write timeout (a client that does
+// not read its response loses the connection), and the connection slots:
+//   - at most max_connections_per_client connections from one address; past
+//     it, a new one from there gets an immediate 503 and is closed;
+//   - at most max_connections in all; when they are taken, a new connection
+//     takes the slot of the one waiting longest on its client (a TLS
+//     handshake, a request trickling in, an idle keep-alive), else of the
+//     one whose response has waited longest (over 1 s) for its client to
+//     read it; a connection being served or a write that progresses is
+//     never taken. Only when every slot is busy serving does a new
+//     connection get the 503. So misbehaving clients hold slots only until
+//     a well-behaved scraper needs one, and one address never holds more
+//     than its share. Every connection dropped so is counted by reason.
 //
 // TLS, basic authentication, the extra headers and the rate limit come from
 // the web configuration (web_security.hpp): each connection takes the
@@ -19,6 +30,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -42,7 +54,8 @@ struct HttpLimits {
   std::size_t body_limit = 64 * 1024;
   std::chrono::milliseconds read_timeout{10000};
   std::chrono::milliseconds idle_timeout{60000};
-  std::chrono::milliseconds write_timeout{30000};
+  std::chrono::milliseconds write_timeout{5000};
+  std::size_t max_connections_per_client = 8;
   bool healthy_without_auth = false;  // /-/healthy and /-/node-health answer without credentials
 };
 
@@ -54,6 +67,9 @@ class HttpServer {
   using Observer = std::function<void(std::string_view target, unsigned status)>;
   // Told of every TLS handshake that did not complete: "timeout" or "failed".
   using TlsObserver = std::function<void(std::string_view reason)>;
+  // Told of every connection dropped for want of a slot or for a client that
+  // did not read: "server_limit", "client_limit", "evicted", "write_timeout".
+  using DropObserver = std::function<void(std::string_view reason)>;
 
   HttpServer(asio::io_context& io, Handler handler, Observer observer = nullptr);
   ~HttpServer();
@@ -67,6 +83,7 @@ class HttpServer {
   void set_security(std::shared_ptr<const WebSecurity> security);
   std::shared_ptr<const WebSecurity> security() const { return security_; }
   void set_tls_observer(TlsObserver o) { tls_observer_ = std::move(o); }
+  void set_drop_observer(DropObserver o) { drop_observer_ = std::move(o); }
   Authenticator& authenticator() { return *auth_; }
 
   // Serves exactly `addresses` ("host:port" forms of ListenAddress). An
@@ -89,7 +106,10 @@ class HttpServer {
   void accept(const std::shared_ptr<asio::ip::tcp::acceptor>& acc);
   // Takes up a changed web configuration (at most once a second).
   void follow_web_config();
-  void refuse(asio::ip::tcp::socket socket);
+  void refuse(asio::ip::tcp::socket socket, std::string_view reason);
+  // Closes the connection a new one may take the slot of (see above); false
+  // when there is none.
+  bool evict_one();
 
   asio::io_context& io_;
   Handler handler_;
@@ -107,11 +127,13 @@ class HttpServer {
   FailureLog accept_failures_;
   std::shared_ptr<std::size_t> active_;
   std::shared_ptr<std::set<SessionBase*>> sessions_;
+  std::shared_ptr<std::map<asio::ip::address, std::size_t>> per_client_;
   bool stopped_ = false;
   std::shared_ptr<const WebSecurity> security_;
   std::unique_ptr<Authenticator> auth_;
   RateLimiter rate_;
   TlsObserver tls_observer_;
+  DropObserver drop_observer_;
   std::unique_ptr<Shared> shared_;
   std::chrono::steady_clock::time_point web_checked_{};
   FailureLog web_failures_;

@@ -86,6 +86,14 @@ const MetricTable& SelfMetrics::table() {
        "TLS handshakes that did not complete: reason \"timeout\" (not done within "
        "server.read_timeout) or \"failed\" (refused: protocol, certificate, client certificate).",
        {"reason"}},
+      {"nodewatch_http_connections_dropped_total",
+       MetricType::kCounter,
+       "",
+       "Connections the server closed: \"server_limit\" and \"client_limit\" (refused with "
+       "503: every slot busy serving, or server.max_connections_per_client from one address), "
+       "\"evicted\" (a client waiting or not reading, closed for a new connection's slot), "
+       "\"write_timeout\" (a response not read within server.write_timeout).",
+       {"reason"}},
       {"nodewatch_helper_processes",
        MetricType::kGauge,
        "",
@@ -185,6 +193,16 @@ void SelfMetrics::count_request(std::string_view target, unsigned code) {
   requests_[{std::move(label), code}]++;
 }
 
+namespace {
+constexpr std::array<std::string_view, 4> kDropReasons = {"server_limit", "client_limit", "evicted",
+                                                          "write_timeout"};
+}  // namespace
+
+void SelfMetrics::count_drop(std::string_view reason) {
+  for (std::size_t i = 0; i < kDropReasons.size(); ++i)
+    if (kDropReasons[i] == reason) ++drops_[i];
+}
+
 void SelfMetrics::count_tls_error(std::string_view reason) {
   ++(reason == "timeout" ? tls_timeouts_ : tls_failures_);
 }
@@ -219,6 +237,9 @@ std::string SelfMetrics::render(const std::vector<CollectorStatus>& statuses,
            static_cast<double>(tls_failures_));
   sink.add("nodewatch_http_tls_handshake_errors_total", {"timeout"},
            static_cast<double>(tls_timeouts_));
+  for (std::size_t i = 0; i < kDropReasons.size(); ++i)
+    sink.add("nodewatch_http_connections_dropped_total", {std::string(kDropReasons[i])},
+             static_cast<double>(drops_[i]));
   sink.add("nodewatch_helper_processes", {"running"}, static_cast<double>(helper::running()));
   sink.add("nodewatch_helper_processes", {"abandoned"}, static_cast<double>(helper::abandoned()));
   if (!include || include("textfile"))

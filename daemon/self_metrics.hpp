@@ -3,6 +3,7 @@
 // reloads, build information and the standard process_* metrics. Rendered
 // per scrape (a few KiB), on the io thread.
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -26,6 +27,8 @@ class SelfMetrics {
   void set_reload_result(bool ok);
   // Counts one TLS handshake that did not complete ("timeout", "failed").
   void count_tls_error(std::string_view reason);
+  // A connection the HTTP server dropped (http_server.hpp's DropObserver).
+  void count_drop(std::string_view reason);
 
   // Renders nodewatch_* for the collectors `include` accepts, then process_*.
   std::string render(const std::vector<CollectorStatus>& statuses,
@@ -37,6 +40,8 @@ class SelfMetrics {
  private:
   std::map<std::pair<std::string, unsigned>, std::uint64_t> requests_;
   std::uint64_t tls_timeouts_ = 0, tls_failures_ = 0;
+  // By reason: server_limit, client_limit, evicted, write_timeout.
+  std::array<std::uint64_t, 4> drops_{};
   bool reload_ok_ = true;
   double reload_success_ts_ = 0;
   double start_time_ = 0;

@@ -248,10 +248,44 @@ TEST_F(HttpLimitsTest, IdleKeepAliveConnectionIsClosed) {
   EXPECT_LT(elapsed, 2s);
 }
 
-TEST_F(HttpLimitsTest, ConnectionsPastTheLimitAreRefusedAtOnce) {
+// All slots taken by clients that send nothing: a new connection takes the
+// slot of the one waiting longest, which is closed; the other stays.
+TEST_F(HttpLimitsTest, ANewConnectionTakesTheSlotOfTheOneWaitingLongest) {
+  TestConnection a(port_);
+  ASSERT_TRUE(a.connected());
+  for (int i = 0; i < 100 && ActiveConnections() < 1; ++i) std::this_thread::sleep_for(5ms);
+  std::this_thread::sleep_for(20ms);
+  TestConnection b(port_);
+  ASSERT_TRUE(b.connected());
+  for (int i = 0; i < 100 && ActiveConnections() < 2; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(ActiveConnections(), 2u);
+  auto ok = Request(port_, "GET", "/-/healthy");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(a.read_all(), "");  // closed without an answer
+  ASSERT_TRUE(b.send("GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n"));
+  auto still = b.read_response();
+  ASSERT_TRUE(still);
+  EXPECT_EQ(still->status, 200);
+}
+
+// One address past max_connections_per_client: refused at once with 503,
+// and served again once one of its connections closes.
+class HttpPerClientTest : public HttpTest {
+ protected:
+  void SetUp() override {
+    HttpLimits l;
+    l.max_connections = 8;
+    l.max_connections_per_client = 2;
+    l.read_timeout = 2s;
+    l.idle_timeout = 2s;
+    Start(l);
+  }
+};
+
+TEST_F(HttpPerClientTest, ConnectionsPastTheClientsShareAreRefusedAtOnce) {
   TestConnection a(port_), b(port_);
   ASSERT_TRUE(a.connected() && b.connected());
-  // Wait until the server has accepted both.
   for (int i = 0; i < 100 && ActiveConnections() < 2; ++i) std::this_thread::sleep_for(5ms);
   ASSERT_EQ(ActiveConnections(), 2u);
   auto t0 = std::chrono::steady_clock::now();
@@ -260,7 +294,6 @@ TEST_F(HttpLimitsTest, ConnectionsPastTheLimitAreRefusedAtOnce) {
   std::string reply = third.read_all();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
   EXPECT_EQ(reply.rfind("HTTP/1.1 503", 0), 0u) << reply;
-  // Once one closes, new connections are served again.
   a.send("GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   a.read_all();
   for (int i = 0; i < 100 && ActiveConnections() > 1; ++i) std::this_thread::sleep_for(5ms);
