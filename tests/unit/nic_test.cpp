@@ -1095,6 +1095,24 @@ std::vector<CollectorSpec> nic_catalog() {
   return {nic_collector_spec()};
 }
 
+// 10,000 driver_counters patterns (each an RE2 compiled at load, each
+// matched against every statistic of every NIC each cycle) are refused.
+TEST(NicConfig, TooManyDriverCounterPatternsAreRefused) {
+  auto catalog = nic_catalog();
+  auto list = [](std::size_t n) {
+    std::string t = "[collectors.nic]\ndriver_counters = [";
+    for (std::size_t i = 0; i < n; ++i)
+      t += std::string(i ? ", " : "") + "\"c" + std::to_string(i) + "\"";
+    return t + "]\n";
+  };
+  ConfigResult over = parse_config(list(kMaxDriverCounterPatterns + 1), "n.toml", catalog);
+  ASSERT_EQ(over.errors.size(), 1u);
+  EXPECT_EQ(over.errors[0].key, "collectors.nic.driver_counters");
+  EXPECT_NE(over.errors[0].message.find("257 elements; at most 256"), std::string::npos)
+      << over.errors[0].str();
+  EXPECT_TRUE(parse_config(list(kMaxDriverCounterPatterns), "n.toml", catalog).config);
+}
+
 TEST(NicConfig, InvalidRegexIsAConfigErrorAtLoad) {
   auto catalog = nic_catalog();
   ConfigResult r =

@@ -110,6 +110,39 @@ TEST(ProbeConfig, EachErrorNamesTheProbe) {
   EXPECT_NE(twice.errors[0].message.find("probed twice"), std::string::npos);
 }
 
+// Lists with no reason to be huge are bounded: 3,000 probes (each a path
+// check at load and a helper process) or 100,000 NFS operations are a
+// configuration error, found before any probe path is checked.
+TEST(ProbeConfig, TooManyProbesOrNfsOperationsAreRefusedBeforeAnyIsChecked) {
+  const std::vector<CollectorSpec> catalog{storage_collector_spec()};
+  std::string many;
+  for (std::size_t i = 0; i <= storage::kMaxProbes; ++i)
+    many += "[[collectors.storage.probe]]\npath = \"/nonexistent/p" + std::to_string(i) + "\"\n";
+  ConfigResult probes = parse_config(many, "n.toml", catalog);
+  ASSERT_EQ(probes.errors.size(), 1u) << probes.errors[0].str();
+  EXPECT_EQ(probes.errors[0].key, "collectors.storage.probe");
+  EXPECT_NE(probes.errors[0].message.find("17 tables; at most 16"), std::string::npos)
+      << probes.errors[0].str();
+
+  std::string ops = "[collectors.storage]\nnfs_operations = [";
+  for (std::size_t i = 0; i <= storage::kMaxNfsOperations; ++i)
+    ops += std::string(i ? ", " : "") + "\"OP" + std::to_string(i) + "\"";
+  ConfigResult nfs = parse_config(ops + "]\n", "n.toml", catalog);
+  ASSERT_EQ(nfs.errors.size(), 1u);
+  EXPECT_NE(nfs.errors[0].message.find("129 elements; at most 128"), std::string::npos)
+      << nfs.errors[0].str();
+  // At the bound, taken.
+  std::string sixteen;
+  TempDir dir;
+  for (std::size_t i = 0; i < storage::kMaxProbes; ++i) {
+    std::filesystem::create_directory(dir.path() / std::to_string(i));
+    sixteen += "[[collectors.storage.probe]]\npath = \"" +
+               (dir.path() / std::to_string(i)).string() + "\"\n";
+  }
+  ConfigResult ok = parse_config(sixteen, "n.toml", catalog);
+  EXPECT_TRUE(ok.config) << (ok.errors.empty() ? "" : ok.errors[0].str());
+}
+
 TEST(ProbeConfig, Sizes) {
   EXPECT_EQ(parse_size("4KiB"), 4096u);
   EXPECT_EQ(parse_size("1MiB"), 1048576u);
