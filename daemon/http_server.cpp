@@ -311,27 +311,53 @@ HttpServer::HttpServer(asio::io_context& io, Handler handler, Observer observer)
 void HttpServer::set_security(std::shared_ptr<const WebSecurity> security) {
   security_ = std::move(security);
   rate_.configure(security_->config().rate_interval, security_->config().rate_burst);
-  web_checked_ = std::chrono::steady_clock::now();
+  std::lock_guard lock(web_mu_);
+  watched_ = security_;
+  if (!web_thread_.joinable() && !web_stop_ && !security_->path().empty())
+    web_thread_ = std::thread([this] { follow_web_config(); });
 }
 
+// On the follower's thread: the stat()s of the web configuration's files,
+// and its rebuild when one changed, never run on the io thread (a file on a
+// hung mount, a large CA bundle). What it builds is handed to the io thread,
+// which takes it only if no reload replaced the configuration meanwhile.
 void HttpServer::follow_web_config() {
-  if (security_->path().empty()) return;
-  const auto now = std::chrono::steady_clock::now();
-  if (now - web_checked_ < std::chrono::seconds(1)) return;
-  web_checked_ = now;
-  if (!security_->changed_on_disk()) return;
-  WebSecurity::Built b = WebSecurity::build(security_->path());
-  if (!b.security) {
-    std::string all;
-    for (const std::string& e : b.errors) all += (all.empty() ? "" : "; ") + e;
-    web_failures_.failed("web configuration " + security_->path(),
-                         "changed on disk and refused, the running one kept: " + all);
-    return;
+  helper::Fs fs("web-config");
+  std::unique_lock lock(web_mu_);
+  while (!web_cv_.wait_for(lock, std::chrono::seconds(1), [this] { return web_stop_; })) {
+    std::shared_ptr<const WebSecurity> basis = watched_;
+    if (!basis || basis->path().empty()) continue;
+    lock.unlock();
+    std::shared_ptr<const WebSecurity> next;
+    bool unanswered = false;
+    const bool changed = basis->changed_on_disk(&fs, &unanswered);
+    if (unanswered) {
+      web_failures_.failed("web configuration " + basis->path(),
+                           "its files do not answer a stat() within 1 s (a hung mount?); not "
+                           "followed until they do");
+    } else if (changed) {
+      WebSecurity::Built b = WebSecurity::build(basis->path());
+      if (!b.security) {
+        std::string all;
+        for (const std::string& e : b.errors) all += (all.empty() ? "" : "; ") + e;
+        web_failures_.failed("web configuration " + basis->path(),
+                             "changed on disk and refused, the running one kept: " + all);
+      } else {
+        web_failures_.succeeded("web configuration " + basis->path());
+        next = std::move(b.security);
+      }
+    }
+    lock.lock();
+    if (!next || web_stop_ || watched_ != basis) continue;
+    // Not compared again until the io thread has taken it.
+    watched_ = next;
+    asio::post(io_, [this, basis, next] {
+      if (stopped_ || security_ != basis) return;
+      spdlog::info("web configuration {} changed on disk and taken: {}", next->path(),
+                   next->summary());
+      set_security(next);
+    });
   }
-  web_failures_.succeeded("web configuration " + security_->path());
-  spdlog::info("web configuration {} changed on disk and taken: {}", security_->path(),
-               b.security->summary());
-  set_security(std::move(b.security));
 }
 
 HttpServer::~HttpServer() {
@@ -501,7 +527,6 @@ void HttpServer::accept(const std::shared_ptr<tcp::acceptor>& acc) {
     } else {
       beast::error_code nd;
       socket.set_option(tcp::no_delay(true), nd);
-      follow_web_config();
       if (security_->tls()) {
         using TlsStream = beast::ssl_stream<beast::tcp_stream>;
         auto s = std::make_shared<Session<TlsStream>>(
@@ -564,6 +589,12 @@ void HttpServer::refuse(tcp::socket socket, std::string_view reason) {
 
 void HttpServer::stop() {
   stopped_ = true;
+  {
+    std::lock_guard lock(web_mu_);
+    web_stop_ = true;
+  }
+  web_cv_.notify_all();
+  if (web_thread_.joinable()) web_thread_.join();
   for (auto& l : acceptors_) {
     boost::system::error_code ec;
     l.acceptor->close(ec);

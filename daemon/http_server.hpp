@@ -28,12 +28,15 @@
 // and handed to the Handler.
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <boost/beast/http.hpp>
@@ -104,7 +107,8 @@ class HttpServer {
 
  private:
   void accept(const std::shared_ptr<asio::ip::tcp::acceptor>& acc);
-  // Takes up a changed web configuration (at most once a second).
+  // The follower thread's loop: takes up a changed web configuration
+  // (checked once a second).
   void follow_web_config();
   void refuse(asio::ip::tcp::socket socket, std::string_view reason);
   // Closes the connection a new one may take the slot of (see above); false
@@ -135,8 +139,12 @@ class HttpServer {
   TlsObserver tls_observer_;
   DropObserver drop_observer_;
   std::unique_ptr<Shared> shared_;
-  std::chrono::steady_clock::time_point web_checked_{};
-  FailureLog web_failures_;
+  FailureLog web_failures_;  // the follower thread's
+  std::thread web_thread_;
+  std::mutex web_mu_;
+  std::condition_variable web_cv_;
+  bool web_stop_ = false;                       // under web_mu_
+  std::shared_ptr<const WebSecurity> watched_;  // under web_mu_: what the follower compares with
 };
 
 }  // namespace nodewatch

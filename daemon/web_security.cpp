@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include <boost/asio/post.hpp>
@@ -130,9 +131,29 @@ WebSecurity::FileId WebSecurity::identify(const std::string& path) {
   return id;
 }
 
-bool WebSecurity::changed_on_disk() const {
-  return std::any_of(files_.begin(), files_.end(),
-                     [](const FileId& f) { return identify(f.path) != f; });
+bool WebSecurity::changed_on_disk(helper::Fs* fs, bool* unanswered) const {
+  for (const FileId& f : files_) {
+    helper::StatInfo info;
+    helper::Answer a;
+    if (fs != nullptr)
+      a = fs->stat(f.path, helper::Deadline{helper::Clock::now() + std::chrono::seconds(1)}, &info);
+    if (fs == nullptr || a.failure == helper::Failure::kUnavailable) {
+      if (identify(f.path) != f) return true;
+      continue;
+    }
+    if (!a.answered()) {
+      if (unanswered != nullptr) *unanswered = true;
+      return false;
+    }
+    // The helper's answer has no inode, and its time is a double (to a
+    // microsecond, here): a rewrite changes the size or the time.
+    const bool exists = a.err == 0;
+    if (exists != f.exists) return true;
+    if (exists && (info.size != f.size ||
+                   std::abs(info.mtime_seconds - static_cast<double>(f.mtime_ns) / 1e9) > 1e-6))
+      return true;
+  }
+  return false;
 }
 
 WebSecurity::Built WebSecurity::build(const std::string& path) {

@@ -34,6 +34,7 @@
 #include <boost/asio/ssl.hpp>
 
 #include "asio.hpp"
+#include "nodewatch/helper.hpp"
 #include "web_config.hpp"
 
 namespace nodewatch {
@@ -62,8 +63,10 @@ class WebSecurity {
   std::string summary() const;
 
   // True when the configuration or a file it names differs from what this
-  // was built from.
-  bool changed_on_disk() const;
+  // was built from. With `fs`, each file is stat()ed by that helper within
+  // 1 s (a file on a hung mount cannot hold the caller); one that does not
+  // answer sets `*unanswered` and the answer is false.
+  bool changed_on_disk(helper::Fs* fs = nullptr, bool* unanswered = nullptr) const;
 
  private:
   struct FileId {

@@ -960,6 +960,10 @@ def node():
         ts("TLS handshake errors", "TLS handshakes that failed (protocol, certificate, client certificate) or "
            "did not complete within server.read_timeout, per second.", "cps",
            [(f"rate(nodewatch_http_tls_handshake_errors_total{sel()}[{RI}]) > 0", "{{instance}} {{reason}}")]),
+        ts("HTTP connections dropped", "Connections closed per second: refused with 503 (every slot busy "
+           "serving, or one address past server.max_connections_per_client), evicted for a new connection's "
+           "slot (a client waiting or not reading), or not read within server.write_timeout.", "cps",
+           [(f"rate(nodewatch_http_connections_dropped_total{sel()}[{RI}]) > 0", "{{instance}} {{reason}}")]),
         ts("File descriptors", "Open file descriptors over the limit.", "percentunit",
            [(f"process_open_fds{sel()} / process_max_fds{sel()}", "{{instance}}")]),
         ts("Uptime", "Seconds since nodewatchd started.", "s",

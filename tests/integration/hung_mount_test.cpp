@@ -387,6 +387,40 @@ TEST_F(HungMount, AConfigurationOnTheHungMountFailsItsReadInsteadOfHoldingTheDae
   EXPECT_EQ(d.wait(5s), 0);
 }
 
+// The web configuration on the hung mount: the daemon follows its files
+// on a thread of its own, through a helper, so new connections are still
+// accepted and served (before, the io thread stat()ed the files on an
+// accept and would have stayed in the kernel), the files are reported as
+// not answering, and SIGTERM still ends the daemon within 5 s.
+TEST_F(HungMount, AWebConfigurationOnTheHungMountHoldsNeitherConnectionsNorExit) {
+  {
+    std::ofstream(backing_ / "web.yml")
+        << "http_server_config:\n  headers:\n    X-Frame-Options: deny\n";
+  }
+  auto cfg =
+      dir_.write("nodewatch.toml", "[server]\nweb_config_file = \"" + (mnt_ / "web.yml").string() +
+                                       "\"\n[collectors.pcie]\ninterval = \"1s\"\n"
+                                       "timeout = \"500ms\"\n");
+  DaemonProcess d(options(cfg, "127.0.0.1:0"), dir_.path() / "log");
+  auto port = d.port();
+  ASSERT_TRUE(port) << d.log();
+  auto first = Request(*port, "GET", "/-/healthy");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 200);
+
+  fs_->hang();
+  ASSERT_TRUE(d.wait_log("its files do not answer a stat\\(\\) within 1 s", 10s)) << d.log();
+  ScrapeTimes times = ScrapeFor(*port, 2s, 50ms, [](const std::string&) {});
+  EXPECT_GE(times.ms.size(), 10u);
+  EXPECT_LT(times.worst(), 1000.0);
+  auto t0 = std::chrono::steady_clock::now();
+  d.signal(SIGTERM);
+  auto rc = d.wait(5s);
+  ASSERT_TRUE(rc) << "still running 5 s after SIGTERM\n" << d.log();
+  EXPECT_EQ(*rc, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+}
+
 TEST_F(HungMount, APathCheckOnTheHungMountIsAcceptedAndNotStartedAgain) {
   // The configuration's check of a probe path (path_check.hpp) in this
   // process: its helper is abandoned at the limit and not started again
