@@ -310,6 +310,10 @@ TEST(HelperZ, ALauncherThatDiesIsReplaced) {
   // Its helper dies with it (PR_SET_PDEATHSIG).
   EXPECT_TRUE(Eventually([&] { return !alive(helper); }));
   EXPECT_EQ(fs.stat("/", in(5s)).failure, Failure::kBroken);
+  // The discarded helper blocks its key until its pidfd says it exited,
+  // which can come a moment after /proc shows it a zombie (seen under
+  // TSan on a loaded machine).
+  EXPECT_TRUE(Eventually([] { return !blocked("test:relaunch"); }));
   Answer again = fs.stat("/", in(5s));
   ASSERT_TRUE(again.ok()) << failure_name(again.failure);
   pid_t second = launcher_pid();
