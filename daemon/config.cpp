@@ -151,8 +151,9 @@ ConfigResult parse_config(std::string_view text, std::string_view file,
   const toml::table* collectors = top.get_table("collectors");
   if (collectors != nullptr) {
     for (auto&& [k, v] : *collectors) {
+      const std::string_view name = k.str();  // (Clang 14 cannot capture a structured binding)
       bool known = std::any_of(catalog.begin(), catalog.end(),
-                               [&](const CollectorSpec& s) { return s.name == k.str(); });
+                               [&](const CollectorSpec& s) { return s.name == name; });
       if (!known) {
         std::string names;
         for (const auto& s : catalog) names += (names.empty() ? "" : ", ") + std::string(s.name);

@@ -66,7 +66,6 @@ std::vector<std::string> sans_of(X509* cert) {
       case GEN_IPADD: {
         const ASN1_OCTET_STRING* ip = n->d.iPAddress;
         const unsigned char* p = ASN1_STRING_get0_data(ip);
-        boost::system::error_code ec;
         if (ASN1_STRING_length(ip) == 4) {
           asio::ip::address_v4::bytes_type b;
           std::copy(p, p + 4, b.begin());

@@ -25,6 +25,7 @@ test_pkgs=(
   debhelper dpkg-dev lintian  # the Debian package: dpkg-buildpackage, then lintian
   libfuse3-dev fuse3    # nodewatch-hangfs, the hung-mount tests' real FUSE file system
   python3               # dashboards/generate.py and dashboards/lint.py
+  clang libclang-rt-14-dev  # the sanitizer build and its libFuzzer harnesses (libclang_rt.fuzzer)
 )
 
 want=("${build_pkgs[@]}")

@@ -2,7 +2,8 @@
 # README command 2: installs what is missing, builds, and runs the whole test
 # suite: unit, integration and end-to-end tests (warnings are errors), the
 # scheduler tests under ThreadSanitizer, the unit tests under Address- and
-# UndefinedBehaviorSanitizer, and the packaging checks. Ends with one line
+# UndefinedBehaviorSanitizer, every parser's libFuzzer harness for a few
+# seconds, and the packaging checks. Ends with one line
 # "N passed, N failed, N skipped". Exit status 0 only when everything passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -84,11 +85,16 @@ else
   failed=$((failed + 1)); failures+=("ThreadSanitizer build")
 fi
 
-echo "== build (AddressSanitizer, UndefinedBehaviorSanitizer)"
-targets=(tests_unit)
-if build build-asan -DCMAKE_BUILD_TYPE=Debug "-DNODEWATCH_SANITIZE=address,undefined"; then
+echo "== build (AddressSanitizer, UndefinedBehaviorSanitizer, libFuzzer; Clang)"
+# Built with Clang, every object with libFuzzer's coverage instrumentation,
+# so that the unit tests and the fuzz harnesses (tests/fuzz) share one tree.
+targets=(tests_unit fuzzers)
+if build build-asan -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
+  "-DNODEWATCH_SANITIZE=address,undefined" -DNODEWATCH_FUZZ=ON; then
   ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
     run_ctest "unit tests under ASan and UBSan" build-asan -L unit
+  run_ctest "every parser under libFuzzer with ASan and UBSan (committed crash inputs, then a few seconds each)" \
+    build-asan -L fuzz
 else
   failed=$((failed + 1)); failures+=("sanitizer build")
 fi

@@ -146,6 +146,9 @@ std::optional<PortRate> parse_rate(std::string_view raw) {
   if (space == std::string_view::npos) return std::nullopt;
   double gbps = 0;
   if (!parse_decimal(s.substr(0, space), &gbps)) return std::nullopt;
+  // from_chars takes "-40", "inf" and "nan"; no link signals at those (nor
+  // at 0: the kernel fails the read of a port without a rate).
+  if (!std::isfinite(gbps) || gbps <= 0) return std::nullopt;
   std::string_view rest = s.substr(space + 1);
   constexpr std::string_view kUnit = "Gb/sec";
   if (rest.substr(0, kUnit.size()) != kUnit) return std::nullopt;

@@ -40,7 +40,8 @@ struct PortRate {
 //   "400 Gb/sec (4X NDR)"   -> 50e9 bytes/s
 // Gb/sec is 1e9 bits per second (the signalling rate the kernel computes,
 // already net of 64b/66b for FDR and up), so bytes/s = Gb/s * 1e9 / 8.
-// nullopt when the number or the unit is missing.
+// nullopt when the number or the unit is missing, or the number is not a
+// positive finite rate.
 std::optional<PortRate> parse_rate(std::string_view raw);
 
 // One counter file (counters/*, counters_ext/*, hw_counters/*): a decimal

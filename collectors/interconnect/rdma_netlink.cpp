@@ -238,6 +238,9 @@ NlParse parse_rdma_messages(std::span<const std::uint8_t> bytes, std::uint32_t s
       if (payload.size() < sizeof(int)) return NlParse::kMalformed;
       int code = load<int>(payload.data());
       if (code == 0) return NlParse::kDone;  // an acknowledgement
+      // The kernel sends a negative errno (-4095..-1, linux/err.h's
+      // MAX_ERRNO); anything else is not its reply (and -INT_MIN overflows).
+      if (code < -4095 || code > 0) return NlParse::kMalformed;
       *error = -code;
       return NlParse::kError;
     }

@@ -153,14 +153,23 @@ void EthtoolStats::select(std::vector<std::string> names, DriverStats& stats) {
   stats.valid = false;
   stats.selected.clear();
   stats.over_limit = 0;
+  stats.duplicates = 0;
   stats.names = std::move(names);
   const std::vector<std::string>& all = stats.names;
   // Two driver names that would land on the same curated series: the second
   // stays a generic driver counter.
   std::set<std::tuple<DriverMetric, std::string, std::string, std::string>> curated;
+  // A name the driver gives twice (vmxnet3 repeats its per-queue names
+  // under each queue's heading): the first is exported, the others would
+  // be the same series.
+  std::set<std::string_view> seen;
   for (std::uint32_t i = 0; i < all.size(); ++i) {
     const std::string& name = all[i];
     if (name.empty() || !is_valid_utf8(name) || !allowed(name)) continue;
+    if (!seen.insert(name).second) {
+      ++stats.duplicates;
+      continue;
+    }
     if (stats.selected.size() >= static_cast<std::size_t>(max_driver_counters_)) {
       ++stats.over_limit;
       continue;
@@ -211,6 +220,7 @@ void EthtoolStats::collect_interface(const SelectedLink& link, DriverStats& stat
     if (!stats.valid) return;
   }
   if (stats.over_limit > 0) out.error("driver_counter_limit", stats.over_limit);
+  if (stats.duplicates > 0) out.error("driver_counter_duplicate", stats.duplicates);
   if (stats.selected.empty()) return;
   std::vector<std::uint64_t> values;
   s = source.stats_values(link.name, stats.count, &values);

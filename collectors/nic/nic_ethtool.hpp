@@ -19,6 +19,8 @@
 //    <interface>); the names are read again next time;
 //  - more allow-listed statistics than max_driver_counters:
 //    sink.error("driver_counter_limit") counts those left out;
+//  - a statistic name the driver gives more than once: the first is
+//    exported, sink.error("driver_counter_duplicate") counts the others;
 //  - a netlink reply that cannot be parsed: sink.error("parse_error").
 //
 // State: per interface, the driver's statistic names and the selection
@@ -76,6 +78,7 @@ class EthtoolStats {
     std::vector<std::string> names;  // the driver's statistic names when `selected` was built
     std::vector<SelectedCounter> selected;
     std::uint64_t over_limit = 0;
+    std::uint64_t duplicates = 0;  // allow-listed names given again
   };
 
   bool allowed(std::string_view name) const;

@@ -65,6 +65,12 @@ TEST(IbParse, RatesInBytesPerSecond) {
   EXPECT_FALSE(parse_rate("fast\n"));
   EXPECT_FALSE(parse_rate(""));
   EXPECT_FALSE(parse_rate("-1 Gb/sec (4X EDR)"));
+  // No link signals at these (the first found by fuzzing: "0 Gb/sec" was
+  // taken as a rate of 0 bytes/s).
+  EXPECT_FALSE(parse_rate("0 Gb/sec (4X EDR)\n"));
+  EXPECT_FALSE(parse_rate("0.0 Gb/sec\n"));
+  EXPECT_FALSE(parse_rate("inf Gb/sec (4X EDR)\n"));
+  EXPECT_FALSE(parse_rate("nan Gb/sec (4X EDR)\n"));
 }
 
 TEST(IbParse, Counters) {
@@ -317,6 +323,21 @@ TEST(RdmaNetlink, KernelErrorAndAck) {
   ack.u32(36).u16(2).u16(0).u32(9).u32(0).u32(0).raw(
       std::vector<std::uint8_t>(req.begin(), req.begin() + 16));
   EXPECT_EQ(parse_rdma_messages(ack.get(), 9, &out, &err), NlParse::kDone);
+}
+
+// An NLMSG_ERROR whose code is no errno the kernel sends (found by
+// fuzzing: INT_MIN was negated, undefined behaviour) is malformed.
+TEST(RdmaNetlink, AnErrorCodeThatIsNoErrnoIsMalformed) {
+  for (std::int64_t code :
+       {std::int64_t{INT32_MIN}, std::int64_t{-4096}, std::int64_t{1}, std::int64_t{INT32_MAX}}) {
+    Bytes m;
+    m.u32(36).u16(2).u16(0).u32(9).u32(0).u32(static_cast<std::uint32_t>(code));
+    m.raw(std::vector<std::uint8_t>(16, 0));
+    std::vector<RdmaMessage> out;
+    int err = 0;
+    EXPECT_EQ(parse_rdma_messages(m.get(), 9, &out, &err), NlParse::kMalformed) << code;
+    EXPECT_EQ(err, 0) << code;
+  }
 }
 
 TEST(RdmaNetlink, SkipsRepliesToOtherRequests) {

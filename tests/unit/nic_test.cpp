@@ -765,6 +765,28 @@ TEST(NicCollector, DriverCounterLimitIsCounted) {
   EXPECT_EQ(error_count(sink, "driver_counter_limit"), total - 20);
 }
 
+// A driver that gives a statistic name twice (vmxnet3 repeats its per-queue
+// names under each queue's heading; found by fuzzing, which fed the same
+// name twice): the first value is exported, the repeats are counted, and
+// no duplicate series reaches the sink.
+TEST(NicCollector, ARepeatedDriverStatisticNameIsExportedOnce) {
+  NicOptions o;
+  o.driver_counters = {".*"};
+  FakeNode node = make_node(o);
+  node.source->links = {make_link(4, "ens192")};
+  FakeDevice d;
+  d.info = {"vmxnet3", "", "0000:0b:00.0"};
+  d.names = {"Tx Queue#",   "TSO pkts tx",   "ucast pkts tx",     "Tx Queue#",
+             "TSO pkts tx", "ucast pkts tx", "rx_crc_errors.nic", "rx_crc_errors.nic"};
+  d.values = {0, 11, 12, 1, 21, 22, 5, 6};
+  node.source->devices["ens192"] = d;
+  MetricSink sink(node.collector->metrics());
+  CollectOnce(*node.collector, sink);  // fails on a duplicate series
+  EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counters_total", {"ens192", "TSO pkts tx"}), 11);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_driver_counters_total", {"ens192", "ucast pkts tx"}), 12);
+  EXPECT_EQ(error_count(sink, "driver_counter_duplicate"), 4u);
+}
+
 TEST(NicCollector, StringSetFollowsTheDriverEveryCycle) {
   FakeNode node = two_vendor_node();
   FakeDevice& cx = node.source->devices["ens1f0np0"];

@@ -1,0 +1,47 @@
+// The nic collector's inputs (collectors/nic): <procfs>/net/snmp and
+// netstat text, and the bytes of one route or ethtool netlink message.
+// Every parser of those gets the input.
+
+#include "fuzz_support.hpp"
+#include "nic/nic_parse.hpp"
+
+using namespace nodewatch;
+using nodewatch::fuzz::require;
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  std::string_view text = fuzz::as_text(data, size);
+  nic::Bytes bytes = fuzz::as_bytes(data, size);
+
+  std::size_t malformed = 0;
+  auto pairs = nic::parse_proc_net_pairs(text, &malformed);
+  for (const auto& [key, value] : pairs) {
+    require(key.find('.') != std::string::npos, "proc net: a key without its prefix");
+    require(key.size() < size, "proc net: a key longer than the file");
+  }
+
+  if (auto link = nic::parse_link_message(bytes)) {
+    require(!link->name.empty(), "RTM_NEWLINK: parsed without a name");
+    require(link->stat_count <= nic::kLinkStatCount, "RTM_NEWLINK: more statistics than exist");
+    for (std::size_t i = link->stat_count; i < link->stats.size(); ++i)
+      require(link->stats[i] == 0, "RTM_NEWLINK: a statistic the kernel did not send is set");
+    require(fuzz::is_utf8(nic::format_mac(bytes.subspan(0, std::min<std::size_t>(size, 32)))),
+            "format_mac: not text");
+  }
+  if (auto q = nic::parse_qdisc_message(bytes)) {
+    require(q->kind.size() < size, "RTM_NEWQDISC: a kind longer than the message");
+    (void)nic::format_qdisc_handle(q->handle);
+    (void)nic::format_qdisc_parent(q->parent);
+  }
+  (void)nic::parse_ethtool_pause_reply(bytes);
+  (void)nic::parse_ethtool_fec_reply(bytes);
+
+  nic::DriverCounterMapping m = nic::map_driver_counter(text);
+  if (m.metric != nic::DriverMetric::kGeneric && m.metric != nic::DriverMetric::kOutOfBuffer &&
+      m.metric != nic::DriverMetric::kPauseStorm) {
+    require(m.direction == "rx" || m.direction == "tx", "map_driver_counter: a bad direction");
+  }
+  require(m.priority.empty() ||
+              (m.priority.size() == 1 && m.priority[0] >= '0' && m.priority[0] <= '7'),
+          "map_driver_counter: a priority outside 0..7");
+  return 0;
+}
