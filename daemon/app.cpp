@@ -370,30 +370,29 @@ class Daemon {
       auto r = std::make_shared<PreparedReload>();
       r->result = load(cmd_, catalog_);
       if (r->result.config) {
-        // The collectors are built here too, off the io thread: a
-        // configuration with thousands of probes or patterns takes a while
-        // to build, and scrapes answer from the current snapshots meanwhile.
-        // config_ is only written by apply_reload(), which runs after this
-        // thread has ended.
-        try {
-          r->jobs = make_jobs(*r->result.config, cmd_.roots, services_, &config_);
-        } catch (const std::exception& e) {
-          r->result.errors.push_back(ConfigError{cmd_.config_path, 0, 0, "", e.what()});
-          r->result.config.reset();
-        }
-      }
-      if (r->result.config) {
         // All or nothing with the main file: a web configuration that does
         // not load rejects the reload, and the running one keeps serving.
+        // It is checked first: it costs little, and no collector is built
+        // for a reload that is then rejected.
         WebSecurity::Built web = build_security(cmd_, *r->result.config);
         if (!web.security) {
           for (const std::string& e : web.errors)
             r->result.errors.push_back(ConfigError{"", 0, 0, "", e});
           r->result.config.reset();
-          r->jobs.clear();
         } else {
-          std::lock_guard lock(reload_mu_);
-          reload_security_ = web.security;
+          // The collectors are built here too, off the io thread: a
+          // configuration with thousands of probes or patterns takes a
+          // while to build, and scrapes answer from the current snapshots
+          // meanwhile. config_ is only written by apply_reload(), which
+          // runs after this thread has ended.
+          try {
+            r->jobs = make_jobs(*r->result.config, cmd_.roots, services_, &config_);
+            std::lock_guard lock(reload_mu_);
+            reload_security_ = web.security;
+          } catch (const std::exception& e) {
+            r->result.errors.push_back(ConfigError{cmd_.config_path, 0, 0, "", e.what()});
+            r->result.config.reset();
+          }
         }
       }
       {
