@@ -13,27 +13,20 @@
 #include "kernel/kernel_log.hpp"
 #include "kernel/kernel_state.hpp"
 #include "kernel/kmsg.hpp"
+#include "support/kernel_state_checksum.hpp"
 
 using namespace nodewatch::kernel;
 using nodewatch::fuzz::require;
 
 namespace {
 
-// The state file's checksum line (FNV-1a 64 of everything before it, as
-// kernel_state.cpp writes it), added when the input has none, so that
-// mutated state files reach the line parser instead of stopping at the
-// checksum.
+// The state file's checksum line (support/kernel_state_checksum.hpp),
+// added when the input has none, so that mutated state files reach the
+// line parser instead of stopping at the checksum.
 std::string with_checksum(std::string_view body) {
-  std::string out(body);
-  if (out.find("\nchecksum ") != std::string::npos || out.empty() || out.back() != '\n') return out;
-  std::uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : out) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return out + "checksum " + hex + "\n";
+  if (body.find("\nchecksum ") != std::string_view::npos || body.empty() || body.back() != '\n')
+    return std::string(body);
+  return nodewatch::testing::with_kernel_state_checksum(body);
 }
 
 std::uint64_t total(const KernelState& s) {

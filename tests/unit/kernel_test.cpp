@@ -40,6 +40,7 @@
 #include "nodewatch/services.hpp"
 #include "support/collector_test.hpp"
 #include "support/daemon_process.hpp"
+#include "support/kernel_state_checksum.hpp"
 
 namespace nodewatch::kernel {
 namespace {
@@ -189,14 +190,7 @@ TEST(KernelState, ACorruptFileIsRefusedWhole) {
   // Well checksummed (FNV-1a 64, as the writer makes it) but not ours, or
   // of another shape.
   auto resum = [](const std::string& body) {
-    std::uint64_t h = 14695981039346656037ull;
-    for (unsigned char c : body) {
-      h ^= c;
-      h *= 1099511628211ull;
-    }
-    char buf[17];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-    return body + "checksum " + buf + "\n";
+    return nodewatch::testing::with_kernel_state_checksum(body);
   };
   const std::string head = "nodewatch-kernel-state 1\nboot_id b\nlost 0\n";
   ASSERT_TRUE(parse_state(resum(head), &why)) << why;
