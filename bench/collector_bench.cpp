@@ -39,7 +39,7 @@ std::size_t CollectRenderDeflate(Collector& c) {
   MetricSink sink(c.metrics());
   c.collect(Context(), sink);
   auto rendered = make_rendered(sink.render());
-  benchmark::DoNotOptimize(rendered->deflated.data());
+  benchmark::DoNotOptimize(rendered->deflated().data());
   return sink.sample_count();
 }
 
@@ -71,7 +71,7 @@ void BM_Accelerator_Nvml8Gpu_EmitOnly(benchmark::State& state) {
     MetricSink sink(table);
     for (const auto& d : samples) accelerator::emit_device(d, sink);
     auto rendered = make_rendered(sink.render());
-    benchmark::DoNotOptimize(rendered->deflated.data());
+    benchmark::DoNotOptimize(rendered->deflated().data());
     series = sink.sample_count();
   }
   state.counters["series"] = static_cast<double>(series);
@@ -85,7 +85,7 @@ std::size_t NvlinkRenderDeflate(Fill fill) {
   MetricSink sink(accelerator::nvlink_metric_table());
   fill(sink);
   auto rendered = make_rendered(sink.render());
-  benchmark::DoNotOptimize(rendered->deflated.data());
+  benchmark::DoNotOptimize(rendered->deflated().data());
   return sink.sample_count();
 }
 

@@ -156,7 +156,7 @@ std::size_t CollectRenderDeflate(Collector& c) {
   MetricSink sink(c.metrics());
   c.collect(Context(), sink);
   auto rendered = make_rendered(sink.render());
-  benchmark::DoNotOptimize(rendered->deflated.data());
+  benchmark::DoNotOptimize(rendered->deflated().data());
   return sink.sample_count();
 }
 
@@ -258,7 +258,7 @@ void BM_Interconnect_8Hca_EmitOnly(benchmark::State& state) {
     MetricSink sink(table);
     for (const Sample& s : samples) sink.add(s.name, s.labels, s.value);
     auto rendered = make_rendered(sink.render());
-    benchmark::DoNotOptimize(rendered->deflated.data());
+    benchmark::DoNotOptimize(rendered->deflated().data());
     series = sink.sample_count();
   }
   state.counters["series"] = static_cast<double>(series);

@@ -104,7 +104,7 @@ void BM_Collect(benchmark::State& state) {
   JobNode& n = node(static_cast<unsigned>(state.range(0)));
   for (auto _ : state) {
     n.collect();
-    benchmark::DoNotOptimize(n.rendered->deflated.data());
+    benchmark::DoNotOptimize(n.rendered->deflated().data());
   }
   state.counters["series"] = static_cast<double>(n.series);
   state.counters["processes"] = static_cast<double>(state.range(0) * kGpus);

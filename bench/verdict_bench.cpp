@@ -85,7 +85,7 @@ void BM_Verdict_AllSnapshotsChanged(benchmark::State& state) {
   for (auto _ : state) {
     Samples s = parsed.samples_of(sets[k++ % 2]);  // alternate: every pointer changed
     NodeReport r = make_report(engine, s, AllUp());
-    benchmark::DoNotOptimize(r.metrics->deflated.data());
+    benchmark::DoNotOptimize(r.metrics->deflated().data());
   }
 }
 BENCHMARK(BM_Verdict_AllSnapshotsChanged)->Unit(benchmark::kMicrosecond)->UseRealTime();
@@ -119,7 +119,7 @@ void BM_Verdict_OneSnapshotChanged(benchmark::State& state) {
   for (auto _ : state) {
     Samples s = parsed.samples_of(snapshots.next());
     NodeReport r = make_report(engine, s, AllUp());
-    benchmark::DoNotOptimize(r.metrics->deflated.data());
+    benchmark::DoNotOptimize(r.metrics->deflated().data());
   }
 }
 BENCHMARK(BM_Verdict_OneSnapshotChanged)->Unit(benchmark::kMicrosecond)->UseRealTime();
@@ -159,7 +159,7 @@ void BM_Verdict_Part_RenderAndDeflate(benchmark::State& state) {
     MetricSink sink(VerdictEngine::metric_table());
     engine.render(v, sink);
     auto r = make_rendered(sink.render());
-    benchmark::DoNotOptimize(r->deflated.data());
+    benchmark::DoNotOptimize(r->deflated().data());
   }
 }
 BENCHMARK(BM_Verdict_Part_RenderAndDeflate)->Unit(benchmark::kMicrosecond)->UseRealTime();
@@ -171,7 +171,7 @@ void BM_Baseline_DeflateTheSnapshots(benchmark::State& state) {
   for (auto _ : state) {
     for (const auto& [name, text] : texts) {
       auto r = make_rendered(text);
-      benchmark::DoNotOptimize(r->deflated.data());
+      benchmark::DoNotOptimize(r->deflated().data());
     }
   }
 }
@@ -182,7 +182,7 @@ void BM_Baseline_DeflateStorage(benchmark::State& state) {
   auto texts = Snapshots();
   for (auto _ : state) {
     auto r = make_rendered(texts["storage"]);
-    benchmark::DoNotOptimize(r->deflated.data());
+    benchmark::DoNotOptimize(r->deflated().data());
   }
 }
 BENCHMARK(BM_Baseline_DeflateStorage)->Unit(benchmark::kMicrosecond)->UseRealTime();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <optional>
@@ -130,8 +131,11 @@ Router::Parts Router::parts(const MetricsFilter& filter,
   };
   Parts p;
   p.set = src_.store->current();
-  for (const auto& [name, rendered] : p.set->by_collector)
-    if (include(name)) p.segments.push_back(rendered.get());
+  for (const auto& [name, rendered] : p.set->by_collector) {
+    if (!include(name)) continue;
+    p.segments.push_back(rendered.get());
+    p.collectors.push_back(name);
+  }
   // The verdict covers every collector: served whatever the filter.
   if (src_.node) p.node = src_.node();
   if (p.node && p.node->metrics) p.segments.push_back(p.node->metrics.get());
@@ -173,6 +177,7 @@ HttpResponse Router::metrics(const HttpRequest& req, std::string_view query) con
   res.set(http::field::vary, "Accept-Encoding");
   if (accepts_gzip(req[http::field::accept_encoding])) {
     Parts p = parts(filter, statuses);
+    src_.store->gzip_scraped(p.collectors, std::chrono::steady_clock::now());
     res.set(http::field::content_encoding, "gzip");
     res.body() = assemble_gzip(p.segments, p.self);
   } else {

@@ -59,6 +59,7 @@ class Router {
     std::shared_ptr<const SnapshotSet> set;  // keeps the segments alive
     std::shared_ptr<const NodeReport> node;  // keeps its segment alive
     std::vector<const RenderedText*> segments;
+    std::vector<std::string_view> collectors;  // whose snapshots the segments are
     std::string self;
   };
   Parts parts(const MetricsFilter& filter, const std::vector<CollectorStatus>& statuses) const;

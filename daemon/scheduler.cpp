@@ -31,6 +31,8 @@ struct Scheduler::Entry {
   // (reason, subject) pairs failing in the last completed collection, as
   // logged through the failure log.
   std::set<MetricSink::FailureKey> failing;
+  // Each series' rendered head, from one collection to the next.
+  SeriesCache series;
 };
 
 struct Scheduler::Result {
@@ -215,7 +217,7 @@ void Scheduler::schedule(const std::shared_ptr<Entry>& e) {
 Scheduler::Result Scheduler::run_collect(Entry& e, Clock::time_point deadline) {
   Result r;
   try {
-    MetricSink sink(e.job.collector->metrics());
+    MetricSink sink(e.job.collector->metrics(), e.series);
     CollectContext ctx{deadline, &e.cancel};
     e.job.collector->collect(ctx, sink);
     r.ok = true;
@@ -234,6 +236,21 @@ Scheduler::Result Scheduler::run_collect(Entry& e, Clock::time_point deadline) {
     r.message = "unknown exception";
   }
   return r;
+}
+
+void Scheduler::deflate_if_expected(const Entry& e, const Result& r,
+                                    const std::shared_ptr<Link>& link) {
+  if (!r.rendered) return;
+  // The snapshot lives until the next collection replaces it: one interval
+  // and the next collection's time, which half an interval more covers.
+  const auto horizon = e.job.interval + e.job.interval / 2 + std::chrono::milliseconds(250);
+  bool expected = false;
+  {
+    std::lock_guard lock(link->mu);
+    if (link->io == nullptr) return;  // the scheduler (and its store) may be gone
+    expected = store_.gzip_expected(e.job.name, Clock::now(), horizon);
+  }
+  if (expected) r.rendered->ensure_deflated();
 }
 
 void Scheduler::launch(const std::shared_ptr<Entry>& e) {
@@ -264,6 +281,7 @@ void Scheduler::launch(const std::shared_ptr<Entry>& e) {
       r.cancelled = true;
     else
       r = run_collect(*e, deadline);
+    deflate_if_expected(*e, r, link);
     r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     std::lock_guard lock(link->mu);
     if (link->io == nullptr) return;  // the scheduler is gone

@@ -8,8 +8,10 @@
 // one still running is skipped and counted. A collect that passes its
 // deadline is reported failed at the deadline and its snapshot withdrawn
 // (no stale values); when it returns, late, its result is dropped.
-// Rendering (text and deflate) happens on the worker; the io thread only
-// swaps pointers.
+// Rendering happens on the worker, through the entry's SeriesCache (each
+// series' name and labels rendered once), and so does the deflate when a
+// gzip scrape is expected before the next collection (GzipDemand); the io
+// thread only swaps pointers.
 
 #include <chrono>
 #include <cstdint>
@@ -106,6 +108,9 @@ class Scheduler {
     std::mutex mu;
     asio::io_context* io = nullptr;
   };
+  // Deflates `r`'s snapshot now when a gzip scrape of `e` is expected before
+  // its next collection (and the scheduler is still there).
+  void deflate_if_expected(const Entry& e, const Result& r, const std::shared_ptr<Link>& link);
 
   asio::io_context& io_;
   SnapshotStore& store_;

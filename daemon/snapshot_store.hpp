@@ -6,15 +6,42 @@
 // stays valid however long the reader holds it. Copy-on-write: a publish
 // builds a new set and swaps the pointer under a short lock.
 
+#include <array>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "exposition.hpp"
 
 namespace nodewatch {
+
+// When gzip scrapes of one collector's snapshots come, so that a worker
+// deflates a new snapshot only when a gzip scrape is expected before the
+// next one replaces it (exposition.hpp). Scrapers are periodic: the next
+// gzip scrape is expected one gap after the last, the gap being the
+// shortest of the last few of at least a second (two scrapes closer than
+// that take the same snapshot). Until a second scrape gives a gap, and
+// while a scrape is overdue by less than twice the longest gap, one is
+// expected; after that (or 10 minutes without one) none is, and a gzip
+// scrape that comes deflates what it takes itself. Not thread-safe.
+class GzipDemand {
+ public:
+  using Clock = std::chrono::steady_clock;
+  void scraped(Clock::time_point t);
+  // True when a gzip scrape is expected at or before now + horizon.
+  bool expected(Clock::time_point now, Clock::duration horizon) const;
+
+ private:
+  static constexpr std::size_t kHistory = 8;
+  std::array<Clock::time_point, kHistory> times_{};  // a ring, the newest at last_
+  std::size_t count_ = 0;
+  std::size_t last_ = 0;
+};
 
 struct SnapshotSet {
   std::uint64_t generation = 0;
@@ -37,7 +64,17 @@ class SnapshotStore {
   }
   std::shared_ptr<const SnapshotSet> current() const;
 
+  // A gzip scrape took these collectors' snapshots.
+  void gzip_scraped(const std::vector<std::string_view>& collectors,
+                    GzipDemand::Clock::time_point now) const;
+  // Whether a gzip scrape of `collector` is expected within `horizon` of
+  // `now`: the worker that rendered its snapshot then deflates it at once.
+  bool gzip_expected(std::string_view collector, GzipDemand::Clock::time_point now,
+                     GzipDemand::Clock::duration horizon) const;
+
  private:
+  mutable std::mutex demand_mu_;
+  mutable std::map<std::string, GzipDemand, std::less<>> demand_;
   mutable std::mutex mu_;
   std::shared_ptr<const SnapshotSet> current_;
 };

@@ -1,11 +1,10 @@
 #include "nodewatch/metric.hpp"
 
-#include <prometheus/metric_family.h>
-#include <prometheus/text_serializer.h>
-
 #include <algorithm>
+#include <charconv>
 #include <cmath>
-#include <sstream>
+#include <stdexcept>
+#include <utility>
 
 namespace nodewatch {
 namespace {
@@ -178,8 +177,115 @@ std::vector<std::string> MetricTable::lint(std::string_view prefix) const {
   return out;
 }
 
+std::size_t SeriesCache::size() const {
+  std::size_t n = 0;
+  for (const Family& f : families_) n += f.series.size();
+  return n;
+}
+
+namespace {
+
+void append_escaped(std::string& out, std::string_view value) {
+  for (char c : value) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '"': out += "\\\""; break;
+      case '\n': out += "\\n"; break;
+      default: out.push_back(c);
+    }
+  }
+}
+
+const char* type_name(MetricType t) {
+  switch (t) {
+    case MetricType::kCounter: return "counter";
+    case MetricType::kGauge: return "gauge";
+    case MetricType::kHistogram: return "histogram";
+  }
+  return "untyped";
+}
+
+void append_integer(std::string& out, std::uint64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+}  // namespace
+
+void append_sample_value(std::string& out, double value) {
+  if (std::isnan(value)) {
+    out += "Nan";
+    return;
+  }
+  if (std::isinf(value)) {
+    out += value < 0 ? "-Inf" : "+Inf";
+    return;
+  }
+  char buf[32];
+  // Most values are counts: an integer below 10^15 is what %.16g writes of
+  // it, its digits, and to_chars of an integer is the cheapest way there.
+  if (value == std::trunc(value) && std::fabs(value) < 1e15 && !(value == 0 && std::signbit(value))) {
+    auto r = std::to_chars(buf, buf + sizeof buf, static_cast<std::int64_t>(value));
+    out.append(buf, r.ptr);
+    return;
+  }
+  auto r = std::to_chars(buf, buf + sizeof buf, value, std::chars_format::general, 16);
+  out.append(buf, r.ptr);
+}
+
+void SeriesCache::bind(const MetricTable& table) {
+  if (lent_) throw std::logic_error("a SeriesCache is lent to one MetricSink at a time");
+  lent_ = true;
+  ++generation_;
+  if (table_ == &table) {
+    for (Family& f : families_) f.samples.clear();
+    return;
+  }
+  table_ = &table;
+  families_.clear();
+  families_.resize(table.descs().size());
+  for (std::size_t i = 0; i < families_.size(); ++i) {
+    const MetricDesc& d = table.descs()[i];
+    std::string& h = families_[i].header;
+    if (!d.help.empty()) h += "# HELP " + d.name + " " + d.help + "\n";
+    h += "# TYPE " + d.name + " " + type_name(d.type) + "\n";
+  }
+}
+
 MetricSink::MetricSink(const MetricTable& table)
-    : table_(&table), samples_by_family_(table.descs().size()) {}
+    : table_(&table), own_cache_(std::make_unique<SeriesCache>()), cache_(own_cache_.get()) {
+  cache_->bind(table);
+}
+
+MetricSink::MetricSink(const MetricTable& table, SeriesCache& cache)
+    : table_(&table), cache_(&cache) {
+  cache_->bind(table);
+}
+
+MetricSink::MetricSink(MetricSink&& other) noexcept
+    : table_(other.table_),
+      own_cache_(std::move(other.own_cache_)),
+      cache_(std::exchange(other.cache_, nullptr)),
+      histograms_(std::move(other.histograms_)),
+      external_(std::move(other.external_)),
+      violations_(std::move(other.violations_)),
+      errors_(std::move(other.errors_)),
+      failures_(std::move(other.failures_)),
+      samples_(other.samples_) {}
+
+MetricSink::~MetricSink() {
+  if (cache_ == nullptr) return;  // moved from
+  // Series this collection did not add are gone from the node: drop their
+  // rendered heads. When every cached series was added again (the steady
+  // state) there is nothing to scan.
+  for (SeriesCache::Family& f : cache_->families_) {
+    if (f.samples.size() == f.series.size()) continue;
+    const std::uint64_t g = cache_->generation_;
+    std::erase_if(f.series, [g](const auto& kv) { return kv.second.seen != g; });
+  }
+  cache_->lent_ = false;
+}
 
 bool MetricSink::add(std::string_view name, std::initializer_list<std::string_view> label_values,
                      double value) {
@@ -194,9 +300,30 @@ bool MetricSink::add_histogram(std::string_view name,
 
 bool MetricSink::add(std::string_view name, const std::vector<std::string>& label_values,
                      double value) {
-  std::vector<std::string_view> views(label_values.begin(), label_values.end());
-  return add_impl(name, views.data(), views.size(), value, nullptr);
+  constexpr std::size_t kInline = 16;
+  std::string_view inline_views[kInline];
+  std::vector<std::string_view> heap;
+  std::string_view* views = inline_views;
+  if (label_values.size() > kInline) {
+    heap.resize(label_values.size());
+    views = heap.data();
+  }
+  for (std::size_t i = 0; i < label_values.size(); ++i) views[i] = label_values[i];
+  return add_impl(name, views, label_values.size(), value, nullptr);
 }
+
+namespace {
+// A series' key in its family: each label value after its length, so that
+// no two lists of values share one.
+void make_key(std::string& key, const std::string_view* values, std::size_t count) {
+  key.clear();
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto n = static_cast<std::uint32_t>(values[i].size());
+    key.append(reinterpret_cast<const char*>(&n), sizeof n);
+    key.append(values[i]);
+  }
+}
+}  // namespace
 
 bool MetricSink::add_impl(std::string_view name, const std::string_view* values, std::size_t count,
                           double value, const Histogram* histogram) {
@@ -223,32 +350,49 @@ bool MetricSink::add_impl(std::string_view name, const std::string_view* values,
                           std::to_string(d.labels.size()) + " declared labels");
     return false;
   }
-  std::string key = d.name;
-  for (std::size_t i = 0; i < count; ++i) {
-    if (!is_valid_utf8(values[i])) {
-      violations_.push_back(d.name + ": label " + d.labels[i] + " is not valid UTF-8");
-      return false;
-    }
-    key.push_back('\0');
-    key.append(values[i]);
-  }
   if (d.type == MetricType::kCounter && !(value >= 0)) {
     violations_.push_back(d.name + ": counter value " + std::to_string(value) +
                           " is negative or NaN");
     return false;
   }
-  if (!series_.insert(std::move(key)).second) {
+  SeriesCache::Family& family = cache_->families_[static_cast<std::size_t>(idx)];
+  std::string& key = cache_->key_;
+  make_key(key, values, count);
+  auto it = family.series.find(std::string_view(key));
+  if (it == family.series.end()) {
+    // A series not seen in the last collection: its values are checked and
+    // its head rendered once, here.
+    for (std::size_t i = 0; i < count; ++i) {
+      if (!is_valid_utf8(values[i])) {
+        violations_.push_back(d.name + ": label " + d.labels[i] + " is not valid UTF-8");
+        return false;
+      }
+    }
+    SeriesCache::Series series;
+    std::string& h = series.head;
+    if (histogram == nullptr) h = d.name;
+    if (count > 0 && histogram == nullptr) h.push_back('{');
+    for (std::size_t i = 0; i < count; ++i) {
+      if (i > 0) h.push_back(',');
+      h += d.labels[i];
+      h += "=\"";
+      append_escaped(h, values[i]);
+      h.push_back('"');
+    }
+    if (count > 0 && histogram == nullptr) h.push_back('}');
+    if (histogram == nullptr) h.push_back(' ');
+    it = family.series.emplace(key, std::move(series)).first;
+  } else if (it->second.seen == cache_->generation_) {
     violations_.push_back(d.name + ": duplicate series");
     return false;
   }
-  Sample s;
-  s.label_values.assign(values, values + count);
-  s.value = value;
+  it->second.seen = cache_->generation_;
+  int hist_index = -1;
   if (histogram != nullptr) {
-    s.histogram = static_cast<int>(histograms_.size());
+    hist_index = static_cast<int>(histograms_.size());
     histograms_.push_back(*histogram);
   }
-  samples_by_family_[static_cast<std::size_t>(idx)].push_back(std::move(s));
+  family.samples.push_back({&it->first, &it->second, value, hist_index});
   ++samples_;
   return true;
 }
@@ -274,75 +418,98 @@ void MetricSink::still_failing(std::string_view reason, std::string_view subject
   failures_.emplace(FailureKey{std::string(reason), std::string(subject)}, std::string(detail));
 }
 
+const SeriesCache::Sample* MetricSink::find(std::string_view name,
+                                            const std::vector<std::string>& label_values) const {
+  int idx = table_->find(name);
+  if (idx < 0) return nullptr;
+  std::vector<std::string_view> views(label_values.begin(), label_values.end());
+  std::string key;
+  make_key(key, views.data(), views.size());
+  for (const SeriesCache::Sample& s : cache_->families_[static_cast<std::size_t>(idx)].samples)
+    if (*s.key == key) return &s;
+  return nullptr;
+}
+
 bool MetricSink::get(std::string_view name, const std::vector<std::string>& label_values,
                      double* value) const {
-  int idx = table_->find(name);
-  if (idx < 0) return false;
-  for (const Sample& s : samples_by_family_[static_cast<std::size_t>(idx)]) {
-    if (s.label_values == label_values) {
-      *value = s.value;
-      return true;
-    }
-  }
-  return false;
+  const SeriesCache::Sample* s = find(name, label_values);
+  if (s == nullptr) return false;
+  *value = s->value;
+  return true;
 }
 
 const Histogram* MetricSink::get_histogram(std::string_view name,
                                            const std::vector<std::string>& label_values) const {
-  int idx = table_->find(name);
-  if (idx < 0) return nullptr;
-  for (const Sample& s : samples_by_family_[static_cast<std::size_t>(idx)]) {
-    if (s.label_values == label_values && s.histogram >= 0)
-      return &histograms_[static_cast<std::size_t>(s.histogram)];
-  }
-  return nullptr;
+  const SeriesCache::Sample* s = find(name, label_values);
+  if (s == nullptr || s->histogram < 0) return nullptr;
+  return &histograms_[static_cast<std::size_t>(s->histogram)];
 }
 
+namespace {
+
+// One histogram line's head: name, suffix and labels, with `le` last when given.
+void histogram_head(std::string& out, const MetricDesc& d, std::string_view suffix,
+                    const std::string& labels, const double* le, bool inf) {
+  out += d.name;
+  out += suffix;
+  if (!labels.empty() || le != nullptr || inf) {
+    out.push_back('{');
+    out += labels;
+    if (le != nullptr || inf) {
+      if (!labels.empty()) out.push_back(',');
+      out += "le=\"";
+      if (inf)
+        out += "+Inf";
+      else
+        append_sample_value(out, *le);
+      out.push_back('"');
+    }
+    out.push_back('}');
+  }
+  out.push_back(' ');
+}
+
+}  // namespace
+
 std::string MetricSink::render() const {
-  std::vector<prometheus::MetricFamily> families;
+  std::string out;
+  out.reserve(std::max(cache_->rendered_size_, external_.size()) + 64);
   const auto& descs = table_->descs();
   for (std::size_t i = 0; i < descs.size(); ++i) {
-    const auto& samples = samples_by_family_[i];
-    if (samples.empty()) continue;
+    const SeriesCache::Family& f = cache_->families_[i];
+    if (f.samples.empty()) continue;
     const MetricDesc& d = descs[i];
-    prometheus::MetricFamily fam;
-    fam.name = d.name;
-    fam.help = d.help;
-    switch (d.type) {
-      case MetricType::kCounter: fam.type = prometheus::MetricType::Counter; break;
-      case MetricType::kGauge: fam.type = prometheus::MetricType::Gauge; break;
-      case MetricType::kHistogram: fam.type = prometheus::MetricType::Histogram; break;
-    }
-    fam.metric.reserve(samples.size());
-    for (const Sample& s : samples) {
-      prometheus::ClientMetric m;
-      m.label.reserve(d.labels.size());
-      for (std::size_t l = 0; l < d.labels.size(); ++l)
-        m.label.push_back({d.labels[l], s.label_values[l]});
-      if (d.type == MetricType::kCounter) {
-        m.counter.value = s.value;
-      } else if (d.type == MetricType::kGauge) {
-        m.gauge.value = s.value;
-      } else {
-        const Histogram& h = histograms_[static_cast<std::size_t>(s.histogram)];
-        m.histogram.sample_count = h.count();
-        m.histogram.sample_sum = h.sum();
-        std::uint64_t cumulative = 0;
-        for (std::size_t b = 0; b < h.upper_bounds().size(); ++b) {
-          cumulative += h.bucket_counts()[b];
-          m.histogram.bucket.push_back({cumulative, h.upper_bounds()[b]});
-        }
+    out += f.header;
+    for (const SeriesCache::Sample& s : f.samples) {
+      if (s.histogram < 0) {
+        out += s.series->head;
+        append_sample_value(out, s.value);
+        out.push_back('\n');
+        continue;
       }
-      fam.metric.push_back(std::move(m));
+      const Histogram& h = histograms_[static_cast<std::size_t>(s.histogram)];
+      const std::string& labels = s.series->head;
+      histogram_head(out, d, "_count", labels, nullptr, false);
+      append_integer(out, h.count());
+      out.push_back('\n');
+      histogram_head(out, d, "_sum", labels, nullptr, false);
+      append_sample_value(out, h.sum());
+      out.push_back('\n');
+      std::uint64_t cumulative = 0;
+      for (std::size_t b = 0; b < h.upper_bounds().size(); ++b) {
+        cumulative += h.bucket_counts()[b];
+        histogram_head(out, d, "_bucket", labels, &h.upper_bounds()[b], false);
+        append_integer(out, cumulative);
+        out.push_back('\n');
+      }
+      histogram_head(out, d, "_bucket", labels, nullptr, true);
+      append_integer(out, h.count());
+      out.push_back('\n');
     }
-    families.push_back(std::move(fam));
   }
-  if (families.empty()) return external_;
-  prometheus::TextSerializer serializer;
-  std::ostringstream out;
-  serializer.Serialize(out, families);
-  out << external_;
-  return std::move(out).str();
+  out += external_;
+  cache_->rendered_size_ = out.size();
+  return out;
 }
 
 }  // namespace nodewatch

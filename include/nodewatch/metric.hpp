@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -95,9 +96,68 @@ class MetricTable {
   std::unordered_map<std::string_view, int> index_;
 };
 
+// What a collector's sink keeps from one collection to the next: each
+// series' name and labels, escaped and rendered once when the series first
+// appears, so that a collection formats only the values of the series it
+// has seen before, and the buffers of the last collection, reused. Owned by
+// whoever runs the collector (the scheduler keeps one per collector) and
+// lent to one sink at a time; a series no collection added is dropped when
+// the sink that did not add it ends.
+class SeriesCache {
+ public:
+  SeriesCache() = default;
+  SeriesCache(const SeriesCache&) = delete;
+  SeriesCache& operator=(const SeriesCache&) = delete;
+
+  // Series held (those the last collection added).
+  std::size_t size() const;
+
+ private:
+  friend class MetricSink;
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  struct Series {
+    // "name{a=\"x\",b=\"y\"} " for a plain series; for a histogram, the
+    // escaped labels alone ("a=\"x\",b=\"y\"").
+    std::string head;
+    std::uint64_t seen = 0;  // the generation of the last sink that added it
+  };
+  using SeriesMap = std::unordered_map<std::string, Series, Hash, std::equal_to<>>;
+  struct Sample {
+    const std::string* key;  // the series' key in its family's map
+    const Series* series;
+    double value;
+    int histogram;  // index into the sink's histograms, or -1
+  };
+  struct Family {
+    SeriesMap series;
+    std::vector<Sample> samples;  // this collection's, in the order added
+    std::string header;           // "# HELP ...\n# TYPE ...\n"
+  };
+  void bind(const MetricTable& table);
+
+  const MetricTable* table_ = nullptr;
+  std::vector<Family> families_;
+  std::uint64_t generation_ = 0;
+  std::size_t rendered_size_ = 0;  // the last render's size, reserved for the next
+  std::string key_;                // scratch for the key of the series being added
+  bool lent_ = false;
+};
+
 class MetricSink {
  public:
+  // A sink with a cache of its own: every series is rendered in full.
   explicit MetricSink(const MetricTable& table);
+  // A sink over `cache`, kept from the collector's last collection. The
+  // cache must not be lent to another sink while this one lives.
+  MetricSink(const MetricTable& table, SeriesCache& cache);
+  ~MetricSink();
+  MetricSink(const MetricSink&) = delete;
+  MetricSink& operator=(const MetricSink&) = delete;
+  MetricSink(MetricSink&& other) noexcept;
+  MetricSink& operator=(MetricSink&&) = delete;
 
   // Adds one sample. Returns false, and records a violation, when the sample
   // does not match the table; the sample is then dropped.
@@ -148,21 +208,20 @@ class MetricSink {
                                  const std::vector<std::string>& label_values) const;
 
   // Renders every family that has samples, in declaration order, as
-  // Prometheus text format 0.0.4.
+  // Prometheus text format 0.0.4 (what prometheus-cpp's TextSerializer
+  // writes for the same families, byte for byte: tests/unit/metric_test.cpp
+  // compares the two).
   std::string render() const;
 
  private:
-  struct Sample {
-    std::vector<std::string> label_values;
-    double value;
-    int histogram = -1;  // index into histograms_ for a histogram series
-  };
   bool add_impl(std::string_view name, const std::string_view* values, std::size_t count,
                 double value, const Histogram* histogram);
+  const SeriesCache::Sample* find(std::string_view name,
+                                  const std::vector<std::string>& label_values) const;
 
   const MetricTable* table_;
-  std::vector<std::vector<Sample>> samples_by_family_;
-  std::unordered_set<std::string> series_;  // name + '\0' + values joined, for duplicate detection
+  std::unique_ptr<SeriesCache> own_cache_;
+  SeriesCache* cache_;
   std::vector<Histogram> histograms_;
   std::string external_;
   std::vector<std::string> violations_;
@@ -170,6 +229,11 @@ class MetricSink {
   std::map<FailureKey, std::string> failures_;
   std::size_t samples_ = 0;
 };
+
+// Appends `value` as the text format writes a sample value: "Nan", "+Inf",
+// "-Inf", or the shortest of %.16g's forms (an integer below 10^15 without
+// a decimal point or exponent).
+void append_sample_value(std::string& out, double value);
 
 // True when `s` is valid UTF-8 (what the text format requires of label values).
 bool is_valid_utf8(std::string_view s);

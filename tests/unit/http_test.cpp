@@ -117,6 +117,10 @@ TEST_F(HttpTest, CollectAndExcludeFilters) {
   std::string body = gunzip(encoded->body);
   EXPECT_EQ(body.find("nodewatch_alpha_x"), std::string::npos);
   EXPECT_NE(body.find("nodewatch_beta_y"), std::string::npos);
+  // The gzip scrape of beta alone is what the workers will deflate for.
+  const auto now = std::chrono::steady_clock::now();
+  EXPECT_TRUE(store_.gzip_expected("beta", now, std::chrono::seconds(1)));
+  EXPECT_FALSE(store_.gzip_expected("alpha", now, std::chrono::seconds(1)));
   auto both = Request(port_, "GET", "/metrics?collect[]=alpha&exclude[]=beta");
   EXPECT_EQ(both->status, 400);
   auto unknown = Request(port_, "GET", "/metrics?collect[]=gamma");

@@ -1,6 +1,13 @@
 #include <gtest/gtest.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
 
 #include <cmath>
+#include <limits>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
 
 #include "exposition.hpp"
 #include "nodewatch/metric.hpp"
@@ -306,6 +313,185 @@ TEST(ExpositionTest, GzipSegmentsConcatenateIntoOneValidStream) {
   EXPECT_EQ(gunzip(assemble_gzip({rb.get()}, "")), b);
   EXPECT_EQ(gunzip(assemble_gzip({}, tail)), tail);
   EXPECT_EQ(gunzip(assemble_gzip({rb.get(), ra.get()}, tail)), b + a + tail);
+}
+
+// The sink renders the text itself; prometheus-cpp's TextSerializer, which
+// it replaced, is the reference: the same families, in the same order, must
+// come out byte for byte the same, values and escapes included.
+std::string Reference(const MetricTable& table, const std::vector<std::vector<std::string>>& labels,
+                      const std::vector<int>& family, const std::vector<double>& values,
+                      const std::vector<const Histogram*>& histograms) {
+  std::vector<prometheus::MetricFamily> out;
+  for (std::size_t f = 0; f < table.descs().size(); ++f) {
+    const MetricDesc& d = table.descs()[f];
+    prometheus::MetricFamily fam;
+    fam.name = d.name;
+    fam.help = d.help;
+    fam.type = d.type == MetricType::kCounter ? prometheus::MetricType::Counter
+               : d.type == MetricType::kGauge ? prometheus::MetricType::Gauge
+                                              : prometheus::MetricType::Histogram;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      if (family[i] != static_cast<int>(f)) continue;
+      prometheus::ClientMetric m;
+      for (std::size_t l = 0; l < d.labels.size(); ++l) m.label.push_back({d.labels[l], labels[i][l]});
+      if (d.type == MetricType::kCounter) m.counter.value = values[i];
+      if (d.type == MetricType::kGauge) m.gauge.value = values[i];
+      if (const Histogram* h = histograms[i]) {
+        m.histogram.sample_count = h->count();
+        m.histogram.sample_sum = h->sum();
+        std::uint64_t cumulative = 0;
+        for (std::size_t b = 0; b < h->upper_bounds().size(); ++b) {
+          cumulative += h->bucket_counts()[b];
+          m.histogram.bucket.push_back({cumulative, h->upper_bounds()[b]});
+        }
+      }
+      fam.metric.push_back(std::move(m));
+    }
+    if (!fam.metric.empty()) out.push_back(std::move(fam));
+  }
+  std::ostringstream text;
+  prometheus::TextSerializer().Serialize(text, out);
+  return text.str();
+}
+
+TEST(MetricSinkTest, RendersWhatPrometheusCppRendersForTheSameFamilies) {
+  const std::vector<double> bounds = {0.001, 0.25, 1, 7.5, 1e6};
+  const MetricTable table({
+      {"nodewatch_t_ops_total", MetricType::kCounter, "", "Operations.", {"device", "op"}},
+      {"nodewatch_t_level", MetricType::kGauge, "", "A level.", {"x"}},
+      {"nodewatch_t_plain", MetricType::kGauge, "", "No labels.", {}},
+      {"nodewatch_t_wait_seconds", MetricType::kHistogram, "seconds", "Waits.", {"path"}, bounds},
+      {"nodewatch_t_bare_seconds", MetricType::kHistogram, "seconds", "Bare.", {}, bounds},
+  });
+  // Values of every shape the text format has to write.
+  const std::vector<double> special = {0,
+                                       -0.0,
+                                       1,
+                                       -1,
+                                       0.1,
+                                       0.07,
+                                       0.009,
+                                       1.0 / 3,
+                                       2.5e-7,
+                                       1e-300,
+                                       4.9e-324,
+                                       999999999999999,
+                                       1e15,
+                                       1e15 + 1,
+                                       9007199254740993.0,
+                                       1e16,
+                                       3.62e11,
+                                       1.8446744073709552e19,
+                                       std::numeric_limits<double>::max(),
+                                       -123456.789,
+                                       std::nan(""),
+                                       INFINITY,
+                                       -INFINITY};
+  const std::vector<std::string> texts = {"", "a", "sda", "nvme0n1", "say \"hi\"", "back\\slash",
+                                          "new\nline", "Grüße 温度 🚀", "{}=,", "trailing\\"};
+  std::mt19937_64 rng(20261202);
+  for (int round = 0; round < 40; ++round) {
+    std::vector<std::vector<std::string>> labels;
+    std::vector<int> family;
+    std::vector<double> values;
+    std::vector<std::unique_ptr<Histogram>> owned;
+    std::vector<const Histogram*> histograms;
+    MetricSink sink(table);
+    std::set<std::pair<int, std::vector<std::string>>> used;
+    for (int i = 0; i < 60; ++i) {
+      const int f = static_cast<int>(rng() % table.descs().size());
+      const MetricDesc& d = table.descs()[static_cast<std::size_t>(f)];
+      std::vector<std::string> lv;
+      for (std::size_t l = 0; l < d.labels.size(); ++l) lv.push_back(texts[rng() % texts.size()]);
+      if (!used.insert({f, lv}).second) continue;
+      double v = rng() % 3 == 0 ? special[rng() % special.size()]
+                                : std::ldexp(static_cast<double>(rng() % 1000000), static_cast<int>(rng() % 80) - 40);
+      if (d.type == MetricType::kCounter && !(v >= 0)) v = std::isnan(v) ? 0 : -v;
+      const Histogram* hp = nullptr;
+      if (d.type == MetricType::kHistogram) {
+        owned.push_back(std::make_unique<Histogram>(bounds));
+        for (int k = 0, n = static_cast<int>(rng() % 20); k < n; ++k)
+          owned.back()->observe(special[rng() % (special.size() - 3)]);
+        hp = owned.back().get();
+      }
+      std::vector<std::string_view> views(lv.begin(), lv.end());
+      if (hp != nullptr) {
+        ASSERT_EQ(views.size() <= 1, true);
+        EXPECT_TRUE(views.empty() ? sink.add_histogram(d.name, {}, *hp)
+                                  : sink.add_histogram(d.name, {views[0]}, *hp));
+      } else {
+        EXPECT_TRUE(sink.add(d.name, lv, v)) << d.name << " " << v;
+      }
+      labels.push_back(lv);
+      family.push_back(f);
+      values.push_back(v);
+      histograms.push_back(hp);
+    }
+    // The reference keeps the order the samples were added within a family.
+    EXPECT_EQ(sink.render(), Reference(table, labels, family, values, histograms))
+        << "round " << round;
+  }
+}
+
+TEST(MetricSinkTest, ACachedCollectionRendersAsAFreshOneAndForgetsVanishedSeries) {
+  SeriesCache cache;
+  auto collect = [&](const std::vector<std::pair<std::string, double>>& disks) {
+    MetricSink sink(Table(), cache);
+    for (const auto& [disk, bytes] : disks) {
+      EXPECT_TRUE(sink.add("nodewatch_test_read_bytes_total", {disk}, bytes));
+      EXPECT_TRUE(sink.add("nodewatch_test_device_info", {disk, "m \"1\""}, 1));
+    }
+    MetricSink fresh(Table());
+    for (const auto& [disk, bytes] : disks) {
+      fresh.add("nodewatch_test_read_bytes_total", {disk}, bytes);
+      fresh.add("nodewatch_test_device_info", {disk, "m \"1\""}, 1);
+    }
+    EXPECT_EQ(sink.render(), fresh.render());
+    EXPECT_TRUE(sink.violations().empty());
+    return sink.render();
+  };
+  std::string first = collect({{"sda", 1}, {"sdb", 2}});
+  EXPECT_EQ(cache.size(), 4u);
+  // The same series again, new values: accepted (not duplicates of the last
+  // collection's), rendered with the new values.
+  std::string second = collect({{"sda", 10.5}, {"sdb", 20}});
+  EXPECT_NE(second.find("{device=\"sda\"} 10.5\n"), std::string::npos) << second;
+  EXPECT_EQ(second.find("} 1\n" "nodewatch_test_read"), std::string::npos);
+  // sdb is gone: its series are not rendered and no longer held.
+  std::string third = collect({{"sda", 11}});
+  EXPECT_EQ(third.find("sdb"), std::string::npos);
+  EXPECT_EQ(cache.size(), 2u);
+  // A series twice in one collection is still a duplicate.
+  MetricSink sink(Table(), cache);
+  EXPECT_TRUE(sink.add("nodewatch_test_read_bytes_total", {"sda"}, 1));
+  EXPECT_FALSE(sink.add("nodewatch_test_read_bytes_total", {"sda"}, 2));
+  // And a cache is lent to one sink at a time.
+  EXPECT_THROW(MetricSink(Table(), cache), std::logic_error);
+}
+
+TEST(MetricSinkTest, LabelValuesThatRunTogetherAreDifferentSeries) {
+  MetricSink sink(Table());
+  using namespace std::string_literals;
+  EXPECT_TRUE(sink.add("nodewatch_test_device_info", {"a"s + '\0', "b"}, 1));
+  EXPECT_TRUE(sink.add("nodewatch_test_device_info", {"a", '\0' + "b"s}, 1));
+  EXPECT_TRUE(sink.violations().empty());
+}
+
+TEST(ExpositionTest, ASegmentIsDeflatedOnceWhoeverAsksFirst) {
+  std::string text;
+  for (int i = 0; i < 3000; ++i) text += "m{i=\"" + std::to_string(i) + "\"} 1\n";
+  auto r = make_rendered(text);
+  EXPECT_FALSE(r->is_deflated());
+  std::vector<const std::string*> seen(4);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < seen.size(); ++t)
+    threads.emplace_back([&, t] { seen[t] = &r->deflated(); });
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(r->is_deflated());
+  for (const std::string* s : seen) EXPECT_EQ(s, seen[0]);
+  EXPECT_EQ(gunzip(assemble_gzip({r.get()}, "")), text);
+  auto d = make_deflated("x 1\n");
+  EXPECT_TRUE(d->is_deflated());
 }
 
 TEST(ExpositionTest, CorruptGzipIsRejected) {

@@ -61,11 +61,35 @@ TEST(SchedulerTest, PublishesRenderedSnapshotAndFirstRound) {
   ASSERT_EQ(set->by_collector.count("a"), 1u);
   EXPECT_NE(set->by_collector.at("a")->text.find("nodewatch_fake_calls_total{collector=\"a\"} 1"),
             std::string::npos);
-  EXPECT_FALSE(set->by_collector.at("a")->deflated.empty());
+  // No gzip scrape has asked for this collector: its snapshot is not deflated.
+  EXPECT_FALSE(set->by_collector.at("a")->is_deflated());
   auto st = h.Status("a");
   EXPECT_TRUE(st.up);
   EXPECT_GT(st.last_success_unix_seconds, 1.6e9);
   EXPECT_TRUE(h.sched.first_round_done());
+}
+
+TEST(SchedulerTest, DeflatesOnTheWorkerOnlyTheSnapshotsAGzipScrapeIsExpectedToTake) {
+  Harness h;
+  FakeCollector *a, *b;
+  bool first = false;
+  h.sched.on_first_round([&] { first = true; });
+  // One gzip scrape of "a" a moment ago, none of "b".
+  h.store.gzip_scraped({"a"}, Clock::now());
+  std::vector<CollectorJob> jobs;
+  jobs.push_back(Job("a", &a, 1h, 1s));
+  jobs.push_back(Job("b", &b, 1h, 1s));
+  h.sched.start(std::move(jobs));
+  ASSERT_TRUE(h.RunUntil([&] { return first; }));
+  auto set = h.store.current();
+  const RenderedText& ra = *set->by_collector.at("a");
+  const RenderedText& rb = *set->by_collector.at("b");
+  EXPECT_TRUE(ra.is_deflated());
+  EXPECT_FALSE(rb.is_deflated());
+  // A gzip scrape deflates what it takes itself, once, and the result
+  // inflates to the text.
+  EXPECT_EQ(gunzip(assemble_gzip({&ra, &rb}, "")), ra.text + rb.text);
+  EXPECT_TRUE(rb.is_deflated());
 }
 
 TEST(SchedulerTest, OverrunningCollectorFailsAtItsDeadlineWhileAnotherKeepsItsInterval) {
@@ -432,6 +456,70 @@ TEST(SchedulerTest, ManyFailingSubjectsAreNamedUpToALimitThenSummed) {
   }
   EXPECT_EQ(named, 32u);
   EXPECT_EQ(summed, 1u);
+}
+
+}  // namespace
+}  // namespace nodewatch
+
+namespace nodewatch {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+TEST(GzipDemandTest, ExpectsTheNextScrapeOneGapAfterTheLast) {
+  GzipDemand d;
+  const auto t0 = GzipDemand::Clock::time_point{} + std::chrono::hours(1);
+  EXPECT_FALSE(d.expected(t0, seconds(2))) << "no gzip scrape ever came";
+  d.scraped(t0);
+  EXPECT_TRUE(d.expected(t0 + seconds(1), seconds(2))) << "one scrape: no period known yet";
+  d.scraped(t0 + seconds(15));
+  d.scraped(t0 + seconds(30));
+  const auto last = t0 + seconds(30);
+  // A collector at 1 s with a 1.5 s horizon: only the snapshots published
+  // in the last moments before the next scrape (last + 15 s) are deflated.
+  int eager = 0;
+  for (int s = 1; s <= 15; ++s) eager += d.expected(last + seconds(s) - milliseconds(100), milliseconds(1750));
+  EXPECT_GE(eager, 1);
+  EXPECT_LE(eager, 2);
+  EXPECT_FALSE(d.expected(last + seconds(5), milliseconds(1750)));
+  EXPECT_TRUE(d.expected(last + seconds(14), milliseconds(1750)));
+  // A collector at 15 s: every snapshot is taken by a scrape.
+  EXPECT_TRUE(d.expected(last + seconds(1), milliseconds(22750)));
+  // A late scrape is still expected for a while, then no longer.
+  EXPECT_TRUE(d.expected(last + seconds(20), milliseconds(1750)));
+  EXPECT_FALSE(d.expected(last + seconds(50), milliseconds(1750)));
+}
+
+TEST(GzipDemandTest, ScrapesTooCloseTogetherForAPeriodMeanEverySnapshot) {
+  GzipDemand d;
+  const auto t0 = GzipDemand::Clock::time_point{} + std::chrono::hours(1);
+  for (int i = 0; i < 10; ++i) d.scraped(t0 + milliseconds(300 * i));
+  EXPECT_TRUE(d.expected(t0 + seconds(4), milliseconds(100)));
+  EXPECT_FALSE(d.expected(t0 + std::chrono::minutes(11), milliseconds(100)));
+}
+
+TEST(GzipDemandTest, TwoScrapersAtOneIntervalUseTheShorterGap) {
+  GzipDemand d;
+  const auto t0 = GzipDemand::Clock::time_point{} + std::chrono::hours(1);
+  // Two Prometheus replicas scraping every 15 s, 3 s apart.
+  for (int i = 0; i < 4; ++i) {
+    d.scraped(t0 + seconds(15 * i));
+    d.scraped(t0 + seconds(15 * i + 3));
+  }
+  const auto b = t0 + seconds(48);
+  // After replica B's scrape the next is A's at +12 s; it is expected from
+  // the shorter gap (3 s) on, so the snapshot A takes is deflated already.
+  EXPECT_TRUE(d.expected(b + seconds(11), milliseconds(1750)));
+  EXPECT_TRUE(d.expected(b + seconds(2), milliseconds(1750)));
+}
+
+TEST(SnapshotStoreTest, KeepsGzipDemandPerCollector) {
+  SnapshotStore store;
+  const auto now = std::chrono::steady_clock::now();
+  store.gzip_scraped({"storage"}, now);
+  EXPECT_TRUE(store.gzip_expected("storage", now, seconds(1)));
+  EXPECT_FALSE(store.gzip_expected("pcie", now, seconds(1)));
 }
 
 }  // namespace
