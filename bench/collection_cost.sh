@@ -1,0 +1,326 @@
+#!/usr/bin/env bash
+# Collection-cost benchmark: what nodewatchd's collections cost the node
+# when nobody scrapes, next to what node_exporter spends on a scrape of the
+# same files and next to the floor of reading those files at all.
+#
+# Cases, each with nodewatchd running only the collector(s) named:
+#   storage      125 NVMe disks (synthetic /proc/diskstats and /sys/block),
+#                storage at 1 s; node_exporter with only diskstats, scraped
+#                once a second; the floor: the files a storage collection
+#                reads every cycle, through held descriptors (read_floor).
+#   interconnect 8 ConnectX-6 HCAs x 1 port, interconnect at 1 s with its
+#                PMA counters read every collection (pma_interval 0s, as
+#                node_exporter reads them on every scrape); node_exporter
+#                with only infiniband, scraped once a second; the floor.
+#   pcie         tests/fixtures/pcie (18 functions, AER), pcie at 1 s; the
+#                floor (node_exporter has no PCIe collector).
+#   empty        accelerator (no NVML library), textfile (no directory) and
+#                interconnect (no devices), each alone at 100 ms: the cost
+#                of a collection that finds nothing.
+#   host         every default collector at 1 s on this machine's own /proc
+#                and /sys, in % of one core; node_exporter with its default
+#                collectors scraped once a second, in the same units.
+#
+# CPU time is every thread's run time from /proc/PID/task/*/schedstat
+# (nanoseconds) plus the children's (helper processes, from /proc/PID/stat,
+# in clock ticks), over SECONDS seconds after a 3 s warm-up. The two
+# daemons of a case run at the same time, each measured on its own.
+# curl's own CPU is not counted.
+#
+# Usage: bench/collection_cost.sh [--binary PATH] [--floor PATH] [--seconds N]
+#                                 [--only CASE] [--out PATH]
+#   --binary PATH  measure this nodewatchd (and skip the build)
+#   --floor PATH   the read_floor program (default: build-bench/bench/read_floor)
+#   --seconds N    seconds measured per case (default 20)
+#   --only CASE    run one case: storage, interconnect, pcie, empty or host
+#   --out PATH     also write the report to PATH
+# Environment: NODE_EXPORTER=/usr/bin/prometheus-node-exporter
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+NODE_EXPORTER=${NODE_EXPORTER:-/usr/bin/prometheus-node-exporter}
+binary="" floor="" seconds=20 only="" out=""
+
+usage() { sed -n '/^# Usage:/,/^# Environment:/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+die() { echo "collection_cost: $*" >&2; exit 1; }
+note() { echo "collection_cost: $*" >&2; }
+
+while (($#)); do
+  case $1 in
+    --binary) (($# >= 2)) || die "--binary needs a path"; binary=$2; shift 2 ;;
+    --floor) (($# >= 2)) || die "--floor needs a path"; floor=$2; shift 2 ;;
+    --seconds) (($# >= 2)) || die "--seconds needs a number"; seconds=$2; shift 2 ;;
+    --only) (($# >= 2)) || die "--only needs a case"; only=$2; shift 2 ;;
+    --out) (($# >= 2)) || die "--out needs a path"; out=$2; shift 2 ;;
+    -h | --help) usage; exit 0 ;;
+    *) usage >&2; die "unknown argument: $1" ;;
+  esac
+done
+[[ $seconds =~ ^[1-9][0-9]*$ ]] || die "--seconds must be a positive integer"
+case $only in "" | storage | interconnect | pcie | empty | host) ;; *) die "no case '$only'" ;; esac
+for c in curl ss getconf awk; do command -v "$c" >/dev/null || die "$c not found"; done
+[[ -x $NODE_EXPORTER ]] || die "$NODE_EXPORTER not found (packaging/install-deps.sh --test installs it)"
+clk_tck=$(getconf CLK_TCK)
+
+if [[ -z $binary || -z $floor ]]; then
+  note "building nodewatchd and read_floor (Release) in build-bench/"
+  cmake -S "$root" -B "$root/build-bench" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DNODEWATCH_BUILD_TESTS=OFF -DNODEWATCH_BUILD_BENCH=ON >&2
+  ninja -C "$root/build-bench" nodewatchd read_floor >&2
+  [[ -n $binary ]] || binary=$root/build-bench/daemon/nodewatchd
+  [[ -n $floor ]] || floor=$root/build-bench/bench/read_floor
+fi
+[[ -x $binary ]] || die "not an executable: $binary"
+[[ -x $floor ]] || die "not an executable: $floor"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/nodewatch-cost.XXXXXX")
+pids=()
+# shellcheck disable=SC2317  # called from traps
+stop_all() {
+  local pid i
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do
+    for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  pids=()
+}
+# shellcheck disable=SC2317
+cleanup() { stop_all; rm -rf "$tmp"; }
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+free_port() {
+  local p i
+  for ((i = 0; i < 100; i++)); do
+    p=$((20000 + RANDOM % 20001))
+    [[ -z $(ss -Hltn "( sport = :$p )") ]] && { echo "$p"; return 0; }
+  done
+  die "no free port found"
+}
+wait_for() {
+  local url=$1 pid=$2 i
+  for ((i = 0; i < 150; i++)); do
+    kill -0 "$pid" 2>/dev/null || return 1
+    [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$url" || true) == 200 ]] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# cpu_ns PID: run time of every thread (ns) plus reaped children's CPU.
+cpu_ns() {
+  local pid=$1 t sum=0 stat rest f
+  for t in /proc/"$pid"/task/*/schedstat; do
+    read -r f _ <"$t" 2>/dev/null && sum=$((sum + f))
+  done
+  stat=$(<"/proc/$pid/stat")
+  rest=${stat##*) }
+  read -r -a f <<<"$rest"
+  echo $((sum + (f[13] + f[14]) * 1000000000 / clk_tck))
+}
+now_ns() { date +%s%N; }
+
+# start_nodewatch NAME CONFIG SYSFS PROCFS: starts nodewatchd; sets nw_pid, nw_port.
+start_nodewatch() {
+  local name=$1 config=$2 sysfs=$3 procfs=$4 port pid
+  for _ in 1 2 3; do
+    port=$(free_port)
+    "$binary" --config "$config" --listen "127.0.0.1:$port" --sysfs "$sysfs" --procfs "$procfs" \
+      --log-level warn >"$tmp/$name.log" 2>&1 &
+    pid=$!
+    pids+=("$pid")
+    if wait_for "http://127.0.0.1:$port/-/ready" "$pid"; then nw_pid=$pid nw_port=$port; return 0; fi
+    tail -n 5 "$tmp/$name.log" >&2 || true
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  die "nodewatchd did not start ($name)"
+}
+# start_node_exporter NAME ARGS...: sets ne_pid, ne_port.
+start_node_exporter() {
+  local name=$1 port pid
+  shift
+  for _ in 1 2 3; do
+    port=$(free_port)
+    "$NODE_EXPORTER" --web.listen-address="127.0.0.1:$port" --log.level=warn "$@" \
+      >"$tmp/$name.log" 2>&1 &
+    pid=$!
+    pids+=("$pid")
+    if wait_for "http://127.0.0.1:$port/metrics" "$pid"; then ne_pid=$pid ne_port=$port; return 0; fi
+    tail -n 5 "$tmp/$name.log" >&2 || true
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  die "node_exporter did not start ($name)"
+}
+
+# series URL PREFIX: the number of samples whose name starts with PREFIX.
+series() { curl -s --max-time 10 "$1" | awk -v p="$2" 'index($0, p) == 1 { n++ } END { print n + 0 }'; }
+
+# measure: after a 3 s warm-up, CPU of nw_pid (and ne_pid when set, which is
+# scraped once a second with gzip, as Prometheus asks) over $seconds.
+# Sets nw_cpu_ns, ne_cpu_ns, elapsed_ns, scrapes.
+measure() {
+  local t0 a0 b0 deadline
+  sleep 3
+  t0=$(now_ns)
+  a0=$(cpu_ns "$nw_pid")
+  b0=0
+  [[ -n ${ne_pid:-} ]] && b0=$(cpu_ns "$ne_pid")
+  scrapes=0
+  deadline=$((t0 + seconds * 1000000000))
+  while (($(now_ns) < deadline)); do
+    if [[ -n ${ne_pid:-} ]]; then
+      curl -s -o /dev/null --max-time 5 -H 'Accept-Encoding: gzip' "http://127.0.0.1:$ne_port/metrics" &&
+        scrapes=$((scrapes + 1))
+    fi
+    sleep 1
+  done
+  elapsed_ns=$(($(now_ns) - t0))
+  nw_cpu_ns=$(($(cpu_ns "$nw_pid") - a0))
+  ne_cpu_ns=0
+  [[ -n ${ne_pid:-} ]] && ne_cpu_ns=$(($(cpu_ns "$ne_pid") - b0))
+  return 0
+}
+
+report=$tmp/report.md
+emit() { printf '%s\n' "$*" >>"$report"; }
+us() { awk -v n="$1" -v d="$2" 'BEGIN { printf "%.1f", n / d / 1000 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+# write_config FILE INTERVAL COLLECTOR...: every collector off but those
+# named, each at INTERVAL (and a timeout of INTERVAL), with the lines of
+# extra[COLLECTOR] in its table; extra[top] goes before the tables.
+declare -A extra=()
+write_config() {
+  local file=$1 interval=$2 c
+  shift 2
+  printf '%s\n' "${extra[top]:-}" >"$file"
+  for c in accelerator pcie interconnect storage nic textfile kernel mesh; do
+    printf '[collectors.%s]\n' "$c" >>"$file"
+    if [[ " $* " == *" $c "* ]]; then
+      printf 'enabled = true\ninterval = "%s"\ntimeout = "%s"\n%s\n' "$interval" "$interval" \
+        "${extra[$c]:-}" >>"$file"
+    else
+      printf 'enabled = false\n' >>"$file"
+    fi
+  done
+}
+
+# shellcheck source=bench/fixtures.sh
+source "$root/bench/fixtures.sh"
+
+emit "# Collection cost: nodewatchd against node_exporter and the read floor"
+emit ""
+emit "nodewatchd: $binary ($("$binary" --version 2>/dev/null | head -n 1))"
+emit "node_exporter: $("$NODE_EXPORTER" --version 2>&1 | head -n 1)"
+emit "$(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg) at start; $seconds s per case"
+emit ""
+emit "| case | nodewatch µs/collection | series | node_exporter µs/scrape | series | node_exporter ÷ nodewatch | floor µs | nodewatch ÷ floor |"
+emit "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+
+run_case_device() {
+  local name=$1 collector=$2 nw_prefix=$3 ne_prefix=$4 floor_list=$5 ne_args=$6
+  write_config "$tmp/$name.toml" 1s "$collector"
+  start_nodewatch "$name" "$tmp/$name.toml" "$fx/sys" "$fx/proc"
+  ne_pid=""
+  if [[ -n $ne_args ]]; then
+    # shellcheck disable=SC2086  # the collector flags, split on purpose
+    start_node_exporter "ne-$name" --collector.disable-defaults $ne_args \
+      --path.procfs="$fx/proc" --path.sysfs="$fx/sys" --path.udev.data="$fx/udev"
+  fi
+  local nw_series ne_series="-" floor_ns per_nw per_ne="-" vs_ne="-" collections
+  nw_series=$(series "http://127.0.0.1:$nw_port/metrics" "$nw_prefix")
+  [[ -n $ne_pid ]] && ne_series=$(series "http://127.0.0.1:$ne_port/metrics" "$ne_prefix")
+  measure
+  collections=$(awk -v e="$elapsed_ns" 'BEGIN { printf "%d", e / 1e9 + 0.5 }')
+  per_nw=$(us "$nw_cpu_ns" "$collections")
+  if [[ -n $ne_pid ]]; then
+    per_ne=$(us "$ne_cpu_ns" "$scrapes")
+    vs_ne=$(ratio "$per_ne" "$per_nw")
+  fi
+  floor_ns=$("$floor" <"$floor_list" | awk '{ print $(NF - 4) }')
+  emit "| $name | $per_nw | $nw_series | $per_ne | $ne_series | $vs_ne | $(us "$floor_ns" 1) | $(ratio "$per_nw" "$(us "$floor_ns" 1)") |"
+  stop_all
+}
+
+if [[ -z $only || $only == storage ]]; then
+  note "storage: 125 disks"
+  fx=$tmp/storage
+  write_block_fixture 125
+  write_other_fixture
+  rm -rf "$fx/sys/class/infiniband" "$fx/sys/class/hwmon"
+  {
+    echo "$fx/proc/diskstats"
+    echo "$fx/proc/1/mountstats"
+    for ((i = 0; i < 125; i++)); do echo "$fx/sys/block/nvme${i}n1/queue/nr_requests"; done
+  } >"$tmp/storage.files"
+  run_case_device storage storage nodewatch_storage_ node_disk_ "$tmp/storage.files" \
+    "--collector.diskstats"
+fi
+
+if [[ -z $only || $only == interconnect ]]; then
+  note "interconnect: 8 HCAs"
+  fx=$tmp/ib
+  mkdir -p "$fx/proc" "$fx/sys"
+  write_hca_fixture 8
+  find "$fx/sys/class/infiniband" -path '*/ports/*' -type f \
+    \( -name state -o -name phys_state -o -name rate -o -path '*counters/*' \) | sort >"$tmp/ib.files"
+  extra[interconnect]='pma_interval = "0s"'
+  run_case_device interconnect interconnect nodewatch_interconnect_ node_infiniband_ \
+    "$tmp/ib.files" "--collector.infiniband"
+  extra[interconnect]=""
+fi
+
+if [[ -z $only || $only == pcie ]]; then
+  note "pcie: tests/fixtures/pcie"
+  fx=$tmp/pcie
+  mkdir -p "$fx/proc"
+  cp -a "$root/tests/fixtures/pcie/sys" "$fx/sys"
+  find "$fx/sys/bus/pci/devices/" -maxdepth 1 -mindepth 1 | while read -r d; do
+    for f in power/runtime_status current_link_speed current_link_width max_link_speed \
+      max_link_width aer_dev_correctable aer_dev_nonfatal aer_dev_fatal; do
+      [[ -f $d/$f ]] && echo "$d/$f"
+    done
+  done | sort >"$tmp/pcie.files"
+  run_case_device pcie pcie nodewatch_pcie_ - "$tmp/pcie.files" ""
+fi
+
+if [[ -z $only || $only == empty ]]; then
+  note "empty collections"
+  fx=$tmp/empty
+  mkdir -p "$fx/sys" "$fx/proc"
+  emit ""
+  emit "| collection that finds nothing (100 ms interval) | µs/collection |"
+  emit "| --- | ---: |"
+  for c in accelerator textfile interconnect; do
+    extra=([top]="[nvml]
+library = \"$tmp/none/libnvidia-ml.so.1\"" [textfile]="directory = \"$tmp/none\"")
+    write_config "$tmp/empty-$c.toml" 100ms "$c"
+    start_nodewatch "empty-$c" "$tmp/empty-$c.toml" "$fx/sys" "$fx/proc"
+    ne_pid=""
+    measure
+    emit "| $c | $(us "$nw_cpu_ns" "$(awk -v e="$elapsed_ns" 'BEGIN { printf "%d", e / 1e8 + 0.5 }')") |"
+    stop_all
+  done
+fi
+
+if [[ -z $only || $only == host ]]; then
+  note "host: every default collector at 1 s"
+  extra=()
+  write_config "$tmp/host.toml" 1s accelerator pcie interconnect storage nic textfile kernel
+  start_nodewatch host "$tmp/host.toml" /sys /proc
+  start_node_exporter ne-host
+  measure
+  emit ""
+  emit "| this host, every default collector at 1 s | % of one core |"
+  emit "| --- | ---: |"
+  emit "| nodewatch | $(awk -v c="$nw_cpu_ns" -v e="$elapsed_ns" 'BEGIN { printf "%.3f", 100 * c / e }') |"
+  emit "| node_exporter, default collectors, scraped once a second | $(awk -v c="$ne_cpu_ns" -v e="$elapsed_ns" 'BEGIN { printf "%.3f", 100 * c / e }') |"
+  stop_all
+fi
+
+emit ""
+emit "load average $(cut -d' ' -f1-3 /proc/loadavg) at end"
+cat "$report"
+[[ -z $out ]] || cp "$report" "$out"
