@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <utility>
 
 #include "nodewatch/options.hpp"
@@ -132,8 +133,13 @@ IbOptions read_ib_options(OptionReader& r) {
 // not vanish half-way (its errors are then not counted either).
 class IbPorts::Staging {
  public:
+  // The label values go into one buffer: no allocation per sample.
   void add(std::string_view name, std::initializer_list<std::string_view> labels, double value) {
-    samples_.push_back({name, std::vector<std::string>(labels.begin(), labels.end()), value});
+    samples_.push_back({name, spans_.size(), labels.size(), value});
+    for (std::string_view l : labels) {
+      spans_.emplace_back(text_.size(), l.size());
+      text_.append(l);
+    }
   }
   struct Error {
     std::string reason;
@@ -157,7 +163,13 @@ class IbPorts::Staging {
     errors_.insert(errors_.end(), sticky.begin(), sticky.end());
   }
   void flush(MetricSink& out) {
-    for (const Sample& s : samples_) out.add(s.name, s.labels, s.value);
+    std::vector<std::string_view> labels;
+    for (const Sample& s : samples_) {
+      labels.clear();
+      for (std::size_t i = s.first; i < s.first + s.count; ++i)
+        labels.push_back(std::string_view(text_).substr(spans_[i].first, spans_[i].second));
+      out.add(s.name, std::span<const std::string_view>(labels), s.value);
+    }
     for (const Error& e : errors_) {
       if (e.counted)
         out.error(e.reason, e.subject, e.detail);
@@ -169,10 +181,13 @@ class IbPorts::Staging {
  private:
   struct Sample {
     std::string_view name;  // one of the static names of this file
-    std::vector<std::string> labels;
+    std::size_t first;      // its label values: spans_[first, first + count)
+    std::size_t count;
     double value;
   };
   std::vector<Sample> samples_;
+  std::vector<std::pair<std::size_t, std::size_t>> spans_;  // (offset, size) in text_
+  std::string text_;
   std::vector<Error> errors_;
 };
 
@@ -225,7 +240,8 @@ IbPorts::IbPorts(Roots roots, IbOptions options, std::unique_ptr<HwCounterSource
                  std::unique_ptr<VerbsSource> verbs, Clock clock,
                  std::shared_ptr<sources::WrapCounters> counters, std::size_t max_held)
     : sys_(roots.sys()),
-      held_(sys_, max_held),
+      held_(sys_, max_held - max_held / 2),
+      pma_held_(sys_, max_held / 2),
       options_(std::move(options)),
       filter_(options_.devices),
       hw_source_(std::move(hw_source)),
@@ -285,7 +301,7 @@ std::size_t IbPorts::tracked_devices() const {
 }
 
 std::size_t IbPorts::held_descriptors() const {
-  return held_.size();
+  return held_.size() + pma_held_.size();
 }
 
 void IbPorts::collect(const CollectContext& ctx, MetricSink& out) {
@@ -298,6 +314,9 @@ void IbPorts::collect(const CollectContext& ctx, MetricSink& out) {
       devices_.end_cycle();
       held_.begin_cycle();
       held_.end_cycle();
+      pma_held_.begin_cycle();
+      pma_held_.end_cycle();
+      listings_.clear();
       counters_->begin_cycle();
       counters_->end_cycle();
       verbs_->sync({});
@@ -315,6 +334,7 @@ void IbPorts::collect(const CollectContext& ctx, MetricSink& out) {
 
   devices_.begin_cycle();
   held_.begin_cycle();
+  pma_cycle_ = false;
   counters_->begin_cycle();
   bool complete = true;
   for (const std::string& name : names) {
@@ -339,6 +359,7 @@ void IbPorts::collect(const CollectContext& ctx, MetricSink& out) {
         break;
       }
       devices_.forget(name);
+      forget_listings(std::string(kClassDir) + "/" + name);
     }
   }
   // An unfinished collection forgets nothing: the devices it did not reach
@@ -346,13 +367,36 @@ void IbPorts::collect(const CollectContext& ctx, MetricSink& out) {
   if (complete) {
     devices_.end_cycle();
     held_.end_cycle();
+    if (pma_cycle_) pma_held_.end_cycle();
     counters_->end_cycle();
+    // The listings of devices that are gone.
+    std::erase_if(listings_, [&](const auto& kv) {
+      std::string_view rest =
+          std::string_view(kv.first).substr(std::string_view(kClassDir).size() + 1);
+      std::string_view device = rest.substr(0, rest.find('/'));
+      return std::find(names.begin(), names.end(), device) == names.end();
+    });
   }
+}
+
+const sources::Listing& IbPorts::list_cached(const std::string& dir) {
+  auto [it, inserted] = listings_.try_emplace(dir);
+  // An error is asked again next time; an absent directory (no
+  // counters_ext, no device-level hw_counters) is as lasting as a listing.
+  if (inserted || it->second.status == Status::kError) it->second = sys_.list(dir);
+  return it->second;
+}
+
+void IbPorts::forget_listings(const std::string& device_dir) {
+  const std::string prefix = device_dir + "/";
+  std::erase_if(listings_, [&](const auto& kv) { return kv.first.rfind(prefix, 0) == 0; });
 }
 
 bool IbPorts::collect_device(const std::string& name, Device& dev, bool refresh, bool netlink_ok,
                              Staging& out) {
   if (refresh) {
+    // What lies below the device is listed again with its facts.
+    forget_listings(dev.dir);
     dev.fact_failures.clear();
     auto fact = [&](const char* file, std::string* dst) {
       Read r = sys_.read(dev.dir + "/" + file);
@@ -431,7 +475,7 @@ bool IbPorts::collect_device(const std::string& name, Device& dev, bool refresh,
 
 bool IbPorts::read_hw_dir(const std::string& dir, const std::string& device,
                           const std::string& port, const std::string& subject, Staging& out) {
-  sources::Listing files = sys_.list(dir);
+  const sources::Listing& files = list_cached(dir);
   if (files.status == Status::kGone) return false;
   if (files.status == Status::kError)
     out.error("read_error", subject, sources::errno_name(files.err) + " listing hw_counters");
@@ -518,12 +562,16 @@ bool IbPorts::collect_port(const std::string& device, Port& port, bool netlink_o
     std::array<bool, static_cast<std::size_t>(PmaMetric::kCount)> from_ext{};
     for (bool ext : {false, true}) {
       const std::string sub = ext ? "counters_ext" : "counters";
-      sources::Listing files = sys_.list(port.dir + "/" + sub);
+      const sources::Listing& files = list_cached(port.dir + "/" + sub);
       if (files.status == Status::kGone) return false;
       if (files.status == Status::kError)
         out.error("read_error", subject, sources::errno_name(files.err) + " listing " + sub);
       for (const std::string& f : files.names) {
-        Read r = sys_.read(port.dir + "/" + sub + "/" + f);
+        if (!pma_cycle_) {
+          pma_held_.begin_cycle();
+          pma_cycle_ = true;
+        }
+        Read r = pma_held_.read(port.dir + "/" + sub + "/" + f);
         if (gone(r)) return false;
         if (r.status == Status::kAbsent) continue;  // the file alone went away
         if (r.failed()) {

@@ -48,6 +48,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "interconnect/ib_parse.hpp"
@@ -85,7 +86,8 @@ class IbPorts {
 
   // `counters` accumulates the 32-bit hw_counters across wraps (null: one
   // of its own; the collector passes the service that outlives it).
-  // `max_held` bounds the held descriptors; 0 reads every value with
+  // `max_held` bounds the held descriptors (half for the PMA counters,
+  // half for the other attributes); 0 reads every value with
   // open/read/close (the benchmark's "before"). Throws
   // std::invalid_argument on an invalid pattern (the configuration check
   // rejects those first).
@@ -121,8 +123,19 @@ class IbPorts {
   bool read_hw_dir(const std::string& dir, const std::string& device, const std::string& port,
                    const std::string& subject, Staging& out);
 
+  // The listing of `dir` (a port's counters/, counters_ext/, hw_counters/:
+  // the driver makes them with the port), kept until the device's facts are
+  // read again or it goes away. ports/ itself is listed every collection.
+  const sources::Listing& list_cached(const std::string& dir);
+  void forget_listings(const std::string& device_dir);
+
   sources::FsRoot sys_;
   sources::HeldFiles held_;
+  // PMA files, held between the collections that read them (every
+  // pma_interval): each read is still a MAD to the port's firmware.
+  sources::HeldFiles pma_held_;
+  bool pma_cycle_ = false;  // pma_held_'s cycle began in this collection
+  std::unordered_map<std::string, sources::Listing> listings_;
   IbOptions options_;
   sources::NameFilter filter_;
   std::unique_ptr<HwCounterSource> hw_source_;

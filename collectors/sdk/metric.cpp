@@ -225,7 +225,8 @@ void append_sample_value(std::string& out, double value) {
   char buf[32];
   // Most values are counts: an integer below 10^15 is what %.16g writes of
   // it, its digits, and to_chars of an integer is the cheapest way there.
-  if (value == std::trunc(value) && std::fabs(value) < 1e15 && !(value == 0 && std::signbit(value))) {
+  if (value == std::trunc(value) && std::fabs(value) < 1e15 &&
+      !(value == 0 && std::signbit(value))) {
     auto r = std::to_chars(buf, buf + sizeof buf, static_cast<std::int64_t>(value));
     out.append(buf, r.ptr);
     return;
@@ -310,6 +311,11 @@ bool MetricSink::add(std::string_view name, const std::vector<std::string>& labe
   }
   for (std::size_t i = 0; i < label_values.size(); ++i) views[i] = label_values[i];
   return add_impl(name, views, label_values.size(), value, nullptr);
+}
+
+bool MetricSink::add(std::string_view name, std::span<const std::string_view> label_values,
+                     double value) {
+  return add_impl(name, label_values.data(), label_values.size(), value, nullptr);
 }
 
 namespace {

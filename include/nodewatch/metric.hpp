@@ -164,6 +164,7 @@ class MetricSink {
   bool add(std::string_view name, std::initializer_list<std::string_view> label_values,
            double value);
   bool add(std::string_view name, const std::vector<std::string>& label_values, double value);
+  bool add(std::string_view name, std::span<const std::string_view> label_values, double value);
   // Adds one histogram series; its bounds must be the declared ones.
   bool add_histogram(std::string_view name, std::initializer_list<std::string_view> label_values,
                      const Histogram& histogram);

@@ -204,10 +204,13 @@ TEST_F(ReloadTest, ListMetricsBuildsNoCollectorAndReadsNoConfiguration) {
 }
 
 // A real collector's partial failure, end to end: one port's PMA counter
-// file (read every collection here: pma_interval 0) becomes unreadable (a
-// directory where the file was: EISDIR, which root cannot bypass as it
-// would a mode), for several collections; the log says so once, naming the
-// port and the file, and once when it reads again.
+// file (read every collection here: pma_interval 0) answers what is not a
+// number for several collections; the log says so once, naming the port
+// and the file, and once when it reads again. The file is rewritten in
+// place: the collector holds its descriptor, as it would a sysfs
+// attribute's, so a new file under the old name would not be seen (a sysfs
+// attribute is never replaced but with its device, whose held descriptors
+// then answer ENODEV and are opened afresh).
 TEST_F(ReloadTest, APartialFailureIsLoggedOnceWhenItStartsAndOnceWhenItEnds) {
   auto config = dir_.write("nodewatch.toml", Config("15s"));
   DaemonProcess::Options o;
@@ -217,23 +220,21 @@ TEST_F(ReloadTest, APartialFailureIsLoggedOnceWhenItStartsAndOnceWhenItEnds) {
   ASSERT_TRUE(d.wait_log("first collection round complete")) << d.log();
   const fs::path file = dir_.path() / "sys/class/infiniband/mlx5_0/ports/1/counters/port_rcv_data";
   const std::string saved = ReadFile(file);
-  fs::remove(file);
-  fs::create_directory(file);
+  std::ofstream(file) << "garbage\n";
   const std::string started =
-      "interconnect: read_error: mlx5_0/1: EISDIR reading counters/port_rcv_data";
+      "interconnect: parse_error: mlx5_0/1: malformed counters/port_rcv_data";
   ASSERT_TRUE(d.wait_log(started)) << d.log();
   // Several collections (every 200 ms) while it fails: still one line.
   std::this_thread::sleep_for(1s);
-  EXPECT_EQ(CountLog(d, "read_error: mlx5_0/1"), 1u) << d.log();
-  fs::remove(file);
+  EXPECT_EQ(CountLog(d, "parse_error: mlx5_0/1"), 1u) << d.log();
   std::ofstream(file) << saved;
-  ASSERT_TRUE(d.wait_log("interconnect: read_error: mlx5_0/1: recovered after ([0-9]+) failures"))
+  ASSERT_TRUE(d.wait_log("interconnect: parse_error: mlx5_0/1: recovered after ([0-9]+) failures"))
       << d.log();
   auto failures = d.wait_log("mlx5_0/1: recovered after ([0-9]+) failures");
   ASSERT_TRUE(failures);
   EXPECT_GE(std::stoi(*failures), 3);
   std::this_thread::sleep_for(500ms);
-  EXPECT_EQ(CountLog(d, "read_error: mlx5_0/1"), 2u) << d.log();
+  EXPECT_EQ(CountLog(d, "parse_error: mlx5_0/1"), 2u) << d.log();
   d.signal(SIGTERM);
   EXPECT_EQ(d.wait(5s), 0);
 }

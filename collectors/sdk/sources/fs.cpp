@@ -2,7 +2,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -67,6 +69,32 @@ int read_all(int fd, std::size_t max_bytes, std::string& out) {
     }
     off += n;
   }
+}
+
+// A held file's read: one pread into a buffer the thread keeps, when a
+// short read means the end of the file (sysfs attributes, regular files:
+// everything but procfs, whose seq_files hand out a page at a time); else,
+// or when the buffer filled, the loop of read_all.
+int read_held(int fd, std::size_t max_bytes, bool short_read_is_end, std::string& out) {
+  if (!short_read_is_end) return read_all(fd, max_bytes, out);
+  thread_local std::string scratch;
+  const std::size_t want = std::min(kChunk, max_bytes + 1);
+  if (scratch.size() < want) scratch.resize(want);
+  ssize_t n;
+  do {
+    n = ::pread(fd, scratch.data(), want, 0);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return errno;
+  if (static_cast<std::size_t>(n) == want) return read_all(fd, max_bytes, out);
+  out.assign(scratch.data(), static_cast<std::size_t>(n));
+  return 0;
+}
+
+// Whether a short read from `fd` is the end of its file: true but on procfs.
+bool short_read_is_end(int fd) {
+  struct ::statfs fs {};
+  if (::fstatfs(fd, &fs) != 0) return false;
+  return fs.f_type != PROC_SUPER_MAGIC;
 }
 
 bool ends_with(std::string_view s, std::string_view suffix) {
@@ -301,7 +329,8 @@ HeldFile::HeldFile(HeldFile&& o) noexcept
     : root_(std::move(o.root_)),
       path_(std::move(o.path_)),
       max_bytes_(o.max_bytes_),
-      fd_(std::exchange(o.fd_, -1)) {}
+      fd_(std::exchange(o.fd_, -1)),
+      whole_(o.whole_) {}
 
 HeldFile& HeldFile::operator=(HeldFile&& o) noexcept {
   if (this != &o) {
@@ -310,6 +339,7 @@ HeldFile& HeldFile::operator=(HeldFile&& o) noexcept {
     path_ = std::move(o.path_);
     max_bytes_ = o.max_bytes_;
     fd_ = std::exchange(o.fd_, -1);
+    whole_ = o.whole_;
   }
   return *this;
 }
@@ -333,10 +363,11 @@ Read HeldFile::read() {
       int fd = open_attribute(path_);
       if (fd < 0) return answer(-fd);
       fd_ = fd;
+      whole_ = short_read_is_end(fd);
       reopened = true;
     }
     std::string text;
-    int err = read_all(fd_, max_bytes_, text);
+    int err = read_held(fd_, max_bytes_, whole_, text);
     if (err == 0) return answer(0, std::move(text));
     if (classify_errno(err) != Status::kGone || reopened) {
       // A file that answers an error keeps its descriptor (EIO from a
@@ -368,6 +399,12 @@ Read HeldFiles::read(const std::string& rel, std::size_t max_bytes) {
   // node with many absent attributes does not fill the table.
   if (r.status == Status::kAbsent) files_.erase(it);
   return r;
+}
+
+std::size_t HeldFiles::size() const {
+  std::size_t n = 0;
+  for (const auto& [path, e] : files_) n += e.file.is_open() ? 1 : 0;
+  return n;
 }
 
 void HeldFiles::begin_cycle() {

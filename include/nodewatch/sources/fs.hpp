@@ -187,6 +187,7 @@ class HeldFile {
   std::string path_;
   std::size_t max_bytes_ = kMaxAttributeBytes;
   int fd_ = -1;
+  bool whole_ = false;  // one pread reads it all (not procfs): fs.cpp
 };
 
 // Held files by relative path for one collector: read() opens on first
@@ -202,7 +203,8 @@ class HeldFiles {
   void begin_cycle();
   // Closes files not read this cycle; returns how many.
   std::size_t end_cycle();
-  std::size_t size() const { return files_.size(); }
+  // Descriptors open now (a file whose open failed is remembered without one).
+  std::size_t size() const;
   std::uint64_t fallbacks() const { return fallbacks_; }
   const FsRoot& root() const { return root_; }
 
