@@ -16,7 +16,9 @@
 #                floor (node_exporter has no PCIe collector).
 #   empty        accelerator (no NVML library), textfile (no directory) and
 #                interconnect (no devices), each alone at 100 ms: the cost
-#                of a collection that finds nothing.
+#                of a collection that finds nothing, against the floor of
+#                anything done every 100 ms (one wake-up from idle, alone and
+#                with a hand-off to a second thread: read_floor --wakes).
 #   host         every default collector at 1 s on this machine's own /proc
 #                and /sys, in % of one core; node_exporter with its default
 #                collectors scraped once a second, in the same units.
@@ -290,9 +292,13 @@ if [[ -z $only || $only == empty ]]; then
   note "empty collections"
   fx=$tmp/empty
   mkdir -p "$fx/sys" "$fx/proc"
+  # The floor of any work done every 100 ms: one wake-up from idle, alone
+  # and with a hand-off to a second thread and back (read_floor --wakes).
+  read -r wake_ns handoff_ns < <("$floor" --wakes $((seconds * 5)) --period-ms 100 |
+    awk '{ print $1, $6 }')
   emit ""
-  emit "| collection that finds nothing (100 ms interval) | µs/collection |"
-  emit "| --- | ---: |"
+  emit "| collection that finds nothing (100 ms interval) | µs/collection | ÷ one wake ($(us "$wake_ns" 1) µs) | ÷ wake and hand-off ($(us "$handoff_ns" 1) µs) |"
+  emit "| --- | ---: | ---: | ---: |"
   for c in accelerator textfile interconnect; do
     extra=([top]="[nvml]
 library = \"$tmp/none/libnvidia-ml.so.1\"" [textfile]="directory = \"$tmp/none\"")
@@ -300,7 +306,9 @@ library = \"$tmp/none/libnvidia-ml.so.1\"" [textfile]="directory = \"$tmp/none\"
     start_nodewatch "empty-$c" "$tmp/empty-$c.toml" "$fx/sys" "$fx/proc"
     ne_pid=""
     measure
-    emit "| $c | $(us "$nw_cpu_ns" "$(awk -v e="$elapsed_ns" 'BEGIN { printf "%d", e / 1e8 + 0.5 }')") |"
+    collections=$(awk -v e="$elapsed_ns" 'BEGIN { printf "%d", e / 1e8 + 0.5 }')
+    per=$(awk -v c="$nw_cpu_ns" -v n="$collections" 'BEGIN { printf "%d", c / n }')
+    emit "| $c | $(us "$per" 1) | $(ratio "$per" "$wake_ns") | $(ratio "$per" "$handoff_ns") |"
     stop_all
   done
 fi

@@ -19,8 +19,10 @@ class RatioReporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
       if (r.run_type == Run::RT_Iteration ||
-          (r.run_type == Run::RT_Aggregate && r.aggregate_name == "median"))
+          (r.run_type == Run::RT_Aggregate && r.aggregate_name == "median")) {
         real_us_[r.run_name.str()] = r.GetAdjustedRealTime();
+        cpu_us_[r.run_name.str()] = r.GetAdjustedCPUTime();
+      }
     }
     ConsoleReporter::ReportRuns(runs);
   }
@@ -40,8 +42,23 @@ class RatioReporter : public benchmark::ConsoleReporter {
     }
   }
 
+  // The same for CPU time (a benchmark with MeasureProcessCPUTime: every
+  // thread's), benchmark names exactly as the run names them.
+  void print_cpu_ratios(const std::string& baseline,
+                        std::initializer_list<std::pair<const char*, const char*>> measured) const {
+    auto base = cpu_us_.find(baseline);
+    if (base == cpu_us_.end() || base->second <= 0) return;
+    for (const auto& [label, name] : measured) {
+      auto m = cpu_us_.find(name);
+      if (m == cpu_us_.end()) continue;
+      std::printf("%s: %.1f us CPU; baseline (%s) %.1f us CPU; ratio %.2fx\n", label, m->second,
+                  baseline.c_str(), base->second, m->second / base->second);
+    }
+  }
+
  private:
   std::map<std::string, double> real_us_;
+  std::map<std::string, double> cpu_us_;
 };
 
 // main() for a bench whose ratios `print` reports.

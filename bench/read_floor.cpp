@@ -6,15 +6,26 @@
 //
 // Usage: read_floor [--rounds N] FILE...   (or the files one per line on stdin)
 // Prints: "<files> files, <bytes> bytes per round, <ns> ns CPU per round"
+//
+// The floor of a collection that reads nothing: one wake-up from idle.
+// Usage: read_floor --wakes N --period-ms P
+// Prints: "<ns> ns CPU per wake; <ns> ns CPU per wake with a hand-off"
+// (the first: one thread sleeping P ms, N times; the second: the same
+// thread handing a job to a second thread at each wake and waiting for
+// its answer, the shape of a collection on a worker).
 
 #include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -25,17 +36,76 @@ double cpu_ns() {
   return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
 }
 
+// CPU per wake of a thread sleeping `period`, `n` times; with `hand_off`,
+// each wake also hands a job to a second thread and waits for its answer.
+double wake_ns(long n, std::chrono::milliseconds period, bool hand_off) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int state = 0;  // 1: a job for the second thread; 2: its answer
+  bool quit = false;
+  std::thread second;
+  if (hand_off)
+    second = std::thread([&] {
+      std::unique_lock lock(mu);
+      for (;;) {
+        cv.wait(lock, [&] { return state == 1 || quit; });
+        if (quit) return;
+        state = 2;
+        cv.notify_all();
+      }
+    });
+  auto next = std::chrono::steady_clock::now();
+  const double t0 = cpu_ns();
+  for (long i = 0; i < n; ++i) {
+    next += period;
+    std::this_thread::sleep_until(next);
+    if (!hand_off) continue;
+    std::unique_lock lock(mu);
+    state = 1;
+    cv.notify_all();
+    cv.wait(lock, [&] { return state == 2; });
+    state = 0;
+  }
+  const double per = (cpu_ns() - t0) / static_cast<double>(n);
+  if (hand_off) {
+    {
+      std::lock_guard lock(mu);
+      quit = true;
+    }
+    cv.notify_all();
+    second.join();
+  }
+  return per;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   long rounds = 2000;
+  long wakes = 0;
+  long period_ms = 100;
   std::vector<std::string> paths;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--rounds" && i + 1 < argc)
       rounds = std::strtol(argv[++i], nullptr, 10);
+    else if (a == "--wakes" && i + 1 < argc)
+      wakes = std::strtol(argv[++i], nullptr, 10);
+    else if (a == "--period-ms" && i + 1 < argc)
+      period_ms = std::strtol(argv[++i], nullptr, 10);
     else
       paths.push_back(a);
+  }
+  if (wakes > 0) {
+    if (period_ms <= 0) {
+      std::fprintf(stderr, "read_floor: --period-ms must be positive\n");
+      return 2;
+    }
+    const auto period = std::chrono::milliseconds(period_ms);
+    const double alone = wake_ns(wakes, period, false);
+    const double handed = wake_ns(wakes, period, true);
+    std::printf("%.0f ns CPU per wake; %.0f ns CPU per wake with a hand-off\n", alone, handed);
+    return 0;
   }
   if (paths.empty())
     for (std::string line; std::getline(std::cin, line);)
