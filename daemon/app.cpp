@@ -159,7 +159,10 @@ class Daemon {
         config_(std::move(cfg)),
         signals_(io_),
         scheduler_(io_, store_),
-        node_(config_.expect),
+        node_(config_.expect,
+              [this] {
+                return NodeInput{store_.current(), collector_states(scheduler_.statuses())};
+              }),
         router_(Router::Sources{
             &store_, [this] { return scheduler_.statuses(); }, &self_, [this] { return ready_; },
             [this] { return server_.security()->summary(); }, [this] { return node_.current(); }}),
@@ -167,8 +170,7 @@ class Daemon {
             io_, [this](const HttpRequest& r) { return router_.handle(r); },
             [this](std::string_view target, unsigned code) { self_.count_request(target, code); }),
         watchdog_(io_),
-        drain_(io_),
-        verdict_(io_) {}
+        drain_(io_) {}
 
   // One collection round (each collector within its timeout), then
   // `after` on the io thread with every snapshot and status of it, then
@@ -290,8 +292,9 @@ class Daemon {
       }
     });
     scheduler_.on_state_change([this] { systemd::notify("STATUS=" + status_line()); });
-    // The verdict follows the results, on its own thread.
-    scheduler_.on_result([this] { follow_result(); });
+    // The verdict follows the results, on its own thread, which reads the
+    // latest snapshots and statuses at most once per NodeHealth::kMinGap.
+    scheduler_.on_result([this] { node_.changed(); });
     scheduler_.start(std::move(jobs));
 
     wait_signal();
@@ -342,29 +345,6 @@ class Daemon {
         shutdown();
       }
     });
-  }
-
-  // Hands the latest snapshots and statuses to the verdict thread at most
-  // once per NodeHealth::kMinGap (it evaluates no more often than that):
-  // the results in between are taken together by the next hand-off, so a
-  // collection costs no copy of every status and no wake-up of that thread.
-  void follow_result() {
-    if (verdict_armed_) return;
-    const auto due = verdict_sent_ + NodeHealth::kMinGap;
-    if (std::chrono::steady_clock::now() >= due) {
-      send_verdict_input();
-      return;
-    }
-    verdict_armed_ = true;
-    verdict_.expires_at(due);
-    verdict_.async_wait([this](const boost::system::error_code& ec) {
-      verdict_armed_ = false;
-      if (!ec) send_verdict_input();
-    });
-  }
-  void send_verdict_input() {
-    verdict_sent_ = std::chrono::steady_clock::now();
-    node_.update(store_.current(), collector_states(scheduler_.statuses()));
   }
 
   void watchdog_tick(std::chrono::microseconds period) {
@@ -539,9 +519,6 @@ class Daemon {
   HttpServer server_;
   asio::steady_timer watchdog_;
   asio::steady_timer drain_;
-  asio::steady_timer verdict_;
-  std::chrono::steady_clock::time_point verdict_sent_{};
-  bool verdict_armed_ = false;
   bool ready_ = false;
   bool stopping_ = false;
   // The reload reading the file now, if any (see reload()).

@@ -1,6 +1,7 @@
 #include "node_health.hpp"
 
 #include <chrono>
+#include <optional>
 
 #include "scheduler.hpp"
 
@@ -44,8 +45,8 @@ std::vector<CollectorState> collector_states(const std::vector<CollectorStatus>&
   return out;
 }
 
-NodeHealth::NodeHealth(Expectations expect, std::chrono::milliseconds refresh)
-    : refresh_(refresh), engine_(std::move(expect)) {
+NodeHealth::NodeHealth(Expectations expect, Source source, std::chrono::milliseconds refresh)
+    : source_(std::move(source)), refresh_(refresh), engine_(std::move(expect)) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -63,15 +64,20 @@ void NodeHealth::set_expectations(const Expectations& expect) {
   pending_expect_ = expect;
 }
 
+void NodeHealth::changed() {
+  std::lock_guard lock(mu_);
+  changed_ = true;
+  if (waiting_) cv_.notify_one();
+}
+
 void NodeHealth::update(std::shared_ptr<const SnapshotSet> set,
                         std::vector<CollectorState> collectors) {
-  {
-    std::lock_guard lock(mu_);
-    pending_set_ = std::move(set);
-    pending_collectors_ = std::move(collectors);
-    pending_input_ = ++next_input_;
-  }
-  cv_.notify_one();
+  std::lock_guard lock(mu_);
+  pending_set_ = std::move(set);
+  pending_collectors_ = std::move(collectors);
+  pending_input_ = ++next_input_;
+  changed_ = true;
+  if (waiting_) cv_.notify_one();
 }
 
 void NodeHealth::evaluate_now(const SnapshotSet& set,
@@ -95,29 +101,46 @@ std::uint64_t NodeHealth::evaluations() const {
 }
 
 void NodeHealth::run() {
-  auto last = std::chrono::steady_clock::time_point{};
+  std::optional<std::chrono::steady_clock::time_point> last;
   std::shared_ptr<const SnapshotSet> set;
   std::vector<CollectorState> collectors;
   std::uint64_t input = 0;
   for (;;) {
+    bool take = false;
     {
       std::unique_lock lock(mu_);
-      // A new result, or kRefresh without one: the verdict is evaluated
-      // again on what it last saw (windows expire, and the timestamp says
-      // the verdict is alive even when every collector runs hourly).
-      bool fresh =
-          cv_.wait_for(lock, refresh_, [this] { return stop_ || pending_set_ != nullptr; });
+      // At most one evaluation per kMinGap: the thread rests that long
+      // after an evaluation, and changed() does not wake it meanwhile, so
+      // the results of the gap cost one wake-up, and the latest counts.
+      if (last) cv_.wait_until(lock, *last + kMinGap, [this] { return stop_; });
       if (stop_) return;
-      if (fresh) {
-        // At most one evaluation per kMinGap: the results that arrive
-        // meanwhile are taken together, the latest state of each.
-        cv_.wait_until(lock, last + kMinGap, [this] { return stop_; });
+      if (!changed_) {
+        // A new result, or kRefresh without one: the verdict is evaluated
+        // again (windows expire, and the timestamp says the verdict is
+        // alive even when every collector runs hourly).
+        waiting_ = true;
+        cv_.wait_for(lock, refresh_, [this] { return stop_ || changed_; });
+        waiting_ = false;
         if (stop_) return;
+      }
+      const bool fresh = changed_;
+      changed_ = false;
+      if (fresh && pending_set_ != nullptr) {
         set = std::move(pending_set_);
         pending_set_.reset();
         collectors = std::move(pending_collectors_);
         input = pending_input_;
+      } else if (source_) {
+        // The latest input, after a change or for a refresh.
+        take = true;
+        input = ++next_input_;
       }
+      // Else a refresh of what was last evaluated.
+    }
+    if (take) {
+      NodeInput in = source_();
+      set = std::move(in.set);
+      collectors = std::move(in.collectors);
     }
     if (set == nullptr) continue;
     evaluate(*set, collectors, input);

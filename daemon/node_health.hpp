@@ -1,13 +1,14 @@
 #pragma once
 // The node verdict inside the daemon: evaluated on a thread of its own
 // after each change of the collectors' snapshots (coalesced: the results
-// of one second cost one evaluation), never on the io thread and never at
-// scrape time. A scrape and /-/node-health read the latest result, an
-// immutable value swapped under a short lock.
+// of one second cost one evaluation and one wake-up of that thread), never
+// on the io thread and never at scrape time. A scrape and /-/node-health
+// read the latest result, an immutable value swapped under a short lock.
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -51,8 +52,15 @@ class SnapshotSamples {
 NodeReport make_report(VerdictEngine& engine, const Samples& samples,
                        const std::vector<CollectorState>& collectors);
 
+// What an evaluation reads: the snapshots and the collectors' states.
+struct NodeInput {
+  std::shared_ptr<const SnapshotSet> set;
+  std::vector<CollectorState> collectors;
+};
+
 class NodeHealth {
  public:
+  using Source = std::function<NodeInput()>;
   // The shortest time between two evaluations on the worker: with every
   // collector at a 1 s interval the verdict costs one evaluation a second
   // (~0.3 ms on the e2e node, bench/verdict_bench.cpp), not one per result.
@@ -61,7 +69,10 @@ class NodeHealth {
   // evaluated again (a window ends; the timestamp stays fresh).
   static constexpr std::chrono::milliseconds kRefresh{30000};
 
-  explicit NodeHealth(Expectations expect, std::chrono::milliseconds refresh = kRefresh);
+  // `source` gives the latest input when an evaluation starts (changed()
+  // says when there is a new one); without one, update() hands it over.
+  explicit NodeHealth(Expectations expect, Source source = nullptr,
+                      std::chrono::milliseconds refresh = kRefresh);
   ~NodeHealth();
   NodeHealth(const NodeHealth&) = delete;
   NodeHealth& operator=(const NodeHealth&) = delete;
@@ -69,7 +80,12 @@ class NodeHealth {
   // New expectations (a reload): the next evaluation uses them. Unchanged
   // ones keep the engine and what it remembers.
   void set_expectations(const Expectations& expect);
-  // Asks for an evaluation of `set` (called after each publish).
+  // The source has a new input (called after each result, from any
+  // thread): the next evaluation reads it. Cheap: it wakes the thread only
+  // when the thread waits for input, not while it rests between two
+  // evaluations (kMinGap).
+  void changed();
+  // Asks for an evaluation of `set`, in place of the source's input.
   void update(std::shared_ptr<const SnapshotSet> set, std::vector<CollectorState> collectors);
   // Evaluates `set` now, on the calling thread, and publishes the result
   // (--once: the output must carry the verdict of its one round; the
@@ -85,9 +101,12 @@ class NodeHealth {
   void evaluate(const SnapshotSet& set, const std::vector<CollectorState>& collectors,
                 std::uint64_t input);
 
+  const Source source_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  bool changed_ = false;  // under mu_: an input newer than the last evaluation
+  bool waiting_ = false;  // under mu_: the thread waits for changed()
   // Each input gets the next number; a result is published only when it
   // is as new as the one served (an evaluation in place must not be
   // replaced by the worker's of an older input).

@@ -1,38 +1,53 @@
 #include "scheduler.hpp"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <optional>
 
 #include "config.hpp"
+#include "nodewatch/unique_fd.hpp"
 
 namespace nodewatch {
 
-using Clock = std::chrono::steady_clock;
-
 struct Scheduler::Entry {
-  Entry(asio::io_context& io, CollectorJob j) : job(std::move(j)), tick(io), deadline(io) {}
+  Entry(CollectorJob j, WorkerPool& p) : job(std::move(j)), pool(&p) {}
 
   CollectorJob job;
+  WorkerPool* pool;
   // Shared by every entry of the same collector name across reloads: true
   // while any collect() of that collector is running, so that a reload
   // never starts a second one beside a collect still in flight.
   std::shared_ptr<bool> busy;
-  asio::steady_timer tick;
-  asio::steady_timer deadline;
-  Clock::time_point next_due{};
+  // The next collection, queued on `pool` (none while one runs).
+  std::optional<WorkerPool::Timed> tick;
+  Clock::time_point due{};  // of the collection running or last run
   bool stopped = false;
   bool timed_out = false;
   std::uint64_t run_id = 0;
   Clock::time_point started{};
+  Clock::time_point deadline{};
   std::atomic<bool> cancel{false};
   CollectorStatus status;
   // (reason, subject) pairs failing in the last completed collection, as
   // logged through the failure log.
   std::set<MetricSink::FailureKey> failing;
-  // Each series' rendered head, from one collection to the next.
+  // Each series' rendered head, from one collection to the next; used only
+  // by the collect in flight (there is at most one).
   SeriesCache series;
+  // CLOCK_MONOTONIC timer armed by the worker at the deadline of the
+  // collect in flight; -1 when it could not be made (then a collect that
+  // overruns is found out when it returns).
+  UniqueFd timer;
+  // The io thread's watch of `timer` (a duplicate descriptor); io thread
+  // only, reset by stop_entry().
+  std::unique_ptr<asio::posix::stream_descriptor> watch;
 };
 
 struct Scheduler::Result {
@@ -61,112 +76,165 @@ double unix_now() {
 }
 }  // namespace
 
+namespace {
+// Arms `fd` to expire at `at` (steady_clock is CLOCK_MONOTONIC), or
+// disarms it. A timerfd is reset by every settime, expired or not: a
+// disarmed timer is no longer readable.
+void set_timer(int fd, std::optional<std::chrono::steady_clock::time_point> at) {
+  if (fd < 0) return;
+  itimerspec spec{};
+  if (at) {
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(at->time_since_epoch()).count();
+    if (ns <= 0) ns = 1;  // zero would disarm
+    spec.it_value.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+    spec.it_value.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+  }
+  ::timerfd_settime(fd, at ? TFD_TIMER_ABSTIME : 0, &spec, nullptr);
+}
+}  // namespace
+
 Scheduler::Scheduler(asio::io_context& io, SnapshotStore& store, std::size_t shared_workers)
     : io_(io),
       store_(store),
-      link_(std::make_shared<Link>()),
-      shared_pool_(std::make_unique<WorkerPool>(shared_workers, "nw-collect")) {
-  link_->io = &io_;
-}
+      origin_(Clock::now()),
+      life_(std::make_shared<Life>()),
+      shared_pool_(std::make_unique<WorkerPool>(shared_workers, "nw-collect")) {}
 
 Scheduler::~Scheduler() {
   stop();
   shutdown_workers(std::chrono::milliseconds(0));
 }
 
+void Scheduler::on_first_round(std::function<void()> cb) {
+  std::lock_guard lock(life_->mu);
+  first_round_cb_ = std::move(cb);
+}
+
+void Scheduler::on_state_change(std::function<void()> cb) {
+  std::lock_guard lock(life_->mu);
+  state_cb_ = std::move(cb);
+}
+
+void Scheduler::on_result(std::function<void()> cb) {
+  std::lock_guard lock(life_->mu);
+  result_cb_ = std::move(cb);
+}
+
+bool Scheduler::first_round_done() const {
+  std::lock_guard lock(life_->mu);
+  return first_round_done_;
+}
+
 void Scheduler::start(std::vector<CollectorJob> jobs) {
-  std::map<std::string, std::shared_ptr<Entry>, std::less<>> previous;
-  for (auto& e : entries_) previous.emplace(e->job.name, e);
-  std::vector<std::shared_ptr<Entry>> next;
-  std::set<std::string, std::less<>> kept;
-  for (auto& j : jobs) {
-    if (!j.keep) continue;
-    auto it = previous.find(j.name);
-    if (it == previous.end()) {
-      // Only the daemon's reload asks to keep, and only what it started.
-      spdlog::error("scheduler: no running collector {} to keep; it is not started", j.name);
-      continue;
-    }
-    kept.insert(j.name);
-  }
-  for (auto& e : entries_)
-    if (kept.count(e->job.name) == 0) stop_entry(*e);
-  // The replaced collectors are destroyed on a worker, not here on the io
-  // thread: a destructor may wait for threads of its own (a service whose
-  // last holder it was), and scrapes must not wait for it. A collector still in a
-  // collect() is released by that job when it returns.
-  for (auto& e : entries_) {
-    if (kept.count(e->job.name) != 0) continue;
-    if (e->status.in_flight || !e->job.collector) continue;
-    auto doomed = std::make_shared<std::unique_ptr<Collector>>(std::move(e->job.collector));
-    shared_pool_->post([doomed] { doomed->reset(); });
-  }
+  Notices notices;
   {
-    std::lock_guard lock(link_->mu);
-    link_->io = &io_;
-  }
-  std::vector<std::shared_ptr<Entry>> fresh;
-  for (auto& j : jobs) {
-    if (j.keep) {
-      if (auto it = previous.find(j.name); it != previous.end()) next.push_back(it->second);
-      continue;
+    std::lock_guard lock(life_->mu);
+    std::map<std::string, std::shared_ptr<Entry>, std::less<>> previous;
+    for (auto& e : entries_) previous.emplace(e->job.name, e);
+    std::vector<std::shared_ptr<Entry>> next;
+    std::set<std::string, std::less<>> kept;
+    for (auto& j : jobs) {
+      if (!j.keep) continue;
+      auto it = previous.find(j.name);
+      if (it == previous.end()) {
+        // Only the daemon's reload asks to keep, and only what it started.
+        spdlog::error("scheduler: no running collector {} to keep; it is not started", j.name);
+        continue;
+      }
+      kept.insert(j.name);
     }
-    auto e = std::make_shared<Entry>(io_, std::move(j));
-    ++entries_built_;
-    e->status.name = e->job.name;
-    e->status.interval = e->job.interval;
-    // The scheduler's own failure reasons exist from the start at 0, so that
-    // increase() sees their first occurrence.
-    e->status.errors["timeout"] = 0;
-    e->status.errors["skipped_overlap"] = 0;
-    // Counters survive a reload so that errors_total never goes backwards.
-    if (auto it = previous.find(e->job.name); it != previous.end()) {
-      e->status.errors = it->second->status.errors;
-      e->status.last_success_unix_seconds = it->second->status.last_success_unix_seconds;
-      e->status.runs = it->second->status.runs;
-    }
-    auto& busy = busy_[e->job.name];
-    if (!busy) busy = std::make_shared<bool>(false);
-    e->busy = busy;
-    if (e->job.own_thread && own_pools_.count(e->job.name) == 0) {
-      own_pools_.emplace(e->job.name, std::make_unique<WorkerPool>(1, "nw-" + e->job.name));
-    }
-    next.push_back(e);
-    fresh.push_back(e);
-  }
-  entries_ = std::move(next);
-  store_.retain([&](const std::string& name) {
     for (auto& e : entries_)
-      if (e->job.name == name) return true;
-    return false;
-  });
-  first_round_done_ =
-      std::all_of(entries_.begin(), entries_.end(), [](const auto& e) { return e->status.ran; });
-  if (first_round_done_ && first_round_cb_) asio::post(io_, first_round_cb_);
-  if (result_cb_) result_cb_();
-  auto now = Clock::now();
-  for (auto& e : fresh) {
-    e->next_due = now;
-    launch(e);
-    schedule(e);
+      if (kept.count(e->job.name) == 0) stop_entry(*e);
+    // The replaced collectors are destroyed on a worker, not here on the io
+    // thread: a destructor may wait for threads of its own (a service whose
+    // last holder it was), and scrapes must not wait for it. A collector
+    // still in a collect() is released by that job when it returns.
+    for (auto& e : entries_) {
+      if (kept.count(e->job.name) != 0) continue;
+      if (e->status.in_flight || !e->job.collector) continue;
+      auto doomed = std::make_shared<std::unique_ptr<Collector>>(std::move(e->job.collector));
+      shared_pool_->post([doomed] { doomed->reset(); });
+    }
+    std::vector<std::shared_ptr<Entry>> fresh;
+    for (auto& j : jobs) {
+      if (j.keep) {
+        if (auto it = previous.find(j.name); it != previous.end()) next.push_back(it->second);
+        continue;
+      }
+      if (j.own_thread && own_pools_.count(j.name) == 0)
+        own_pools_.emplace(j.name, std::make_unique<WorkerPool>(1, "nw-" + j.name));
+      WorkerPool& pool = j.own_thread ? *own_pools_.at(j.name) : *shared_pool_;
+      auto e = std::make_shared<Entry>(std::move(j), pool);
+      ++entries_built_;
+      e->status.name = e->job.name;
+      e->status.interval = e->job.interval;
+      // The scheduler's own failure reasons exist from the start at 0, so
+      // that increase() sees their first occurrence.
+      e->status.errors["timeout"] = 0;
+      e->status.errors["skipped_overlap"] = 0;
+      // Counters survive a reload so that errors_total never goes backwards.
+      if (auto it = previous.find(e->job.name); it != previous.end()) {
+        e->status.errors = it->second->status.errors;
+        e->status.last_success_unix_seconds = it->second->status.last_success_unix_seconds;
+        e->status.runs = it->second->status.runs;
+      }
+      auto& busy = busy_[e->job.name];
+      if (!busy) busy = std::make_shared<bool>(false);
+      e->busy = busy;
+      e->timer.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+      int watched = e->timer.get() < 0 ? -1 : ::fcntl(e->timer.get(), F_DUPFD_CLOEXEC, 0);
+      if (watched < 0) {
+        spdlog::error(
+            "{}: no deadline timer ({}); a collect that overruns is found out only "
+            "when it returns",
+            e->job.name, std::strerror(errno));
+        e->timer.reset();
+      } else {
+        e->watch = std::make_unique<asio::posix::stream_descriptor>(io_, watched);
+        watch_deadline(e);
+      }
+      next.push_back(e);
+      fresh.push_back(e);
+    }
+    entries_ = std::move(next);
+    store_.retain([&](const std::string& name) {
+      for (auto& e : entries_)
+        if (e->job.name == name) return true;
+      return false;
+    });
+    first_round_done_ =
+        std::all_of(entries_.begin(), entries_.end(), [](const auto& e) { return e->status.ran; });
+    notices.first_round = first_round_done_;
+    notices.result = true;
+
+    // Every fresh collector runs at once, then on the grid.
+    const auto now = Clock::now();
+    for (auto& e : fresh) e->pool->post([this, e, life = life_, now] { run_tick(life, e, now); });
   }
+  notify(life_, notices);
 }
 
 void Scheduler::stop() {
+  std::lock_guard lock(life_->mu);
   for (auto& e : entries_) stop_entry(*e);
 }
 
+// Under the lock, on the io thread.
 void Scheduler::stop_entry(Entry& e) {
   e.stopped = true;
   e.cancel = true;
-  e.tick.cancel();
-  e.deadline.cancel();
+  if (e.tick) {
+    e.pool->cancel(*e.tick);
+    e.tick.reset();
+  }
+  set_timer(e.timer.get(), std::nullopt);
+  e.watch.reset();  // its pending wait completes, aborted
 }
 
 bool Scheduler::shutdown_workers(std::chrono::milliseconds grace) {
   {
-    std::lock_guard lock(link_->mu);
-    link_->io = nullptr;
+    std::lock_guard lock(life_->mu);
+    life_->alive = false;
   }
   auto until = Clock::now() + grace;
   bool all = true;
@@ -186,36 +254,86 @@ bool Scheduler::shutdown_workers(std::chrono::milliseconds grace) {
   return all;
 }
 
-WorkerPool& Scheduler::pool_for(const Entry& e) {
-  if (e.job.own_thread) return *own_pools_.at(e.job.name);
-  return *shared_pool_;
+Scheduler::Clock::time_point Scheduler::next_due_after(Clock::time_point t,
+                                                       std::chrono::milliseconds interval) const {
+  const Clock::duration step = interval;
+  if (step <= Clock::duration::zero()) return t;
+  const auto since = std::max(Clock::duration::zero(), t - origin_);
+  return origin_ + (since / step + 1) * step;
 }
 
-void Scheduler::schedule(const std::shared_ptr<Entry>& e) {
-  // Fixed rate: the next tick is one interval after the last due time; ticks
-  // missed while the process was stalled are skipped, not replayed.
-  auto now = Clock::now();
-  e->next_due += e->job.interval;
-  if (e->next_due <= now) e->next_due = now + e->job.interval;
-  e->tick.expires_at(e->next_due);
-  e->tick.async_wait([this, e](const boost::system::error_code& ec) {
-    if (ec || e->stopped) return;
-    if (e->status.in_flight) {
-      // The previous collect has not returned: never run two at once.
-      e->status.errors["skipped_overlap"]++;
-      failures_.failed(e->job.name + " (overlap)",
-                       "previous collect still running; skipping this interval");
-    } else {
-      failures_.succeeded(e->job.name + " (overlap)");
-      launch(e);
+std::uint64_t Scheduler::skipped_by(Clock::time_point due, Clock::time_point t,
+                                    std::chrono::milliseconds interval) const {
+  const Clock::duration step = interval;
+  if (step <= Clock::duration::zero()) return 0;
+  const auto first = next_due_after(due, interval);
+  if (t < first) return 0;
+  return static_cast<std::uint64_t>((t - first) / step) + 1;
+}
+
+// Under the lock.
+void Scheduler::schedule_tick(const std::shared_ptr<Entry>& e, Clock::time_point due) {
+  std::shared_ptr<Entry> entry = e;
+  e->tick = e->pool->post_at(due, [this, entry, life = life_, due] { run_tick(life, entry, due); });
+}
+
+// Runs on a worker: one collection, rendered, deflated when a gzip scrape
+// is expected before the next, published; then the next one is queued.
+// `this` is touched only under the lock while `life` says it is there: a
+// collect stuck in the kernel may return after the scheduler is gone.
+void Scheduler::run_tick(const std::shared_ptr<Life>& life, const std::shared_ptr<Entry>& e,
+                         Clock::time_point due) {
+  std::unique_lock lock(life->mu);
+  if (!life->alive || e->stopped) return;
+  e->tick.reset();
+  if (*e->busy) {
+    // A collect from before a reload is still running (stuck in the kernel,
+    // say): wait for it rather than run two at once.
+    e->status.errors["skipped_overlap"]++;
+    schedule_tick(e, next_due_after(Clock::now(), e->job.interval));
+    return;
+  }
+  *e->busy = true;
+  e->status.in_flight = true;
+  e->timed_out = false;
+  e->cancel = false;
+  const std::uint64_t run_id = ++e->run_id;
+  e->due = due;
+  e->started = Clock::now();
+  const Clock::time_point deadline = e->deadline = e->started + e->job.timeout;
+  set_timer(e->timer.get(), deadline);
+  lock.unlock();
+
+  const auto t0 = Clock::now();
+  Result r = run_collect(*e, deadline);
+  lock.lock();
+  if (!life->alive) return;
+  if (r.rendered && !e->timed_out && !e->stopped) {
+    // The snapshot lives until the next collection replaces it: one
+    // interval and the next collection's time, which half an interval more
+    // covers.
+    const auto horizon = e->job.interval + e->job.interval / 2 + std::chrono::milliseconds(250);
+    if (store_.gzip_expected(e->job.name, Clock::now(), horizon)) {
+      lock.unlock();  // a scrape's statuses() does not wait for a deflate
+      r.rendered->ensure_deflated();
+      lock.lock();
+      if (!life->alive) return;
     }
-    schedule(e);
-  });
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  Notices notices;
+  finish(e, run_id, std::move(r), notices);
+  lock.unlock();
+  notify(life, notices);
 }
 
-// Runs on a worker: one collect(), rendered and deflated.
 Scheduler::Result Scheduler::run_collect(Entry& e, Clock::time_point deadline) {
   Result r;
+  // Stopped (a reload, the daemon's exit) before the collect began.
+  if (e.cancel.load()) {
+    r.cancelled = true;
+    return r;
+  }
   try {
     MetricSink sink(e.job.collector->metrics(), e.series);
     CollectContext ctx{deadline, &e.cancel};
@@ -238,116 +356,117 @@ Scheduler::Result Scheduler::run_collect(Entry& e, Clock::time_point deadline) {
   return r;
 }
 
-void Scheduler::deflate_if_expected(const Entry& e, const Result& r,
-                                    const std::shared_ptr<Link>& link) {
-  if (!r.rendered) return;
-  // The snapshot lives until the next collection replaces it: one interval
-  // and the next collection's time, which half an interval more covers.
-  const auto horizon = e.job.interval + e.job.interval / 2 + std::chrono::milliseconds(250);
-  bool expected = false;
-  {
-    std::lock_guard lock(link->mu);
-    if (link->io == nullptr) return;  // the scheduler (and its store) may be gone
-    expected = store_.gzip_expected(e.job.name, Clock::now(), horizon);
-  }
-  if (expected) r.rendered->ensure_deflated();
+void Scheduler::watch_deadline(const std::shared_ptr<Entry>& e) {
+  std::shared_ptr<Entry> entry = e;
+  e->watch->async_wait(asio::posix::stream_descriptor::wait_read,
+                       [this, entry, life = life_](const boost::system::error_code& ec) {
+                         if (ec) return;  // stopped: the watch is gone
+                         std::uint64_t expirations = 0;
+                         // Nothing to read when the worker disarmed it meanwhile.
+                         [[maybe_unused]] auto n =
+                             ::read(entry->timer.get(), &expirations, sizeof expirations);
+                         Notices notices;
+                         {
+                           std::lock_guard lock(life->mu);
+                           if (!life->alive || entry->stopped) return;
+                           on_deadline(*entry, notices);
+                         }
+                         notify(life, notices);
+                         if (entry->watch) watch_deadline(entry);
+                       });
 }
 
-void Scheduler::launch(const std::shared_ptr<Entry>& e) {
-  if (*e->busy) {
-    // A collect from before a reload is still running (stuck in the kernel,
-    // say): wait for it rather than run two at once.
-    e->status.errors["skipped_overlap"]++;
-    return;
-  }
-  *e->busy = true;
-  e->status.in_flight = true;
-  e->timed_out = false;
-  e->cancel = false;
-  std::uint64_t run_id = ++e->run_id;
-  e->started = Clock::now();
-  auto deadline = e->started + e->job.timeout;
-  e->deadline.expires_at(deadline);
-  e->deadline.async_wait([this, e, run_id](const boost::system::error_code& ec) {
-    if (!ec) on_deadline(e, run_id);
-  });
-  std::shared_ptr<Link> link = link_;
-  pool_for(*e).post([this, e, run_id, deadline, link] {
-    auto t0 = Clock::now();
-    // A job queued behind a collect that overran, for an entry stopped or
-    // past its deadline since, does not call collect() at all.
-    Result r;
-    if (e->cancel.load())
-      r.cancelled = true;
-    else
-      r = run_collect(*e, deadline);
-    deflate_if_expected(*e, r, link);
-    r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    std::lock_guard lock(link->mu);
-    if (link->io == nullptr) return;  // the scheduler is gone
-    asio::post(*link->io, [this, e, run_id, r = std::move(r)]() mutable {
-      complete(e, run_id, std::move(r));
-    });
-  });
+// Under the lock, on the io thread, when the deadline timer expired.
+void Scheduler::on_deadline(Entry& e, Notices& n) {
+  if (!e.status.in_flight || e.timed_out || Clock::now() < e.deadline) return;
+  e.timed_out = true;
+  e.cancel = true;
+  bool was_up = e.status.up;
+  e.status.up = false;
+  e.status.errors["timeout"]++;
+  e.status.last_duration_seconds = std::chrono::duration<double>(Clock::now() - e.started).count();
+  e.status.last_error = "collect did not finish within " + format_duration(e.job.timeout);
+  store_.withdraw(e.job.name);
+  failures_.failed(e.job.name, e.status.last_error);
+  // The thread that waits for the pool's due times may be this one: another
+  // takes over, so that the collectors beside it keep their intervals.
+  e.pool->kick();
+  mark_ran(e, n);
+  n.state = n.state || was_up;
+  n.result = true;
 }
 
-void Scheduler::on_deadline(const std::shared_ptr<Entry>& e, std::uint64_t run_id) {
-  if (e->stopped || run_id != e->run_id || !e->status.in_flight) return;
-  e->timed_out = true;
-  e->cancel = true;
-  bool was_up = e->status.up;
-  e->status.up = false;
-  e->status.errors["timeout"]++;
-  e->status.last_duration_seconds =
-      std::chrono::duration<double>(Clock::now() - e->started).count();
-  e->status.last_error = "collect did not finish within " + format_duration(e->job.timeout);
-  store_.withdraw(e->job.name);
-  failures_.failed(e->job.name, e->status.last_error);
-  mark_ran(*e);
-  if (was_up && state_cb_) state_cb_();
-  if (result_cb_) result_cb_();
-}
-
-void Scheduler::complete(const std::shared_ptr<Entry>& e, std::uint64_t run_id, Result r) {
-  if (run_id != e->run_id) return;
-  *e->busy = false;
-  e->status.in_flight = false;
-  e->deadline.cancel();
-  if (e->stopped || r.cancelled) return;
-  e->status.runs++;
-  if (e->timed_out) {
-    spdlog::info("{}: late collect returned after {:.3f}s; its result was dropped", e->job.name,
+// Under the lock, on the worker whose collect returned.
+void Scheduler::finish(const std::shared_ptr<Entry>& entry, std::uint64_t run_id, Result r,
+                       Notices& n) {
+  Entry& e = *entry;
+  if (run_id != e.run_id) return;
+  *e.busy = false;
+  e.status.in_flight = false;
+  set_timer(e.timer.get(), std::nullopt);
+  if (e.stopped) return;
+  const auto now = Clock::now();
+  // Due times that passed while it ran were skipped; the next is the first
+  // one after now.
+  const std::uint64_t skipped = skipped_by(e.due, now, e.job.interval);
+  e.status.errors["skipped_overlap"] += skipped;
+  if (skipped > 0)
+    failures_.failed(e.job.name + " (overlap)",
+                     "previous collect still running; skipping this interval");
+  else
+    failures_.succeeded(e.job.name + " (overlap)");
+  schedule_tick(entry, next_due_after(now, e.job.interval));
+  if (r.cancelled) return;
+  e.status.runs++;
+  if (e.timed_out) {
+    spdlog::info("{}: late collect returned after {:.3f}s; its result was dropped", e.job.name,
                  r.seconds);
     return;
   }
-  bool was_up = e->status.up;
-  e->status.last_duration_seconds = r.seconds;
-  for (const auto& [reason, n] : r.partial_errors) e->status.errors[reason] += n;
-  if (r.ok) log_partial_failures(*e, r);
+  bool was_up = e.status.up;
+  e.status.last_duration_seconds = r.seconds;
+  for (const auto& [reason, count] : r.partial_errors) e.status.errors[reason] += count;
+  if (r.ok) log_partial_failures(e, r);
   if (!r.violations.empty()) {
     // A collector emitted something its table does not declare: a bug. The
     // offending samples were dropped; say so once per change.
-    e->status.errors["invalid_metric"] += r.violations.size();
-    failures_.failed(e->job.name + " (metrics)", r.violations.front());
+    e.status.errors["invalid_metric"] += r.violations.size();
+    failures_.failed(e.job.name + " (metrics)", r.violations.front());
   } else {
-    failures_.succeeded(e->job.name + " (metrics)");
+    failures_.succeeded(e.job.name + " (metrics)");
   }
   if (r.ok) {
-    e->status.up = true;
-    e->status.last_error.clear();
-    e->status.last_success_unix_seconds = unix_now();
-    store_.publish(e->job.name, std::move(r.rendered));
-    failures_.succeeded(e->job.name);
+    e.status.up = true;
+    e.status.last_error.clear();
+    e.status.last_success_unix_seconds = unix_now();
+    store_.publish(e.job.name, std::move(r.rendered));
+    failures_.succeeded(e.job.name);
   } else {
-    e->status.up = false;
-    e->status.errors[r.reason]++;
-    e->status.last_error = r.message;
-    store_.withdraw(e->job.name);
-    failures_.failed(e->job.name, r.message);
+    e.status.up = false;
+    e.status.errors[r.reason]++;
+    e.status.last_error = r.message;
+    store_.withdraw(e.job.name);
+    failures_.failed(e.job.name, r.message);
   }
-  mark_ran(*e);
-  if (was_up != e->status.up && state_cb_) state_cb_();
-  if (result_cb_) result_cb_();
+  mark_ran(e, n);
+  n.state = n.state || was_up != e.status.up;
+  n.result = true;
+}
+
+void Scheduler::notify(const std::shared_ptr<Life>& life, const Notices& n) {
+  std::function<void()> first, state, result;
+  {
+    std::lock_guard lock(life->mu);
+    if (!life->alive) return;
+    if (n.first_round) first = first_round_cb_;
+    if (n.state) state = state_cb_;
+    if (n.result) result = result_cb_;
+    // The io thread's callbacks are posted while the scheduler (and the
+    // io_context it was given) is known to be there.
+    if (first) asio::post(io_, std::move(first));
+    if (state) asio::post(io_, std::move(state));
+  }
+  if (result) result();
 }
 
 // One line when a (reason, subject) starts failing, one when it stops, with
@@ -374,26 +493,35 @@ void Scheduler::log_partial_failures(Entry& e, const Result& r) {
     failures_.succeeded(more);
 }
 
-void Scheduler::mark_ran(Entry& e) {
+// Under the lock.
+void Scheduler::mark_ran(Entry& e, Notices& n) {
   if (e.status.ran) return;
   e.status.ran = true;
   if (first_round_done_) return;
   for (auto& other : entries_)
     if (!other->status.ran) return;
   first_round_done_ = true;
-  if (first_round_cb_) first_round_cb_();
+  n.first_round = true;
 }
 
 std::size_t Scheduler::running_collects() const {
   std::size_t n = shared_pool_ ? shared_pool_->busy() : 0;
+  std::lock_guard lock(life_->mu);
   for (const auto& [name, pool] : own_pools_) n += pool->busy();
   return n;
 }
 
 std::vector<CollectorStatus> Scheduler::statuses() const {
+  std::lock_guard lock(life_->mu);
+  const auto now = Clock::now();
   std::vector<CollectorStatus> out;
   out.reserve(entries_.size());
-  for (auto& e : entries_) out.push_back(e->status);
+  for (auto& e : entries_) {
+    out.push_back(e->status);
+    // Due times passing while a collect runs are counted as they pass.
+    if (e->status.in_flight)
+      out.back().errors["skipped_overlap"] += skipped_by(e->due, now, e->job.interval);
+  }
   return out;
 }
 

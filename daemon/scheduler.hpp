@@ -1,17 +1,27 @@
 #pragma once
-// Runs collectors on timers (see DESIGN.md, "Shape of the process").
+// Runs collectors at their intervals (see DESIGN.md, "Shape of the process").
 //
-// Every method is called on the io_context's thread. Each collector has one
-// timer on the io_context; a tick hands collect() to a worker (a shared pool,
-// or a thread of its own for collectors that can block in the kernel). At
-// most one collect() per collector is in flight: a tick that finds the last
-// one still running is skipped and counted. A collect that passes its
-// deadline is reported failed at the deadline and its snapshot withdrawn
-// (no stale values); when it returns, late, its result is dropped.
-// Rendering happens on the worker, through the entry's SeriesCache (each
-// series' name and labels rendered once), and so does the deflate when a
-// gzip scrape is expected before the next collection (GzipDemand); the io
-// thread only swaps pointers.
+// start(), stop() and shutdown_workers() are called on the io_context's
+// thread; statuses() and the accessors from any thread.
+//
+// Each collector's collections run on a worker: a shared pool, or a thread
+// of its own for collectors that can block in the kernel. The worker's own
+// timer wakes it at the due time (WorkerPool::post_at), it collects,
+// renders through the entry's SeriesCache (each series' name and labels
+// rendered once), deflates when a gzip scrape is expected before the next
+// collection (GzipDemand), publishes and schedules the next due time: one
+// wake-up a collection, and none of the io thread, which only serves. Due
+// times lie on one grid (multiples of the interval from the scheduler's
+// start), so collectors of the same pool whose intervals divide one
+// another are due at the same moment and share a wake-up.
+//
+// At most one collect() per collector is in flight: due times that pass
+// while it runs are skipped and counted (skipped_overlap, counted while
+// they pass). A collect that passes its deadline is reported failed at the
+// deadline and its snapshot withdrawn (no stale values); when it returns,
+// late, its result is dropped. The deadline is a timerfd per collector that
+// the worker arms before the collect and disarms after it, watched by the
+// io_context: on time, a collection costs the io thread nothing.
 
 #include <chrono>
 #include <cstdint>
@@ -78,45 +88,69 @@ class Scheduler {
 
   // Called once, when every collector of the current set has completed its
   // first run (success, failure or timeout).
-  void on_first_round(std::function<void()> cb) { first_round_cb_ = std::move(cb); }
+  // Runs on the io thread.
+  void on_first_round(std::function<void()> cb);
   // Called whenever a collector's up state changes.
-  void on_state_change(std::function<void()> cb) { state_cb_ = std::move(cb); }
+  // Runs on the io thread.
+  void on_state_change(std::function<void()> cb);
   // Called after each collection's result (or its timeout) reached the
   // store and the statuses, and after start(): the node verdict follows.
-  void on_result(std::function<void()> cb) { result_cb_ = std::move(cb); }
-  bool first_round_done() const { return first_round_done_; }
+  // Called on the thread that had the result, a worker or the io thread:
+  // it must be thread-safe and quick.
+  void on_result(std::function<void()> cb);
+  bool first_round_done() const;
 
   std::vector<CollectorStatus> statuses() const;
   // collect() calls executing on worker threads now (tests).
   std::size_t running_collects() const;
 
  private:
+  using Clock = std::chrono::steady_clock;
   struct Entry;
   struct Result;
-  void schedule(const std::shared_ptr<Entry>& e);
-  void launch(const std::shared_ptr<Entry>& e);
-  static Result run_collect(Entry& e, std::chrono::steady_clock::time_point deadline);
-  void complete(const std::shared_ptr<Entry>& e, std::uint64_t run_id, Result r);
-  void on_deadline(const std::shared_ptr<Entry>& e, std::uint64_t run_id);
-  void mark_ran(Entry& e);
+  // Shared with the workers' jobs, which may outlive the scheduler (a
+  // collect stuck in the kernel): `mu` guards every entry's state and the
+  // scheduler's; once `alive` is false a job touches nothing else.
+  struct Life {
+    std::mutex mu;
+    bool alive = true;
+  };
+  // What a change under the lock asks for once the lock is released.
+  struct Notices {
+    bool state = false;
+    bool result = false;
+    bool first_round = false;
+  };
+
+  // A worker's job: the collection of `e` due at `due`.
+  void run_tick(const std::shared_ptr<Life>& life, const std::shared_ptr<Entry>& e,
+                Clock::time_point due);
+  static Result run_collect(Entry& e, Clock::time_point deadline);
+  // Under the lock, on the worker, when the collect returned.
+  void finish(const std::shared_ptr<Entry>& e, std::uint64_t run_id, Result r, Notices& n);
+  void schedule_tick(const std::shared_ptr<Entry>& e, Clock::time_point due);
+  // The io thread's watch of an entry's deadline timer.
+  void watch_deadline(const std::shared_ptr<Entry>& e);
+  void on_deadline(Entry& e, Notices& n);
+  void mark_ran(Entry& e, Notices& n);
   void stop_entry(Entry& e);
   void log_partial_failures(Entry& e, const Result& r);
-  WorkerPool& pool_for(const Entry& e);
-
-  // Shared with workers so a late completion can tell the scheduler is gone.
-  struct Link {
-    std::mutex mu;
-    asio::io_context* io = nullptr;
-  };
-  // Deflates `r`'s snapshot now when a gzip scrape of `e` is expected before
-  // its next collection (and the scheduler is still there).
-  void deflate_if_expected(const Entry& e, const Result& r, const std::shared_ptr<Link>& link);
+  // Runs the callbacks `n` asks for; called without the lock.
+  void notify(const std::shared_ptr<Life>& life, const Notices& n);
+  // The first due time on the grid after `t`, and the count of due times
+  // in (`due`, `t`]: the ones a collect due at `due` still running at `t`
+  // made skip.
+  Clock::time_point next_due_after(Clock::time_point t, std::chrono::milliseconds interval) const;
+  std::uint64_t skipped_by(Clock::time_point due, Clock::time_point t,
+                           std::chrono::milliseconds interval) const;
 
   asio::io_context& io_;
   SnapshotStore& store_;
-  std::shared_ptr<Link> link_;
+  const Clock::time_point origin_;  // the grid of due times
+  std::shared_ptr<Life> life_;
   std::unique_ptr<WorkerPool> shared_pool_;
   std::map<std::string, std::unique_ptr<WorkerPool>, std::less<>> own_pools_;
+  // Under life_->mu from here on.
   std::vector<std::shared_ptr<Entry>> entries_;
   std::map<std::string, std::shared_ptr<bool>, std::less<>> busy_;
   FailureLog failures_;

@@ -9,7 +9,7 @@ WorkerPool::WorkerPool(std::size_t threads, std::string name)
     : state_(std::make_shared<State>()), name_(std::move(name)) {
   state_->running = threads;
   for (std::size_t i = 0; i < threads; ++i) {
-    threads_.emplace_back(&WorkerPool::run, state_);
+    threads_.emplace_back(&WorkerPool::run, state_, static_cast<int>(i));
     std::string tname = name_.substr(0, 15);
     pthread_setname_np(threads_.back().native_handle(), tname.c_str());
   }
@@ -20,12 +20,52 @@ WorkerPool::~WorkerPool() {
 }
 
 void WorkerPool::post(std::function<void()> job) {
-  {
-    std::lock_guard lock(state_->mu);
-    if (state_->stopping) return;
-    state_->queue.push_back(std::move(job));
+  std::lock_guard lock(state_->mu);
+  State& s = *state_;
+  if (s.stopping) return;
+  s.queue.push_back(std::move(job));
+  // An idle thread takes it; else the timer thread, if it is waiting (it
+  // runs jobs to run now before timed ones); else a busy thread will.
+  if (s.idle > 0)
+    s.cv.notify_one();
+  else if (s.timer_waiting)
+    s.timer_cv.notify_one();
+}
+
+WorkerPool::Timed WorkerPool::post_at(Clock::time_point due, std::function<void()> job) {
+  std::lock_guard lock(state_->mu);
+  State& s = *state_;
+  Timed t{due, ++s.next_id};
+  if (s.stopping) return t;
+  s.timed.emplace(t, std::move(job));
+  if (s.timer_waiting) {
+    if (due < s.timer_target) s.timer_cv.notify_one();
+  } else if (s.timer_owner == kNoThread && s.idle > 0) {
+    s.cv.notify_one();
   }
-  state_->cv.notify_one();
+  // Else the timer thread is running a job and comes back to the timed
+  // jobs when it is done: nothing to wake.
+  return t;
+}
+
+bool WorkerPool::cancel(const Timed& t) {
+  std::function<void()> dropped;  // destroyed outside the lock
+  std::lock_guard lock(state_->mu);
+  auto it = state_->timed.find(t);
+  if (it == state_->timed.end()) return false;
+  // The timer thread may still wake at the time of the dropped job; it
+  // finds nothing due and sleeps again.
+  dropped = std::move(it->second);
+  state_->timed.erase(it);
+  return true;
+}
+
+void WorkerPool::kick() {
+  std::lock_guard lock(state_->mu);
+  State& s = *state_;
+  if (s.timer_owner == kNoThread || s.timer_waiting || s.timed.empty() || s.idle == 0) return;
+  s.timer_owner = kNoThread;
+  s.cv.notify_one();
 }
 
 std::size_t WorkerPool::busy() const {
@@ -33,38 +73,71 @@ std::size_t WorkerPool::busy() const {
   return state_->busy;
 }
 
-void WorkerPool::run(std::shared_ptr<State> state) {
-  std::unique_lock lock(state->mu);
-  for (;;) {
-    state->cv.wait(lock, [&] { return state->stopping || !state->queue.empty(); });
-    if (state->stopping) break;
-    auto job = std::move(state->queue.front());
-    state->queue.pop_front();
-    ++state->busy;
-    lock.unlock();
-    try {
-      job();
-    } catch (const std::exception& e) {
-      spdlog::error("worker job threw: {}", e.what());
-    } catch (...) {
-      spdlog::error("worker job threw an unknown exception");
-    }
-    job = nullptr;  // release captures outside the lock
-    lock.lock();
-    --state->busy;
+void WorkerPool::execute(State& s, std::unique_lock<std::mutex>& lock, std::function<void()> job) {
+  ++s.busy;
+  lock.unlock();
+  try {
+    job();
+  } catch (const std::exception& e) {
+    spdlog::error("worker job threw: {}", e.what());
+  } catch (...) {
+    spdlog::error("worker job threw an unknown exception");
   }
-  --state->running;
-  state->idle_cv.notify_all();
+  job = nullptr;  // release captures outside the lock
+  lock.lock();
+  --s.busy;
+}
+
+void WorkerPool::run(std::shared_ptr<State> state, int me) {
+  State& s = *state;
+  std::unique_lock lock(s.mu);
+  while (!s.stopping) {
+    if (!s.queue.empty()) {
+      auto job = std::move(s.queue.front());
+      s.queue.pop_front();
+      execute(s, lock, std::move(job));
+      continue;
+    }
+    if (!s.timed.empty() && (s.timer_owner == kNoThread || s.timer_owner == me)) {
+      s.timer_owner = me;
+      auto first = s.timed.begin();
+      const Clock::time_point due = first->first.due;
+      if (due <= Clock::now()) {
+        auto job = std::move(first->second);
+        s.timed.erase(first);
+        execute(s, lock, std::move(job));
+        continue;
+      }
+      s.timer_waiting = true;
+      s.timer_target = due;
+      s.timer_cv.wait_until(lock, due);
+      s.timer_waiting = false;
+      continue;
+    }
+    if (s.timer_owner == me) s.timer_owner = kNoThread;
+    ++s.idle;
+    s.cv.wait(lock);
+    --s.idle;
+  }
+  if (s.timer_owner == me) s.timer_owner = kNoThread;
+  --s.running;
+  s.idle_cv.notify_all();
 }
 
 bool WorkerPool::shutdown(std::chrono::milliseconds grace) {
   shut_down_ = true;
+  // The dropped jobs are destroyed outside the lock: their captures may
+  // hold what posts to this pool when it goes.
+  std::deque<std::function<void()>> queue;
+  std::map<Timed, std::function<void()>> timed;
   {
     std::lock_guard lock(state_->mu);
     state_->stopping = true;
-    state_->queue.clear();
+    queue.swap(state_->queue);
+    timed.swap(state_->timed);
   }
   state_->cv.notify_all();
+  state_->timer_cv.notify_all();
   bool all_done;
   {
     std::unique_lock lock(state_->mu);

@@ -44,6 +44,10 @@ class FakeCollector : public Collector {
     }
     --active_;
     if (shared_ != nullptr) --shared_->active;
+    {
+      std::lock_guard lock(mu_);
+      threads_.push_back(std::this_thread::get_id());
+    }
     if (fail_) throw CollectError("read_error", "scripted failure");
     out.add("nodewatch_fake_calls_total", {name_}, call);
     if (emit_undeclared_) out.add("nodewatch_fake_not_declared", {}, 1);
@@ -59,6 +63,12 @@ class FakeCollector : public Collector {
   void set_failing(std::vector<std::string> subjects) {
     std::lock_guard lock(mu_);
     failing_subjects_ = std::move(subjects);
+  }
+
+  // The thread of each collect(), in order.
+  std::vector<std::thread::id> threads() const {
+    std::lock_guard lock(mu_);
+    return threads_;
   }
 
   std::atomic<std::chrono::milliseconds> sleep_{std::chrono::milliseconds(0)};
@@ -86,8 +96,9 @@ class FakeCollector : public Collector {
   }
   std::string name_;
   MetricTable table_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::vector<std::string> failing_subjects_;
+  std::vector<std::thread::id> threads_;
 };
 
 }  // namespace nodewatch::testing

@@ -2,11 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "fakes/fake_collector.hpp"
 #include "snapshot_store.hpp"
+#include "support/eventually.hpp"
 #include "support/log_capture.hpp"
+#include "worker_pool.hpp"
 
 namespace nodewatch {
 namespace {
@@ -434,6 +439,74 @@ TEST(SchedulerTest, APartialFailureIsLoggedWhenItStartsAndEndsNamingTheSubject) 
   EXPECT_GE(h.Status("storage").errors["read_error"], 5u);
 }
 
+// On time, a collection is the worker's business alone: its timer wakes
+// it, and the io thread (which serves scrapes) runs no handler for it.
+TEST(SchedulerTest, CollectionsOnTimeRunNoHandlerOnTheIoThread) {
+  Harness h;
+  FakeCollector* a;
+  std::vector<CollectorJob> jobs;
+  jobs.push_back(Job("a", &a, 20ms, 20ms));
+  bool first = false;
+  h.sched.on_first_round([&] { first = true; });
+  h.sched.start(std::move(jobs));
+  ASSERT_TRUE(h.RunUntil([&] { return first; }));
+  const int before = a->calls_;
+  std::size_t handlers = 0;
+  const auto until = Clock::now() + 400ms;
+  while (Clock::now() < until) handlers += h.io.run_for(10ms);
+  EXPECT_GE(a->calls_ - before, 8);
+  EXPECT_EQ(handlers, 0u);
+  EXPECT_TRUE(h.Status("a").up);
+  h.sched.stop();
+  EXPECT_TRUE(h.sched.shutdown_workers(3s));
+}
+
+// Due times lie on one grid: two collectors of the shared pool whose
+// intervals divide one another come due together and are run by the one
+// thread that waits for the pool's due times, one wake-up for both.
+TEST(SchedulerTest, CollectorsOfOnePoolDueTogetherShareTheTimerThread) {
+  Harness h;
+  FakeCollector *a, *b;
+  std::vector<CollectorJob> jobs;
+  jobs.push_back(Job("a", &a, 40ms, 40ms));
+  jobs.push_back(Job("b", &b, 80ms, 80ms));
+  h.sched.start(std::move(jobs));
+  ASSERT_TRUE(h.RunUntil([&] { return a->calls_ >= 8 && b->calls_ >= 5; }));
+  h.sched.stop();
+  ASSERT_TRUE(h.sched.shutdown_workers(3s));
+  // After the first collection of each (run at once, by whichever thread
+  // was free), every one ran on the same thread.
+  auto ta = a->threads(), tb = b->threads();
+  std::set<std::thread::id> timer_threads(ta.begin() + 1, ta.end());
+  timer_threads.insert(tb.begin() + 1, tb.end());
+  EXPECT_EQ(timer_threads.size(), 1u);
+}
+
+// A collect that overruns its interval: the due times that pass meanwhile
+// are counted as skipped while they pass, not only once it returns.
+TEST(SchedulerTest, SkippedIntervalsAreCountedWhileTheCollectRuns) {
+  Harness h;
+  FakeCollector* c;
+  std::vector<CollectorJob> jobs;
+  jobs.push_back(Job("c", &c, 100ms, 100ms, /*own_thread=*/true));
+  c->sleep_ = 800ms;
+  c->ignore_cancel_ = true;
+  h.sched.start(std::move(jobs));
+  ASSERT_TRUE(h.RunUntil([&] { return c->active_ == 1; }));
+  h.RunUntil([] { return false; }, 450ms);
+  auto st = h.Status("c");
+  EXPECT_TRUE(st.in_flight);
+  EXPECT_GE(st.errors["skipped_overlap"], 3u);
+  EXPECT_LE(st.errors["skipped_overlap"], 6u);
+  // When it returns, the count goes on from there, never back.
+  const auto seen = st.errors["skipped_overlap"];
+  ASSERT_TRUE(h.RunUntil([&] { return c->calls_ >= 2; }, 3s));
+  EXPECT_GE(h.Status("c").errors["skipped_overlap"], seen);
+  c->sleep_ = 0ms;
+  h.sched.stop();
+  h.sched.shutdown_workers(3s);
+}
+
 // Hundreds of failing subjects at once: the first ones by name, the rest as
 // one line, and no line per cycle.
 TEST(SchedulerTest, ManyFailingSubjectsAreNamedUpToALimitThenSummed) {
@@ -467,6 +540,82 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
+TEST(WorkerPoolTest, TimedJobsRunAtTheirDueTimesInOrderOnOneThread) {
+  WorkerPool pool(2, "nw-test");
+  std::mutex mu;
+  std::vector<std::pair<int, Clock::time_point>> ran;
+  std::set<std::thread::id> threads;
+  const auto t0 = Clock::now() + 30ms;
+  for (int i = 4; i >= 0; --i) {
+    pool.post_at(t0 + i * 20ms, [&, i] {
+      std::lock_guard lock(mu);
+      ran.emplace_back(i, Clock::now());
+      threads.insert(std::this_thread::get_id());
+    });
+  }
+  ASSERT_TRUE(testing::Eventually(
+      [&] {
+        std::lock_guard lock(mu);
+        return ran.size() == 5;
+      },
+      5s));
+  std::lock_guard lock(mu);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(ran[i].first, i);
+    EXPECT_GE(ran[i].second, t0 + i * 20ms);
+  }
+  EXPECT_EQ(threads.size(), 1u);  // the thread that waits runs them
+}
+
+TEST(WorkerPoolTest, AJobToRunNowIsTakenWhileTheTimerThreadWaits) {
+  WorkerPool pool(2, "nw-test");
+  std::atomic<bool> late{false}, now{false};
+  pool.post_at(Clock::now() + 300ms, [&] { late = true; });
+  std::this_thread::sleep_for(20ms);
+  const auto t0 = Clock::now();
+  pool.post([&] { now = true; });
+  ASSERT_TRUE(testing::Eventually([&] { return now.load(); }, 5s, 1ms));
+  EXPECT_LT(Clock::now() - t0, 200ms);
+  EXPECT_FALSE(late.load());
+  EXPECT_TRUE(testing::Eventually([&] { return late.load(); }, 5s));
+}
+
+TEST(WorkerPoolTest, KickHandsTheWaitingToAnIdleThread) {
+  WorkerPool pool(2, "nw-test");
+  std::atomic<bool> release{false}, stuck_done{false};
+  std::atomic<bool> other_ran{false};
+  std::atomic<bool> other_before_stuck{false};
+  const auto t0 = Clock::now();
+  // The timer thread takes the first job and is held there.
+  pool.post_at(t0, [&] {
+    while (!release) std::this_thread::sleep_for(1ms);
+    stuck_done = true;
+  });
+  pool.post_at(t0 + 50ms, [&] {
+    other_before_stuck = !stuck_done.load();
+    other_ran = true;
+  });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(other_ran.load());  // due, but its thread is held
+  pool.kick();
+  EXPECT_TRUE(testing::Eventually([&] { return other_ran.load(); }, 5s, 1ms));
+  release = true;
+  EXPECT_TRUE(testing::Eventually([&] { return stuck_done.load(); }, 5s, 1ms));
+  EXPECT_TRUE(other_before_stuck.load());
+}
+
+TEST(WorkerPoolTest, ACancelledJobDoesNotRun) {
+  WorkerPool pool(1, "nw-test");
+  std::atomic<int> ran{0};
+  auto t = pool.post_at(Clock::now() + 50ms, [&] { ran += 1; });
+  pool.post_at(Clock::now() + 100ms, [&] { ran += 10; });
+  EXPECT_TRUE(pool.cancel(t));
+  EXPECT_FALSE(pool.cancel(t));
+  EXPECT_TRUE(testing::Eventually([&] { return ran.load() == 10; }, 5s));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(ran.load(), 10);
+}
+
 TEST(GzipDemandTest, ExpectsTheNextScrapeOneGapAfterTheLast) {
   GzipDemand d;
   const auto t0 = GzipDemand::Clock::time_point{} + std::chrono::hours(1);
@@ -479,7 +628,8 @@ TEST(GzipDemandTest, ExpectsTheNextScrapeOneGapAfterTheLast) {
   // A collector at 1 s with a 1.5 s horizon: only the snapshots published
   // in the last moments before the next scrape (last + 15 s) are deflated.
   int eager = 0;
-  for (int s = 1; s <= 15; ++s) eager += d.expected(last + seconds(s) - milliseconds(100), milliseconds(1750));
+  for (int s = 1; s <= 15; ++s)
+    eager += d.expected(last + seconds(s) - milliseconds(100), milliseconds(1750));
   EXPECT_GE(eager, 1);
   EXPECT_LE(eager, 2);
   EXPECT_FALSE(d.expected(last + seconds(5), milliseconds(1750)));

@@ -587,7 +587,7 @@ TEST(NodeHealth, ABurstOfResultsCostsOneEvaluationAndTheLastOneCounts) {
 TEST(NodeHealth, WithoutResultsTheLastSnapshotsAreEvaluatedAgain) {
   // Every collector hourly: the verdict still refreshes (its timestamp, the
   // windows of XIDs), on the snapshots it last saw.
-  NodeHealth health(Expectations{}, 100ms);
+  NodeHealth health(Expectations{}, nullptr, 100ms);
   std::this_thread::sleep_for(300ms);
   EXPECT_EQ(health.evaluations(), 0u);  // nothing seen yet: nothing to evaluate
   SnapshotStore store;
