@@ -56,6 +56,12 @@ class RatioReporter : public benchmark::ConsoleReporter {
     }
   }
 
+  // A benchmark's CPU time (0 when it did not run).
+  double cpu_us(const std::string& name) const {
+    auto it = cpu_us_.find(name);
+    return it == cpu_us_.end() ? 0 : it->second;
+  }
+
  private:
   std::map<std::string, double> real_us_;
   std::map<std::string, double> cpu_us_;

@@ -13,23 +13,30 @@
 //   TimerAndWorkerHandOff  an io_context timer that hands a job to a worker
 //                          thread and takes the answer back on the io
 //                          thread: the shape of a collection (three wakes);
-//   SchedulerEmptyCollect  the daemon's Scheduler running a collector that
-//                          emits nothing: timer, deadline timer, hand-off,
-//                          render, snapshot swap, status update.
+//   SchedulerEmptyCollect  the daemon's Scheduler running collectors that
+//                          emit nothing: the worker's timed wake-up, the
+//                          deadline timer armed and disarmed, render,
+//                          snapshot swap, status update; one collector,
+//                          and four and eight due together (one wake-up
+//                          for all).
 //
 // The ratios say how far a collection's fixed cost is from the one-wake
 // floor; CPU time is the process's (MeasureProcessCPUTime), divided by the
-// cycles.
+// cycles (the collections, for the scheduler's cases).
 //
 // Run: cmake -B build-bench -DNODEWATCH_BUILD_BENCH=ON ... && ninja -C build-bench scheduler_bench
 //      build-bench/bench/scheduler_bench
 
 #include <benchmark/benchmark.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <ctime>
+#include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "asio.hpp"
@@ -105,33 +112,61 @@ class EmptyCollector final : public Collector {
   MetricTable table_{{}};
 };
 
+// CPU per collection of `collectors` collectors that emit nothing, all at
+// kPeriod (so on one grid: due together, one wake-up for all). The
+// benchmark's thread sleeps
+// kBatch periods per iteration, so its own wake-up adds 1/kBatch of one to
+// each collection; the io_context is not run, as in the daemon between
+// scrapes (it would only watch the deadlines).
+constexpr int kBatch = 20;
+std::map<std::string, double> g_us_per_collection;
+
+double process_cpu_us() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
+}
+
 void SchedulerEmptyCollect(benchmark::State& state) {
+  const int collectors = static_cast<int>(state.range(0));
   asio::io_context io;
   SnapshotStore store;
   Scheduler sched(io, store);
-  std::uint64_t results = 0;
-  sched.on_result([&] { ++results; });
-  CollectorJob job;
-  job.name = "empty";
-  job.collector = std::make_unique<EmptyCollector>();
-  job.interval = kPeriod;
-  job.timeout = kPeriod;
+  std::atomic<std::uint64_t> results{0};
+  sched.on_result([&] { results.fetch_add(1, std::memory_order_relaxed); });
   std::vector<CollectorJob> jobs;
-  jobs.push_back(std::move(job));
-  sched.start(std::move(jobs));
-  // The first collection (at start) is not measured.
-  while (results < 2) io.run_one();
-  for (auto _ : state) {
-    const std::uint64_t want = results + 1;
-    while (results < want) io.run_one();
+  for (int i = 0; i < collectors; ++i) {
+    CollectorJob job;
+    job.name = "empty" + std::to_string(i);
+    job.collector = std::make_unique<EmptyCollector>();
+    job.interval = kPeriod;
+    job.timeout = kPeriod;
+    jobs.push_back(std::move(job));
   }
+  sched.start(std::move(jobs));
+  // The first collections (at start, off the grid) are not measured.
+  std::this_thread::sleep_for(5 * kPeriod);
+  const std::uint64_t r0 = results.load();
+  const double c0 = process_cpu_us();
+  for (auto _ : state) std::this_thread::sleep_for(kBatch * kPeriod);
+  const double cpu = process_cpu_us() - c0;
+  const auto n = static_cast<double>(results.load() - r0);
   sched.stop();
   sched.shutdown_workers(std::chrono::seconds(1));
+  if (n > 0) {
+    state.counters["collections"] = n;
+    state.counters["us_per_collection"] = cpu / n;
+    g_us_per_collection[std::to_string(collectors) +
+                        (collectors == 1 ? " collector" : " collectors due together")] = cpu / n;
+  }
 }
 BENCHMARK(SchedulerEmptyCollect)
+    ->ArgName("collectors")
+    ->Arg(1)
+    ->Arg(4)
+    ->Arg(8)
     ->MeasureProcessCPUTime()
-    ->Iterations(200)
-    ->Repetitions(3)
+    ->Iterations(10)
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
@@ -140,12 +175,15 @@ BENCHMARK(SchedulerEmptyCollect)
 int main(int argc, char** argv) {
   return nodewatch::bench::run_with_ratios(
       argc, argv, [](const nodewatch::bench::RatioReporter& r) {
-        r.print_cpu_ratios("TimerWake/iterations:200/repeats:3/process_time",
-                           {{"one wake through an io_context timer",
-                             "AsioTimerWake/iterations:200/repeats:3/process_time"},
-                            {"timer, hand-off to a worker and back",
-                             "TimerAndWorkerHandOff/iterations:200/repeats:3/process_time"},
-                            {"the scheduler's collection that finds nothing",
-                             "SchedulerEmptyCollect/iterations:200/repeats:3/process_time"}});
+        const char* base = "TimerWake/iterations:200/repeats:3/process_time";
+        r.print_cpu_ratios(base, {{"one wake through an io_context timer",
+                                   "AsioTimerWake/iterations:200/repeats:3/process_time"},
+                                  {"timer, hand-off to a worker and back",
+                                   "TimerAndWorkerHandOff/iterations:200/repeats:3/process_time"}});
+        const double wake = r.cpu_us(base);
+        for (const auto& [name, us] : nodewatch::g_us_per_collection) {
+          std::printf("%s: %.1f us CPU per collection; one wake %.1f us CPU; ratio %.2fx\n",
+                      name.c_str(), us, wake, wake > 0 ? us / wake : 0.0);
+        }
       });
 }

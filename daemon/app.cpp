@@ -77,7 +77,6 @@ std::vector<CollectorJob> make_jobs(const Config& cfg, const Roots& roots, Servi
     job.name = std::string(cc.name());
     job.interval = cc.interval;
     job.timeout = cc.timeout;
-    job.own_thread = cc.spec->own_thread;
     if (previous != nullptr && previous->shared == cfg.shared) {
       auto old = std::find_if(previous->collectors.begin(), previous->collectors.end(),
                               [&](const CollectorConfig& o) { return o.spec == cc.spec; });

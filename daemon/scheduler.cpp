@@ -17,15 +17,14 @@
 namespace nodewatch {
 
 struct Scheduler::Entry {
-  Entry(CollectorJob j, WorkerPool& p) : job(std::move(j)), pool(&p) {}
+  explicit Entry(CollectorJob j) : job(std::move(j)) {}
 
   CollectorJob job;
-  WorkerPool* pool;
   // Shared by every entry of the same collector name across reloads: true
   // while any collect() of that collector is running, so that a reload
   // never starts a second one beside a collect still in flight.
   std::shared_ptr<bool> busy;
-  // The next collection, queued on `pool` (none while one runs).
+  // The next collection, queued on the pool (none while one runs).
   std::optional<WorkerPool::Timed> tick;
   Clock::time_point due{};  // of the collection running or last run
   bool stopped = false;
@@ -33,6 +32,7 @@ struct Scheduler::Entry {
   std::uint64_t run_id = 0;
   Clock::time_point started{};
   Clock::time_point deadline{};
+  bool stalled = false;  // past kStallBudget: the pool was kicked
   std::atomic<bool> cancel{false};
   CollectorStatus status;
   // (reason, subject) pairs failing in the last completed collection, as
@@ -41,9 +41,10 @@ struct Scheduler::Entry {
   // Each series' rendered head, from one collection to the next; used only
   // by the collect in flight (there is at most one).
   SeriesCache series;
-  // CLOCK_MONOTONIC timer armed by the worker at the deadline of the
-  // collect in flight; -1 when it could not be made (then a collect that
-  // overruns is found out when it returns).
+  // CLOCK_MONOTONIC timer armed by the worker for the collect in flight, at
+  // its stall budget, then (by the io thread) at its deadline; -1 when it
+  // could not be made (then a collect that overruns is found out when it
+  // returns).
   UniqueFd timer;
   // The io thread's watch of `timer` (a duplicate descriptor); io thread
   // only, reset by stop_entry().
@@ -93,12 +94,12 @@ void set_timer(int fd, std::optional<std::chrono::steady_clock::time_point> at) 
 }
 }  // namespace
 
-Scheduler::Scheduler(asio::io_context& io, SnapshotStore& store, std::size_t shared_workers)
+Scheduler::Scheduler(asio::io_context& io, SnapshotStore& store, std::size_t workers)
     : io_(io),
       store_(store),
       origin_(Clock::now()),
       life_(std::make_shared<Life>()),
-      shared_pool_(std::make_unique<WorkerPool>(shared_workers, "nw-collect")) {}
+      pool_(std::make_unique<WorkerPool>(workers, "nw-collect")) {}
 
 Scheduler::~Scheduler() {
   stop();
@@ -153,7 +154,7 @@ void Scheduler::start(std::vector<CollectorJob> jobs) {
       if (kept.count(e->job.name) != 0) continue;
       if (e->status.in_flight || !e->job.collector) continue;
       auto doomed = std::make_shared<std::unique_ptr<Collector>>(std::move(e->job.collector));
-      shared_pool_->post([doomed] { doomed->reset(); });
+      pool_->post([doomed] { doomed->reset(); });
     }
     std::vector<std::shared_ptr<Entry>> fresh;
     for (auto& j : jobs) {
@@ -161,10 +162,7 @@ void Scheduler::start(std::vector<CollectorJob> jobs) {
         if (auto it = previous.find(j.name); it != previous.end()) next.push_back(it->second);
         continue;
       }
-      if (j.own_thread && own_pools_.count(j.name) == 0)
-        own_pools_.emplace(j.name, std::make_unique<WorkerPool>(1, "nw-" + j.name));
-      WorkerPool& pool = j.own_thread ? *own_pools_.at(j.name) : *shared_pool_;
-      auto e = std::make_shared<Entry>(std::move(j), pool);
+      auto e = std::make_shared<Entry>(std::move(j));
       ++entries_built_;
       e->status.name = e->job.name;
       e->status.interval = e->job.interval;
@@ -197,6 +195,8 @@ void Scheduler::start(std::vector<CollectorJob> jobs) {
       fresh.push_back(e);
     }
     entries_ = std::move(next);
+    // Room for every collector stuck at once, and two threads beside them.
+    pool_->set_max_threads(busy_.size() + 2);
     store_.retain([&](const std::string& name) {
       for (auto& e : entries_)
         if (e->job.name == name) return true;
@@ -207,9 +207,11 @@ void Scheduler::start(std::vector<CollectorJob> jobs) {
     notices.first_round = first_round_done_;
     notices.result = true;
 
-    // Every fresh collector runs at once, then on the grid.
+    // Every fresh collector runs at once, then on the grid. Timed jobs too:
+    // a first collection that blocks hands the others to another thread
+    // like any other (kStallBudget).
     const auto now = Clock::now();
-    for (auto& e : fresh) e->pool->post([this, e, life = life_, now] { run_tick(life, e, now); });
+    for (auto& e : fresh) schedule_tick(e, now);
   }
   notify(life_, notices);
 }
@@ -224,7 +226,7 @@ void Scheduler::stop_entry(Entry& e) {
   e.stopped = true;
   e.cancel = true;
   if (e.tick) {
-    e.pool->cancel(*e.tick);
+    pool_->cancel(*e.tick);
     e.tick.reset();
   }
   set_timer(e.timer.get(), std::nullopt);
@@ -232,25 +234,18 @@ void Scheduler::stop_entry(Entry& e) {
 }
 
 bool Scheduler::shutdown_workers(std::chrono::milliseconds grace) {
+  std::vector<std::string> running;
   {
     std::lock_guard lock(life_->mu);
     life_->alive = false;
+    for (const auto& e : entries_)
+      if (e->status.in_flight) running.push_back(e->job.name);
   }
-  auto until = Clock::now() + grace;
-  bool all = true;
-  auto remaining = [&] {
-    auto left = until - Clock::now();
-    return std::max(std::chrono::milliseconds(0),
-                    std::chrono::duration_cast<std::chrono::milliseconds>(left));
-  };
-  if (shared_pool_) all = shared_pool_->shutdown(remaining()) && all;
-  for (auto& [name, pool] : own_pools_) {
-    bool done = pool->shutdown(remaining());
-    if (!done)
+  const bool all = pool_->shutdown(grace);
+  if (!all)
+    for (const auto& name : running)
       spdlog::warn("collector {} is still running (stuck in the kernel?); not waiting for it",
                    name);
-    all = done && all;
-  }
   return all;
 }
 
@@ -274,7 +269,7 @@ std::uint64_t Scheduler::skipped_by(Clock::time_point due, Clock::time_point t,
 // Under the lock.
 void Scheduler::schedule_tick(const std::shared_ptr<Entry>& e, Clock::time_point due) {
   std::shared_ptr<Entry> entry = e;
-  e->tick = e->pool->post_at(due, [this, entry, life = life_, due] { run_tick(life, entry, due); });
+  e->tick = pool_->post_at(due, [this, entry, life = life_, due] { run_tick(life, entry, due); });
 }
 
 // Runs on a worker: one collection, rendered, deflated when a gzip scrape
@@ -301,7 +296,8 @@ void Scheduler::run_tick(const std::shared_ptr<Life>& life, const std::shared_pt
   e->due = due;
   e->started = Clock::now();
   const Clock::time_point deadline = e->deadline = e->started + e->job.timeout;
-  set_timer(e->timer.get(), deadline);
+  e->stalled = false;
+  set_timer(e->timer.get(), std::min(deadline, e->started + kStallBudget));
   lock.unlock();
 
   const auto t0 = Clock::now();
@@ -369,16 +365,30 @@ void Scheduler::watch_deadline(const std::shared_ptr<Entry>& e) {
                          {
                            std::lock_guard lock(life->mu);
                            if (!life->alive || entry->stopped) return;
-                           on_deadline(*entry, notices);
+                           on_timer(*entry, notices);
                          }
                          notify(life, notices);
                          if (entry->watch) watch_deadline(entry);
                        });
 }
 
-// Under the lock, on the io thread, when the deadline timer expired.
+// Under the lock, on the io thread, when the entry's timer expired: the
+// collect in flight is past its stall budget, or its deadline.
+void Scheduler::on_timer(Entry& e, Notices& n) {
+  if (!e.status.in_flight || e.timed_out) return;
+  const auto now = Clock::now();
+  if (now >= e.deadline) {
+    on_deadline(e, n);
+  } else if (!e.stalled && now >= e.started + kStallBudget) {
+    // Collections due meanwhile go to another thread; this one waits on.
+    e.stalled = true;
+    pool_->kick();
+    set_timer(e.timer.get(), e.deadline);
+  }
+}
+
+// Under the lock, on the io thread, at the deadline of the collect in flight.
 void Scheduler::on_deadline(Entry& e, Notices& n) {
-  if (!e.status.in_flight || e.timed_out || Clock::now() < e.deadline) return;
   e.timed_out = true;
   e.cancel = true;
   bool was_up = e.status.up;
@@ -390,7 +400,7 @@ void Scheduler::on_deadline(Entry& e, Notices& n) {
   failures_.failed(e.job.name, e.status.last_error);
   // The thread that waits for the pool's due times may be this one: another
   // takes over, so that the collectors beside it keep their intervals.
-  e.pool->kick();
+  pool_->kick();
   mark_ran(e, n);
   n.state = n.state || was_up;
   n.result = true;
@@ -505,10 +515,7 @@ void Scheduler::mark_ran(Entry& e, Notices& n) {
 }
 
 std::size_t Scheduler::running_collects() const {
-  std::size_t n = shared_pool_ ? shared_pool_->busy() : 0;
-  std::lock_guard lock(life_->mu);
-  for (const auto& [name, pool] : own_pools_) n += pool->busy();
-  return n;
+  return pool_->busy();
 }
 
 std::vector<CollectorStatus> Scheduler::statuses() const {

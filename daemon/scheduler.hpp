@@ -4,16 +4,22 @@
 // start(), stop() and shutdown_workers() are called on the io_context's
 // thread; statuses() and the accessors from any thread.
 //
-// Each collector's collections run on a worker: a shared pool, or a thread
-// of its own for collectors that can block in the kernel. The worker's own
-// timer wakes it at the due time (WorkerPool::post_at), it collects,
+// Collections run on one pool of workers (WorkerPool). The thread that
+// waits for the pool's due times wakes at a due time (post_at), collects,
 // renders through the entry's SeriesCache (each series' name and labels
 // rendered once), deflates when a gzip scrape is expected before the next
 // collection (GzipDemand), publishes and schedules the next due time: one
 // wake-up a collection, and none of the io thread, which only serves. Due
 // times lie on one grid (multiples of the interval from the scheduler's
-// start), so collectors of the same pool whose intervals divide one
-// another are due at the same moment and share a wake-up.
+// start), so collectors whose intervals divide one another are due at the
+// same moment and share a wake-up: every collector at 15 s costs the node
+// one wake-up every 15 s, not one per collector.
+//
+// A collection that blocks (a wedged driver, a kernel lock held long)
+// must not starve the rest: one still running after kStallBudget hands the
+// waiting for due times to another thread (an idle one, or a new one: the
+// pool grows up to two threads more than the collectors), and goes on
+// where it is; the others keep their intervals, late by at most the budget.
 //
 // At most one collect() per collector is in flight: due times that pass
 // while it runs are skipped and counted (skipped_overlap, counted while
@@ -50,7 +56,6 @@ struct CollectorJob {
   bool keep = false;
   std::chrono::milliseconds interval{15000};
   std::chrono::milliseconds timeout{10000};
-  bool own_thread = false;
 };
 
 struct CollectorStatus {
@@ -68,7 +73,14 @@ struct CollectorStatus {
 
 class Scheduler {
  public:
-  Scheduler(asio::io_context& io, SnapshotStore& store, std::size_t shared_workers = 2);
+  // A collection running longer than this holds up the collections due
+  // after it; past it, another thread takes them (see above). Collections
+  // take microseconds to a few milliseconds (bench/); NVML on a busy GPU
+  // tens.
+  static constexpr std::chrono::milliseconds kStallBudget{100};
+
+  // `workers`: the pool's threads at start (it grows when collections stall).
+  Scheduler(asio::io_context& io, SnapshotStore& store, std::size_t workers = 2);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -129,8 +141,10 @@ class Scheduler {
   // Under the lock, on the worker, when the collect returned.
   void finish(const std::shared_ptr<Entry>& e, std::uint64_t run_id, Result r, Notices& n);
   void schedule_tick(const std::shared_ptr<Entry>& e, Clock::time_point due);
-  // The io thread's watch of an entry's deadline timer.
+  // The io thread's watch of an entry's timer: the stall budget, then the
+  // deadline.
   void watch_deadline(const std::shared_ptr<Entry>& e);
+  void on_timer(Entry& e, Notices& n);
   void on_deadline(Entry& e, Notices& n);
   void mark_ran(Entry& e, Notices& n);
   void stop_entry(Entry& e);
@@ -148,8 +162,7 @@ class Scheduler {
   SnapshotStore& store_;
   const Clock::time_point origin_;  // the grid of due times
   std::shared_ptr<Life> life_;
-  std::unique_ptr<WorkerPool> shared_pool_;
-  std::map<std::string, std::unique_ptr<WorkerPool>, std::less<>> own_pools_;
+  std::unique_ptr<WorkerPool> pool_;
   // Under life_->mu from here on.
   std::vector<std::shared_ptr<Entry>> entries_;
   std::map<std::string, std::shared_ptr<bool>, std::less<>> busy_;

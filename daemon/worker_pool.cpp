@@ -3,16 +3,33 @@
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace nodewatch {
 
-WorkerPool::WorkerPool(std::size_t threads, std::string name)
-    : state_(std::make_shared<State>()), name_(std::move(name)) {
-  state_->running = threads;
-  for (std::size_t i = 0; i < threads; ++i) {
-    threads_.emplace_back(&WorkerPool::run, state_, static_cast<int>(i));
-    std::string tname = name_.substr(0, 15);
-    pthread_setname_np(threads_.back().native_handle(), tname.c_str());
-  }
+WorkerPool::WorkerPool(std::size_t threads, std::string name, std::size_t max_threads)
+    : state_(std::make_shared<State>()),
+      name_(std::move(name)),
+      max_threads_(std::max(threads, max_threads)) {
+  std::lock_guard lock(state_->mu);
+  for (std::size_t i = 0; i < threads; ++i) start_thread();
+}
+
+void WorkerPool::start_thread() {
+  ++state_->running;
+  threads_.emplace_back(&WorkerPool::run, state_, static_cast<int>(threads_.size()));
+  std::string tname = name_.substr(0, 15);
+  pthread_setname_np(threads_.back().native_handle(), tname.c_str());
+}
+
+void WorkerPool::set_max_threads(std::size_t n) {
+  std::lock_guard lock(state_->mu);
+  max_threads_ = n;
+}
+
+std::size_t WorkerPool::threads() const {
+  std::lock_guard lock(state_->mu);
+  return threads_.size();
 }
 
 WorkerPool::~WorkerPool() {
@@ -63,9 +80,16 @@ bool WorkerPool::cancel(const Timed& t) {
 void WorkerPool::kick() {
   std::lock_guard lock(state_->mu);
   State& s = *state_;
-  if (s.timer_owner == kNoThread || s.timer_waiting || s.timed.empty() || s.idle == 0) return;
-  s.timer_owner = kNoThread;
-  s.cv.notify_one();
+  if (s.stopping || s.timer_owner == kNoThread || s.timer_waiting || s.timed.empty()) return;
+  if (s.idle > 0) {
+    s.timer_owner = kNoThread;
+    s.cv.notify_one();
+  } else if (threads_.size() < max_threads_) {
+    s.timer_owner = kNoThread;
+    start_thread();  // it takes the timed jobs
+  }
+  // Else every thread is busy and the pool is at its maximum: the first one
+  // free goes on with the timed jobs.
 }
 
 std::size_t WorkerPool::busy() const {
@@ -139,18 +163,19 @@ bool WorkerPool::shutdown(std::chrono::milliseconds grace) {
   state_->cv.notify_all();
   state_->timer_cv.notify_all();
   bool all_done;
+  std::vector<std::thread> threads;
   {
     std::unique_lock lock(state_->mu);
     all_done = state_->idle_cv.wait_for(lock, grace, [&] { return state_->running == 0; });
+    threads.swap(threads_);
   }
-  for (auto& t : threads_) {
+  for (auto& t : threads) {
     if (!t.joinable()) continue;
     if (all_done)
       t.join();
     else
       t.detach();
   }
-  threads_.clear();
   return all_done;
 }
 

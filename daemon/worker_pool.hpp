@@ -6,10 +6,12 @@
 // sleeps until the earliest due time and runs what comes due itself, in
 // due order, then sleeps again; the pool's other threads sleep until a job
 // is posted to run now, or until kick() says the timer thread is held up
-// by a job that overran (then one of them takes over the waiting). On this
-// project's 2-core VM one wake-up of a thread costs 40-50 us of CPU
+// by a job that overran: then an idle thread takes over the waiting, or a
+// new one is started (up to the pool's maximum) when none is idle. On a
+// 2-core VM one wake-up of a thread costs 40-50 us of CPU
 // (bench/read_floor --wakes), more than a collection that finds nothing,
-// so a collection must not cost two.
+// so a collection must not cost two, and collections due together cost
+// one.
 //
 // Unlike asio::thread_pool, it can be abandoned: a collector stuck in the
 // kernel (a hung NFS mount) must not keep the daemon from exiting, so
@@ -43,7 +45,8 @@ class WorkerPool {
     auto operator<=>(const Timed&) const = default;
   };
 
-  WorkerPool(std::size_t threads, std::string name);
+  // `threads` started now; kick() starts more, up to `max_threads`.
+  WorkerPool(std::size_t threads, std::string name, std::size_t max_threads = 0);
   ~WorkerPool();  // shutdown(0s) if not done yet
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
@@ -54,9 +57,13 @@ class WorkerPool {
   Timed post_at(Clock::time_point due, std::function<void()> job);
   // Drops a job of post_at() that has not started; false when there is none.
   bool cancel(const Timed& t);
-  // The timer thread is running a job that overran: if another thread is
-  // idle, it takes over waiting for the timed jobs.
+  // The timer thread is running a job that overran: another thread takes
+  // over waiting for the timed jobs, an idle one or, when none is, a new
+  // one if the pool has fewer than its maximum.
   void kick();
+  // Raises (or lowers, for the threads not yet started) the maximum.
+  void set_max_threads(std::size_t n);
+  std::size_t threads() const;
   // Stops taking jobs, drops queued ones, waits up to `grace` for running
   // ones. Returns true when every thread has ended; else they are detached.
   bool shutdown(std::chrono::milliseconds grace);
@@ -83,11 +90,14 @@ class WorkerPool {
     Clock::time_point timer_target{};
   };
   static void run(std::shared_ptr<State> state, int me);
+  // Under state_->mu.
+  void start_thread();
   static void execute(State& s, std::unique_lock<std::mutex>& lock, std::function<void()> job);
 
   std::shared_ptr<State> state_;
-  std::vector<std::thread> threads_;
   std::string name_;
+  std::vector<std::thread> threads_;  // under state_->mu
+  std::size_t max_threads_;           // under state_->mu
   bool shut_down_ = false;
 };
 

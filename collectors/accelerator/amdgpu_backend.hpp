@@ -1,8 +1,9 @@
 #pragma once
 // The AMD backend: amdgpu's sysfs and hwmon files, found through
 // <sysfs>/class/drm/card<N>/device. No library, no ioctl: every value is one
-// small file read, so a hung GPU can at worst block that read (the collector
-// runs on a thread of its own).
+// small file read, so a hung GPU can at worst block that read (and the
+// scheduler hands the other collectors to another thread after its stall
+// budget).
 //
 // Devices: every class/drm/card<N> (not renderD<N>, not the connectors
 // card<N>-<type>-<n>) whose device/vendor is 0x1002 and which is bound to

@@ -56,7 +56,6 @@ const CollectorSpec& interconnect_collector_spec() {
         "InfiniBand and RoCE port state, rate, PMA and hw_counters, from sysfs, RDMA netlink and "
         "libibverbs; NVLink links through NVML";
     spec.enabled_by_default = true;
-    spec.own_thread = true;
     spec.default_interval = std::chrono::seconds(15);
     spec.default_timeout = std::chrono::seconds(10);
     spec.read_options =

@@ -281,7 +281,6 @@ const CollectorSpec& mesh_collector_spec() {
     s.enabled_by_default = false;
     // The key and peers files are read through helper processes, which may
     // wait up to the timeout on a hung mount.
-    s.own_thread = true;
     s.default_interval = std::chrono::seconds(15);
     s.default_timeout = std::chrono::seconds(5);
     s.read_options = typed_options<mesh::MeshOptions>(mesh::read_mesh_options);

@@ -31,7 +31,7 @@
 
 namespace nodewatch {
 
-// The catalog entry: name "mesh", off by default, its own thread, every 15s.
+// The catalog entry: name "mesh", off by default, every 15s.
 const CollectorSpec& mesh_collector_spec();
 
 namespace mesh {

@@ -110,7 +110,6 @@ const CollectorSpec& nic_collector_spec() {
     spec.enabled_by_default = true;
     // SIOCETHTOOL runs under RTNL, which a NIC's firmware command can hold for
     // tens of seconds: the collector must not take a shared worker with it.
-    spec.own_thread = true;
     spec.default_interval = std::chrono::seconds(15);
     spec.default_timeout = std::chrono::seconds(10);
     spec.read_options = typed_options<nic::NicOptions>(nic::read_nic_options);

@@ -38,7 +38,7 @@
 
 namespace nodewatch {
 
-// The catalog entry: name "nic", on by default, on a thread of its own.
+// The catalog entry: name "nic", on by default.
 const CollectorSpec& nic_collector_spec();
 
 namespace nic {

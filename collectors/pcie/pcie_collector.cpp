@@ -439,7 +439,6 @@ const CollectorSpec& pcie_collector_spec() {
     spec.enabled_by_default = true;
     // sysfs reads of cached attributes and of config space: they do not
     // block on a hung device the way a storage probe can.
-    spec.own_thread = false;
     // Link state changes rarely, and reading it can runtime-resume a device
     // (see pcie_collector.hpp): not more often than this by default.
     spec.default_interval = std::chrono::seconds(30);

@@ -212,7 +212,6 @@ const CollectorSpec& storage_collector_spec() {
         "client operations from mountstats, and active latency probes of configured paths";
     spec.enabled_by_default = true;
     // Reads of a wedged device's sysfs attributes can block in the kernel.
-    spec.own_thread = true;
     spec.default_interval = std::chrono::seconds(15);
     spec.default_timeout = std::chrono::seconds(10);
     // The catalog entry owns the probe paths' check: it runs at

@@ -38,7 +38,7 @@
 
 namespace nodewatch {
 
-// The catalog entry: name "storage", on by default, on a thread of its own.
+// The catalog entry: name "storage", on by default.
 const CollectorSpec& storage_collector_spec();
 
 namespace storage {

@@ -244,7 +244,6 @@ const CollectorSpec& textfile_collector_spec() {
     s.name = "textfile";
     s.description = "Prometheus text files (*.prom) that burn-in jobs and scripts write";
     s.enabled_by_default = true;
-    s.own_thread = true;
     s.default_interval = std::chrono::seconds(15);
     s.default_timeout = std::chrono::seconds(10);
     s.read_options = typed_options<textfile::TextfileOptions>(textfile::read_textfile_options);

@@ -27,8 +27,8 @@
 
 namespace nodewatch {
 
-// The catalog entry: name "textfile", on by default, on a thread of its own
-// (the directory may sit on a network file system).
+// The catalog entry: name "textfile", on by default (the directory may sit
+// on a network file system: it is read through helper::Fs).
 const CollectorSpec& textfile_collector_spec();
 
 namespace textfile {

@@ -117,9 +117,6 @@ struct CollectorSpec {
   std::string_view name;
   std::string_view description;
   bool enabled_by_default = true;
-  // True for collectors that can block in the kernel (hung mounts, wedged
-  // drivers): they get a thread of their own so they cannot starve the rest.
-  bool own_thread = false;
   std::chrono::milliseconds default_interval{15000};
   std::chrono::milliseconds default_timeout{10000};
   // Reads and validates the collector-specific keys into a typed value

@@ -340,7 +340,6 @@ TEST(MeshOptions, DefaultsAndSpec) {
   const CollectorSpec& spec = mesh_collector_spec();
   EXPECT_EQ(spec.name, "mesh");
   EXPECT_FALSE(spec.enabled_by_default);
-  EXPECT_TRUE(spec.own_thread);
   ConfigResult r = parse("");
   ASSERT_TRUE(r.config);
   EXPECT_FALSE(r.config->collectors.at(0).enabled);

@@ -477,7 +477,6 @@ TEST(PcieCollector, Spec) {
   const CollectorSpec& spec = pcie_collector_spec();
   EXPECT_EQ(spec.name, "pcie");
   EXPECT_TRUE(spec.enabled_by_default);
-  EXPECT_FALSE(spec.own_thread);
   EXPECT_EQ(spec.default_interval, std::chrono::seconds(30));
   EXPECT_EQ(spec.default_timeout, std::chrono::seconds(10));
   ASSERT_TRUE(spec.read_options);

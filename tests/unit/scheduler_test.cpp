@@ -41,7 +41,7 @@ struct Harness {
 };
 
 CollectorJob Job(std::string name, FakeCollector** out, std::chrono::milliseconds interval,
-                 std::chrono::milliseconds timeout, bool own_thread = false) {
+                 std::chrono::milliseconds timeout) {
   auto c = std::make_unique<FakeCollector>(name);
   *out = c.get();
   CollectorJob j;
@@ -49,7 +49,6 @@ CollectorJob Job(std::string name, FakeCollector** out, std::chrono::millisecond
   j.collector = std::move(c);
   j.interval = interval;
   j.timeout = timeout;
-  j.own_thread = own_thread;
   return j;
 }
 
@@ -195,11 +194,13 @@ TEST(SchedulerTest, PartialErrorsAndContractViolationsAreCounted) {
   EXPECT_EQ(h.store.current()->by_collector.at("p")->text.find("not_declared"), std::string::npos);
 }
 
-TEST(SchedulerTest, OwnThreadCollectorStuckDoesNotStarveSharedPool) {
+// A collect stuck in the kernel past the stall budget: the collections due
+// meanwhile go to another thread, so the others keep their intervals.
+TEST(SchedulerTest, AStuckCollectorDoesNotStarveTheOthers) {
   Harness h;
   FakeCollector *stuck, *a, *b, *c;
   std::vector<CollectorJob> jobs;
-  jobs.push_back(Job("stuck", &stuck, 100ms, 100ms, /*own_thread=*/true));
+  jobs.push_back(Job("stuck", &stuck, 100ms, 100ms));
   jobs.push_back(Job("a", &a, 100ms, 100ms));
   jobs.push_back(Job("b", &b, 100ms, 100ms));
   jobs.push_back(Job("c", &c, 100ms, 100ms));
@@ -218,11 +219,49 @@ TEST(SchedulerTest, OwnThreadCollectorStuckDoesNotStarveSharedPool) {
   while (h.sched.running_collects() != 0) std::this_thread::sleep_for(10ms);
 }
 
+// Collections that block longer than the stall budget but within their
+// deadline (no timeout to the rescue), more of them than the pool has
+// threads, from the first collection on: the pool grows, and the one that
+// does not block keeps its interval.
+TEST(SchedulerTest, CollectionsBlockedWithinTheirDeadlineDoNotHoldUpTheOthers) {
+  Harness h;
+  FakeCollector *s1, *s2, *s3, *fast;
+  std::vector<CollectorJob> jobs;
+  jobs.push_back(Job("s1", &s1, 10s, 5s));
+  jobs.push_back(Job("s2", &s2, 10s, 5s));
+  jobs.push_back(Job("s3", &s3, 10s, 5s));
+  jobs.push_back(Job("fast", &fast, 50ms, 50ms));
+  for (FakeCollector* s : {s1, s2, s3}) {
+    s->sleep_ = 1500ms;
+    s->ignore_cancel_ = true;
+  }
+  const auto t0 = Clock::now();
+  h.sched.start(std::move(jobs));
+  // Three held threads, each found out after the budget: the fast one's
+  // first collection waits at most that long for each.
+  ASSERT_TRUE(h.RunUntil([&] { return fast->calls_ >= 1; }, 3s));
+  EXPECT_LT(Clock::now() - t0, 4 * Scheduler::kStallBudget + 300ms);
+  EXPECT_EQ(s1->active_ + s2->active_ + s3->active_, 3);
+  // Then it keeps its interval while the three are held.
+  const int before = fast->calls_;
+  const auto t1 = Clock::now();
+  h.RunUntil([] { return false; }, 500ms);
+  const double elapsed = std::chrono::duration<double>(Clock::now() - t1).count();
+  EXPECT_EQ(s1->active_ + s2->active_ + s3->active_, 3);
+  EXPECT_GE(fast->calls_ - before, static_cast<int>(elapsed * 20 * 0.6));
+  EXPECT_EQ(h.Status("fast").errors["timeout"], 0u);
+  EXPECT_EQ(h.Status("s1").errors["timeout"], 0u);
+  ASSERT_TRUE(h.RunUntil([&] { return h.sched.first_round_done(); }, 5s));
+  EXPECT_TRUE(h.Status("s1").up);
+  h.sched.stop();
+  EXPECT_TRUE(h.sched.shutdown_workers(3s));
+}
+
 TEST(SchedulerTest, ShutdownGivesUpOnAStuckCollector) {
   Harness h;
   FakeCollector* stuck;
   std::vector<CollectorJob> jobs;
-  jobs.push_back(Job("stuck", &stuck, 1h, 50ms, true));
+  jobs.push_back(Job("stuck", &stuck, 1h, 50ms));
   stuck->sleep_ = 2000ms;
   stuck->ignore_cancel_ = true;
   h.sched.start(std::move(jobs));
@@ -329,7 +368,7 @@ TEST(SchedulerTest, SnapshotSwapUnderConcurrentScrapesIsRaceFree) {
   FakeCollector *a, *b;
   std::vector<CollectorJob> jobs;
   jobs.push_back(Job("a", &a, 100ms, 100ms));
-  jobs.push_back(Job("b", &b, 100ms, 100ms, true));
+  jobs.push_back(Job("b", &b, 100ms, 100ms));
   h.sched.start(std::move(jobs));
   std::atomic<bool> done{false};
   std::atomic<std::size_t> bytes{0};
@@ -488,7 +527,7 @@ TEST(SchedulerTest, SkippedIntervalsAreCountedWhileTheCollectRuns) {
   Harness h;
   FakeCollector* c;
   std::vector<CollectorJob> jobs;
-  jobs.push_back(Job("c", &c, 100ms, 100ms, /*own_thread=*/true));
+  jobs.push_back(Job("c", &c, 100ms, 100ms));
   c->sleep_ = 800ms;
   c->ignore_cancel_ = true;
   h.sched.start(std::move(jobs));

@@ -349,7 +349,6 @@ TEST(StorageCollector, Spec) {
   const CollectorSpec& spec = storage_collector_spec();
   EXPECT_EQ(spec.name, "storage");
   EXPECT_TRUE(spec.enabled_by_default);
-  EXPECT_TRUE(spec.own_thread);
   EXPECT_EQ(spec.default_interval, std::chrono::seconds(15));
   EXPECT_EQ(spec.default_timeout, std::chrono::seconds(10));
   EXPECT_TRUE(spec.read_options);
