@@ -42,32 +42,48 @@ constexpr std::uint32_t kStatsSlack = 256;
 
 class GuardedBuffer {
  public:
-  explicit GuardedBuffer(std::size_t bytes) {
-    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-    const std::size_t rounded = (bytes + 7) / 8 * 8;
-    const std::size_t data = (rounded + page - 1) / page * page;
-    size_ = data + page;
-    void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return;
-    base_ = static_cast<std::uint8_t*>(p);
-    if (::mprotect(base_ + data, page, PROT_NONE) != 0) {
-      ::munmap(base_, size_);
-      base_ = nullptr;
-      return;
-    }
-    data_ = base_ + data - rounded;  // the buffer's end touches the guard page
-  }
-  ~GuardedBuffer() {
-    if (base_ != nullptr) ::munmap(base_, size_);
-  }
+  GuardedBuffer() = default;
+  ~GuardedBuffer() { release(); }
   GuardedBuffer(const GuardedBuffer&) = delete;
   GuardedBuffer& operator=(const GuardedBuffer&) = delete;
-  std::uint8_t* data() { return data_; }  // null when the mapping failed
+
+  // `bytes` (rounded up to 8) that end where the guard page begins, zeroed;
+  // null when no mapping could be made. The mapping is kept for the next
+  // call and grown only when a call needs more: a collection costs no
+  // mmap, mprotect and munmap per interface (three system calls and the
+  // page faults of a fresh mapping, twice: names and values).
+  std::uint8_t* get(std::size_t bytes) {
+    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    const std::size_t rounded = (bytes + 7) / 8 * 8;
+    if (rounded > data_bytes_) {
+      release();
+      const std::size_t data = (rounded + page - 1) / page * page;
+      void* p =
+          ::mmap(nullptr, data + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) return nullptr;
+      base_ = static_cast<std::uint8_t*>(p);
+      if (::mprotect(base_ + data, page, PROT_NONE) != 0) {
+        ::munmap(base_, data + page);
+        base_ = nullptr;
+        return nullptr;
+      }
+      data_bytes_ = data;
+    }
+    std::uint8_t* start = base_ + data_bytes_ - rounded;
+    std::memset(start, 0, rounded);
+    return start;
+  }
 
  private:
+  void release() {
+    if (base_ == nullptr) return;
+    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    ::munmap(base_, data_bytes_ + page);
+    base_ = nullptr;
+    data_bytes_ = 0;
+  }
   std::uint8_t* base_ = nullptr;
-  std::uint8_t* data_ = nullptr;
-  std::size_t size_ = 0;
+  std::size_t data_bytes_ = 0;  // below the guard page
 };
 // A driver reporting more statistics than this is not believed.
 constexpr std::uint32_t kMaxStats = 1 << 16;
@@ -250,20 +266,21 @@ class RealKernelSource final : public KernelSource {
   Status stats_names(const std::string& ifname, std::uint32_t count,
                      std::vector<std::string>* names) override {
     std::uint32_t room = count + kStatsSlack;
-    GuardedBuffer buf(sizeof(ethtool_gstrings) + std::size_t{room} * ETH_GSTRING_LEN);
-    if (buf.data() == nullptr) return Status::kError;
+    std::uint8_t* buf =
+        guarded_.get(sizeof(ethtool_gstrings) + std::size_t{room} * ETH_GSTRING_LEN);
+    if (buf == nullptr) return Status::kError;
     ethtool_gstrings hdr{};
     hdr.cmd = ETHTOOL_GSTRINGS;
     hdr.string_set = ETH_SS_STATS;
     hdr.len = count;
-    std::memcpy(buf.data(), &hdr, sizeof(hdr));
-    Status s = ethtool_ioctl(ifname, buf.data());
+    std::memcpy(buf, &hdr, sizeof(hdr));
+    Status s = ethtool_ioctl(ifname, buf);
     if (s != Status::kOk) return s;
-    std::memcpy(&hdr, buf.data(), sizeof(hdr));
+    std::memcpy(&hdr, buf, sizeof(hdr));
     std::uint32_t n = std::min(hdr.len, room);
     names->clear();
     names->reserve(n);
-    const char* base = reinterpret_cast<const char*>(buf.data() + sizeof(ethtool_gstrings));
+    const char* base = reinterpret_cast<const char*>(buf + sizeof(ethtool_gstrings));
     for (std::uint32_t i = 0; i < n; ++i) {
       names->push_back(bounded(base + std::size_t{i} * ETH_GSTRING_LEN, ETH_GSTRING_LEN));
     }
@@ -273,18 +290,19 @@ class RealKernelSource final : public KernelSource {
   Status stats_values(const std::string& ifname, std::uint32_t count,
                       std::vector<std::uint64_t>* values) override {
     std::uint32_t room = count + kStatsSlack;
-    GuardedBuffer buf(sizeof(ethtool_stats) + std::size_t{room} * sizeof(std::uint64_t));
-    if (buf.data() == nullptr) return Status::kError;
+    std::uint8_t* buf =
+        guarded_.get(sizeof(ethtool_stats) + std::size_t{room} * sizeof(std::uint64_t));
+    if (buf == nullptr) return Status::kError;
     ethtool_stats hdr{};
     hdr.cmd = ETHTOOL_GSTATS;
     hdr.n_stats = count;
-    std::memcpy(buf.data(), &hdr, sizeof(hdr));
-    Status s = ethtool_ioctl(ifname, buf.data());
+    std::memcpy(buf, &hdr, sizeof(hdr));
+    Status s = ethtool_ioctl(ifname, buf);
     if (s != Status::kOk) return s;
-    std::memcpy(&hdr, buf.data(), sizeof(hdr));
+    std::memcpy(&hdr, buf, sizeof(hdr));
     std::uint32_t n = std::min(hdr.n_stats, room);
     values->resize(n);
-    std::memcpy(values->data(), buf.data() + sizeof(ethtool_stats), std::size_t{n} * 8);
+    std::memcpy(values->data(), buf + sizeof(ethtool_stats), std::size_t{n} * 8);
     return Status::kOk;
   }
 
@@ -394,6 +412,7 @@ class RealKernelSource final : public KernelSource {
   SockPtr route_;
   SockPtr genl_;
   UniqueFd ioctl_fd_;
+  GuardedBuffer guarded_;  // GSTRINGS and GSTATS, one after the other
   std::int8_t nwords_ = 0;
   int family_ = -1;
   bool pause_supported_ = true;

@@ -137,8 +137,23 @@ ReadResult read_identity(const sources::FsRoot& root, const std::string& dir,
   return ReadResult::kOk;
 }
 
+const AerParses::Parse& AerParses::of(const std::string& path, const std::string& text) {
+  Entry& e = entries_[path];
+  if (e.cycle == 0 || e.text != text) {
+    e.text = text;
+    e.parse.counts = parse_aer_stats(text, &e.parse.total);
+    if (!e.parse.counts) e.parse.total.reset();
+  }
+  e.cycle = cycle_ + 1;  // never 0 once parsed
+  return e.parse;
+}
+
+void AerParses::end_cycle() {
+  std::erase_if(entries_, [&](const auto& kv) { return kv.second.cycle != cycle_ + 1; });
+}
+
 ReadResult read_link_state(sources::HeldFiles& files, const std::string& dir,
-                           FunctionRecord* record) {
+                           FunctionRecord* record, AerParses* aer) {
   // An attribute this function may lack: true with `text` filled; false
   // when it is absent or unreadable (a problem), or the function went away.
   bool gone = false;
@@ -182,7 +197,13 @@ ReadResult read_link_state(sources::HeldFiles& files, const std::string& dir,
 
   for (std::size_t i = 0; i < kAerFiles.size(); ++i) {
     if (!read_optional(kAerFiles[i])) continue;
-    record->aer[i] = parse_aer_stats(text, &record->aer_total[i]);
+    if (aer != nullptr) {
+      const AerParses::Parse& p = aer->of(dir + "/" + std::string(kAerFiles[i]), text);
+      record->aer[i] = p.counts;
+      record->aer_total[i] = p.total;
+    } else {
+      record->aer[i] = parse_aer_stats(text, &record->aer_total[i]);
+    }
     if (!record->aer[i]) record->problems.push_back({"parse_error", malformed(kAerFiles[i])});
   }
 
@@ -295,6 +316,7 @@ void PcieCollector::collect_functions(const std::vector<std::string>& bdfs,
   std::map<std::string, Node, std::less<>> nodes;  // by BDF, so output is sorted
   facts_.begin_cycle();
   held_.begin_cycle();
+  aer_.begin_cycle();
 
   // The facts of `bdf`, read when new or due; nullptr when it vanished or
   // its class could not be had (counted, and read again next time).
@@ -371,7 +393,7 @@ void PcieCollector::collect_functions(const std::vector<std::string>& bdfs,
     }
     node.record.class_id = f->class_text;
     node.record.identity = f->identity;
-    ReadResult r = read_link_state(held_, node.dir, &node.record);
+    ReadResult r = read_link_state(held_, node.dir, &node.record, &aer_);
     if (r == ReadResult::kVanished) {
       facts_.forget(bdf);
       continue;
@@ -381,6 +403,7 @@ void PcieCollector::collect_functions(const std::vector<std::string>& bdfs,
   }
   facts_.end_cycle();
   held_.end_cycle();
+  aer_.end_cycle();
 
   // 3. Emit.
   for (const auto& [bdf, node] : nodes) {

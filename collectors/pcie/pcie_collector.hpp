@@ -55,6 +55,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "nodewatch/collector.hpp"
@@ -138,11 +139,35 @@ enum class ReadResult {
 ReadResult read_identity(const sources::FsRoot& root, const std::string& dir,
                          FunctionIdentity* identity, std::vector<Problem>* problems);
 
+// The last parse of each AER file read (by path): a file whose text did not
+// change since (the common case: errors are rare) is not parsed again, only
+// compared. Entries of files not read in a collection are dropped after it.
+class AerParses {
+ public:
+  struct Parse {
+    std::optional<std::vector<AerCount>> counts;
+    std::optional<std::uint64_t> total;
+  };
+  // The parse of `text`, read from `path`.
+  const Parse& of(const std::string& path, const std::string& text);
+  void begin_cycle() { ++cycle_; }
+  void end_cycle();
+
+ private:
+  struct Entry {
+    std::string text;
+    Parse parse;
+    std::uint64_t cycle = 0;
+  };
+  std::unordered_map<std::string, Entry> entries_;
+  std::uint64_t cycle_ = 0;
+};
+
 // Reads what changes of that function (runtime status, link, AER) through
 // `files`, and tells a function that lacks an attribute from one that went
-// away while it was read.
+// away while it was read. `aer`, when given, keeps the AER files' parses.
 ReadResult read_link_state(sources::HeldFiles& files, const std::string& dir,
-                           FunctionRecord* record);
+                           FunctionRecord* record, AerParses* aer = nullptr);
 
 // All of it, class included: read_identity() with `files`' root, then
 // read_link_state().
@@ -191,6 +216,7 @@ class PcieCollector final : public Collector {
   sources::FsRoot sys_;
   sources::HeldFiles held_;
   sources::DeviceTable<Facts> facts_;
+  AerParses aer_;
 };
 
 }  // namespace pcie

@@ -350,6 +350,39 @@ TEST(PcieParse, AerCurrentNames) {
   }
 }
 
+// The collector keeps each AER file's parse while its text stays the same:
+// the same answer as a fresh parse, a changed text parsed again, and the
+// parse of a file not read in a collection forgotten after it.
+TEST(PcieParse, AerParsesFollowTheText) {
+  AerParses cache;
+  const std::string path = "devices/pci0000:00/0000:00:01.0/aer_dev_correctable";
+  cache.begin_cycle();
+  const std::string text(kAerCorrectableNew);
+  const AerParses::Parse* first = &cache.of(path, text);
+  ASSERT_TRUE(first->counts);
+  std::optional<std::uint64_t> total;
+  EXPECT_EQ(as_map(*first->counts), as_map(*parse_aer_stats(kAerCorrectableNew, &total)));
+  EXPECT_EQ(first->total, total);
+  cache.end_cycle();
+
+  cache.begin_cycle();
+  const AerParses::Parse* again = &cache.of(path, text);
+  EXPECT_EQ(again, first);  // kept, not parsed anew
+  std::string more = text;
+  more.replace(more.find("212"), 3, "213");
+  const AerParses::Parse& changed = cache.of(path, more);
+  EXPECT_EQ(as_map(*changed.counts).at("rx_err"), 213u);
+  EXPECT_FALSE(cache.of(path, "RxErr\n").counts);  // malformed, as parse_aer_stats() says
+  EXPECT_FALSE(cache.of(path, "RxErr\n").total);
+  cache.end_cycle();
+
+  cache.begin_cycle();  // not read in this one: forgotten
+  cache.end_cycle();
+  cache.begin_cycle();
+  EXPECT_EQ(as_map(*cache.of(path, text).counts).at("rx_err"), 212u);
+  cache.end_cycle();
+}
+
 TEST(PcieParse, AerOldNamesMapToTheCurrentLabels) {
   auto cor = parse_aer_stats(kAerCorrectableAbiSample);
   ASSERT_TRUE(cor);
