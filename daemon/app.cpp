@@ -570,10 +570,10 @@ std::string_view format_param(const std::string& output) {
   return "format=table";
 }
 
-const std::string& report_text(const NodeReport& r, const std::string& output) {
-  if (output == "json") return r.json;
-  if (output == "line") return r.line;
-  return r.table;
+std::string report_text(const NodeReport& r, const std::string& output) {
+  if (output == "json") return r.json();
+  if (output == "line") return r.line();
+  return r.table();
 }
 
 std::string seconds_since(std::chrono::steady_clock::time_point start) {

@@ -23,17 +23,18 @@ Samples SnapshotSamples::samples_of(const SnapshotSet& set) {
 }
 
 NodeReport make_report(VerdictEngine& engine, const Samples& samples,
-                       const std::vector<CollectorState>& collectors) {
+                       const std::vector<CollectorState>& collectors, SeriesCache* series) {
   NodeReport r;
   double unix_now =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   r.verdict = engine.evaluate(samples, collectors, std::chrono::steady_clock::now(), unix_now);
-  MetricSink sink(VerdictEngine::metric_table());
-  engine.render(r.verdict, sink);
-  r.metrics = make_rendered(sink.render());
-  r.json = r.verdict.json();
-  r.table = r.verdict.table();
-  r.line = r.verdict.line();
+  std::optional<MetricSink> sink;
+  if (series != nullptr)
+    sink.emplace(VerdictEngine::metric_table(), *series);
+  else
+    sink.emplace(VerdictEngine::metric_table());
+  engine.render(r.verdict, *sink);
+  r.metrics = make_rendered(sink->render());
   return r;
 }
 
@@ -159,7 +160,8 @@ void NodeHealth::evaluate(const SnapshotSet& set, const std::vector<CollectorSta
     }
   }
   Samples samples = parsed_.samples_of(set);
-  auto report = std::make_shared<const NodeReport>(make_report(engine_, samples, collectors));
+  auto report =
+      std::make_shared<const NodeReport>(make_report(engine_, samples, collectors, &series_));
   std::lock_guard lock(mu_);
   ++evaluations_;
   // A refresh evaluates its input again: as new counts as newer.

@@ -28,9 +28,11 @@ struct CollectorStatus;
 struct NodeReport {
   std::shared_ptr<const RenderedText> metrics;  // the nodewatch_node_* families
   Verdict verdict;
-  std::string json;
-  std::string table;
-  std::string line;
+  // The verdict's text forms, made when asked for (/-/node-health, --check),
+  // not at every evaluation.
+  std::string json() const { return verdict.json(); }
+  std::string table() const { return verdict.table(); }
+  std::string line() const { return verdict.line(); }
 };
 
 // Parses snapshots into the samples the verdict reads, reusing the parse of
@@ -49,8 +51,11 @@ class SnapshotSamples {
 
 // One evaluation and its rendering: what the worker publishes, and what
 // --once and --check compute in place.
+// `series`, when given, keeps the node families' rendered heads from one
+// evaluation to the next.
 NodeReport make_report(VerdictEngine& engine, const Samples& samples,
-                       const std::vector<CollectorState>& collectors);
+                       const std::vector<CollectorState>& collectors,
+                       SeriesCache* series = nullptr);
 
 // What an evaluation reads: the snapshots and the collectors' states.
 struct NodeInput {
@@ -123,6 +128,7 @@ class NodeHealth {
   const std::chrono::milliseconds refresh_;
   VerdictEngine engine_;
   SnapshotSamples parsed_;
+  SeriesCache series_;
   std::thread thread_;
 };
 

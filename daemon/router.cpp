@@ -246,7 +246,7 @@ HttpResponse Router::node_health(std::string_view query) const {
   Health h = r ? r->verdict.overall() : Health::kUnknown;
   std::string body;
   if (r)
-    body = format == "table" ? r->table : format == "line" ? r->line : r->json;
+    body = format == "table" ? r->table() : format == "line" ? r->line() : r->json();
   else
     body = format == "json" ? "{\"status\":\"unknown\",\"problems\":[]}\n"
                             : "unknown: no verdict yet\n";

@@ -553,7 +553,7 @@ TEST(NodeHealth, EvaluatesAfterPublishesOffTheCallersThreadAndReusesUnchangedPar
   health.update(store.current(), AllUp());
   ASSERT_TRUE(testing::Eventually(
       [&] { return health.current()->verdict.overall() == Health::kUnhealthy; }, 5s));
-  EXPECT_THAT(health.current()->json, HasSubstr("\"problem\":\"width_below_expected\""));
+  EXPECT_THAT(health.current()->json(), HasSubstr("\"problem\":\"width_below_expected\""));
   // New expectations at a reload: the next evaluation uses them.
   Expectations relaxed = e;
   relaxed.pcie[0].width = 4;
