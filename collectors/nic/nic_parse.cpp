@@ -321,8 +321,18 @@ std::optional<FecStats> parse_ethtool_fec_reply(Bytes msg) {
   return out;
 }
 
-std::map<std::string, std::uint64_t, std::less<>> parse_proc_net_pairs(std::string_view text,
-                                                                       std::size_t* malformed) {
+std::map<std::string, std::uint64_t, std::less<>> parse_proc_net_pairs(
+    std::string_view text, std::size_t* malformed, std::span<const std::string_view> only) {
+  // "Proto.Field" is one of `only` (or `only` is empty).
+  auto wanted = [&](std::string_view proto, std::string_view field) {
+    if (only.empty()) return true;
+    for (std::string_view k : only) {
+      if (k.size() == proto.size() + 1 + field.size() && k.starts_with(proto) &&
+          k[proto.size()] == '.' && k.ends_with(field))
+        return true;
+    }
+    return false;
+  };
   std::map<std::string, std::uint64_t, std::less<>> out;
   std::vector<std::string_view> lines;
   while (!text.empty()) {
@@ -351,6 +361,7 @@ std::map<std::string, std::uint64_t, std::less<>> parse_proc_net_pairs(std::stri
     }
     std::string_view proto = prefix.substr(0, prefix.size() - 1);
     for (std::size_t k = 1; k < head.size(); ++k) {
+      if (!wanted(proto, head[k])) continue;
       std::uint64_t v = 0;
       auto [ptr, ec] = std::from_chars(values[k].data(), values[k].data() + values[k].size(), v);
       if (ec != std::errc() || ptr != values[k].data() + values[k].size()) continue;

@@ -143,9 +143,11 @@ std::optional<FecStats> parse_ethtool_fec_reply(Bytes msg);
 //   Tcp: 1 200 120000 -1 12345 ... 678 0 ...
 // Returns "Tcp.RetransSegs" -> 678 for every unsigned field (MaxConn, -1,
 // is left out). A pair whose prefixes or field counts differ, or an unpaired
-// line, is skipped and counted in *malformed.
-std::map<std::string, std::uint64_t, std::less<>> parse_proc_net_pairs(std::string_view text,
-                                                                       std::size_t* malformed);
+// line, is skipped and counted in *malformed. With `only` not empty, only
+// those keys are returned (the whole text is still checked): a collection
+// wants a dozen of the ~300 fields, and makes no key of the others.
+std::map<std::string, std::uint64_t, std::less<>> parse_proc_net_pairs(
+    std::string_view text, std::size_t* malformed, std::span<const std::string_view> only = {});
 
 // Driver statistic names (ETHTOOL_GSTRINGS, ETH_SS_STATS) mapped to the
 // collector's curated metrics. Pure and table-driven: see kDriverPatterns in

@@ -52,6 +52,16 @@ constexpr std::array<ProtocolMetric, 10> kProtocolMetrics = {{
      {"Ip.InHdrErrors", "Ip.InAddrErrors"}},
 }};
 
+// Every key of kProtocolMetrics, for the parser.
+constexpr auto kWantedKeys = [] {
+  std::array<std::string_view, 11> keys{};
+  std::size_t n = 0;
+  for (const ProtocolMetric& m : kProtocolMetrics)
+    for (std::string_view k : m.keys)
+      if (!k.empty()) keys[n++] = k;
+  return keys;
+}();
+
 // /proc/net/netstat is about 4 KiB on a 6.x kernel.
 constexpr std::size_t kMaxProcNetBytes = std::size_t{1} << 20;
 
@@ -77,7 +87,7 @@ void Protocols::collect(MetricSink& out) {
     if (!r.ok()) continue;
     any = true;
     std::size_t malformed = 0;
-    values.merge(parse_proc_net_pairs(r.text, &malformed));
+    values.merge(parse_proc_net_pairs(r.text, &malformed, kWantedKeys));
     if (malformed > 0) out.error("parse_error", malformed);
   }
   files_.end_cycle();

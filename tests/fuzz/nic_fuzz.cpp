@@ -18,6 +18,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     require(key.find('.') != std::string::npos, "proc net: a key without its prefix");
     require(key.size() < size, "proc net: a key longer than the file");
   }
+  // Asking for some keys gives those of the whole parse, and the same count
+  // of malformed pairs.
+  static constexpr std::string_view kOnly[] = {"Tcp.RetransSegs", "TcpExt.TCPTimeouts", "Ip.X"};
+  std::size_t only_malformed = 0;
+  auto some = nic::parse_proc_net_pairs(text, &only_malformed, kOnly);
+  require(only_malformed == malformed, "proc net: keys asked for change what is malformed");
+  for (const auto& [key, value] : some) {
+    auto it = pairs.find(key);
+    require(it != pairs.end() && it->second == value, "proc net: a key asked for differs");
+  }
+  for (std::string_view k : kOnly)
+    require(some.contains(k) == pairs.contains(k), "proc net: a key asked for is missing");
 
   if (auto link = nic::parse_link_message(bytes)) {
     require(!link->name.empty(), "RTM_NEWLINK: parsed without a name");

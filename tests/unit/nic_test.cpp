@@ -393,6 +393,24 @@ TEST(NicProcNet, MalformedPairIsSkippedAndTheRestKept) {
   EXPECT_EQ(v.at("Tcp.InErrs"), 20u);
 }
 
+// Only the keys asked for, the same values, and the whole text still
+// checked: a malformed pair of fields nobody asked for is counted.
+TEST(NicProcNet, OnlyTheKeysAskedForAreMade) {
+  const std::string text = read_text(nic_fixtures() / "proc-5.15" / "net" / "netstat") +
+                           "IpExt: InNoRoutes\n";  // unpaired
+  std::size_t all_malformed = 0, some_malformed = 0;
+  auto all = parse_proc_net_pairs(text, &all_malformed);
+  const std::array<std::string_view, 3> only = {"TcpExt.TCPTimeouts", "TcpExt.ListenDrops",
+                                                "Tcp.RetransSegs"};
+  auto some = parse_proc_net_pairs(text, &some_malformed, only);
+  EXPECT_GT(all.size(), 100u);
+  EXPECT_EQ(some.size(), 2u);  // Tcp.RetransSegs is in snmp, not netstat
+  EXPECT_EQ(some.at("TcpExt.TCPTimeouts"), all.at("TcpExt.TCPTimeouts"));
+  EXPECT_EQ(some.at("TcpExt.ListenDrops"), all.at("TcpExt.ListenDrops"));
+  EXPECT_EQ(all_malformed, 1u);
+  EXPECT_EQ(some_malformed, 1u);
+}
+
 // ------------------------------------------------------ driver mapping
 
 TEST(NicDriverMapping, ConnectXNames) {
