@@ -23,15 +23,21 @@
 #                and /sys, in % of one core; node_exporter with its default
 #                collectors scraped once a second, in the same units.
 #
+# With --before, a second nodewatchd (an earlier build) runs each case side
+# by side with the first, on the same files at the same time, and each
+# table gains its figures and the ratio of the two: a before-and-after in
+# one run, which the load of the machine moves alike.
+#
 # CPU time is every thread's run time from /proc/PID/task/*/schedstat
 # (nanoseconds) plus the children's (helper processes, from /proc/PID/stat,
 # in clock ticks), over SECONDS seconds after a 3 s warm-up. The two
 # daemons of a case run at the same time, each measured on its own.
 # curl's own CPU is not counted.
 #
-# Usage: bench/collection_cost.sh [--binary PATH] [--floor PATH] [--seconds N]
-#                                 [--only CASE] [--out PATH]
+# Usage: bench/collection_cost.sh [--binary PATH] [--before PATH] [--floor PATH]
+#                                 [--seconds N] [--only CASE] [--out PATH]
 #   --binary PATH  measure this nodewatchd (and skip the build)
+#   --before PATH  measure this nodewatchd too, side by side (an earlier build)
 #   --floor PATH   the read_floor program (default: build-bench/bench/read_floor)
 #   --seconds N    seconds measured per case (default 20)
 #   --only CASE    run one case: storage, interconnect, pcie, empty or host
@@ -41,7 +47,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 NODE_EXPORTER=${NODE_EXPORTER:-/usr/bin/prometheus-node-exporter}
-binary="" floor="" seconds=20 only="" out=""
+binary="" before="" floor="" seconds=20 only="" out=""
 
 usage() { sed -n '/^# Usage:/,/^# Environment:/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 die() { echo "collection_cost: $*" >&2; exit 1; }
@@ -50,6 +56,7 @@ note() { echo "collection_cost: $*" >&2; }
 while (($#)); do
   case $1 in
     --binary) (($# >= 2)) || die "--binary needs a path"; binary=$2; shift 2 ;;
+    --before) (($# >= 2)) || die "--before needs a path"; before=$2; shift 2 ;;
     --floor) (($# >= 2)) || die "--floor needs a path"; floor=$2; shift 2 ;;
     --seconds) (($# >= 2)) || die "--seconds needs a number"; seconds=$2; shift 2 ;;
     --only) (($# >= 2)) || die "--only needs a case"; only=$2; shift 2 ;;
@@ -74,6 +81,7 @@ if [[ -z $binary || -z $floor ]]; then
 fi
 [[ -x $binary ]] || die "not an executable: $binary"
 [[ -x $floor ]] || die "not an executable: $floor"
+[[ -z $before || -x $before ]] || die "not an executable: $before"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/nodewatch-cost.XXXXXX")
 pids=()
@@ -125,16 +133,26 @@ cpu_ns() {
 }
 now_ns() { date +%s%N; }
 
-# start_nodewatch NAME CONFIG SYSFS PROCFS: starts nodewatchd; sets nw_pid, nw_port.
+# start_nodewatch NAME CONFIG SYSFS PROCFS [BINARY]: starts nodewatchd
+# (BINARY, or --binary's); sets nw_pid, nw_port. With --before, also starts
+# that one (NAME-before) and sets bf_pid; else bf_pid is empty.
 start_nodewatch() {
-  local name=$1 config=$2 sysfs=$3 procfs=$4 port pid
+  local name=$1 config=$2 sysfs=$3 procfs=$4 bin=${5:-$binary} port pid
+  bf_pid=""
+  if [[ -n $before && -z ${5:-} ]]; then
+    start_nodewatch "$name-before" "$config" "$sysfs" "$procfs" "$before"
+    bf_pid=$nw_pid
+  fi
   for _ in 1 2 3; do
     port=$(free_port)
-    "$binary" --config "$config" --listen "127.0.0.1:$port" --sysfs "$sysfs" --procfs "$procfs" \
+    "$bin" --config "$config" --listen "127.0.0.1:$port" --sysfs "$sysfs" --procfs "$procfs" \
       --log-level warn >"$tmp/$name.log" 2>&1 &
     pid=$!
     pids+=("$pid")
-    if wait_for "http://127.0.0.1:$port/-/ready" "$pid"; then nw_pid=$pid nw_port=$port; return 0; fi
+    if wait_for "http://127.0.0.1:$port/-/ready" "$pid"; then
+      nw_pid=$pid nw_port=$port
+      return 0
+    fi
     tail -n 5 "$tmp/$name.log" >&2 || true
     kill -KILL "$pid" 2>/dev/null || true
   done
@@ -160,16 +178,17 @@ start_node_exporter() {
 # series URL PREFIX: the number of samples whose name starts with PREFIX.
 series() { curl -s --max-time 10 "$1" | awk -v p="$2" 'index($0, p) == 1 { n++ } END { print n + 0 }'; }
 
-# measure: after a 3 s warm-up, CPU of nw_pid (and ne_pid when set, which is
-# scraped once a second with gzip, as Prometheus asks) over $seconds.
-# Sets nw_cpu_ns, ne_cpu_ns, elapsed_ns, scrapes.
+# measure: after a 3 s warm-up, CPU of nw_pid (and bf_pid and ne_pid when
+# set; ne_pid is scraped once a second with gzip, as Prometheus asks) over
+# $seconds. Sets nw_cpu_ns, bf_cpu_ns, ne_cpu_ns, elapsed_ns, scrapes.
 measure() {
-  local t0 a0 b0 deadline
+  local t0 a0 b0 c0 deadline
   sleep 3
   t0=$(now_ns)
   a0=$(cpu_ns "$nw_pid")
-  b0=0
+  b0=0 c0=0
   [[ -n ${ne_pid:-} ]] && b0=$(cpu_ns "$ne_pid")
+  [[ -n ${bf_pid:-} ]] && c0=$(cpu_ns "$bf_pid")
   scrapes=0
   deadline=$((t0 + seconds * 1000000000))
   while (($(now_ns) < deadline)); do
@@ -181,8 +200,9 @@ measure() {
   done
   elapsed_ns=$(($(now_ns) - t0))
   nw_cpu_ns=$(($(cpu_ns "$nw_pid") - a0))
-  ne_cpu_ns=0
+  ne_cpu_ns=0 bf_cpu_ns=0
   [[ -n ${ne_pid:-} ]] && ne_cpu_ns=$(($(cpu_ns "$ne_pid") - b0))
+  [[ -n ${bf_pid:-} ]] && bf_cpu_ns=$(($(cpu_ns "$bf_pid") - c0))
   return 0
 }
 
@@ -216,10 +236,11 @@ emit "# Collection cost: nodewatchd against node_exporter and the read floor"
 emit ""
 emit "nodewatchd: $binary ($("$binary" --version 2>/dev/null | head -n 1))"
 emit "node_exporter: $("$NODE_EXPORTER" --version 2>&1 | head -n 1)"
+[[ -z $before ]] || emit "before: $before ($("$before" --version 2>/dev/null | head -n 1))"
 emit "$(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg) at start; $seconds s per case"
 emit ""
-emit "| case | nodewatch µs/collection | series | node_exporter µs/scrape | series | node_exporter ÷ nodewatch | floor µs | nodewatch ÷ floor |"
-emit "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+emit "| case | nodewatch µs/collection | series | node_exporter µs/scrape | series | node_exporter ÷ nodewatch | floor µs | nodewatch ÷ floor | before µs/collection | nodewatch ÷ before |"
+emit "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 
 run_case_device() {
   local name=$1 collector=$2 nw_prefix=$3 ne_prefix=$4 floor_list=$5 ne_args=$6
@@ -231,18 +252,19 @@ run_case_device() {
     start_node_exporter "ne-$name" --collector.disable-defaults $ne_args \
       --path.procfs="$fx/proc" --path.sysfs="$fx/sys" --path.udev.data="$fx/udev"
   fi
-  local nw_series ne_series="-" floor_ns per_nw per_ne="-" vs_ne="-" collections
+  local nw_series ne_series="-" floor_ns per_nw per_ne="-" vs_ne="-" per_bf="-" collections
   nw_series=$(series "http://127.0.0.1:$nw_port/metrics" "$nw_prefix")
   [[ -n $ne_pid ]] && ne_series=$(series "http://127.0.0.1:$ne_port/metrics" "$ne_prefix")
   measure
   collections=$(awk -v e="$elapsed_ns" 'BEGIN { printf "%d", e / 1e9 + 0.5 }')
   per_nw=$(us "$nw_cpu_ns" "$collections")
+  [[ -z $bf_pid ]] || per_bf=$(us "$bf_cpu_ns" "$collections")
   if [[ -n $ne_pid ]]; then
     per_ne=$(us "$ne_cpu_ns" "$scrapes")
     vs_ne=$(ratio "$per_ne" "$per_nw")
   fi
   floor_ns=$("$floor" <"$floor_list" | awk '{ print $(NF - 4) }')
-  emit "| $name | $per_nw | $nw_series | $per_ne | $ne_series | $vs_ne | $(us "$floor_ns" 1) | $(ratio "$per_nw" "$(us "$floor_ns" 1)") |"
+  emit "| $name | $per_nw | $nw_series | $per_ne | $ne_series | $vs_ne | $(us "$floor_ns" 1) | $(ratio "$per_nw" "$(us "$floor_ns" 1)") | $per_bf | $(ratio "$per_nw" "$per_bf") |"
   stop_all
 }
 
@@ -297,8 +319,8 @@ if [[ -z $only || $only == empty ]]; then
   read -r wake_ns handoff_ns < <("$floor" --wakes $((seconds * 5)) --period-ms 100 |
     awk '{ print $1, $6 }')
   emit ""
-  emit "| collection that finds nothing (100 ms interval) | µs/collection | ÷ one wake ($(us "$wake_ns" 1) µs) | ÷ wake and hand-off ($(us "$handoff_ns" 1) µs) |"
-  emit "| --- | ---: | ---: | ---: |"
+  emit "| collection that finds nothing (100 ms interval) | µs/collection | ÷ one wake ($(us "$wake_ns" 1) µs) | ÷ wake and hand-off ($(us "$handoff_ns" 1) µs) | before µs/collection | ÷ before |"
+  emit "| --- | ---: | ---: | ---: | ---: | ---: |"
   for c in accelerator textfile interconnect; do
     extra=([top]="[nvml]
 library = \"$tmp/none/libnvidia-ml.so.1\"" [textfile]="directory = \"$tmp/none\"")
@@ -308,7 +330,9 @@ library = \"$tmp/none/libnvidia-ml.so.1\"" [textfile]="directory = \"$tmp/none\"
     measure
     collections=$(awk -v e="$elapsed_ns" 'BEGIN { printf "%d", e / 1e8 + 0.5 }')
     per=$(awk -v c="$nw_cpu_ns" -v n="$collections" 'BEGIN { printf "%d", c / n }')
-    emit "| $c | $(us "$per" 1) | $(ratio "$per" "$wake_ns") | $(ratio "$per" "$handoff_ns") |"
+    per_bf="-"
+    [[ -z $bf_pid ]] || per_bf=$(awk -v c="$bf_cpu_ns" -v n="$collections" 'BEGIN { printf "%d", c / n }')
+    emit "| $c | $(us "$per" 1) | $(ratio "$per" "$wake_ns") | $(ratio "$per" "$handoff_ns") | $([[ $per_bf == - ]] && echo - || us "$per_bf" 1) | $(ratio "$per" "$per_bf") |"
     stop_all
   done
 fi
@@ -324,6 +348,7 @@ if [[ -z $only || $only == host ]]; then
   emit "| this host, every default collector at 1 s | % of one core |"
   emit "| --- | ---: |"
   emit "| nodewatch | $(awk -v c="$nw_cpu_ns" -v e="$elapsed_ns" 'BEGIN { printf "%.3f", 100 * c / e }') |"
+  [[ -z $bf_pid ]] || emit "| nodewatch before | $(awk -v c="$bf_cpu_ns" -v e="$elapsed_ns" 'BEGIN { printf "%.3f", 100 * c / e }') |"
   emit "| node_exporter, default collectors, scraped once a second | $(awk -v c="$ne_cpu_ns" -v e="$elapsed_ns" 'BEGIN { printf "%.3f", 100 * c / e }') |"
   stop_all
 fi

@@ -17,9 +17,17 @@
 namespace nodewatch {
 
 struct Scheduler::Entry {
-  explicit Entry(CollectorJob j) : job(std::move(j)) {}
+  explicit Entry(CollectorJob j)
+      : job(std::move(j)),
+        overlap_key(job.name + " (overlap)"),
+        metrics_key(job.name + " (metrics)"),
+        more_key(job.name + " (more failing subjects)") {}
 
   CollectorJob job;
+  // The failure log's keys of this collector's own troubles, made once.
+  const std::string overlap_key;
+  const std::string metrics_key;
+  const std::string more_key;
   // Shared by every entry of the same collector name across reloads: true
   // while any collect() of that collector is running, so that a reload
   // never starts a second one beside a collect still in flight.
@@ -421,10 +429,9 @@ void Scheduler::finish(const std::shared_ptr<Entry>& entry, std::uint64_t run_id
   const std::uint64_t skipped = skipped_by(e.due, now, e.job.interval);
   e.status.errors["skipped_overlap"] += skipped;
   if (skipped > 0)
-    failures_.failed(e.job.name + " (overlap)",
-                     "previous collect still running; skipping this interval");
+    failures_.failed(e.overlap_key, "previous collect still running; skipping this interval");
   else
-    failures_.succeeded(e.job.name + " (overlap)");
+    failures_.succeeded(e.overlap_key);
   schedule_tick(entry, next_due_after(now, e.job.interval));
   if (r.cancelled) return;
   e.status.runs++;
@@ -441,9 +448,9 @@ void Scheduler::finish(const std::shared_ptr<Entry>& entry, std::uint64_t run_id
     // A collector emitted something its table does not declare: a bug. The
     // offending samples were dropped; say so once per change.
     e.status.errors["invalid_metric"] += r.violations.size();
-    failures_.failed(e.job.name + " (metrics)", r.violations.front());
+    failures_.failed(e.metrics_key, r.violations.front());
   } else {
-    failures_.succeeded(e.job.name + " (metrics)");
+    failures_.succeeded(e.metrics_key);
   }
   if (r.ok) {
     e.status.up = true;
@@ -495,7 +502,7 @@ void Scheduler::log_partial_failures(Entry& e, const Result& r) {
   for (const auto& key : e.failing)
     if (now.count(key) == 0) failures_.succeeded(subject_key(e.job.name, key));
   e.failing = std::move(now);
-  std::string more = e.job.name + " (more failing subjects)";
+  const std::string& more = e.more_key;
   if (unlogged > 0)
     failures_.failed(more, "more than " + std::to_string(kMaxSubjectsLogged) +
                                " subjects failing; the rest are counted, not named");
