@@ -28,13 +28,10 @@ NodeReport make_report(VerdictEngine& engine, const Samples& samples,
   double unix_now =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   r.verdict = engine.evaluate(samples, collectors, std::chrono::steady_clock::now(), unix_now);
-  std::optional<MetricSink> sink;
-  if (series != nullptr)
-    sink.emplace(VerdictEngine::metric_table(), *series);
-  else
-    sink.emplace(VerdictEngine::metric_table());
-  engine.render(r.verdict, *sink);
-  r.metrics = make_rendered(sink->render());
+  SeriesCache once;  // for a caller that keeps none
+  MetricSink sink(VerdictEngine::metric_table(), series != nullptr ? *series : once);
+  engine.render(r.verdict, sink);
+  r.metrics = make_rendered(sink.render());
   return r;
 }
 

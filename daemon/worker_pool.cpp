@@ -27,11 +27,6 @@ void WorkerPool::set_max_threads(std::size_t n) {
   max_threads_ = n;
 }
 
-std::size_t WorkerPool::threads() const {
-  std::lock_guard lock(state_->mu);
-  return threads_.size();
-}
-
 WorkerPool::~WorkerPool() {
   if (!shut_down_) shutdown(std::chrono::milliseconds(0));
 }

@@ -63,7 +63,6 @@ class WorkerPool {
   void kick();
   // Raises (or lowers, for the threads not yet started) the maximum.
   void set_max_threads(std::size_t n);
-  std::size_t threads() const;
   // Stops taking jobs, drops queued ones, waits up to `grace` for running
   // ones. Returns true when every thread has ended; else they are detached.
   bool shutdown(std::chrono::milliseconds grace);
