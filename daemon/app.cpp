@@ -158,10 +158,12 @@ class Daemon {
         config_(std::move(cfg)),
         signals_(io_),
         scheduler_(io_, store_),
-        node_(config_.expect,
-              [this] {
-                return NodeInput{store_.current(), collector_states(scheduler_.statuses())};
-              }),
+        node_(
+            config_.expect,
+            [this] {
+              return NodeInput{store_.current(), collector_states(scheduler_.statuses())};
+            },
+            NodeHealth::kRefresh, &scheduler_.pool()),
         router_(Router::Sources{
             &store_, [this] { return scheduler_.statuses(); }, &self_, [this] { return ready_; },
             [this] { return server_.security()->summary(); }, [this] { return node_.current(); }}),
@@ -291,7 +293,7 @@ class Daemon {
       }
     });
     scheduler_.on_state_change([this] { systemd::notify("STATUS=" + status_line()); });
-    // The verdict follows the results, on its own thread, which reads the
+    // The verdict follows the results, on the collections' pool, reading the
     // latest snapshots and statuses at most once per NodeHealth::kMinGap.
     scheduler_.on_result([this] { node_.changed(); });
     scheduler_.start(std::move(jobs));

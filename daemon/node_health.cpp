@@ -1,5 +1,6 @@
 #include "node_health.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -43,18 +44,26 @@ std::vector<CollectorState> collector_states(const std::vector<CollectorStatus>&
   return out;
 }
 
-NodeHealth::NodeHealth(Expectations expect, Source source, std::chrono::milliseconds refresh)
+NodeHealth::NodeHealth(Expectations expect, Source source, std::chrono::milliseconds refresh,
+                       WorkerPool* pool)
     : source_(std::move(source)), refresh_(refresh), engine_(std::move(expect)) {
-  thread_ = std::thread([this] { run(); });
+  if (pool == nullptr) own_pool_ = std::make_unique<WorkerPool>(1, "nw-verdict");
+  pool_ = pool != nullptr ? pool : own_pool_.get();
 }
 
 NodeHealth::~NodeHealth() {
   {
     std::lock_guard lock(mu_);
     stop_ = true;
+    if (posted_) pool_->cancel(*posted_);
   }
-  cv_.notify_all();
-  thread_.join();
+  {
+    // Waits for an evaluation in progress; a job that starts after this
+    // finds `alive` false and returns.
+    std::lock_guard eval(life_->eval);
+    life_->alive = false;
+  }
+  if (own_pool_) own_pool_->shutdown(std::chrono::milliseconds(0));
 }
 
 void NodeHealth::set_expectations(const Expectations& expect) {
@@ -62,10 +71,25 @@ void NodeHealth::set_expectations(const Expectations& expect) {
   pending_expect_ = expect;
 }
 
+void NodeHealth::schedule(Clock::time_point due) {
+  if (stop_) return;
+  if (posted_) {
+    if (posted_->due <= due) return;
+    // A later one (a refresh): replaced. When it has started already, it
+    // reads changed_ once it holds mu_ and posts what follows itself.
+    if (!pool_->cancel(*posted_)) return;
+  }
+  posted_ = pool_->post_at(due, [this, life = life_] {
+    std::lock_guard eval(life->eval);
+    if (life->alive) run_job();
+  });
+}
+
 void NodeHealth::changed() {
   std::lock_guard lock(mu_);
   changed_ = true;
-  if (waiting_) cv_.notify_one();
+  const Clock::time_point now = Clock::now();
+  schedule(last_start_ ? std::max(now, *last_start_ + kMinGap) : now);
 }
 
 void NodeHealth::update(std::shared_ptr<const SnapshotSet> set,
@@ -75,11 +99,13 @@ void NodeHealth::update(std::shared_ptr<const SnapshotSet> set,
   pending_collectors_ = std::move(collectors);
   pending_input_ = ++next_input_;
   changed_ = true;
-  if (waiting_) cv_.notify_one();
+  const Clock::time_point now = Clock::now();
+  schedule(last_start_ ? std::max(now, *last_start_ + kMinGap) : now);
 }
 
 void NodeHealth::evaluate_now(const SnapshotSet& set,
                               const std::vector<CollectorState>& collectors) {
+  std::lock_guard eval(life_->eval);
   std::uint64_t input = 0;
   {
     std::lock_guard lock(mu_);
@@ -98,57 +124,47 @@ std::uint64_t NodeHealth::evaluations() const {
   return evaluations_;
 }
 
-void NodeHealth::run() {
-  std::optional<std::chrono::steady_clock::time_point> last;
-  std::shared_ptr<const SnapshotSet> set;
-  std::vector<CollectorState> collectors;
-  std::uint64_t input = 0;
-  for (;;) {
-    bool take = false;
-    {
-      std::unique_lock lock(mu_);
-      // At most one evaluation per kMinGap: the thread rests that long
-      // after an evaluation, and changed() does not wake it meanwhile, so
-      // the results of the gap cost one wake-up, and the latest counts.
-      if (last) cv_.wait_until(lock, *last + kMinGap, [this] { return stop_; });
-      if (stop_) return;
-      if (!changed_) {
-        // A new result, or kRefresh without one: the verdict is evaluated
-        // again (windows expire, and the timestamp says the verdict is
-        // alive even when every collector runs hourly).
-        waiting_ = true;
-        cv_.wait_for(lock, refresh_, [this] { return stop_ || changed_; });
-        waiting_ = false;
-        if (stop_) return;
-      }
-      const bool fresh = changed_;
-      changed_ = false;
-      if (fresh && pending_set_ != nullptr) {
-        set = std::move(pending_set_);
-        pending_set_.reset();
-        collectors = std::move(pending_collectors_);
-        input = pending_input_;
-      } else if (source_) {
-        // The latest input, after a change or for a refresh.
-        take = true;
-        input = ++next_input_;
-      }
-      // Else a refresh of what was last evaluated.
+void NodeHealth::run_job() {
+  bool take = false;
+  {
+    std::lock_guard lock(mu_);
+    posted_.reset();
+    if (stop_) return;
+    last_start_ = Clock::now();
+    const bool fresh = changed_;
+    changed_ = false;
+    if (fresh && pending_set_ != nullptr) {
+      last_set_ = std::move(pending_set_);
+      pending_set_.reset();
+      last_collectors_ = std::move(pending_collectors_);
+      last_input_ = pending_input_;
+    } else if (source_) {
+      // The latest input, after a change or for a refresh.
+      take = true;
+      last_input_ = ++next_input_;
     }
-    if (take) {
-      NodeInput in = source_();
-      set = std::move(in.set);
-      collectors = std::move(in.collectors);
-    }
-    if (set == nullptr) continue;
-    evaluate(*set, collectors, input);
-    last = std::chrono::steady_clock::now();
+    // Else a refresh of what was last evaluated: windows expire, and the
+    // timestamp says the verdict is alive even when every collector runs
+    // hourly.
   }
+  if (take) {
+    NodeInput in = source_();
+    last_set_ = std::move(in.set);
+    last_collectors_ = std::move(in.collectors);
+  }
+  if (last_set_ != nullptr) evaluate(*last_set_, last_collectors_, last_input_);
+  std::lock_guard lock(mu_);
+  // A result that came during the evaluation is evaluated kMinGap after
+  // its start; else the same input again after `refresh_`.
+  const Clock::time_point now = Clock::now();
+  if (changed_)
+    schedule(std::max(now, *last_start_ + kMinGap));
+  else if (last_set_ != nullptr)
+    schedule(now + refresh_);
 }
 
 void NodeHealth::evaluate(const SnapshotSet& set, const std::vector<CollectorState>& collectors,
                           std::uint64_t input) {
-  std::lock_guard eval(eval_mu_);
   {
     std::lock_guard lock(mu_);
     if (pending_expect_) {

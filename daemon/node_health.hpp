@@ -1,12 +1,14 @@
 #pragma once
-// The node verdict inside the daemon: evaluated on a thread of its own
-// after each change of the collectors' snapshots (coalesced: the results
-// of one second cost one evaluation and one wake-up of that thread), never
-// on the io thread and never at scrape time. A scrape and /-/node-health
-// read the latest result, an immutable value swapped under a short lock.
+// The node verdict inside the daemon: evaluated as a job of a worker pool
+// after the collectors' snapshots change (coalesced: the results of one
+// second cost one evaluation), never on the io thread and never at scrape
+// time. In the daemon the pool is the scheduler's: the evaluation after a
+// round of results runs in the wake-up that collected them, after the
+// collections due with it, and costs no wake-up of its own. A scrape and
+// /-/node-health read the latest result, an immutable value swapped under
+// a short lock.
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -14,12 +16,12 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "exposition.hpp"
 #include "snapshot_store.hpp"
 #include "verdict.hpp"
+#include "worker_pool.hpp"
 
 namespace nodewatch {
 
@@ -66,18 +68,23 @@ struct NodeInput {
 class NodeHealth {
  public:
   using Source = std::function<NodeInput()>;
-  // The shortest time between two evaluations on the worker: with every
+  // The shortest time between the starts of two evaluations: with every
   // collector at a 1 s interval the verdict costs one evaluation a second
-  // (~0.3 ms on the e2e node, bench/verdict_bench.cpp), not one per result.
-  static constexpr std::chrono::milliseconds kMinGap{1000};
+  // (~0.3 ms on the e2e node, bench/verdict_bench.cpp), not one per
+  // result. A little under the second, so that a round's results, which
+  // come a second after the last round's give or take their jitter, are
+  // evaluated in the wake-up that collected them, not in one of their own.
+  static constexpr std::chrono::milliseconds kMinGap{900};
   // The longest: without a result for this long, the last snapshots are
   // evaluated again (a window ends; the timestamp stays fresh).
   static constexpr std::chrono::milliseconds kRefresh{30000};
 
   // `source` gives the latest input when an evaluation starts (changed()
   // says when there is a new one); without one, update() hands it over.
+  // `pool` runs the evaluations and must outlive this object (or be shut
+  // down first); without one, a pool of one thread of its own does.
   explicit NodeHealth(Expectations expect, Source source = nullptr,
-                      std::chrono::milliseconds refresh = kRefresh);
+                      std::chrono::milliseconds refresh = kRefresh, WorkerPool* pool = nullptr);
   ~NodeHealth();
   NodeHealth(const NodeHealth&) = delete;
   NodeHealth& operator=(const NodeHealth&) = delete;
@@ -86,9 +93,8 @@ class NodeHealth {
   // ones keep the engine and what it remembers.
   void set_expectations(const Expectations& expect);
   // The source has a new input (called after each result, from any
-  // thread): the next evaluation reads it. Cheap: it wakes the thread only
-  // when the thread waits for input, not while it rests between two
-  // evaluations (kMinGap).
+  // thread): the next evaluation reads it. Cheap: it posts an evaluation
+  // only when none is pending, at the earliest kMinGap after the last one.
   void changed();
   // Asks for an evaluation of `set`, in place of the source's input.
   void update(std::shared_ptr<const SnapshotSet> set, std::vector<CollectorState> collectors);
@@ -102,16 +108,33 @@ class NodeHealth {
   std::uint64_t evaluations() const;
 
  private:
-  void run();
+  using Clock = std::chrono::steady_clock;
+  // Shared with the posted jobs, which may run while this object goes:
+  // `eval` is held by every evaluation; once `alive` is false (under
+  // `eval`) a job touches nothing else.
+  struct Life {
+    std::mutex eval;
+    bool alive = true;
+  };
+  // The pool's job.
+  void run_job();
+  // Under mu_: an evaluation due at `due` (or earlier, if one is posted).
+  void schedule(Clock::time_point due);
+  // Under life_->eval.
   void evaluate(const SnapshotSet& set, const std::vector<CollectorState>& collectors,
                 std::uint64_t input);
 
   const Source source_;
+  const std::chrono::milliseconds refresh_;
+  std::shared_ptr<Life> life_ = std::make_shared<Life>();
+  std::unique_ptr<WorkerPool> own_pool_;
+  WorkerPool* pool_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
   bool stop_ = false;
   bool changed_ = false;  // under mu_: an input newer than the last evaluation
-  bool waiting_ = false;  // under mu_: the thread waits for changed()
+  // Under mu_: the evaluation posted and not started, if any.
+  std::optional<WorkerPool::Timed> posted_;
+  std::optional<Clock::time_point> last_start_;  // under mu_
   // Each input gets the next number; a result is published only when it
   // is as new as the one served (an evaluation in place must not be
   // replaced by the worker's of an older input).
@@ -123,13 +146,14 @@ class NodeHealth {
   std::optional<Expectations> pending_expect_;      // under mu_
   std::shared_ptr<const NodeReport> current_;       // under mu_
   std::uint64_t evaluations_ = 0;                   // under mu_
-  // The worker's own (or evaluate_now's caller's, never both at once).
-  std::mutex eval_mu_;
-  const std::chrono::milliseconds refresh_;
+  // Under life_->eval: what the jobs evaluated last (a refresh evaluates
+  // it again), the engine and the caches.
+  std::shared_ptr<const SnapshotSet> last_set_;
+  std::vector<CollectorState> last_collectors_;
+  std::uint64_t last_input_ = 0;
   VerdictEngine engine_;
   SnapshotSamples parsed_;
   SeriesCache series_;
-  std::thread thread_;
 };
 
 // CollectorState of every collector the scheduler runs.

@@ -113,6 +113,9 @@ class Scheduler {
   bool first_round_done() const;
 
   std::vector<CollectorStatus> statuses() const;
+  // The collections' pool: the node verdict's evaluations run on it too,
+  // in the wake-up of the results they follow.
+  WorkerPool& pool() { return *pool_; }
   // collect() calls executing on worker threads now (tests).
   std::size_t running_collects() const;
 

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <toml++/toml.h>
+#include <atomic>
+#include <mutex>
 #include <thread>
 
 #include "config.hpp"
@@ -16,6 +18,7 @@
 #include "support/daemon_process.hpp"
 #include "support/eventually.hpp"
 #include "verdict.hpp"
+#include "worker_pool.hpp"
 
 namespace nodewatch {
 namespace {
@@ -595,6 +598,72 @@ TEST(NodeHealth, WithoutResultsTheLastSnapshotsAreEvaluatedAgain) {
   health.update(store.current(), AllUp());
   ASSERT_TRUE(testing::Eventually([&] { return health.evaluations() >= 3; }, 10s));
   EXPECT_EQ(health.current()->verdict.overall(), Health::kHealthy);
+}
+
+TEST(NodeHealth, ResultsOfJobsDueTogetherAreEvaluatedOnceOnThePoolThatHadThem) {
+  // The daemon's shape: collections are timed jobs of one pool, and the
+  // verdict runs on that pool, after the collections due with the results.
+  WorkerPool pool(1, "test-pool");
+  SnapshotStore store;
+  std::mutex mu;
+  std::vector<std::thread::id> collected_on;
+  std::vector<std::thread::id> evaluated_on;
+  std::vector<int> widths_seen;
+  NodeHealth health(
+      Expectations{},
+      [&] {
+        std::lock_guard lock(mu);
+        evaluated_on.push_back(std::this_thread::get_id());
+        auto set = store.current();
+        const std::string& text = set->by_collector.at("pcie")->text;
+        widths_seen.push_back(std::stoi(text.substr(text.rfind(' ') + 1)));
+        return NodeInput{set, AllUp()};
+      },
+      NodeHealth::kRefresh, &pool);
+  const auto due = std::chrono::steady_clock::now() + 50ms;
+  for (int i = 1; i <= 3; ++i) {
+    pool.post_at(due, [&, i] {
+      store.publish("pcie", make_rendered("nodewatch_pcie_link_width{device=\"a\"} " +
+                                          std::to_string(i * 4) + "\n"));
+      {
+        std::lock_guard lock(mu);
+        collected_on.push_back(std::this_thread::get_id());
+      }
+      health.changed();
+    });
+  }
+  ASSERT_TRUE(testing::Eventually([&] { return health.evaluations() == 1; }, 5s));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(health.evaluations(), 1u);
+  std::lock_guard lock(mu);
+  ASSERT_EQ(collected_on.size(), 3u);
+  ASSERT_EQ(evaluated_on.size(), 1u);
+  EXPECT_EQ(evaluated_on[0], collected_on[0]);
+  EXPECT_EQ(widths_seen, std::vector<int>{12});  // after the last of them
+  EXPECT_NE(health.current(), nullptr);
+}
+
+TEST(NodeHealth, GoesWhileAnEvaluationIsPostedAndThePoolRunsOn) {
+  WorkerPool pool(1, "test-pool");
+  SnapshotStore store;
+  store.publish("kernel", make_rendered("nodewatch_kernel_log_up 1\n"));
+  std::atomic<int> sourced{0};
+  {
+    NodeHealth health(
+        Expectations{},
+        [&] {
+          ++sourced;
+          return NodeInput{store.current(), AllUp()};
+        },
+        NodeHealth::kRefresh, &pool);
+    health.changed();
+    ASSERT_TRUE(testing::Eventually([&] { return health.evaluations() == 1; }, 5s));
+    health.changed();  // posted kMinGap after the first: still pending below
+  }
+  std::atomic<bool> ran{false};
+  pool.post_at(std::chrono::steady_clock::now() + NodeHealth::kMinGap + 100ms, [&] { ran = true; });
+  ASSERT_TRUE(testing::Eventually([&] { return ran.load(); }, 5s));
+  EXPECT_EQ(sourced.load(), 1);  // the pending evaluation went with it
 }
 
 TEST(NodeHealth, ParsesOnlyTheSnapshotsThatChanged) {
