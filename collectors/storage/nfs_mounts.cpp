@@ -1,7 +1,14 @@
 #include "storage/nfs_mounts.hpp"
 
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <poll.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <filesystem>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -72,8 +79,36 @@ NfsMounts::NfsMounts(const Roots& roots, std::string mountstats,
                      std::vector<std::string> operations, std::size_t max_held)
     : files_(roots.proc(), max_held),
       mountstats_(std::move(mountstats)),
+      mountinfo_(
+          (roots.procfs / std::filesystem::path(mountstats_).parent_path() / "mountinfo").string()),
       operations_(std::move(operations)) {
   std::sort(operations_.begin(), operations_.end());
+  // Injected faults stand for what a read answers: every collection reads.
+  if (roots.faults) watch_tried_ = true;
+}
+
+NfsMounts::~NfsMounts() {
+  if (watch_fd_ >= 0) ::close(watch_fd_);
+}
+
+bool NfsMounts::mounts_may_have_changed() {
+  if (!watch_tried_) {
+    watch_tried_ = true;
+    int fd = ::open(mountinfo_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return true;
+    struct statfs fs {};
+    if (::fstatfs(fd, &fs) != 0 || fs.f_type != PROC_SUPER_MAGIC) {
+      ::close(fd);  // a file, not the kernel's: its poll() says nothing
+      return true;
+    }
+    watch_fd_ = fd;
+    return true;  // opened now: the read that follows is the reference
+  }
+  if (watch_fd_ < 0) return true;
+  pollfd p{watch_fd_, POLLPRI, 0};
+  int n = ::poll(&p, 1, 0);
+  if (n < 0) return true;
+  return n > 0 && (p.revents & (POLLPRI | POLLERR | POLLNVAL)) != 0;
 }
 
 std::vector<MetricDesc> NfsMounts::metric_descs() {
@@ -106,14 +141,20 @@ std::vector<MetricDesc> NfsMounts::metric_descs() {
 }
 
 void NfsMounts::collect(const CollectContext&, MetricSink& out) {
+  // Asked before the read: a mount made while it runs shows next time.
+  const bool changed = mounts_may_have_changed();
+  if (none_ && !changed) return;  // no NFS mount then, none now
+  none_ = false;
   files_.begin_cycle();
   sources::Read r = files_.read(mountstats_, kMaxProcFileBytes);
   files_.end_cycle();
+  ++reads_;
   if (r.failed()) out.error("mountstats_read_error", mountstats_, r.error_name());
   if (!r.ok()) return;
   MountstatsResult parsed = parse_mountstats(r.text);
   if (parsed.malformed > 0) out.error("mountstats_parse_error", parsed.malformed);
   if (parsed.skipped_op_lines > 0) out.error("mountstats_short_op_line", parsed.skipped_op_lines);
+  none_ = parsed.mounts.empty() && parsed.malformed == 0 && parsed.skipped_op_lines == 0;
   // A path mounted over shadows the earlier mount: keep the last one.
   std::set<std::string, std::less<>> seen;
   for (auto it = parsed.mounts.rbegin(); it != parsed.mounts.rend(); ++it) {

@@ -15,7 +15,16 @@
 //    sink.error("mountstats_short_op_line");
 //  - the part never stat()s a mount point: a hung NFS mount cannot block it
 //    (reading mountstats only reads counters).
+//
+// A node without NFS reads nothing: the kernel prints every mount of the
+// namespace into mountstats at each read (hundreds on a Kubernetes node),
+// so after a read that found no NFS mount, mountstats is read again only
+// when the mount table changed. That is what mountinfo's poll() says
+// (POLLPRI, fs/proc_namespace.c; mountstats has no poll of its own): the
+// part holds mountinfo of the same process open for it, opened before the
+// read it guards. Off procfs (a fixture tree) every collection reads.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,6 +35,9 @@ namespace nodewatch::storage {
 
 class NfsMounts {
  public:
+  ~NfsMounts();
+  NfsMounts(const NfsMounts&) = delete;
+  NfsMounts& operator=(const NfsMounts&) = delete;
   // `mountstats` is relative to the procfs root; `operations` are the per-op
   // lines exported. `max_held` as for BlockDevices (0: no held descriptor).
   NfsMounts(const Roots& roots, std::string mountstats, std::vector<std::string> operations,
@@ -36,13 +48,24 @@ class NfsMounts {
 
   void collect(const CollectContext& ctx, MetricSink& out);
 
-  // For tests: descriptors held open (0 or 1).
+  // For tests: descriptors held open (0 or 1; the mountinfo watch aside).
   std::size_t held_descriptors() const { return files_.size(); }
+  // For tests: reads of mountstats so far.
+  std::uint64_t reads() const { return reads_; }
 
  private:
+  // Whether the mount table may have changed since the last read (true
+  // when there is no way to tell). Opens the watch on first use.
+  bool mounts_may_have_changed();
+
   sources::HeldFiles files_;
   std::string mountstats_;
+  std::string mountinfo_;                // absolute: mountinfo beside mountstats
   std::vector<std::string> operations_;  // sorted
+  int watch_fd_ = -1;                    // mountinfo, on procfs only
+  bool watch_tried_ = false;
+  bool none_ = false;  // the last read found no NFS mount and no error
+  std::uint64_t reads_ = 0;
 };
 
 }  // namespace nodewatch::storage

@@ -5,8 +5,11 @@
 // own tokenizer, not from the parser.
 
 #include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include <cmath>  // before support/collector_test.hpp
 #include <cstdint>
@@ -19,6 +22,7 @@
 #include "config.hpp"
 #include "nodewatch/sources/fs.hpp"
 #include "storage/mountstats.hpp"
+#include "storage/nfs_mounts.hpp"
 #include "storage/storage_collector.hpp"
 #include "support/collector_test.hpp"
 #include "support/daemon_process.hpp"
@@ -392,6 +396,76 @@ TEST(StorageNfs, MountstatsFileIsConfigurableAndMayBeAbsent) {
   StorageCollector c(roots, o);
   MetricSink sink(c.metrics());
   CollectOnce(c, sink);
+  EXPECT_EQ(Value(sink, "nodewatch_storage_nfs_mount_info",
+                  {"/mnt/scratch", "192.168.100.2:/scratch", "192.168.100.2", "rdma", "3"}),
+            1);
+}
+
+// A collection of NfsMounts alone (the rest of the storage collector needs
+// block devices).
+void CollectNfs(NfsMounts& nfs, MetricSink& sink) {
+  CollectContext ctx{std::chrono::steady_clock::now() + std::chrono::seconds(10), nullptr};
+  nfs.collect(ctx, sink);
+}
+
+MetricTable nfs_table() {
+  return MetricTable(NfsMounts::metric_descs());
+}
+
+TEST(StorageNfs, WithoutNfsTheRealMountstatsIsReadAgainOnlyWhenTheMountTableChanges) {
+  // The kernel's own files: mountinfo's poll() is what a fixture cannot
+  // imitate (a regular file never reports POLLPRI).
+  if (ReadFile("/proc/self/mountstats").find("with fstype nfs") != std::string::npos)
+    GTEST_SKIP() << "this host has NFS mounts: mountstats is read at every collection here";
+  const MetricTable table = nfs_table();
+  NfsMounts nfs(Roots{}, "self/mountstats", {"READ"}, 16);
+  for (int i = 0; i < 3; ++i) {
+    MetricSink sink(table);
+    CollectNfs(nfs, sink);
+    EXPECT_TRUE(sink.errors().empty());
+    EXPECT_EQ(sink.render().find("nodewatch_storage_nfs_mount_info{"), std::string::npos);
+  }
+  EXPECT_EQ(nfs.reads(), 1u);  // no NFS mount, and the table did not change
+  if (::geteuid() != 0)
+    GTEST_SKIP() << "mounting a tmpfs to change the mount table needs root (CI runs as root)";
+  TempDir dir;
+  ASSERT_EQ(::mount("nodewatch-test", dir.path().c_str(), "tmpfs", 0, "size=64k"), 0)
+      << std::strerror(errno);
+  {
+    MetricSink sink(table);
+    CollectNfs(nfs, sink);
+  }
+  EXPECT_EQ(nfs.reads(), 2u);  // the table changed: read again, still no NFS
+  {
+    MetricSink sink(table);
+    CollectNfs(nfs, sink);
+  }
+  EXPECT_EQ(nfs.reads(), 2u);
+  ASSERT_EQ(::umount(dir.path().c_str()), 0) << std::strerror(errno);
+  {
+    MetricSink sink(table);
+    CollectNfs(nfs, sink);
+  }
+  EXPECT_EQ(nfs.reads(), 3u);
+}
+
+TEST(StorageNfs, OffProcfsEveryCollectionReadsMountstats) {
+  // A fixture tree: a mount added to the file between two collections must
+  // be seen at the second, with no poll() to say so.
+  TempDir dir;
+  dir.write("self/mountstats", "device proc mounted on /proc with fstype proc\n");
+  dir.write("self/mountinfo", "22 1 0:21 / /proc rw - proc proc rw\n");
+  const MetricTable table = nfs_table();
+  NfsMounts nfs(Roots{fixture_roots().sysfs, dir.path()}, "self/mountstats", {"READ"}, 16);
+  {
+    MetricSink sink(table);
+    CollectNfs(nfs, sink);
+  }
+  std::filesystem::copy_file(fixture("nfs3-rdma.txt"), dir.path() / "self" / "mountstats",
+                             std::filesystem::copy_options::overwrite_existing);
+  MetricSink sink(table);
+  CollectNfs(nfs, sink);
+  EXPECT_EQ(nfs.reads(), 2u);
   EXPECT_EQ(Value(sink, "nodewatch_storage_nfs_mount_info",
                   {"/mnt/scratch", "192.168.100.2:/scratch", "192.168.100.2", "rdma", "3"}),
             1);
