@@ -69,6 +69,9 @@ struct Scheduler::Result {
   std::vector<std::string> violations;
   std::map<MetricSink::FailureKey, std::string> failures;
   std::shared_ptr<const RenderedText> rendered;
+  // `rendered` is the snapshot served already: the collection found what
+  // the last one found.
+  bool unchanged = false;
 };
 
 namespace {
@@ -313,6 +316,15 @@ void Scheduler::run_tick(const std::shared_ptr<Life>& life, const std::shared_pt
   lock.lock();
   if (!life->alive) return;
   if (r.rendered && !e->timed_out && !e->stopped) {
+    // The text of the snapshot served: that one stays, with its deflate if
+    // it was made (a collector whose values did not move is not deflated
+    // again), and the store and the verdict have nothing new.
+    const auto set = store_.current();
+    const auto it = set->by_collector.find(e->job.name);
+    if (it != set->by_collector.end() && it->second && it->second->text == r.rendered->text) {
+      r.rendered = it->second;
+      r.unchanged = true;
+    }
     // The snapshot lives until the next collection replaces it: one
     // interval and the next collection's time, which half an interval more
     // covers.
@@ -452,11 +464,14 @@ void Scheduler::finish(const std::shared_ptr<Entry>& entry, std::uint64_t run_id
   } else {
     failures_.succeeded(e.metrics_key);
   }
+  // Up before and after, with the same snapshot: what the verdict reads
+  // did not change.
+  const bool same = r.ok && r.unchanged && was_up;
   if (r.ok) {
     e.status.up = true;
     e.status.last_error.clear();
     e.status.last_success_unix_seconds = unix_now();
-    store_.publish(e.job.name, std::move(r.rendered));
+    if (!r.unchanged) store_.publish(e.job.name, std::move(r.rendered));
     failures_.succeeded(e.job.name);
   } else {
     e.status.up = false;
@@ -467,7 +482,7 @@ void Scheduler::finish(const std::shared_ptr<Entry>& entry, std::uint64_t run_id
   }
   mark_ran(e, n);
   n.state = n.state || was_up != e.status.up;
-  n.result = true;
+  n.result = n.result || !same;
 }
 
 void Scheduler::notify(const std::shared_ptr<Life>& life, const Notices& n) {

@@ -107,6 +107,9 @@ class Scheduler {
   void on_state_change(std::function<void()> cb);
   // Called after each collection's result (or its timeout) reached the
   // store and the statuses, and after start(): the node verdict follows.
+  // Not after a collection that found what the last one found (the same
+  // snapshot text, up before and after): the snapshot served stays, and
+  // nothing the verdict reads changed.
   // Called on the thread that had the result, a worker or the io thread:
   // it must be thread-safe and quick.
   void on_result(std::function<void()> cb);

@@ -564,6 +564,62 @@ TEST(SchedulerTest, SkippedIntervalsAreCountedWhileTheCollectRuns) {
 
 // Hundreds of failing subjects at once: the first ones by name, the rest as
 // one line, and no line per cycle.
+// Emits one series whose value the test sets; fails when told to.
+class SteadyCollector : public FakeCollector {
+ public:
+  using FakeCollector::FakeCollector;
+  void collect(const CollectContext&, MetricSink& out) override {
+    ++collections;
+    if (failing) throw CollectError("read_error", "scripted failure");
+    out.add("nodewatch_fake_calls_total", {"steady"}, value.load());
+  }
+  std::atomic<int> value{1};
+  std::atomic<bool> failing{false};
+  std::atomic<int> collections{0};
+};
+
+TEST(SchedulerTest, ACollectionThatFindsWhatTheLastFoundKeepsTheSnapshotAndTellsNoOne) {
+  Harness h;
+  auto owned = std::make_unique<SteadyCollector>("steady");
+  SteadyCollector* c = owned.get();
+  std::atomic<int> results{0};
+  h.sched.on_result([&] { ++results; });
+  std::vector<CollectorJob> jobs;
+  CollectorJob j;
+  j.name = "steady";
+  j.collector = std::move(owned);
+  j.interval = 20ms;
+  j.timeout = 1s;
+  jobs.push_back(std::move(j));
+  h.sched.start(std::move(jobs));
+  ASSERT_TRUE(h.RunUntil([&] { return c->collections >= 1 && results >= 2; }));
+  const int after_first = results.load();  // start() and the first result
+  const auto first = h.store.current()->by_collector.at("steady");
+  ASSERT_TRUE(h.RunUntil([&] { return c->collections >= 6; }));
+  // Five more collections found the same: the same snapshot object (its
+  // deflate, once made, is kept), and no result for the verdict.
+  EXPECT_EQ(h.store.current()->by_collector.at("steady"), first);
+  EXPECT_EQ(results.load(), after_first);
+  EXPECT_GE(h.Status("steady").runs, 6u);
+  // A value that moves is published and told.
+  c->value = 2;
+  ASSERT_TRUE(h.RunUntil([&] { return results.load() > after_first; }));
+  auto second = h.store.current()->by_collector.at("steady");
+  EXPECT_NE(second, first);
+  EXPECT_NE(second->text.find("} 2\n"), std::string::npos);
+  // A failure is told, and so is the recovery, even with the same text as
+  // before the failure.
+  const int before_failure = results.load();
+  c->failing = true;
+  ASSERT_TRUE(h.RunUntil([&] { return !h.Status("steady").up; }));
+  EXPECT_EQ(h.store.current()->by_collector.count("steady"), 0u);
+  c->failing = false;
+  ASSERT_TRUE(h.RunUntil([&] { return h.Status("steady").up; }));
+  ASSERT_TRUE(h.RunUntil([&] { return results.load() >= before_failure + 2; }));
+  ASSERT_EQ(h.store.current()->by_collector.count("steady"), 1u);
+  EXPECT_EQ(h.store.current()->by_collector.at("steady")->text, second->text);
+}
+
 TEST(SchedulerTest, ManyFailingSubjectsAreNamedUpToALimitThenSummed) {
   testing::LogCapture log;
   Harness h;
