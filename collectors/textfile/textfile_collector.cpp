@@ -1,5 +1,16 @@
 #include "textfile/textfile_collector.hpp"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
+#include <poll.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -85,13 +96,9 @@ struct Input {
   }
 }
 
-Input read_input(helper::Fs& fs, const std::string& dir, const std::string& name,
-                 std::int64_t max_bytes, const helper::Deadline& d) {
+// What a read of one file gave, as the collector reports it.
+Input input_of(sources::FsRoot::FileRead r, std::int64_t max_bytes) {
   Input in;
-  helper::Answer a;
-  sources::FsRoot::FileRead r =
-      fs.read_regular(dir + "/" + name, static_cast<std::size_t>(max_bytes), d, &a);
-  if (!a.answered()) unanswered(dir, a.failure);
   if (r.info) in.mtime = r.info->mtime_seconds;
   if (r.ok()) {
     in.text = std::move(r.text);
@@ -113,6 +120,81 @@ Input read_input(helper::Fs& fs, const std::string& dir, const std::string& name
   return in;
 }
 
+Input read_input(helper::Fs& fs, const std::string& dir, const std::string& name,
+                 std::int64_t max_bytes, const helper::Deadline& d) {
+  helper::Answer a;
+  sources::FsRoot::FileRead r =
+      fs.read_regular(dir + "/" + name, static_cast<std::size_t>(max_bytes), d, &a);
+  if (!a.answered()) unanswered(dir, a.failure);
+  return input_of(std::move(r), max_bytes);
+}
+
+int open_resolved(int dirfd, const char* path, std::uint64_t flags, std::uint64_t resolve) {
+  open_how how{};
+  how.flags = flags | O_CLOEXEC;
+  how.resolve = resolve;
+  return static_cast<int>(::syscall(SYS_openat2, dirfd, path, &how, sizeof how));
+}
+
+// An openat2 that refused what the helper may do: a symlink, a mount
+// crossed, a kernel without openat2 (or a filter that denies it).
+bool helper_may(int err) {
+  return err == ELOOP || err == EXDEV || err == ENOSYS || err == EPERM || err == EAGAIN;
+}
+
+// FsRoot::list's answer, from an open directory (closes nothing of it).
+sources::Listing list_fd(int dirfd) {
+  sources::Listing l;
+  int err = 0;
+  int fd = ::dup(dirfd);
+  DIR* d = fd >= 0 ? ::fdopendir(fd) : nullptr;
+  if (d == nullptr) {
+    err = errno;
+    if (fd >= 0) ::close(fd);
+  } else {
+    errno = 0;
+    while (dirent* e = ::readdir(d)) {
+      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+      l.names.emplace_back(e->d_name);
+    }
+    err = errno;
+    ::closedir(d);
+    std::sort(l.names.begin(), l.names.end());
+  }
+  l.err = err;
+  l.status = sources::classify_errno(err);
+  if (!l.ok()) l.names.clear();
+  return l;
+}
+
+std::string unescape_mount_path(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '3' && s[i + 2] >= '0' &&
+        s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
+      out.push_back(
+          static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
+      i += 3;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+bool local_fstype(std::string_view t) {
+  static constexpr std::array<std::string_view, 9> kLocal = {
+      "ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "tmpfs", "ramfs", "overlay"};
+  return std::find(kLocal.begin(), kLocal.end(), t) != kLocal.end();
+}
+
+bool at_or_above(std::string_view mount_point, std::string_view dir) {
+  if (mount_point == "/") return true;
+  return dir == mount_point || (dir.size() > mount_point.size() && dir.starts_with(mount_point) &&
+                                dir[mount_point.size()] == '/');
+}
+
 }  // namespace
 
 TextfileOptions read_textfile_options(OptionReader& r) {
@@ -126,11 +208,80 @@ TextfileOptions read_textfile_options(OptionReader& r) {
   return o;
 }
 
+bool on_local_mounts(std::string_view mountinfo, std::string_view dir) {
+  bool any = false;
+  while (!mountinfo.empty()) {
+    std::size_t eol = mountinfo.find('\n');
+    std::string_view line = mountinfo.substr(0, eol);
+    mountinfo = eol == std::string_view::npos ? std::string_view{} : mountinfo.substr(eol + 1);
+    if (line.empty()) continue;
+    // "ID PARENT MAJ:MIN ROOT MOUNT-POINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER"
+    std::vector<std::string_view> f;
+    std::size_t pos = 0;
+    while (pos <= line.size()) {
+      std::size_t sp = line.find(' ', pos);
+      if (sp == std::string_view::npos) sp = line.size();
+      if (sp > pos) f.push_back(line.substr(pos, sp - pos));
+      pos = sp + 1;
+    }
+    auto dash = std::find(f.begin() + std::min<std::size_t>(f.size(), 6), f.end(), "-");
+    if (f.size() < 6 || dash == f.end() || dash + 1 == f.end()) return false;
+    if (!at_or_above(unescape_mount_path(f[4]), dir)) continue;
+    any = true;
+    if (!local_fstype(*(dash + 1))) return false;
+  }
+  return any;
+}
+
 TextfileCollector::TextfileCollector(TextfileOptions options,
                                      std::shared_ptr<sources::Faults> faults)
     : options_(std::move(options)),
       dir_(strip_slashes(options_.directory)),
-      fs_("textfile:" + dir_, std::move(faults)) {}
+      fs_("textfile:" + dir_, faults),
+      use_local_(faults == nullptr) {}
+
+TextfileCollector::~TextfileCollector() {
+  if (mounts_fd_ >= 0) ::close(mounts_fd_);
+}
+
+bool TextfileCollector::local() {
+  if (!use_local_) return false;
+  if (!mounts_tried_) {
+    mounts_tried_ = true;
+    int fd = ::open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    struct statfs fs {};
+    if (::fstatfs(fd, &fs) != 0 || fs.f_type != PROC_SUPER_MAGIC) {
+      ::close(fd);
+      return false;
+    }
+    mounts_fd_ = fd;
+  } else {
+    if (mounts_fd_ < 0) return false;
+    // POLLPRI: the table changed since the last poll (fs/proc_namespace.c).
+    pollfd p{mounts_fd_, POLLPRI, 0};
+    int n = ::poll(&p, 1, 0);
+    if (n == 0) return local_;
+    if (n < 0) return false;
+  }
+  // The table, read after the poll that said it changed: a change made
+  // while it is read shows at the next poll.
+  constexpr std::size_t kMaxBytes = std::size_t{8} << 20;
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::pread(mounts_fd_, buf, sizeof buf, static_cast<off_t>(text.size()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 || text.size() + static_cast<std::size_t>(n) > kMaxBytes) {
+      local_ = false;
+      return false;
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  local_ = on_local_mounts(text, dir_);
+  return local_;
+}
 
 const MetricTable& TextfileCollector::metrics() const {
   return table();
@@ -138,9 +289,31 @@ const MetricTable& TextfileCollector::metrics() const {
 
 void TextfileCollector::collect(const CollectContext& ctx, MetricSink& out) {
   const helper::Deadline deadline{ctx.deadline, ctx.cancelled};
-  helper::Answer a;
-  sources::Listing listing = fs_.list(dir_, deadline, &a);
-  if (!a.answered()) unanswered(options_.directory, a.failure);
+  in_process_ = false;
+  sources::Listing listing;
+  int dirfd = -1;
+  if (local()) {
+    dirfd = open_resolved(AT_FDCWD, dir_.c_str(), O_RDONLY | O_DIRECTORY, RESOLVE_NO_SYMLINKS);
+    if (dirfd >= 0) {
+      listing = list_fd(dirfd);
+      in_process_ = true;
+    } else if (!helper_may(errno)) {
+      listing.err = errno;  // the helper would answer the same
+      listing.status = sources::classify_errno(errno);
+      in_process_ = true;
+    }
+  }
+  struct Closer {
+    int fd;
+    ~Closer() {
+      if (fd >= 0) ::close(fd);
+    }
+  } closer{dirfd};
+  if (!in_process_) {
+    helper::Answer a;
+    listing = fs_.list(dir_, deadline, &a);
+    if (!a.answered()) unanswered(options_.directory, a.failure);
+  }
   if (!listing.ok()) {
     // The default directory not existing is the normal case of a node
     // without inputs; anything else is worth counting.
@@ -166,7 +339,25 @@ void TextfileCollector::collect(const CollectContext& ctx, MetricSink& out) {
   std::int64_t total_bytes = 0;
   for (const std::string& name : files) {
     if (ctx.should_stop()) break;
-    Input r = read_input(fs_, dir_, name, options_.max_file_bytes, deadline);
+    Input r;
+    int fd = -1;
+    if (dirfd >= 0) {
+      fd = open_resolved(dirfd, name.c_str(), O_RDONLY | O_NONBLOCK,
+                         RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV);
+    }
+    if (fd >= 0) {
+      r = input_of(
+          sources::FsRoot::read_regular_fd(fd, static_cast<std::size_t>(options_.max_file_bytes)),
+          options_.max_file_bytes);
+    } else if (dirfd >= 0 && !helper_may(errno)) {
+      sources::FsRoot::FileRead failed;
+      failed.err = errno;
+      failed.status = sources::classify_errno(errno);
+      r = input_of(std::move(failed), options_.max_file_bytes);
+    } else {
+      // A link or a mount in the directory: the helper follows it.
+      r = read_input(fs_, dir_, name, options_.max_file_bytes, deadline);
+    }
     std::string error = r.error;
     std::string reason = r.reason;
     if (error.empty() &&

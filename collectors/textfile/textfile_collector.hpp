@@ -28,7 +28,8 @@
 namespace nodewatch {
 
 // The catalog entry: name "textfile", on by default (the directory may sit
-// on a network file system: it is read through helper::Fs).
+// on a network file system: it is read through helper::Fs unless the mount
+// table shows it on local file systems only).
 const CollectorSpec& textfile_collector_spec();
 
 namespace textfile {
@@ -59,19 +60,52 @@ TextfileOptions read_textfile_options(OptionReader& r);
 // once, until it is gone. Tests inject errnos through `faults` as on sysfs
 // (Roots::faults). Refusals are counted with the file as the subject and
 // why as the detail (the scheduler logs them when they start and stop).
+//
+// A directory on local file systems is read in the daemon itself, without
+// the helper's round trip (two process wake-ups a collection): when every
+// mount on its path, from mountinfo of this process, is of a local disk or
+// memory file system (on_local_mounts), the directory is opened without
+// following a symlink (openat2 RESOLVE_NO_SYMLINKS: a link may lead
+// anywhere) and each file beneath it without a symlink or a mount crossed
+// (RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV). What cannot be opened so (a
+// link, a mount inside the directory, a kernel without openat2) is read
+// by the helper as before. The mount table is read again when mountinfo's
+// poll() says it changed. Injected faults (tests) always take the helper.
 class TextfileCollector final : public Collector {
  public:
   explicit TextfileCollector(TextfileOptions options,
                              std::shared_ptr<sources::Faults> faults = nullptr);
+  ~TextfileCollector() override;
 
   const MetricTable& metrics() const override;
   void collect(const CollectContext& ctx, MetricSink& out) override;
 
+  // For tests: the last collection read the directory in the daemon.
+  bool read_in_process() const { return in_process_; }
+  // For tests: the helper's pid, 0 when none runs.
+  pid_t helper_pid() const { return fs_.pid(); }
+
  private:
+  // Whether every mount on dir_'s path is local, as the mount table says
+  // now (read again when it changed).
+  bool local();
+
   TextfileOptions options_;
   std::string dir_;  // without trailing slashes
   helper::Fs fs_;
+  bool use_local_;      // no injected faults
+  int mounts_fd_ = -1;  // mountinfo, watched for changes; -1: cannot tell
+  bool mounts_tried_ = false;
+  bool local_ = false;
+  bool in_process_ = false;
 };
+
+// True when every mount whose mount point is `dir` or above it, in the
+// text of a mountinfo file (proc(5)), is of a local disk or memory file
+// system (ext2/3/4, xfs, btrfs, f2fs, tmpfs, ramfs, overlay): a path that
+// no network, FUSE or automount file system can make hang. False for a
+// line that cannot be read.
+bool on_local_mounts(std::string_view mountinfo, std::string_view dir);
 
 }  // namespace textfile
 }  // namespace nodewatch

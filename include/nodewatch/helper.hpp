@@ -10,7 +10,9 @@
 // system call on a configured path that may be such a mount (the storage
 // probes, the textfile directory, the configuration's check of probe
 // paths) is therefore made by a helper process, which the daemon abandons
-// when it does not answer in time.
+// when it does not answer in time. (A textfile directory that the mount
+// table shows on local file systems only is read in the daemon:
+// textfile_collector.hpp.)
 //
 // The process tree:
 //   nodewatchd                 the daemon; asks the launcher for helpers

@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "config.hpp"
@@ -401,6 +403,90 @@ TEST(TextfileCollector, MissingDirectory) {
   MetricSink b(configured.metrics());
   CollectOnce(configured, b);
   EXPECT_EQ(Errors(b, "read_error"), 1u);
+}
+
+// mountinfo lines in the kernel's layout (proc(5)): ID PARENT MAJ:MIN ROOT
+// MOUNT-POINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER-OPTIONS.
+constexpr std::string_view kMountinfo =
+    "22 1 252:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n"
+    "23 22 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw\n"
+    "40 22 0:35 / /var/lib rw,relatime shared:20 - xfs /dev/nvme0n1p2 rw,attr2\n"
+    "41 40 0:36 / /var/lib/nodewatch/net rw,relatime shared:21 - nfs4 "
+    "10.0.0.5:/export rw,vers=4.1\n"
+    "42 22 0:37 / /mnt/with\\040space rw,relatime shared:22 - tmpfs tmpfs rw\n"
+    "43 22 0:38 / /mnt/fuse rw,nosuid shared:23 - fuse.sshfs host:/ rw\n"
+    "44 22 0:39 / /mnt/auto rw shared:24 master:3 - autofs systemd-1 rw\n";
+
+TEST(TextfileCollector, OnlyPathsUnderLocalMountsCountAsLocal) {
+  EXPECT_TRUE(on_local_mounts(kMountinfo, "/var/lib/nodewatch/textfile"));
+  EXPECT_TRUE(on_local_mounts(kMountinfo, "/var/lib/nodewatch/network"));  // not under .../net
+  EXPECT_FALSE(on_local_mounts(kMountinfo, "/var/lib/nodewatch/net"));
+  EXPECT_FALSE(on_local_mounts(kMountinfo, "/var/lib/nodewatch/net/textfile"));
+  EXPECT_TRUE(on_local_mounts(kMountinfo, "/mnt/with space/textfile"));  // \040 read back
+  EXPECT_FALSE(on_local_mounts(kMountinfo, "/mnt/fuse/textfile"));
+  EXPECT_FALSE(on_local_mounts(kMountinfo, "/mnt/auto"));
+  // A stack of two mounts on one point: both must be local.
+  std::string stacked = std::string(kMountinfo) +
+                        "45 40 0:40 / /var/lib rw shared:25 - nfs 10.0.0.6:/lib rw,vers=3\n";
+  EXPECT_FALSE(on_local_mounts(stacked, "/var/lib/nodewatch/textfile"));
+  // No mount at all for the path, or a line that cannot be read: not local.
+  EXPECT_FALSE(on_local_mounts("", "/var/lib/nodewatch/textfile"));
+  EXPECT_FALSE(on_local_mounts("22 1 252:1 / / rw\n", "/var"));
+}
+
+// The directory of `d` is under local mounts of this machine; else the
+// test says so.
+bool UnderLocalMounts(const Dir& d) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return on_local_mounts(text, d.dir.path().string());
+}
+
+TEST(TextfileCollector, ALocalDirectoryIsReadInTheDaemonWithoutAHelper) {
+  Dir d;
+  if (!UnderLocalMounts(d)) GTEST_SKIP() << d.dir.path() << " is not on a local file system here";
+  d.dir.write("burnin.prom", "burnin_result{step=\"nccl\"} 1\n");
+  d.dir.write("fifo.prom", "");
+  std::filesystem::remove(d.dir.path() / "fifo.prom");
+  ASSERT_EQ(::mkfifo((d.dir.path() / "fifo.prom").c_str(), 0600), 0);
+  TextfileCollector c(d.options());
+  MetricSink sink(c.metrics());
+  CollectOnce(c, sink);
+  EXPECT_TRUE(c.read_in_process());
+  EXPECT_EQ(c.helper_pid(), 0);
+  EXPECT_NE(sink.render().find("burnin_result{step=\"nccl\"} 1\n"), std::string::npos);
+  EXPECT_EQ(Get(sink, "nodewatch_textfile_file_valid", "fifo.prom"), 0);  // not regular
+  EXPECT_EQ(Errors(sink, "not_regular_file"), 1u);
+}
+
+TEST(TextfileCollector, ASymlinkOnTheWayIsFollowedByTheHelper) {
+  Dir d;
+  if (!UnderLocalMounts(d)) GTEST_SKIP() << d.dir.path() << " is not on a local file system here";
+  TempDir elsewhere;
+  elsewhere.write("linked.prom", "linked_value 7\n");
+  d.dir.write("plain.prom", "plain_value 1\n");
+  std::filesystem::create_symlink(elsewhere.path() / "linked.prom", d.dir.path() / "linked.prom");
+  {
+    // A file that is a link: the others in the daemon, that one by the helper.
+    TextfileCollector c(d.options());
+    MetricSink sink(c.metrics());
+    CollectOnce(c, sink);
+    EXPECT_TRUE(c.read_in_process());
+    EXPECT_NE(c.helper_pid(), 0);
+    EXPECT_NE(sink.render().find("linked_value 7\n"), std::string::npos);
+    EXPECT_NE(sink.render().find("plain_value 1\n"), std::string::npos);
+  }
+  // The directory reached through a link: all of it by the helper.
+  TempDir links;
+  std::filesystem::create_symlink(d.dir.path(), links.path() / "textfile");
+  TextfileOptions o;
+  o.directory = (links.path() / "textfile").string();
+  TextfileCollector c(o);
+  MetricSink sink(c.metrics());
+  CollectOnce(c, sink);
+  EXPECT_FALSE(c.read_in_process());
+  EXPECT_NE(sink.render().find("linked_value 7\n"), std::string::npos);
+  EXPECT_NE(sink.render().find("plain_value 1\n"), std::string::npos);
 }
 
 TEST(TextfileCollector, RelativeDirectoryIsAConfigurationError) {

@@ -283,20 +283,29 @@ Read FsRoot::resolve(std::string_view rel) const {
 }
 
 FsRoot::FileRead FsRoot::read_regular(std::string_view rel, std::size_t max_bytes) const {
-  FileRead r;
   std::string path = full(rel);
-  auto fail = [&r](int err) {
-    static_cast<Read&>(r) = answer(err);
+  if (auto err = fault(path)) {
+    FileRead r;
+    static_cast<Read&>(r) = answer(*err);
     return r;
-  };
-  if (auto err = fault(path)) return fail(*err);
+  }
   int fd = open_ro(path, O_NONBLOCK);
-  if (fd < 0) return fail(-fd);
+  if (fd < 0) {
+    FileRead r;
+    static_cast<Read&>(r) = answer(-fd);
+    return r;
+  }
+  return read_regular_fd(fd, max_bytes);
+}
+
+FsRoot::FileRead FsRoot::read_regular_fd(int fd, std::size_t max_bytes) {
+  FileRead r;
   struct ::stat st {};
   if (::fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
-    return fail(err);
+    static_cast<Read&>(r) = answer(err);
+    return r;
   }
   r.info = FileInfo{S_ISREG(st.st_mode), static_cast<std::uint64_t>(st.st_size),
                     static_cast<double>(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec / 1e9};

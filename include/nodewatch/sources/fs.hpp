@@ -154,6 +154,9 @@ class FsRoot {
     std::optional<FileInfo> info;
   };
   FileRead read_regular(std::string_view rel, std::size_t max_bytes) const;
+  // read_regular's checks and read on a descriptor its caller opened
+  // (O_NONBLOCK: a FIFO must not block the open); closes `fd`.
+  static FileRead read_regular_fd(int fd, std::size_t max_bytes);
   // A held descriptor for `rel`, opened on its first read.
   HeldFile hold(std::string_view rel, std::size_t max_bytes = kMaxAttributeBytes) const;
 
