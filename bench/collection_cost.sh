@@ -29,7 +29,8 @@
 # one run, which the load of the machine moves alike.
 #
 # CPU time is every thread's run time from /proc/PID/task/*/schedstat
-# (nanoseconds) plus the children's (helper processes, from /proc/PID/stat,
+# (nanoseconds), the daemon's and its live helper processes' (launcher and
+# file-system helpers), plus the reaped children's (from /proc/PID/stat,
 # in clock ticks), over SECONDS seconds after a 3 s warm-up. The two
 # daemons of a case run at the same time, each measured on its own.
 # curl's own CPU is not counted.
@@ -120,16 +121,31 @@ wait_for() {
   return 1
 }
 
-# cpu_ns PID: run time of every thread (ns) plus reaped children's CPU.
+# cpu_ns PID: run time of every thread (ns) of PID and of every process
+# below it (nodewatchd's helper launcher and its file-system helpers live
+# as long as the daemon: their CPU is the daemon's cost), plus what each
+# of them reaped (exited helpers).
 cpu_ns() {
-  local pid=$1 t sum=0 stat rest f
-  for t in /proc/"$pid"/task/*/schedstat; do
-    read -r f _ <"$t" 2>/dev/null && sum=$((sum + f))
+  local pid=$1 sum=0 t stat rest f p
+  local -a tree
+  # The process tree under PID, from every process's parent (field 4 of
+  # /proc/N/stat; the comm field before it may hold spaces, not ')').
+  mapfile -t tree < <(for st in /proc/[0-9]*/stat; do
+    s=$(<"$st") 2>/dev/null || continue
+    r=${s##*) }
+    echo "${st//[!0-9]/} ${r#* }"
+  done | awk -v root="$pid" '{ parent[$1] = $2 }
+    END { for (p in parent) { q = p; while (q != "" && q != root && q in parent && q != 1) q = parent[q]; if (q == root) print p } }')
+  for p in "${tree[@]}"; do
+    for t in /proc/"$p"/task/*/schedstat; do
+      read -r f _ <"$t" 2>/dev/null && sum=$((sum + f))
+    done
+    stat=$(<"/proc/$p/stat") 2>/dev/null || continue
+    rest=${stat##*) }
+    read -r -a f <<<"$rest"
+    sum=$((sum + (f[13] + f[14]) * 1000000000 / clk_tck))
   done
-  stat=$(<"/proc/$pid/stat")
-  rest=${stat##*) }
-  read -r -a f <<<"$rest"
-  echo $((sum + (f[13] + f[14]) * 1000000000 / clk_tck))
+  echo "$sum"
 }
 now_ns() { date +%s%N; }
 
