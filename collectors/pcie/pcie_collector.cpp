@@ -153,15 +153,22 @@ void AerParses::end_cycle() {
 }
 
 ReadResult read_link_state(sources::HeldFiles& files, const std::string& dir,
-                           FunctionRecord* record, AerParses* aer) {
+                           FunctionRecord* record, AerParses* aer, AttributeMemory* memory) {
   // An attribute this function may lack: true with `text` filled; false
   // when it is absent or unreadable (a problem), or the function went away.
   bool gone = false;
   bool absent = false;
   std::string text;
+  int index = -1;  // of the attribute, in AttributeMemory's order
   auto read_optional = [&](std::string_view name) -> bool {
+    const auto bit = static_cast<std::uint16_t>(1u << ++index);
     if (gone) return false;
+    if (memory != nullptr && (memory->lacked & bit) != 0) return false;
     Read r = files.read(dir + "/" + std::string(name));
+    if (memory != nullptr) {
+      if (r.status == Status::kAbsent && (memory->present & bit) == 0) memory->lacked |= bit;
+      if (r.status != Status::kAbsent) memory->present |= bit;
+    }
     switch (r.status) {
       case Status::kOk: text = std::move(r.text); return true;
       case Status::kAbsent: absent = true; break;
@@ -174,7 +181,9 @@ ReadResult read_link_state(sources::HeldFiles& files, const std::string& dir,
   // Reading the link attributes of a runtime-suspended function would wake
   // it (see the header); power/ is absent without CONFIG_PM.
   record->runtime_suspended = read_optional("power/runtime_status") && trim(text) == "suspended";
-  if (!record->runtime_suspended) {
+  if (record->runtime_suspended) {
+    index += 4;  // the link attributes, not read
+  } else {
     auto speed = [&](std::string_view name, std::optional<double>* out) {
       if (!read_optional(name)) return;
       LinkSpeed s = parse_link_speed(text);
@@ -393,7 +402,7 @@ void PcieCollector::collect_functions(const std::vector<std::string>& bdfs,
     }
     node.record.class_id = f->class_text;
     node.record.identity = f->identity;
-    ReadResult r = read_link_state(held_, node.dir, &node.record, &aer_);
+    ReadResult r = read_link_state(held_, node.dir, &node.record, &aer_, &f->attributes);
     if (r == ReadResult::kVanished) {
       facts_.forget(bdf);
       continue;

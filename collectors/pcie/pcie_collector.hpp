@@ -163,11 +163,27 @@ class AerParses {
   std::uint64_t cycle_ = 0;
 };
 
+// Which of a function's optional attributes (runtime status, the four link
+// attributes, the three AER files: bits in that order) it has shown and
+// which it has lacked since its facts were read. One it lacked from the
+// start is a file the function does not have (a device without a PCIe
+// capability has no link attributes, one without AER no AER files): it is
+// not looked up again until the facts are read again, so that such a
+// function does not cost a failed path lookup per attribute and
+// collection. One that goes missing after it was there is looked up at
+// every collection, as before.
+struct AttributeMemory {
+  std::uint16_t present = 0;
+  std::uint16_t lacked = 0;
+};
+
 // Reads what changes of that function (runtime status, link, AER) through
 // `files`, and tells a function that lacks an attribute from one that went
-// away while it was read. `aer`, when given, keeps the AER files' parses.
+// away while it was read. `aer`, when given, keeps the AER files' parses;
+// `memory`, when given, skips what the function lacks and learns it.
 ReadResult read_link_state(sources::HeldFiles& files, const std::string& dir,
-                           FunctionRecord* record, AerParses* aer = nullptr);
+                           FunctionRecord* record, AerParses* aer = nullptr,
+                           AttributeMemory* memory = nullptr);
 
 // All of it, class included: read_identity() with `files`' root, then
 // read_link_state().
@@ -208,6 +224,7 @@ class PcieCollector final : public Collector {
     bool virtual_function = false;
     bool identity_read = false;
     FunctionIdentity identity;
+    AttributeMemory attributes;
   };
   enum class FactsResult { kOk, kVanished, kFailed };
   FactsResult read_class_facts(const std::string& bdf, Facts& facts, MetricSink& out);

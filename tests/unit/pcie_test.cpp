@@ -995,6 +995,36 @@ TEST(PcieCollector, ErrnosBetweenCollections) {
   EXPECT_EQ(c.held_descriptors(), held);
 }
 
+// A function without a PCIe capability (the conventional-PCI VGA) has no
+// link attributes: looked up once when its facts are read, not at every
+// collection; a link attribute that appears is seen at the next reading of
+// the facts. (One that goes missing after it was there is looked up at every
+// collection: ErrnosBetweenCollections.)
+TEST(PcieCollector, AttributesAFunctionLacksAreLookedUpWithItsFacts) {
+  TempSysfs tree;
+  const std::string vga = "devices/pci0000:00/0000:00:1c.0/0000:07:00.0/0000:08:00.0/";
+  PcieCollector c(tree.roots(), kDetail);
+  MetricSink first(c.metrics());
+  CollectOnce(c, first);
+  ASSERT_TRUE(first.errors().empty());
+  EXPECT_FALSE(has(first, kWidth, {kVga}));
+  tree.write(vga + "current_link_width", "1\n");
+  tree.write(vga + "max_link_width", "1\n");
+  MetricSink second(c.metrics());
+  CollectOnce(c, second);
+  EXPECT_FALSE(has(second, kWidth, {kVga}));  // lacked since the facts were read
+  int collections = 2;
+  for (; collections <= static_cast<int>(kFactsRefreshCycles) + 2; ++collections) {
+    MetricSink s(c.metrics());
+    CollectOnce(c, s);
+    if (has(s, kWidth, {kVga})) {
+      EXPECT_EQ(Value(s, kWidth, {kVga}), 1);
+      break;
+    }
+  }
+  EXPECT_LE(collections, static_cast<int>(kFactsRefreshCycles) + 2);
+}
+
 // A fact that cannot be read is counted on every collection while it
 // lasts (it is read again, not kept from the last refresh), and the
 // function comes back when it can be read.
