@@ -15,8 +15,10 @@
 #   pcie         tests/fixtures/pcie (18 functions, AER), pcie at 1 s; the
 #                floor (node_exporter has no PCIe collector).
 #   empty        accelerator (no NVML library), textfile (no directory) and
-#                interconnect (no devices), each alone at 100 ms: the cost
-#                of a collection that finds nothing, against the floor of
+#                interconnect (no devices), each alone at 100 ms, then the
+#                three together (due at the same times: one wake-up for
+#                three collections): the cost of a collection that finds
+#                nothing, against the floor of
 #                anything done every 100 ms (one wake-up from idle, alone and
 #                with a hand-off to a second thread: read_floor --wakes).
 #   host         every default collector at 1 s on this machine's own /proc
@@ -351,6 +353,19 @@ library = \"$tmp/none/libnvidia-ml.so.1\"" [textfile]="directory = \"$tmp/none\"
     emit "| $c | $(us "$per" 1) | $(ratio "$per" "$wake_ns") | $(ratio "$per" "$handoff_ns") | $([[ $per_bf == - ]] && echo - || us "$per_bf" 1) | $(ratio "$per" "$per_bf") |"
     stop_all
   done
+  # The three in one daemon, due together as collectors at intervals that
+  # divide one another are (the daemon's defaults): one wake-up for three
+  # collections; the figure is per collection.
+  write_config "$tmp/empty-all.toml" 100ms accelerator textfile interconnect
+  start_nodewatch empty-all "$tmp/empty-all.toml" "$fx/sys" "$fx/proc"
+  ne_pid=""
+  measure
+  collections=$(awk -v e="$elapsed_ns" 'BEGIN { printf "%d", 3 * (e / 1e8) + 0.5 }')
+  per=$(awk -v c="$nw_cpu_ns" -v n="$collections" 'BEGIN { printf "%d", c / n }')
+  per_bf="-"
+  [[ -z $bf_pid ]] || per_bf=$(awk -v c="$bf_cpu_ns" -v n="$collections" 'BEGIN { printf "%d", c / n }')
+  emit "| the three due together, per collection | $(us "$per" 1) | $(ratio "$per" "$wake_ns") | $(ratio "$per" "$handoff_ns") | $([[ $per_bf == - ]] && echo - || us "$per_bf" 1) | $(ratio "$per" "$per_bf") |"
+  stop_all
 fi
 
 if [[ -z $only || $only == host ]]; then
