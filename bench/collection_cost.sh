@@ -339,33 +339,30 @@ if [[ -z $only || $only == empty ]]; then
   emit ""
   emit "| collection that finds nothing (100 ms interval) | µs/collection | ÷ one wake ($(us "$wake_ns" 1) µs) | ÷ wake and hand-off ($(us "$handoff_ns" 1) µs) | before µs/collection | ÷ before |"
   emit "| --- | ---: | ---: | ---: | ---: | ---: |"
-  for c in accelerator textfile interconnect; do
-    extra=([top]="[nvml]
-library = \"$tmp/none/libnvidia-ml.so.1\"" [textfile]="directory = \"$tmp/none\"")
-    write_config "$tmp/empty-$c.toml" 100ms "$c"
-    start_nodewatch "empty-$c" "$tmp/empty-$c.toml" "$fx/sys" "$fx/proc"
+  # empty_row LABEL NAME CONFIG COLLECTORS: measures a daemon with CONFIG,
+  # whose COLLECTORS collectors are all due every 100 ms (one wake-up for
+  # all of them), and emits its row, per collection.
+  empty_row() {
+    local label=$1 name=$2 config=$3 n=$4 collections per per_bf="-"
+    start_nodewatch "$name" "$config" "$fx/sys" "$fx/proc"
     ne_pid=""
     measure
-    collections=$(awk -v e="$elapsed_ns" 'BEGIN { printf "%d", e / 1e8 + 0.5 }')
+    collections=$(awk -v e="$elapsed_ns" -v k="$n" 'BEGIN { printf "%d", k * (e / 1e8) + 0.5 }')
     per=$(awk -v c="$nw_cpu_ns" -v n="$collections" 'BEGIN { printf "%d", c / n }')
-    per_bf="-"
     [[ -z $bf_pid ]] || per_bf=$(awk -v c="$bf_cpu_ns" -v n="$collections" 'BEGIN { printf "%d", c / n }')
-    emit "| $c | $(us "$per" 1) | $(ratio "$per" "$wake_ns") | $(ratio "$per" "$handoff_ns") | $([[ $per_bf == - ]] && echo - || us "$per_bf" 1) | $(ratio "$per" "$per_bf") |"
+    emit "| $label | $(us "$per" 1) | $(ratio "$per" "$wake_ns") | $(ratio "$per" "$handoff_ns") | $([[ $per_bf == - ]] && echo - || us "$per_bf" 1) | $(ratio "$per" "$per_bf") |"
     stop_all
+  }
+  extra=([top]="[nvml]
+library = \"$tmp/none/libnvidia-ml.so.1\"" [textfile]="directory = \"$tmp/none\"")
+  for c in accelerator textfile interconnect; do
+    write_config "$tmp/empty-$c.toml" 100ms "$c"
+    empty_row "$c" "empty-$c" "$tmp/empty-$c.toml" 1
   done
   # The three in one daemon, due together as collectors at intervals that
-  # divide one another are (the daemon's defaults): one wake-up for three
-  # collections; the figure is per collection.
+  # divide one another are (the daemon's defaults).
   write_config "$tmp/empty-all.toml" 100ms accelerator textfile interconnect
-  start_nodewatch empty-all "$tmp/empty-all.toml" "$fx/sys" "$fx/proc"
-  ne_pid=""
-  measure
-  collections=$(awk -v e="$elapsed_ns" 'BEGIN { printf "%d", 3 * (e / 1e8) + 0.5 }')
-  per=$(awk -v c="$nw_cpu_ns" -v n="$collections" 'BEGIN { printf "%d", c / n }')
-  per_bf="-"
-  [[ -z $bf_pid ]] || per_bf=$(awk -v c="$bf_cpu_ns" -v n="$collections" 'BEGIN { printf "%d", c / n }')
-  emit "| the three due together, per collection | $(us "$per" 1) | $(ratio "$per" "$wake_ns") | $(ratio "$per" "$handoff_ns") | $([[ $per_bf == - ]] && echo - || us "$per_bf" 1) | $(ratio "$per" "$per_bf") |"
-  stop_all
+  empty_row "the three due together, per collection" empty-all "$tmp/empty-all.toml" 3
 fi
 
 if [[ -z $only || $only == host ]]; then

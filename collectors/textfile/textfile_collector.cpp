@@ -1,6 +1,5 @@
 #include "textfile/textfile_collector.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <linux/openat2.h>
@@ -142,31 +141,6 @@ bool helper_may(int err) {
   return err == ELOOP || err == EXDEV || err == ENOSYS || err == EPERM || err == EAGAIN;
 }
 
-// FsRoot::list's answer, from an open directory (closes nothing of it).
-sources::Listing list_fd(int dirfd) {
-  sources::Listing l;
-  int err = 0;
-  int fd = ::dup(dirfd);
-  DIR* d = fd >= 0 ? ::fdopendir(fd) : nullptr;
-  if (d == nullptr) {
-    err = errno;
-    if (fd >= 0) ::close(fd);
-  } else {
-    errno = 0;
-    while (dirent* e = ::readdir(d)) {
-      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-      l.names.emplace_back(e->d_name);
-    }
-    err = errno;
-    ::closedir(d);
-    std::sort(l.names.begin(), l.names.end());
-  }
-  l.err = err;
-  l.status = sources::classify_errno(err);
-  if (!l.ok()) l.names.clear();
-  return l;
-}
-
 std::string unescape_mount_path(std::string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -295,7 +269,7 @@ void TextfileCollector::collect(const CollectContext& ctx, MetricSink& out) {
   if (local()) {
     dirfd = open_resolved(AT_FDCWD, dir_.c_str(), O_RDONLY | O_DIRECTORY, RESOLVE_NO_SYMLINKS);
     if (dirfd >= 0) {
-      listing = list_fd(dirfd);
+      listing = sources::FsRoot::list_fd(dirfd);
       in_process_ = true;
     } else if (!helper_may(errno)) {
       listing.err = errno;  // the helper would answer the same

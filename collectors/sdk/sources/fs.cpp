@@ -212,28 +212,56 @@ Read FsRoot::read(std::string_view rel, std::size_t max_bytes) const {
   return answer(err, std::move(text));
 }
 
-Listing FsRoot::list(std::string_view rel) const {
+namespace {
+// The names of an open directory stream, sorted, without "." and "..";
+// closes it. Returns the errno of the listing (0: complete).
+int read_names(DIR* d, std::vector<std::string>& names) {
+  errno = 0;
+  while (dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    names.emplace_back(e->d_name);
+  }
+  int err = errno;
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return err;
+}
+
+Listing listing_of(int err, std::vector<std::string> names) {
   Listing l;
+  l.status = classify_errno(err);
+  l.err = err;
+  if (l.ok()) l.names = std::move(names);
+  return l;
+}
+}  // namespace
+
+Listing FsRoot::list(std::string_view rel) const {
   std::string path = full(rel);
+  std::vector<std::string> names;
   int err = 0;
   if (auto f = fault(path)) {
     err = *f;
   } else if (DIR* d = ::opendir(path.c_str())) {
-    errno = 0;
-    while (dirent* e = ::readdir(d)) {
-      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-      l.names.emplace_back(e->d_name);
-    }
-    err = errno;
-    ::closedir(d);
-    std::sort(l.names.begin(), l.names.end());
+    err = read_names(d, names);
   } else {
     err = errno;
   }
-  l.status = classify_errno(err);
-  l.err = err;
-  if (!l.ok()) l.names.clear();
-  return l;
+  return listing_of(err, std::move(names));
+}
+
+Listing FsRoot::list_fd(int dirfd) {
+  std::vector<std::string> names;
+  int fd = ::dup(dirfd);
+  if (fd < 0) return listing_of(errno, {});
+  DIR* d = ::fdopendir(fd);
+  if (d == nullptr) {
+    int err = errno;
+    ::close(fd);
+    return listing_of(err, {});
+  }
+  const int err = read_names(d, names);
+  return listing_of(err, std::move(names));
 }
 
 Read FsRoot::readlink(std::string_view rel) const {
