@@ -1,11 +1,5 @@
 #include "storage/nfs_mounts.hpp"
 
-#include <fcntl.h>
-#include <linux/magic.h>
-#include <poll.h>
-#include <sys/vfs.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <filesystem>
@@ -79,36 +73,11 @@ NfsMounts::NfsMounts(const Roots& roots, std::string mountstats,
                      std::vector<std::string> operations, std::size_t max_held)
     : files_(roots.proc(), max_held),
       mountstats_(std::move(mountstats)),
-      mountinfo_(
+      operations_(std::move(operations)),
+      mounts_(
           (roots.procfs / std::filesystem::path(mountstats_).parent_path() / "mountinfo").string()),
-      operations_(std::move(operations)) {
+      watch_(roots.faults == nullptr) {  // injected faults: every collection reads
   std::sort(operations_.begin(), operations_.end());
-  // Injected faults stand for what a read answers: every collection reads.
-  if (roots.faults) watch_tried_ = true;
-}
-
-NfsMounts::~NfsMounts() {
-  if (watch_fd_ >= 0) ::close(watch_fd_);
-}
-
-bool NfsMounts::mounts_may_have_changed() {
-  if (!watch_tried_) {
-    watch_tried_ = true;
-    int fd = ::open(mountinfo_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return true;
-    struct statfs fs {};
-    if (::fstatfs(fd, &fs) != 0 || fs.f_type != PROC_SUPER_MAGIC) {
-      ::close(fd);  // a file, not the kernel's: its poll() says nothing
-      return true;
-    }
-    watch_fd_ = fd;
-    return true;  // opened now: the read that follows is the reference
-  }
-  if (watch_fd_ < 0) return true;
-  pollfd p{watch_fd_, POLLPRI, 0};
-  int n = ::poll(&p, 1, 0);
-  if (n < 0) return true;
-  return n > 0 && (p.revents & (POLLPRI | POLLERR | POLLNVAL)) != 0;
 }
 
 std::vector<MetricDesc> NfsMounts::metric_descs() {
@@ -142,7 +111,7 @@ std::vector<MetricDesc> NfsMounts::metric_descs() {
 
 void NfsMounts::collect(const CollectContext&, MetricSink& out) {
   // Asked before the read: a mount made while it runs shows next time.
-  const bool changed = mounts_may_have_changed();
+  const bool changed = !watch_ || mounts_.changed();
   if (none_ && !changed) return;  // no NFS mount then, none now
   none_ = false;
   files_.begin_cycle();

@@ -30,14 +30,12 @@
 
 #include "nodewatch/collector.hpp"
 #include "nodewatch/sources/fs.hpp"
+#include "nodewatch/sources/mount_watch.hpp"
 
 namespace nodewatch::storage {
 
 class NfsMounts {
  public:
-  ~NfsMounts();
-  NfsMounts(const NfsMounts&) = delete;
-  NfsMounts& operator=(const NfsMounts&) = delete;
   // `mountstats` is relative to the procfs root; `operations` are the per-op
   // lines exported. `max_held` as for BlockDevices (0: no held descriptor).
   NfsMounts(const Roots& roots, std::string mountstats, std::vector<std::string> operations,
@@ -54,17 +52,12 @@ class NfsMounts {
   std::uint64_t reads() const { return reads_; }
 
  private:
-  // Whether the mount table may have changed since the last read (true
-  // when there is no way to tell). Opens the watch on first use.
-  bool mounts_may_have_changed();
-
   sources::HeldFiles files_;
   std::string mountstats_;
-  std::string mountinfo_;                // absolute: mountinfo beside mountstats
   std::vector<std::string> operations_;  // sorted
-  int watch_fd_ = -1;                    // mountinfo, on procfs only
-  bool watch_tried_ = false;
-  bool none_ = false;  // the last read found no NFS mount and no error
+  sources::MountWatch mounts_;           // mountinfo beside mountstats
+  bool watch_;                           // false with injected faults
+  bool none_ = false;                    // the last read found no NFS mount and no error
   std::uint64_t reads_ = 0;
 };
 

@@ -1,11 +1,8 @@
 #include "textfile/textfile_collector.hpp"
 
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <linux/openat2.h>
-#include <poll.h>
 #include <sys/syscall.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -212,39 +209,20 @@ TextfileCollector::TextfileCollector(TextfileOptions options,
     : options_(std::move(options)),
       dir_(strip_slashes(options_.directory)),
       fs_("textfile:" + dir_, faults),
+      mounts_("/proc/self/mountinfo"),
       use_local_(faults == nullptr) {}
-
-TextfileCollector::~TextfileCollector() {
-  if (mounts_fd_ >= 0) ::close(mounts_fd_);
-}
 
 bool TextfileCollector::local() {
   if (!use_local_) return false;
-  if (!mounts_tried_) {
-    mounts_tried_ = true;
-    int fd = ::open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    struct statfs fs {};
-    if (::fstatfs(fd, &fs) != 0 || fs.f_type != PROC_SUPER_MAGIC) {
-      ::close(fd);
-      return false;
-    }
-    mounts_fd_ = fd;
-  } else {
-    if (mounts_fd_ < 0) return false;
-    // POLLPRI: the table changed since the last poll (fs/proc_namespace.c).
-    pollfd p{mounts_fd_, POLLPRI, 0};
-    int n = ::poll(&p, 1, 0);
-    if (n == 0) return local_;
-    if (n < 0) return false;
-  }
+  if (!mounts_.changed()) return local_;
+  if (!mounts_.watching()) return local_ = false;
   // The table, read after the poll that said it changed: a change made
   // while it is read shows at the next poll.
   constexpr std::size_t kMaxBytes = std::size_t{8} << 20;
   std::string text;
   char buf[65536];
   for (;;) {
-    ssize_t n = ::pread(mounts_fd_, buf, sizeof buf, static_cast<off_t>(text.size()));
+    ssize_t n = ::pread(mounts_.fd(), buf, sizeof buf, static_cast<off_t>(text.size()));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 || text.size() + static_cast<std::size_t>(n) > kMaxBytes) {
       local_ = false;

@@ -24,6 +24,7 @@
 #include "nodewatch/collector.hpp"
 #include "nodewatch/helper.hpp"
 #include "nodewatch/sources/fs.hpp"
+#include "nodewatch/sources/mount_watch.hpp"
 
 namespace nodewatch {
 
@@ -75,7 +76,6 @@ class TextfileCollector final : public Collector {
  public:
   explicit TextfileCollector(TextfileOptions options,
                              std::shared_ptr<sources::Faults> faults = nullptr);
-  ~TextfileCollector() override;
 
   const MetricTable& metrics() const override;
   void collect(const CollectContext& ctx, MetricSink& out) override;
@@ -93,9 +93,8 @@ class TextfileCollector final : public Collector {
   TextfileOptions options_;
   std::string dir_;  // without trailing slashes
   helper::Fs fs_;
-  bool use_local_;      // no injected faults
-  int mounts_fd_ = -1;  // mountinfo, watched for changes; -1: cannot tell
-  bool mounts_tried_ = false;
+  sources::MountWatch mounts_;  // this process's mountinfo
+  bool use_local_;              // no injected faults
   bool local_ = false;
   bool in_process_ = false;
 };
