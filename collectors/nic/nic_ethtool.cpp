@@ -91,29 +91,65 @@ bool EthtoolStats::allowed(std::string_view name) const {
   return false;
 }
 
-void EthtoolStats::read_netlink(KernelSource& source, MetricSink& out) {
+bool EthtoolStats::read_netlink(KernelSource& source, MetricSink& out) {
   pause_.clear();
   fec_.clear();
+  bool clean = true;
   Dump<PauseStats> pause;
   Status s = source.pause_stats(&pause);
-  if (s == Status::kError) out.error("ethtool_error", "ethtool netlink", "ETHTOOL_MSG_PAUSE_GET");
-  if (pause.malformed > 0) out.error("parse_error", pause.malformed);
+  if (s == Status::kError) {
+    out.error("ethtool_error", "ethtool netlink", "ETHTOOL_MSG_PAUSE_GET");
+    clean = false;
+  }
+  if (pause.malformed > 0) {
+    out.error("parse_error", pause.malformed);
+    clean = false;
+  }
   for (const PauseStats& p : pause.records) {
     // A driver without pause statistics still answers, with no numbers.
     if (p.rx_frames || p.tx_frames) pause_[p.ifindex] = p;
   }
   Dump<FecStats> fec;
   s = source.fec_stats(&fec);
-  if (s == Status::kError) out.error("ethtool_error", "ethtool netlink", "ETHTOOL_MSG_FEC_GET");
-  if (fec.malformed > 0) out.error("parse_error", fec.malformed);
+  if (s == Status::kError) {
+    out.error("ethtool_error", "ethtool netlink", "ETHTOOL_MSG_FEC_GET");
+    clean = false;
+  }
+  if (fec.malformed > 0) {
+    out.error("parse_error", fec.malformed);
+    clean = false;
+  }
   for (const FecStats& f : fec.records) {
     if (f.corrected_blocks || f.uncorrectable_blocks) fec_[f.ifindex] = f;
   }
+  return clean;
+}
+
+// Whether a driver has pause or FEC statistics is a property of the driver:
+// when the last dumps found none (virtual interfaces, drivers without the
+// ethtool netlink callbacks), they are asked again when the interfaces
+// change (one added, or one whose ifindex changed: a driver reloaded) and
+// with the facts (kRefreshCycles), not at every collection (two dumps, four
+// system calls).
+bool EthtoolStats::netlink_due(const std::vector<SelectedLink>& links) const {
+  if (!netlink_none_ || cycle_ - netlink_cycle_ >= kRefreshCycles) return true;
+  if (links.size() != netlink_links_.size()) return true;
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    if (links[i].ifindex != netlink_links_[i]) return true;
+  }
+  return false;
 }
 
 void EthtoolStats::collect(const CollectContext& ctx, const std::vector<SelectedLink>& links,
                            bool complete, KernelSource& source, MetricSink& out) {
-  read_netlink(source, out);
+  ++cycle_;
+  if (netlink_due(links)) {
+    const bool clean = read_netlink(source, out);
+    netlink_none_ = clean && pause_.empty() && fec_.empty();
+    netlink_links_.clear();
+    for (const SelectedLink& l : links) netlink_links_.push_back(l.ifindex);
+    netlink_cycle_ = cycle_;
+  }
   interfaces_.begin_cycle();
   for (const SelectedLink& link : links) {
     if (ctx.should_stop()) {

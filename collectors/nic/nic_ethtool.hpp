@@ -83,7 +83,10 @@ class EthtoolStats {
 
   bool allowed(std::string_view name) const;
   // The standard pause and FEC statistics of every interface (two dumps).
-  void read_netlink(KernelSource& source, MetricSink& out);
+  // False when a dump failed or was malformed.
+  bool read_netlink(KernelSource& source, MetricSink& out);
+  // Whether this collection asks for them: see collect().
+  bool netlink_due(const std::vector<SelectedLink>& links) const;
   void collect_interface(const SelectedLink& link, DriverStats& stats, bool refresh_due,
                          bool has_std_pause, KernelSource& source, MetricSink& out);
   // Rebuilds the selection of statistics from the driver's `names`.
@@ -95,6 +98,12 @@ class EthtoolStats {
   // ifindex -> standard pause / FEC statistics of this collection.
   std::map<int, PauseStats> pause_;
   std::map<int, FecStats> fec_;
+  // The last dumps found no interface with pause or FEC statistics: the
+  // interfaces (ifindex) they were asked for and the collection that asked.
+  bool netlink_none_ = false;
+  std::vector<int> netlink_links_;
+  std::uint64_t netlink_cycle_ = 0;
+  std::uint64_t cycle_ = 0;
 };
 
 }  // namespace nodewatch::nic

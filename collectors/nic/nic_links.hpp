@@ -72,6 +72,9 @@ class Links {
     bool selected = false;
     std::uint64_t cycle = 0;  // the collection that last saw it in the dump
     DriverInfo info;
+    // ETHTOOL_GLINKSETTINGS answered EOPNOTSUPP (ifb, vxlan, a tunnel): not
+    // asked again until the interface's facts are (kRefreshCycles).
+    bool speed_unsupported = false;
   };
   // False when the interface went away under an ethtool call.
   bool emit(const LinkRecord& link, Interface& state, bool refresh, KernelSource& source,

@@ -468,6 +468,7 @@ struct FakeDevice {
   // When set, GSTATS returns this many values (the set changed in between).
   std::optional<std::size_t> values_override;
   int names_calls = 0;
+  int speed_calls = 0;
 };
 
 class FakeSource final : public KernelSource {
@@ -479,6 +480,8 @@ class FakeSource final : public KernelSource {
   std::map<std::string, FakeDevice> devices;
   std::vector<PauseStats> pause;
   std::vector<FecStats> fec;
+  int pause_calls = 0;
+  int fec_calls = 0;
 
   Dump<LinkRecord> dump_links() override { return {links, malformed_links}; }
   Dump<QdiscRecord> dump_qdiscs() override {
@@ -494,6 +497,7 @@ class FakeSource final : public KernelSource {
   Status link_speed(const std::string& ifname, std::optional<std::uint32_t>* mbps) override {
     auto it = devices.find(ifname);
     if (it == devices.end()) return Status::kUnsupported;
+    ++it->second.speed_calls;
     *mbps = it->second.speed_mbps;
     return it->second.speed_status;
   }
@@ -518,10 +522,12 @@ class FakeSource final : public KernelSource {
     return Status::kOk;
   }
   Status pause_stats(Dump<PauseStats>* out) override {
+    ++pause_calls;
     out->records = pause;
     return Status::kOk;
   }
   Status fec_stats(Dump<FecStats>* out) override {
+    ++fec_calls;
     out->records = fec;
     return Status::kOk;
   }
@@ -863,6 +869,86 @@ TEST(NicCollector, EthtoolFailuresAreCountedAndUnsupportedIsSilent) {
   EXPECT_FALSE(has(sink, "nodewatch_nic_speed_bytes_per_second", {"ens2f0"}));
   EXPECT_EQ(Value(sink, "nodewatch_nic_info", {"bond0", "", "", "", "0c:42:a1:00:00:01", "up"}), 1);
   EXPECT_EQ(Value(sink, "nodewatch_nic_mtu_bytes", {"bond0"}), 9000);
+}
+
+// ETHTOOL_GLINKSETTINGS on a driver without it (ifb, vxlan) fails at every
+// call: asked again with the interface's facts, while a speed that a
+// driver has is read at every collection (it changes with the link).
+TEST(NicCollector, LinkSettingsADriverLacksAreAskedForWithItsFacts) {
+  FakeNode node = two_vendor_node();
+  FakeDevice& cx = node.source->devices["ens1f0np0"];
+  FakeDevice& e810 = node.source->devices["ens2f0"];
+  e810.speed_status = Status::kUnsupported;
+  for (int i = 0; i < 3; ++i) {
+    MetricSink sink(node.collector->metrics());
+    CollectOnce(*node.collector, sink);
+    EXPECT_FALSE(has(sink, "nodewatch_nic_speed_bytes_per_second", {"ens2f0"}));
+    EXPECT_EQ(sink.errors().size(), 0u);
+  }
+  EXPECT_EQ(cx.speed_calls, 3);
+  EXPECT_EQ(e810.speed_calls, 1);
+  // The driver gained link settings (reloaded under the same ifindex):
+  // the speed shows with the next reading of the facts.
+  e810.speed_status = Status::kOk;
+  for (std::uint64_t i = 3; i < kRefreshCycles; ++i) {
+    MetricSink sink(node.collector->metrics());
+    CollectOnce(*node.collector, sink);
+  }
+  EXPECT_EQ(e810.speed_calls, 1);
+  MetricSink sink(node.collector->metrics());
+  CollectOnce(*node.collector, sink);
+  EXPECT_EQ(e810.speed_calls, 2);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_speed_bytes_per_second", {"ens2f0"}), 100000 * 1e6 / 8);
+  EXPECT_EQ(cx.speed_calls, static_cast<int>(kRefreshCycles) + 1);
+}
+
+// Without an interface that has standard pause or FEC statistics, the two
+// ethtool netlink dumps are asked again when the interfaces change and
+// with the facts; with one, at every collection.
+TEST(NicCollector, PauseAndFecDumpsThatFoundNothingWaitForAChange) {
+  FakeNode node = make_node();
+  FakeSource& src = *node.source;
+  src.links = {make_link(2, "eth0")};
+  auto collect = [&] {
+    MetricSink sink(node.collector->metrics());
+    CollectOnce(*node.collector, sink);
+    return sink.errors().size();
+  };
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(collect(), 0u);
+  EXPECT_EQ(src.pause_calls, 1);
+  EXPECT_EQ(src.fec_calls, 1);
+  // A ConnectX-7 port appears: asked at once, and its numbers exported.
+  src.links.push_back(make_link(4, "ens1f0np0"));
+  PauseStats p;
+  p.ifindex = 4;
+  p.rx_frames = 12;
+  p.tx_frames = 34;
+  src.pause = {p};
+  {
+    MetricSink sink(node.collector->metrics());
+    CollectOnce(*node.collector, sink);
+    EXPECT_EQ(src.pause_calls, 2);
+    EXPECT_EQ(Value(sink, "nodewatch_nic_pause_frames_total", {"ens1f0np0", "rx"}), 12);
+  }
+  // With statistics found, every collection asks.
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(collect(), 0u);
+  EXPECT_EQ(src.pause_calls, 4);
+  EXPECT_EQ(src.fec_calls, 4);
+  // The port goes (its driver unloaded): asked once more, then not until
+  // the facts are due again.
+  src.links = {make_link(2, "eth0")};
+  src.pause.clear();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(collect(), 0u);
+  EXPECT_EQ(src.pause_calls, 5);
+  for (std::uint64_t i = 3; i < kRefreshCycles; ++i) collect();
+  EXPECT_EQ(src.pause_calls, 5);
+  collect();
+  EXPECT_EQ(src.pause_calls, 6);
+  EXPECT_EQ(src.fec_calls, 6);
+  // The same interface under a new ifindex (a driver reloaded): asked.
+  src.links = {make_link(3, "eth0")};
+  collect();
+  EXPECT_EQ(src.pause_calls, 7);
 }
 
 TEST(NicCollector, LinkStatisticsStateAndOlderKernels) {
