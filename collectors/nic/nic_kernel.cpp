@@ -1,5 +1,6 @@
-// The real KernelSource: route netlink dumps through libnl (with our own
-// request and parser), ethtool netlink through libnl-genl, and the
+// The real KernelSource: route netlink dumps and ethtool netlink (libnl and
+// libnl-genl build and send the requests; run_dump() reads the replies into
+// a buffer kept between dumps, and our parsers read them), and the
 // SIOCETHTOOL ioctl for driver information, speed and driver statistics.
 
 #include <linux/ethtool.h>
@@ -17,9 +18,11 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <vector>
 
 #include "nic/nic_kernel.hpp"
 #include "nodewatch/collector.hpp"
@@ -92,10 +95,6 @@ struct SockDeleter {
   void operator()(nl_sock* s) const { nl_socket_free(s); }
 };
 using SockPtr = std::unique_ptr<nl_sock, SockDeleter>;
-struct CbDeleter {
-  void operator()(nl_cb* c) const { nl_cb_put(c); }
-};
-using CbPtr = std::unique_ptr<nl_cb, CbDeleter>;
 struct MsgDeleter {
   void operator()(nl_msg* m) const { nlmsg_free(m); }
 };
@@ -105,7 +104,6 @@ SockPtr open_netlink(int protocol) {
   SockPtr sk(nl_socket_alloc());
   if (!sk) return nullptr;
   if (nl_connect(sk.get(), protocol) < 0) return nullptr;
-  nl_socket_enable_msg_peek(sk.get());
   timeval tv{kReceiveTimeoutSeconds, 0};
   ::setsockopt(nl_socket_get_fd(sk.get()), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   return sk;
@@ -114,62 +112,102 @@ SockPtr open_netlink(int protocol) {
 // Empties the socket after an abandoned dump, so the next request does not
 // read the tail of the old one. The socket itself is kept: it is bound to
 // the network namespace it was created in.
-void drain(nl_sock* sk) {
-  std::uint8_t buf[8192];
-  while (::recv(nl_socket_get_fd(sk), buf, sizeof(buf), MSG_DONTWAIT) > 0) {
+void drain(nl_sock* sk, std::vector<std::uint8_t>& buf) {
+  while (::recv(nl_socket_get_fd(sk), buf.data(), buf.size(), MSG_DONTWAIT) > 0) {
   }
 }
 
-struct DumpState {
-  std::function<void(Bytes)> on_message;
-  std::uint32_t seq = 0;
-  bool done = false;
-};
+// The buffer a dump is received into, kept between dumps. The kernel sizes
+// a dump's datagrams to the largest receive buffer the socket has been
+// given, capped at 32 KiB less the skb overhead, or to the dump's own
+// minimum when that is larger (net/netlink/af_netlink.c: netlink_recvmsg
+// records max_recvmsg_len, netlink_dump allocates by it); RTM_GETLINK's
+// minimum is the largest link message, which without per-VF data is a few
+// KiB. So 64 KiB takes every datagram in one recvmsg: no MSG_PEEK to size
+// each one first (libnl's way: two system calls a datagram, and a malloc).
+// A larger one is still seen (MSG_TRUNC gives its real length): the dump
+// is abandoned, the buffer grown, and the dump asked again.
+constexpr std::size_t kReceiveBuffer = 64 * 1024;
+constexpr std::size_t kMaxReceiveBuffer = 16 * 1024 * 1024;
 
-// Replies to an earlier, abandoned request (a timeout) carry its sequence
-// number: skipped rather than taken as this dump's.
-int on_seq_check(nl_msg* msg, void* arg) {
-  return nlmsg_hdr(msg)->nlmsg_seq == static_cast<DumpState*>(arg)->seq ? NL_OK : NL_SKIP;
-}
-
-int on_valid(nl_msg* msg, void* arg) {
-  auto* st = static_cast<DumpState*>(arg);
-  nlmsghdr* h = nlmsg_hdr(msg);
-  st->on_message(Bytes(reinterpret_cast<const std::uint8_t*>(h), h->nlmsg_len));
-  return NL_OK;
-}
-
-int on_finish(nl_msg*, void* arg) {
-  static_cast<DumpState*>(arg)->done = true;
-  return NL_STOP;
-}
-
-// Sends `request` (already built) and reads the whole dump. Returns 0 or a
-// negative libnl error.
-int run_dump(nl_sock* sk, nl_msg* request, const std::function<void(Bytes)>& on_message) {
-  CbPtr cb(nl_cb_alloc(NL_CB_DEFAULT));
-  if (!cb) return -NLE_NOMEM;
-  DumpState st{on_message, 0, false};
-  nl_cb_set(cb.get(), NL_CB_VALID, NL_CB_CUSTOM, on_valid, &st);
-  nl_cb_set(cb.get(), NL_CB_FINISH, NL_CB_CUSTOM, on_finish, &st);
-  nl_cb_set(cb.get(), NL_CB_SEQ_CHECK, NL_CB_CUSTOM, on_seq_check, &st);
+// Sends `request` (already built) and reads the whole dump into `buf`,
+// calling `on_message` with each message of the request's sequence number
+// (replies to an earlier, abandoned request carry another: skipped).
+// Returns 0 or a negative libnl error: -NLE_DUMP_INTR when a message said
+// the dump was interrupted by a change (read to its end first),
+// -NLE_MSG_TRUNC when a datagram did not fit (`buf` is grown for the next
+// try), -NLE_AGAIN when the kernel did not finish within the receive
+// timeout, the kernel's error for an NLMSG_ERROR.
+int run_dump(nl_sock* sk, std::vector<std::uint8_t>& buf, nl_msg* request,
+             const std::function<void(Bytes)>& on_message) {
   int err = nl_send_auto(sk, request);
   if (err < 0) return err;
-  st.seq = nlmsg_hdr(request)->nlmsg_seq;
-  while (!st.done) {
-    err = nl_recvmsgs(sk, cb.get());
-    if (err < 0) break;
-    if (!st.done && err == 0) {
-      // nl_recv returns 0 on a receive timeout: the dump never finished.
+  const std::uint32_t seq = nlmsg_hdr(request)->nlmsg_seq;
+  const int fd = nl_socket_get_fd(sk);
+  bool interrupted = false;
+  err = 0;
+  for (bool done = false; !done && err == 0;) {
+    sockaddr_nl from{};
+    iovec iov{buf.data(), buf.size()};
+    msghdr msg{};
+    msg.msg_name = &from;
+    msg.msg_namelen = sizeof(from);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    const ssize_t n = ::recvmsg(fd, &msg, MSG_TRUNC);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      // The receive timeout: the dump never finished.
+      err = errno == EAGAIN || errno == EWOULDBLOCK ? -NLE_AGAIN : -nl_syserr2nlerr(errno);
+      break;
+    }
+    if (n == 0) {
       err = -NLE_AGAIN;
       break;
     }
+    if ((msg.msg_flags & MSG_TRUNC) != 0 || static_cast<std::size_t>(n) > buf.size()) {
+      // At least the kernel's cap on the sizes it takes from receive
+      // buffers: a larger receive since (the drain, libnl's own reads) then
+      // cannot make the next datagrams larger than this buffer.
+      const std::size_t want =
+          std::max<std::size_t>((static_cast<std::size_t>(n) + 4095) / 4096 * 4096, 32 * 1024);
+      if (want <= kMaxReceiveBuffer) buf.resize(want);
+      err = -NLE_MSG_TRUNC;
+      break;
+    }
+    if (from.nl_pid != 0) continue;  // not from the kernel
+    auto* h = reinterpret_cast<nlmsghdr*>(buf.data());
+    int left = static_cast<int>(n);
+    for (; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+      if (h->nlmsg_seq != seq) continue;
+      if ((h->nlmsg_flags & NLM_F_DUMP_INTR) != 0) interrupted = true;
+      if (h->nlmsg_type == NLMSG_DONE) {
+        done = true;
+        break;
+      }
+      if (h->nlmsg_type == NLMSG_ERROR) {
+        if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nlmsgerr))) {
+          err = -NLE_MSG_TRUNC;
+        } else {
+          const int e = reinterpret_cast<const nlmsgerr*>(NLMSG_DATA(h))->error;
+          if (e != 0) err = -nl_syserr2nlerr(-e);
+        }
+        done = true;
+        break;
+      }
+      if (h->nlmsg_type == NLMSG_OVERRUN) {
+        err = -NLE_MSG_OVERFLOW;
+        break;
+      }
+      if (h->nlmsg_type == NLMSG_NOOP) continue;
+      on_message(Bytes(reinterpret_cast<const std::uint8_t*>(h), h->nlmsg_len));
+    }
   }
   if (err < 0) {
-    drain(sk);
+    drain(sk, buf);
     return err;
   }
-  return 0;
+  return interrupted ? -NLE_DUMP_INTR : 0;
 }
 
 Status status_of_errno(int err) {
@@ -183,8 +221,9 @@ Status status_of_errno(int err) {
 
 class RealKernelSource final : public KernelSource {
  public:
-  RealKernelSource()
-      : route_(open_netlink(NETLINK_ROUTE)),
+  explicit RealKernelSource(std::size_t receive_buffer)
+      : rx_(receive_buffer),
+        route_(open_netlink(NETLINK_ROUTE)),
         genl_(open_netlink(NETLINK_GENERIC)),
         ioctl_fd_(open_ioctl_socket()) {
     if (!route_) {
@@ -307,24 +346,13 @@ class RealKernelSource final : public KernelSource {
   }
 
   Status pause_stats(Dump<PauseStats>* out) override {
-    return ethtool_dump(ETHTOOL_MSG_PAUSE_GET, ETHTOOL_A_PAUSE_HEADER, &pause_supported_,
-                        [&](Bytes m) {
-                          if (auto rec = parse_ethtool_pause_reply(m)) {
-                            out->records.push_back(*rec);
-                          } else {
-                            ++out->malformed;
-                          }
-                        });
+    return ethtool_dump(ETHTOOL_MSG_PAUSE_GET, ETHTOOL_A_PAUSE_HEADER, &pause_supported_, out,
+                        parse_ethtool_pause_reply);
   }
 
   Status fec_stats(Dump<FecStats>* out) override {
-    return ethtool_dump(ETHTOOL_MSG_FEC_GET, ETHTOOL_A_FEC_HEADER, &fec_supported_, [&](Bytes m) {
-      if (auto rec = parse_ethtool_fec_reply(m)) {
-        out->records.push_back(*rec);
-      } else {
-        ++out->malformed;
-      }
-    });
+    return ethtool_dump(ETHTOOL_MSG_FEC_GET, ETHTOOL_A_FEC_HEADER, &fec_supported_, out,
+                        parse_ethtool_fec_reply);
   }
 
  private:
@@ -355,21 +383,22 @@ class RealKernelSource final : public KernelSource {
     Dump<Record> out;
     int err = 0;
     // A dump interrupted by a concurrent change (NLM_F_DUMP_INTR) is
-    // inconsistent: done again, once.
+    // inconsistent, and one whose datagram did not fit the buffer is
+    // incomplete: done again, once (with the buffer grown).
     for (int attempt = 0; attempt < 2; ++attempt) {
       out = Dump<Record>{};
       MsgPtr msg(nlmsg_alloc_simple(type, NLM_F_REQUEST | NLM_F_DUMP));
       if (!msg || nlmsg_append(msg.get(), const_cast<void*>(header), size, NLMSG_ALIGNTO) < 0) {
         throw CollectError("netlink_error", "cannot build a netlink request");
       }
-      err = run_dump(route_.get(), msg.get(), [&](Bytes m) {
+      err = run_dump(route_.get(), rx_, msg.get(), [&](Bytes m) {
         if (auto rec = parse(m)) {
           out.records.push_back(std::move(*rec));
         } else {
           ++out.malformed;
         }
       });
-      if (err != -NLE_DUMP_INTR) break;
+      if (err != -NLE_DUMP_INTR && err != -NLE_MSG_TRUNC) break;
     }
     if (err < 0) {
       throw CollectError("netlink_error", std::string("netlink dump failed: ") + nl_geterror(err));
@@ -377,8 +406,9 @@ class RealKernelSource final : public KernelSource {
     return out;
   }
 
-  Status ethtool_dump(std::uint8_t cmd, int header_attr, bool* supported,
-                      const std::function<void(Bytes)>& fn) {
+  template <class Record, class Parse>
+  Status ethtool_dump(std::uint8_t cmd, int header_attr, bool* supported, Dump<Record>* out,
+                      Parse parse) {
     if (!*supported || !genl_) return Status::kUnsupported;
     if (family_ < 0) {
       family_ = genl_ctrl_resolve(genl_.get(), ETHTOOL_GENL_NAME);
@@ -388,18 +418,31 @@ class RealKernelSource final : public KernelSource {
         return Status::kUnsupported;
       }
     }
-    MsgPtr msg(nlmsg_alloc());
-    if (!msg) return Status::kError;
-    if (!genlmsg_put(msg.get(), NL_AUTO_PORT, NL_AUTO_SEQ, family_, 0, NLM_F_DUMP, cmd,
-                     ETHTOOL_GENL_VERSION)) {
-      return Status::kError;
+    int err = 0;
+    // Done again, once, like the route dumps (dump()).
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      *out = Dump<Record>{};
+      MsgPtr msg(nlmsg_alloc());
+      if (!msg) return Status::kError;
+      if (!genlmsg_put(msg.get(), NL_AUTO_PORT, NL_AUTO_SEQ, family_, 0, NLM_F_DUMP, cmd,
+                       ETHTOOL_GENL_VERSION)) {
+        return Status::kError;
+      }
+      nlattr* nest = nla_nest_start(msg.get(), header_attr | NLA_F_NESTED);
+      if (nest == nullptr ||
+          nla_put_u32(msg.get(), ETHTOOL_A_HEADER_FLAGS, ETHTOOL_FLAG_STATS) < 0) {
+        return Status::kError;
+      }
+      nla_nest_end(msg.get(), nest);
+      err = run_dump(genl_.get(), rx_, msg.get(), [&](Bytes m) {
+        if (auto rec = parse(m)) {
+          out->records.push_back(*rec);
+        } else {
+          ++out->malformed;
+        }
+      });
+      if (err != -NLE_DUMP_INTR && err != -NLE_MSG_TRUNC) break;
     }
-    nlattr* nest = nla_nest_start(msg.get(), header_attr | NLA_F_NESTED);
-    if (nest == nullptr || nla_put_u32(msg.get(), ETHTOOL_A_HEADER_FLAGS, ETHTOOL_FLAG_STATS) < 0) {
-      return Status::kError;
-    }
-    nla_nest_end(msg.get(), nest);
-    int err = run_dump(genl_.get(), msg.get(), fn);
     if (err == -NLE_OPNOTSUPP || err == -NLE_INVAL) {
       // The kernel knows the family but not this request or the statistics
       // flag (5.6 to 5.9 for pause, before 5.13 for FEC): not asked again.
@@ -409,6 +452,7 @@ class RealKernelSource final : public KernelSource {
     return err < 0 ? Status::kError : Status::kOk;
   }
 
+  std::vector<std::uint8_t> rx_;  // run_dump()'s buffer
   SockPtr route_;
   SockPtr genl_;
   UniqueFd ioctl_fd_;
@@ -421,8 +465,8 @@ class RealKernelSource final : public KernelSource {
 
 }  // namespace
 
-std::unique_ptr<KernelSource> make_kernel_source() {
-  return std::make_unique<RealKernelSource>();
+std::unique_ptr<KernelSource> make_kernel_source(std::size_t receive_buffer) {
+  return std::make_unique<RealKernelSource>(receive_buffer == 0 ? kReceiveBuffer : receive_buffer);
 }
 
 }  // namespace nodewatch::nic

@@ -75,7 +75,9 @@ class KernelSource {
 
 // The netlink (libnl) and SIOCETHTOOL implementation, bound to the network
 // namespace of the calling thread. Throws CollectError when the route
-// netlink socket cannot be opened.
-std::unique_ptr<KernelSource> make_kernel_source();
+// netlink socket cannot be opened. `receive_buffer`: the starting size of
+// the buffer dumps are received into (0: the default, 64 KiB); a datagram
+// larger than it grows it, and the dump is asked again.
+std::unique_ptr<KernelSource> make_kernel_source(std::size_t receive_buffer = 0);
 
 }  // namespace nodewatch::nic

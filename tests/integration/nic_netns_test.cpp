@@ -117,12 +117,14 @@ class VethPair {
   }
 
   // A collector that reads namespace a, selecting the test's interfaces.
-  std::unique_ptr<NicCollector> collector(NicOptions options = {}) const {
+  // `receive_buffer`: make_kernel_source()'s.
+  std::unique_ptr<NicCollector> collector(NicOptions options = {},
+                                          std::size_t receive_buffer = 0) const {
     options.interfaces.include = "^nwt";
     options.interfaces.exclude = "";
     options.protocol_statistics = false;
     std::unique_ptr<KernelSource> source;
-    in_netns(a_, [&] { source = make_kernel_source(); });
+    in_netns(a_, [&] { source = make_kernel_source(receive_buffer); });
     return std::make_unique<NicCollector>(Roots{}, std::move(options), std::move(source));
   }
 
@@ -324,6 +326,30 @@ TEST(NicNetns, InterfacesAppearAndDisappearBetweenCollects) {
   EXPECT_FALSE(has_up(sink, "nwt3"));
   EXPECT_TRUE(has_up(sink, "nwt0"));
   EXPECT_EQ(c->tracked_interfaces(), 2u);
+}
+
+// A dump datagram larger than the receive buffer (here every RTM_NEWLINK
+// message is, at 512 bytes) is not read in part: the buffer grows to the
+// size the kernel reports (MSG_TRUNC) and the dump is asked again, within
+// the same collection.
+TEST(NicNetns, ADumpLargerThanTheReceiveBufferIsAskedAgainWithRoom) {
+  SKIP_UNLESS_KERNEL_TESTS_CAN_RUN();
+  VethPair v;
+  ASSERT_TRUE(v.ok());
+  MustRun("ip -n " + v.a() + " link add nwt2 type veth peer name nwt3");
+  MustRun("ip -n " + v.a() + " link set nwt2 mtu 1400");
+  auto c = v.collector({}, 512);
+  for (int i = 0; i < 2; ++i) {
+    MetricSink sink(c->metrics());
+    CollectOnce(*c, sink);
+    EXPECT_TRUE(sink.errors().empty()) << "collection " << i;
+    double x = 0;
+    EXPECT_TRUE(sink.get("nodewatch_nic_up", {"nwt0"}, &x));
+    EXPECT_EQ(x, 1);
+    EXPECT_TRUE(sink.get("nodewatch_nic_mtu_bytes", {"nwt2"}, &x));
+    EXPECT_EQ(x, 1400);
+    EXPECT_TRUE(sink.get("nodewatch_nic_mtu_bytes", {"nwt3"}, &x));
+  }
 }
 
 TEST(NicNetns, EthtoolReadsTheVethDriversStatistics) {
