@@ -277,10 +277,22 @@ std::uint64_t Scheduler::skipped_by(Clock::time_point due, Clock::time_point t,
   return static_cast<std::uint64_t>((t - first) / step) + 1;
 }
 
-// Under the lock.
+// Under the lock. The entry's timer is armed here, for the collection
+// queued: at its due time plus its stall budget (or its timeout, when that
+// is shorter). A collection that starts on time finds it armed and does
+// not touch it; the one after it arms it again for the next. One
+// timerfd_settime a collection, not an arm and a disarm around each.
 void Scheduler::schedule_tick(const std::shared_ptr<Entry>& e, Clock::time_point due) {
   std::shared_ptr<Entry> entry = e;
   e->tick = pool_->post_at(due, [this, entry, life = life_, due] { run_tick(life, entry, due); });
+  set_timer(e->timer.get(), due + check_after(*e));
+}
+
+// How long after its start (or its due time, before it starts) a
+// collection is looked at by the io thread: its stall budget, or its
+// timeout when that is shorter.
+Scheduler::Clock::duration Scheduler::check_after(const Entry& e) {
+  return std::min<Clock::duration>(e.job.timeout, kStallBudget);
 }
 
 // Runs on a worker: one collection, rendered, deflated when a gzip scrape
@@ -308,7 +320,9 @@ void Scheduler::run_tick(const std::shared_ptr<Life>& life, const std::shared_pt
   e->started = Clock::now();
   const Clock::time_point deadline = e->deadline = e->started + e->job.timeout;
   e->stalled = false;
-  set_timer(e->timer.get(), std::min(deadline, e->started + kStallBudget));
+  // The timer, armed for due + check_after(), is looked at from `started`
+  // when it fires (on_timer()); a start later than that is late already.
+  if (e->started >= due + check_after(*e)) set_timer(e->timer.get(), e->started + check_after(*e));
   lock.unlock();
 
   const auto t0 = Clock::now();
@@ -395,8 +409,22 @@ void Scheduler::watch_deadline(const std::shared_ptr<Entry>& e) {
 // Under the lock, on the io thread, when the entry's timer expired: the
 // collect in flight is past its stall budget, or its deadline.
 void Scheduler::on_timer(Entry& e, Notices& n) {
-  if (!e.status.in_flight || e.timed_out) return;
   const auto now = Clock::now();
+  if (!e.status.in_flight) {
+    // Armed for a collection that has not started by its due time and
+    // budget: the thread that waits for due times is held up (a collect
+    // that blocks in the kernel, whose own timer may be missing). Another
+    // thread takes over; looked at again a budget later.
+    if (!e.tick || e.stopped) return;
+    if (now >= e.tick->due + check_after(e)) {
+      pool_->kick();
+      set_timer(e.timer.get(), now + check_after(e));
+    } else {
+      set_timer(e.timer.get(), e.tick->due + check_after(e));
+    }
+    return;
+  }
+  if (e.timed_out) return;
   if (now >= e.deadline) {
     on_deadline(e, n);
   } else if (!e.stalled && now >= e.started + kStallBudget) {
@@ -404,6 +432,10 @@ void Scheduler::on_timer(Entry& e, Notices& n) {
     e.stalled = true;
     pool_->kick();
     set_timer(e.timer.get(), e.deadline);
+  } else {
+    // Armed from the due time for a collection that started after it.
+    set_timer(e.timer.get(),
+              e.stalled ? e.deadline : std::min(e.deadline, e.started + kStallBudget));
   }
 }
 
@@ -433,7 +465,8 @@ void Scheduler::finish(const std::shared_ptr<Entry>& entry, std::uint64_t run_id
   if (run_id != e.run_id) return;
   *e.busy = false;
   e.status.in_flight = false;
-  set_timer(e.timer.get(), std::nullopt);
+  // The timer stays armed until schedule_tick() below arms it for the next
+  // collection; should it fire before, on_timer() finds nothing in flight.
   if (e.stopped) return;
   const auto now = Clock::now();
   // Due times that passed while it ran were skipped; the next is the first

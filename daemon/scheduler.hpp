@@ -25,9 +25,10 @@
 // while it runs are skipped and counted (skipped_overlap, counted while
 // they pass). A collect that passes its deadline is reported failed at the
 // deadline and its snapshot withdrawn (no stale values); when it returns,
-// late, its result is dropped. The deadline is a timerfd per collector that
-// the worker arms before the collect and disarms after it, watched by the
-// io_context: on time, a collection costs the io thread nothing.
+// late, its result is dropped. The deadline is a timerfd per collector,
+// armed when a collection is queued for its due time plus its stall budget
+// (one timerfd_settime a collection) and watched by the io_context: on
+// time, a collection costs the io thread nothing.
 
 #include <chrono>
 #include <cstdint>
@@ -147,6 +148,7 @@ class Scheduler {
   // Under the lock, on the worker, when the collect returned.
   void finish(const std::shared_ptr<Entry>& e, std::uint64_t run_id, Result r, Notices& n);
   void schedule_tick(const std::shared_ptr<Entry>& e, Clock::time_point due);
+  static Clock::duration check_after(const Entry& e);
   // The io thread's watch of an entry's timer: the stall budget, then the
   // deadline.
   void watch_deadline(const std::shared_ptr<Entry>& e);

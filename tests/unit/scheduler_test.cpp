@@ -504,6 +504,37 @@ TEST(SchedulerTest, CollectionsOnTimeRunNoHandlerOnTheIoThread) {
   EXPECT_TRUE(h.sched.shutdown_workers(3s));
 }
 
+// A job of the pool that is not a collection (the node verdict's
+// evaluation runs there) holds the thread that waits for due times: the
+// collection due behind it is found not started by its own timer (armed
+// for its due time when it was queued), and another thread takes over.
+TEST(SchedulerTest, AJobBesideTheCollectionsThatHoldsThePoolIsFoundOutByTheirTimers) {
+  Harness h;
+  FakeCollector* a;
+  std::vector<CollectorJob> jobs;
+  jobs.push_back(Job("a", &a, 50ms, 50ms));
+  h.sched.start(std::move(jobs));
+  ASSERT_TRUE(h.RunUntil([&] { return a->calls_ >= 2; }));
+  auto release = std::make_shared<std::atomic<bool>>(false);
+  auto held = std::make_shared<std::atomic<bool>>(false);
+  h.sched.pool().post_at(Clock::now(), [release, held] {
+    held->store(true);
+    const auto until = Clock::now() + 3s;
+    while (!release->load() && Clock::now() < until) std::this_thread::sleep_for(5ms);
+  });
+  ASSERT_TRUE(h.RunUntil([&] { return held->load(); }));
+  const int before = a->calls_;
+  const auto t0 = Clock::now();
+  h.RunUntil([] { return false; }, 600ms);
+  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  // Every 50 ms; the first one late by at most its timeout.
+  EXPECT_GE(a->calls_ - before, static_cast<int>((elapsed - 0.1) * 20 * 0.6));
+  EXPECT_EQ(h.Status("a").errors["timeout"], 0u);
+  release->store(true);
+  h.sched.stop();
+  EXPECT_TRUE(h.sched.shutdown_workers(3s));
+}
+
 // Due times lie on one grid: two collectors of the shared pool whose
 // intervals divide one another come due together and are run by the one
 // thread that waits for the pool's due times, one wake-up for both.
