@@ -137,14 +137,17 @@ constexpr std::size_t kMaxReceiveBuffer = 16 * 1024 * 1024;
 // the dump was interrupted by a change (read to its end first),
 // -NLE_MSG_TRUNC when a datagram did not fit (`buf` is grown for the next
 // try), -NLE_AGAIN when the kernel did not finish within the receive
-// timeout, the kernel's error for an NLMSG_ERROR.
+// timeout, the kernel's error for an NLMSG_ERROR (the request refused) or
+// for an NLMSG_DONE that carries one (the dump failed part way, after the
+// messages already passed on); `*in_done` says which of the last two.
 int run_dump(nl_sock* sk, std::vector<std::uint8_t>& buf, nl_msg* request,
-             const std::function<void(Bytes)>& on_message) {
+             const std::function<void(Bytes)>& on_message, bool* in_done) {
+  *in_done = false;
   int err = nl_send_auto(sk, request);
   if (err < 0) return err;
   const std::uint32_t seq = nlmsg_hdr(request)->nlmsg_seq;
   const int fd = nl_socket_get_fd(sk);
-  bool interrupted = false;
+  DumpScan scan;
   err = 0;
   for (bool done = false; !done && err == 0;) {
     sockaddr_nl from{};
@@ -167,47 +170,35 @@ int run_dump(nl_sock* sk, std::vector<std::uint8_t>& buf, nl_msg* request,
     }
     if ((msg.msg_flags & MSG_TRUNC) != 0 || static_cast<std::size_t>(n) > buf.size()) {
       // At least the kernel's cap on the sizes it takes from receive
-      // buffers: a larger receive since (the drain, libnl's own reads) then
-      // cannot make the next datagrams larger than this buffer.
-      const std::size_t want =
-          std::max<std::size_t>((static_cast<std::size_t>(n) + 4095) / 4096 * 4096, 32 * 1024);
+      // buffers (a larger receive since, the drain's or libnl's own, then
+      // cannot make the next datagrams larger than this buffer), and twice
+      // the buffer (a dump whose minimum allocation is over the cap sizes
+      // its datagrams by that, and the next may be larger).
+      const std::size_t want = std::max<std::size_t>(
+          {(static_cast<std::size_t>(n) + 4095) / 4096 * 4096, 32 * 1024, 2 * buf.size()});
       if (want <= kMaxReceiveBuffer) buf.resize(want);
       err = -NLE_MSG_TRUNC;
       break;
     }
     if (from.nl_pid != 0) continue;  // not from the kernel
-    auto* h = reinterpret_cast<nlmsghdr*>(buf.data());
-    int left = static_cast<int>(n);
-    for (; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
-      if (h->nlmsg_seq != seq) continue;
-      if ((h->nlmsg_flags & NLM_F_DUMP_INTR) != 0) interrupted = true;
-      if (h->nlmsg_type == NLMSG_DONE) {
-        done = true;
-        break;
-      }
-      if (h->nlmsg_type == NLMSG_ERROR) {
-        if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nlmsgerr))) {
-          err = -NLE_MSG_TRUNC;
-        } else {
-          const int e = reinterpret_cast<const nlmsgerr*>(NLMSG_DATA(h))->error;
-          if (e != 0) err = -nl_syserr2nlerr(-e);
-        }
-        done = true;
-        break;
-      }
-      if (h->nlmsg_type == NLMSG_OVERRUN) {
-        err = -NLE_MSG_OVERFLOW;
-        break;
-      }
-      if (h->nlmsg_type == NLMSG_NOOP) continue;
-      on_message(Bytes(reinterpret_cast<const std::uint8_t*>(h), h->nlmsg_len));
+    scan_dump_datagram(Bytes(buf.data(), static_cast<std::size_t>(n)), seq, scan, on_message);
+    if (scan.truncated || scan.malformed) {
+      // Not the kernel's layout: the rest of the dump cannot be trusted
+      // (nor its end found).
+      err = -NLE_MSG_TRUNC;
+    } else if (scan.overrun) {
+      err = -NLE_MSG_OVERFLOW;
+    } else if (scan.error != 0) {
+      err = -nl_syserr2nlerr(scan.error);
+      *in_done = scan.error_in_done;
     }
+    done = scan.done;
   }
   if (err < 0) {
     drain(sk, buf);
     return err;
   }
-  return interrupted ? -NLE_DUMP_INTR : 0;
+  return scan.interrupted ? -NLE_DUMP_INTR : 0;
 }
 
 Status status_of_errno(int err) {
@@ -391,13 +382,17 @@ class RealKernelSource final : public KernelSource {
       if (!msg || nlmsg_append(msg.get(), const_cast<void*>(header), size, NLMSG_ALIGNTO) < 0) {
         throw CollectError("netlink_error", "cannot build a netlink request");
       }
-      err = run_dump(route_.get(), rx_, msg.get(), [&](Bytes m) {
-        if (auto rec = parse(m)) {
-          out.records.push_back(std::move(*rec));
-        } else {
-          ++out.malformed;
-        }
-      });
+      bool in_done = false;
+      err = run_dump(
+          route_.get(), rx_, msg.get(),
+          [&](Bytes m) {
+            if (auto rec = parse(m)) {
+              out.records.push_back(std::move(*rec));
+            } else {
+              ++out.malformed;
+            }
+          },
+          &in_done);
       if (err != -NLE_DUMP_INTR && err != -NLE_MSG_TRUNC) break;
     }
     if (err < 0) {
@@ -419,6 +414,7 @@ class RealKernelSource final : public KernelSource {
       }
     }
     int err = 0;
+    bool in_done = false;
     // Done again, once, like the route dumps (dump()).
     for (int attempt = 0; attempt < 2; ++attempt) {
       *out = Dump<Record>{};
@@ -434,14 +430,25 @@ class RealKernelSource final : public KernelSource {
         return Status::kError;
       }
       nla_nest_end(msg.get(), nest);
-      err = run_dump(genl_.get(), rx_, msg.get(), [&](Bytes m) {
-        if (auto rec = parse(m)) {
-          out->records.push_back(*rec);
-        } else {
-          ++out->malformed;
-        }
-      });
+      err = run_dump(
+          genl_.get(), rx_, msg.get(),
+          [&](Bytes m) {
+            if (auto rec = parse(m)) {
+              out->records.push_back(*rec);
+            } else {
+              ++out->malformed;
+            }
+          },
+          &in_done);
       if (err != -NLE_DUMP_INTR && err != -NLE_MSG_TRUNC) break;
+    }
+    if (in_done) {
+      // Until "ethtool: don't propagate EOPNOTSUPP from dumps" (v6.7, and
+      // the stable kernels it went back to), an ethtool dump whose last
+      // device lacks the request ended with -EOPNOTSUPP in NLMSG_DONE,
+      // after the other devices' replies: a whole dump. Any other error
+      // there fails this dump only (counted; asked again next time).
+      return err == -NLE_OPNOTSUPP ? Status::kOk : Status::kError;
     }
     if (err == -NLE_OPNOTSUPP || err == -NLE_INVAL) {
       // The kernel knows the family but not this request or the statistics

@@ -170,11 +170,14 @@ bool Links::emit(const LinkRecord& link, Interface& state, bool refresh, KernelS
   // A speed that went away is left out; the dump said the link is there.
   // A driver without link settings says so at every call: it is asked
   // again with the facts, not at every collection.
-  if (refresh) state.speed_unsupported = false;
+  if (refresh || link.operstate != state.speed_operstate || link.carrier != state.speed_carrier)
+    state.speed_unsupported = false;
   Status s = Status::kUnsupported;
   if (!state.speed_unsupported) {
     s = source.link_speed(link.name, &mbps);
     state.speed_unsupported = s == Status::kUnsupported;
+    state.speed_operstate = link.operstate;
+    state.speed_carrier = link.carrier;
   }
   if (s == Status::kError) out.error("ethtool_error", ifname, "ETHTOOL_GLINKSETTINGS");
   std::string_view operstate = link.operstate ? operstate_name(*link.operstate) : "unknown";

@@ -72,9 +72,13 @@ class Links {
     bool selected = false;
     std::uint64_t cycle = 0;  // the collection that last saw it in the dump
     DriverInfo info;
-    // ETHTOOL_GLINKSETTINGS answered EOPNOTSUPP (ifb, vxlan, a tunnel): not
-    // asked again until the interface's facts are (kRefreshCycles).
+    // ETHTOOL_GLINKSETTINGS answered EOPNOTSUPP (ifb, vxlan, a tunnel; some
+    // drivers while the link is down): not asked again until the
+    // interface's facts are (kRefreshCycles), or its operational state or
+    // carrier differs from what it was then.
     bool speed_unsupported = false;
+    std::optional<std::uint8_t> speed_operstate;
+    std::optional<std::uint8_t> speed_carrier;
   };
   // False when the interface went away under an ethtool call.
   bool emit(const LinkRecord& link, Interface& state, bool refresh, KernelSource& source,

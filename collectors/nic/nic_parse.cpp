@@ -8,6 +8,7 @@
 #include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <functional>
@@ -194,6 +195,56 @@ std::string format_mac(Bytes addr) {
     out.push_back(kHex[addr[i] & 0xf]);
   }
   return out;
+}
+
+void scan_dump_datagram(Bytes datagram, std::uint32_t seq, DumpScan& scan,
+                        const std::function<void(Bytes)>& on_message) {
+  std::size_t off = 0;
+  while (!scan.done && datagram.size() - off >= sizeof(nlmsghdr)) {
+    nlmsghdr h;
+    std::memcpy(&h, datagram.data() + off, sizeof(h));
+    if (h.nlmsg_len < sizeof(nlmsghdr) || h.nlmsg_len > datagram.size() - off) {
+      scan.malformed = true;
+      return;
+    }
+    const Bytes msg = datagram.subspan(off, h.nlmsg_len);
+    off += std::min<std::size_t>(NLMSG_ALIGN(h.nlmsg_len), datagram.size() - off);
+    if (h.nlmsg_seq != seq) continue;
+    if ((h.nlmsg_flags & NLM_F_DUMP_INTR) != 0) scan.interrupted = true;
+    const Bytes payload = msg.subspan(NLMSG_HDRLEN < msg.size() ? NLMSG_HDRLEN : msg.size());
+    switch (h.nlmsg_type) {
+      case NLMSG_DONE: {
+        // The end, with the dump's error when the kernel put one there (an
+        // int: 0, or the negative errno that ended the dump).
+        scan.done = true;
+        int e = 0;
+        if (payload.size() >= sizeof(e)) std::memcpy(&e, payload.data(), sizeof(e));
+        if (e < 0) {
+          scan.error = -e;
+          scan.error_in_done = true;
+        }
+        break;
+      }
+      case NLMSG_ERROR: {
+        // The request refused (a dump's start failed), or an ACK (0).
+        scan.done = true;
+        int e = 0;
+        if (payload.size() < sizeof(nlmsgerr)) {
+          scan.truncated = true;
+        } else {
+          std::memcpy(&e, payload.data(), sizeof(e));  // nlmsgerr.error comes first
+          if (e < 0) scan.error = -e;
+        }
+        break;
+      }
+      case NLMSG_OVERRUN:
+        scan.overrun = true;
+        scan.done = true;
+        break;
+      case NLMSG_NOOP: break;
+      default: on_message(msg);
+    }
+  }
 }
 
 std::optional<LinkRecord> parse_link_message(Bytes msg) {

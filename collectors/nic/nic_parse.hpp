@@ -14,6 +14,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -91,6 +92,23 @@ struct LinkRecord {
 // nullopt when it is not an RTM_NEWLINK, is truncated, has no name, or an
 // attribute overruns the message.
 std::optional<LinkRecord> parse_link_message(Bytes msg);
+
+// One datagram of a netlink dump's replies, read: every message of the
+// request's sequence number `seq` that is neither a control message nor
+// the end goes to `on_message`, header included; messages of another
+// sequence number (replies to an earlier, abandoned request) are skipped.
+struct DumpScan {
+  bool done = false;           // NLMSG_DONE or NLMSG_ERROR came: the dump is over
+  int error = 0;               // the kernel's errno (positive), 0 for none
+  bool error_in_done = false;  // `error` came in NLMSG_DONE: the dump failed part way
+  bool truncated = false;      // an NLMSG_ERROR too short to hold its error
+  bool overrun = false;        // NLMSG_OVERRUN: messages were lost
+  bool interrupted = false;    // NLM_F_DUMP_INTR: the dump is inconsistent
+  bool malformed = false;      // a message length outside the datagram
+};
+// Adds what `datagram` says to `scan` (interrupted stays set once set).
+void scan_dump_datagram(Bytes datagram, std::uint32_t seq, DumpScan& scan,
+                        const std::function<void(Bytes)>& on_message);
 
 // One RTM_NEWQDISC message of a qdisc dump (TCA_STATS2 nest).
 struct QdiscRecord {

@@ -11,6 +11,7 @@
 #include <linux/ethtool_netlink.h>
 #include <linux/genetlink.h>
 #include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 
 #include <cerrno>
 #include <cmath>  // before support/collector_test.hpp, which uses std::nan
@@ -293,6 +294,104 @@ std::vector<std::uint8_t> pause_reply(int ifindex, bool with_stats) {
     b.end_nest(s);
   }
   return b.finish();
+}
+
+// Messages of a dump's datagram, as the kernel lays them out: a header,
+// the payload, padding to 4 bytes.
+void append_message(std::vector<std::uint8_t>& d, std::uint16_t type, std::uint16_t flags,
+                    std::uint32_t seq, const std::vector<std::uint8_t>& payload) {
+  nlmsghdr h{};
+  h.nlmsg_len = static_cast<std::uint32_t>(NLMSG_HDRLEN + payload.size());
+  h.nlmsg_type = type;
+  h.nlmsg_flags = flags;
+  h.nlmsg_seq = seq;
+  const std::size_t at = d.size();
+  d.resize(at + NLMSG_ALIGN(h.nlmsg_len), 0);
+  std::memcpy(d.data() + at, &h, sizeof(h));
+  std::memcpy(d.data() + at + NLMSG_HDRLEN, payload.data(), payload.size());
+}
+std::vector<std::uint8_t> int_payload(int v, std::size_t size = sizeof(int)) {
+  std::vector<std::uint8_t> p(size, 0);
+  std::memcpy(p.data(), &v, sizeof(v));
+  return p;
+}
+
+TEST(NicDumpScan, MessagesOfTheRequestThenTheEnd) {
+  std::vector<std::uint8_t> d;
+  append_message(d, RTM_NEWLINK, NLM_F_MULTI, 7, {1, 2, 3});
+  append_message(d, RTM_NEWLINK, NLM_F_MULTI, 6, {9});  // an abandoned request's
+  append_message(d, NLMSG_NOOP, 0, 7, {});
+  append_message(d, RTM_NEWLINK, NLM_F_MULTI, 7, {4, 5, 6, 7, 8});
+  DumpScan scan;
+  std::vector<std::size_t> sizes;
+  scan_dump_datagram(d, 7, scan, [&](Bytes m) { sizes.push_back(m.size()); });
+  EXPECT_EQ(sizes, (std::vector<std::size_t>{NLMSG_HDRLEN + 3, NLMSG_HDRLEN + 5}));
+  EXPECT_FALSE(scan.done);
+  // The end, alone in the next datagram, with 0 (4.x and later) or without
+  // a payload (older kernels).
+  for (bool payload : {true, false}) {
+    std::vector<std::uint8_t> end;
+    append_message(end, NLMSG_DONE, NLM_F_MULTI, 7,
+                   payload ? int_payload(0) : std::vector<std::uint8_t>{});
+    DumpScan s2;
+    scan_dump_datagram(end, 7, s2, [](Bytes) { ADD_FAILURE(); });
+    EXPECT_TRUE(s2.done);
+    EXPECT_EQ(s2.error, 0);
+  }
+}
+
+// A dump that fails part way ends with the negative errno in NLMSG_DONE:
+// an error of the dump, told apart from a refused request (NLMSG_ERROR).
+TEST(NicDumpScan, AnErrorInTheEndIsTheDumpsOwn) {
+  std::vector<std::uint8_t> d;
+  append_message(d, 0x15, NLM_F_MULTI, 3, {1, 2, 3, 4});
+  append_message(d, NLMSG_DONE, NLM_F_MULTI, 3, int_payload(-EOPNOTSUPP));
+  append_message(d, 0x15, NLM_F_MULTI, 3, {5});  // after the end: not read
+  DumpScan scan;
+  int messages = 0;
+  scan_dump_datagram(d, 3, scan, [&](Bytes) { ++messages; });
+  EXPECT_EQ(messages, 1);
+  EXPECT_TRUE(scan.done);
+  EXPECT_EQ(scan.error, EOPNOTSUPP);
+  EXPECT_TRUE(scan.error_in_done);
+
+  std::vector<std::uint8_t> refused;
+  append_message(refused, NLMSG_ERROR, 0, 3, int_payload(-EINVAL, sizeof(nlmsgerr)));
+  DumpScan s2;
+  scan_dump_datagram(refused, 3, s2, [](Bytes) { ADD_FAILURE(); });
+  EXPECT_TRUE(s2.done);
+  EXPECT_EQ(s2.error, EINVAL);
+  EXPECT_FALSE(s2.error_in_done);
+  // An NLMSG_ERROR too short for its struct.
+  std::vector<std::uint8_t> short_error;
+  append_message(short_error, NLMSG_ERROR, 0, 3, int_payload(-EINVAL));
+  DumpScan s3;
+  scan_dump_datagram(short_error, 3, s3, [](Bytes) { ADD_FAILURE(); });
+  EXPECT_TRUE(s3.truncated);
+}
+
+TEST(NicDumpScan, InterruptedOverrunAndMalformedLengths) {
+  std::vector<std::uint8_t> d;
+  append_message(d, RTM_NEWLINK, NLM_F_MULTI | NLM_F_DUMP_INTR, 9, {1});
+  DumpScan scan;
+  scan_dump_datagram(d, 9, scan, [](Bytes) {});
+  EXPECT_TRUE(scan.interrupted);
+  std::vector<std::uint8_t> o;
+  append_message(o, NLMSG_OVERRUN, 0, 9, {});
+  scan_dump_datagram(o, 9, scan, [](Bytes) { ADD_FAILURE(); });
+  EXPECT_TRUE(scan.overrun);
+  EXPECT_TRUE(scan.done);
+  EXPECT_TRUE(scan.interrupted);  // stays set
+  // A length past the datagram, or shorter than a header: nothing read
+  // from beyond it.
+  for (std::uint32_t len : {std::uint32_t{4}, std::uint32_t{4096}}) {
+    std::vector<std::uint8_t> bad;
+    append_message(bad, RTM_NEWLINK, NLM_F_MULTI, 9, {1, 2, 3, 4});
+    std::memcpy(bad.data(), &len, sizeof(len));
+    DumpScan s;
+    scan_dump_datagram(bad, 9, s, [](Bytes) { ADD_FAILURE(); });
+    EXPECT_TRUE(s.malformed);
+  }
 }
 
 TEST(NicEthtoolNetlink, PauseStatistics) {
@@ -900,6 +999,34 @@ TEST(NicCollector, LinkSettingsADriverLacksAreAskedForWithItsFacts) {
   EXPECT_EQ(e810.speed_calls, 2);
   EXPECT_EQ(Value(sink, "nodewatch_nic_speed_bytes_per_second", {"ens2f0"}), 100000 * 1e6 / 8);
   EXPECT_EQ(cx.speed_calls, static_cast<int>(kRefreshCycles) + 1);
+}
+
+// A driver that has no link settings while its link is down (no PHY
+// answer): asked again as soon as the link comes up, not with the facts.
+TEST(NicCollector, LinkSettingsAreAskedForAgainWhenTheLinkChanges) {
+  FakeNode node = two_vendor_node();
+  FakeDevice& e810 = node.source->devices["ens2f0"];
+  LinkRecord& link = node.source->links[1];
+  link.operstate = 2;  // down
+  link.carrier = 0;
+  e810.speed_status = Status::kUnsupported;
+  for (int i = 0; i < 3; ++i) {
+    MetricSink sink(node.collector->metrics());
+    CollectOnce(*node.collector, sink);
+  }
+  EXPECT_EQ(e810.speed_calls, 1);
+  link.carrier = 1;  // the cable, then the link
+  e810.speed_status = Status::kOk;
+  {
+    MetricSink sink(node.collector->metrics());
+    CollectOnce(*node.collector, sink);
+    EXPECT_EQ(e810.speed_calls, 2);
+    EXPECT_EQ(Value(sink, "nodewatch_nic_speed_bytes_per_second", {"ens2f0"}), 100000 * 1e6 / 8);
+  }
+  link.operstate = kOperUp;
+  MetricSink sink(node.collector->metrics());
+  CollectOnce(*node.collector, sink);
+  EXPECT_EQ(e810.speed_calls, 3);  // a driver that has them is asked every time
 }
 
 // Without an interface that has standard pause or FEC statistics, the two
