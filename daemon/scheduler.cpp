@@ -39,6 +39,10 @@ struct Scheduler::Entry {
   bool timed_out = false;
   std::uint64_t run_id = 0;
   Clock::time_point started{};
+  // What the stall budget and the deadline of the collect in flight count
+  // from: its due time when it started on time (within kOnTime), else its
+  // start (run_tick()).
+  Clock::time_point since{};
   Clock::time_point deadline{};
   bool stalled = false;  // past kStallBudget: the pool was kicked
   std::atomic<bool> cancel{false};
@@ -318,11 +322,14 @@ void Scheduler::run_tick(const std::shared_ptr<Life>& life, const std::shared_pt
   const std::uint64_t run_id = ++e->run_id;
   e->due = due;
   e->started = Clock::now();
-  const Clock::time_point deadline = e->deadline = e->started + e->job.timeout;
+  // Started on time (a worker's wake-up after the due time): the budget
+  // and the deadline count from the due time, and the timer armed for it
+  // when it was queued stands. Late: they count from the start, and the
+  // timer is armed again.
+  e->since = e->started - due <= kOnTime ? due : e->started;
+  const Clock::time_point deadline = e->deadline = e->since + e->job.timeout;
   e->stalled = false;
-  // The timer, armed for due + check_after(), is looked at from `started`
-  // when it fires (on_timer()); a start later than that is late already.
-  if (e->started >= due + check_after(*e)) set_timer(e->timer.get(), e->started + check_after(*e));
+  if (e->since != due) set_timer(e->timer.get(), e->since + check_after(*e));
   lock.unlock();
 
   const auto t0 = Clock::now();
@@ -427,15 +434,14 @@ void Scheduler::on_timer(Entry& e, Notices& n) {
   if (e.timed_out) return;
   if (now >= e.deadline) {
     on_deadline(e, n);
-  } else if (!e.stalled && now >= e.started + kStallBudget) {
+  } else if (!e.stalled && now >= e.since + kStallBudget) {
     // Collections due meanwhile go to another thread; this one waits on.
     e.stalled = true;
     pool_->kick();
     set_timer(e.timer.get(), e.deadline);
   } else {
-    // Armed from the due time for a collection that started after it.
-    set_timer(e.timer.get(),
-              e.stalled ? e.deadline : std::min(e.deadline, e.started + kStallBudget));
+    // Fired before its time (a worker re-armed it meanwhile): again.
+    set_timer(e.timer.get(), e.stalled ? e.deadline : std::min(e.deadline, e.since + kStallBudget));
   }
 }
 

@@ -79,6 +79,9 @@ class Scheduler {
   // take microseconds to a few milliseconds (bench/); NVML on a busy GPU
   // tens.
   static constexpr std::chrono::milliseconds kStallBudget{100};
+  // A collection that starts within this of its due time started on time:
+  // its stall budget and its deadline count from the due time.
+  static constexpr std::chrono::milliseconds kOnTime{2};
 
   // `workers`: the pool's threads at start (it grows when collections stall).
   Scheduler(asio::io_context& io, SnapshotStore& store, std::size_t workers = 2);

@@ -496,9 +496,11 @@ TEST(SchedulerTest, CollectionsOnTimeRunNoHandlerOnTheIoThread) {
   const auto until = Clock::now() + 400ms;
   while (Clock::now() < until) handlers += h.io.run_for(10ms);
   EXPECT_GE(a->calls_ - before, 8);
-  // One handler per collection that overran its 20 ms (a loaded machine
-  // can stall one), none for the others.
-  EXPECT_EQ(handlers, h.Status("a").errors["timeout"] - timeouts_before);
+  // One handler per collection that overran its 20 ms, or that started
+  // more than 20 ms after its due time (a loaded machine can stall one),
+  // none for the others.
+  const auto timeouts = h.Status("a").errors["timeout"] - timeouts_before;
+  EXPECT_GE(handlers, timeouts);
   EXPECT_LE(handlers, 2u);
   h.sched.stop();
   EXPECT_TRUE(h.sched.shutdown_workers(3s));
