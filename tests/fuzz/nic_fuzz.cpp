@@ -1,5 +1,6 @@
 // The nic collector's inputs (collectors/nic): <procfs>/net/snmp and
-// netstat text, and the bytes of one route or ethtool netlink message.
+// netstat text, the bytes of one route or ethtool netlink message, and the
+// same bytes as one datagram of a dump (scan_dump_datagram).
 // Every parser of those gets the input.
 
 #include "fuzz_support.hpp"
@@ -46,6 +47,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   (void)nic::parse_ethtool_pause_reply(bytes);
   (void)nic::parse_ethtool_fec_reply(bytes);
+
+  // The input as one datagram of a dump: every message passed on lies
+  // within it, whole, and at least a header long.
+  for (std::uint32_t seq : {0u, 1u}) {
+    nic::DumpScan scan;
+    std::size_t passed = 0;
+    nic::scan_dump_datagram(bytes, seq, scan, [&](nic::Bytes m) {
+      require(m.data() >= bytes.data() && m.data() + m.size() <= bytes.data() + bytes.size(),
+              "scan_dump_datagram: a message outside the datagram");
+      require(m.size() >= 16, "scan_dump_datagram: a message shorter than its header");
+      passed += m.size();
+    });
+    require(passed <= size, "scan_dump_datagram: more passed on than the datagram holds");
+    require(!scan.error_in_done || scan.error > 0, "scan_dump_datagram: an end error of 0");
+  }
 
   nic::DriverCounterMapping m = nic::map_driver_counter(text);
   if (m.metric != nic::DriverMetric::kGeneric && m.metric != nic::DriverMetric::kOutOfBuffer &&
