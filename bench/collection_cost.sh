@@ -363,6 +363,33 @@ library = \"$tmp/none/libnvidia-ml.so.1\"" [textfile]="directory = \"$tmp/none\"
   # divide one another are (the daemon's defaults).
   write_config "$tmp/empty-all.toml" 100ms accelerator textfile interconnect
   empty_row "the three due together, per collection" empty-all "$tmp/empty-all.toml" 3
+  # The three beside this host's other default collectors, every one at
+  # 100 ms: a daemon with them and one without, side by side; their
+  # difference per empty collection is what the three cost beyond the
+  # wake-up they share with the others. Only where the host has neither
+  # class/drm nor class/infiniband (else those two find something).
+  if [[ -e /sys/class/drm || -e /sys/class/infiniband ]]; then
+    note "this host has /sys/class/drm or /sys/class/infiniband: no row beside the others"
+  else
+    write_config "$tmp/shared-with.toml" 100ms accelerator pcie interconnect storage nic textfile kernel
+    write_config "$tmp/shared-without.toml" 100ms pcie storage nic kernel
+    # shared_row LABEL BINARY: emits the row of BINARY's two daemons.
+    shared_row() {
+      local label=$1 bin=$2 saved=$before without rounds
+      before=""
+      start_nodewatch shared-without "$tmp/shared-without.toml" /sys /proc "$bin"
+      without=$nw_pid
+      start_nodewatch shared-with "$tmp/shared-with.toml" /sys /proc "$bin"
+      before=$saved
+      bf_pid=$without ne_pid=""
+      measure
+      rounds=$(awk -v e="$elapsed_ns" 'BEGIN { printf "%d", e / 1e8 + 0.5 }')
+      emit "| $label | $(us $((nw_cpu_ns - bf_cpu_ns)) $((3 * rounds))) | $(ratio $(((nw_cpu_ns - bf_cpu_ns) / (3 * rounds))) "$wake_ns") | $(ratio $(((nw_cpu_ns - bf_cpu_ns) / (3 * rounds))) "$handoff_ns") | - | - |"
+      stop_all
+    }
+    shared_row "each of the three beside this host's other collectors (difference of two daemons, per empty collection)" "$binary"
+    [[ -z $before ]] || shared_row "the same, before" "$before"
+  fi
 fi
 
 if [[ -z $only || $only == host ]]; then

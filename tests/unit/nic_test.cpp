@@ -308,7 +308,7 @@ void append_message(std::vector<std::uint8_t>& d, std::uint16_t type, std::uint1
   const std::size_t at = d.size();
   d.resize(at + NLMSG_ALIGN(h.nlmsg_len), 0);
   std::memcpy(d.data() + at, &h, sizeof(h));
-  std::memcpy(d.data() + at + NLMSG_HDRLEN, payload.data(), payload.size());
+  if (!payload.empty()) std::memcpy(d.data() + at + NLMSG_HDRLEN, payload.data(), payload.size());
 }
 std::vector<std::uint8_t> int_payload(int v, std::size_t size = sizeof(int)) {
   std::vector<std::uint8_t> p(size, 0);
