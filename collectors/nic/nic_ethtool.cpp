@@ -95,30 +95,22 @@ bool EthtoolStats::read_netlink(KernelSource& source, MetricSink& out) {
   pause_.clear();
   fec_.clear();
   bool clean = true;
+  // Counts a failed or malformed dump; `clean` false for one.
+  auto counted = [&](Status s, std::size_t malformed, const char* request) {
+    if (s == Status::kError) out.error("ethtool_error", "ethtool netlink", request);
+    if (malformed > 0) out.error("parse_error", malformed);
+    if (s == Status::kError || malformed > 0) clean = false;
+  };
   Dump<PauseStats> pause;
-  Status s = source.pause_stats(&pause);
-  if (s == Status::kError) {
-    out.error("ethtool_error", "ethtool netlink", "ETHTOOL_MSG_PAUSE_GET");
-    clean = false;
-  }
-  if (pause.malformed > 0) {
-    out.error("parse_error", pause.malformed);
-    clean = false;
-  }
+  Status s = source.pause_stats(&pause);  // before pause.malformed is read
+  counted(s, pause.malformed, "ETHTOOL_MSG_PAUSE_GET");
   for (const PauseStats& p : pause.records) {
     // A driver without pause statistics still answers, with no numbers.
     if (p.rx_frames || p.tx_frames) pause_[p.ifindex] = p;
   }
   Dump<FecStats> fec;
   s = source.fec_stats(&fec);
-  if (s == Status::kError) {
-    out.error("ethtool_error", "ethtool netlink", "ETHTOOL_MSG_FEC_GET");
-    clean = false;
-  }
-  if (fec.malformed > 0) {
-    out.error("parse_error", fec.malformed);
-    clean = false;
-  }
+  counted(s, fec.malformed, "ETHTOOL_MSG_FEC_GET");
   for (const FecStats& f : fec.records) {
     if (f.corrected_blocks || f.uncorrectable_blocks) fec_[f.ifindex] = f;
   }
