@@ -201,6 +201,19 @@ int run_dump(nl_sock* sk, std::vector<std::uint8_t>& buf, nl_msg* request,
   return scan.interrupted ? -NLE_DUMP_INTR : 0;
 }
 
+// The on_message of run_dump() for a dump of `Record`s: each message
+// parsed into `out`, or counted malformed.
+template <class Record, class Parse>
+std::function<void(Bytes)> records_into(Dump<Record>& out, Parse parse) {
+  return [&out, parse](Bytes m) {
+    if (auto rec = parse(m)) {
+      out.records.push_back(std::move(*rec));
+    } else {
+      ++out.malformed;
+    }
+  };
+}
+
 Status status_of_errno(int err) {
   switch (err) {
     case EOPNOTSUPP: return Status::kUnsupported;
@@ -383,16 +396,7 @@ class RealKernelSource final : public KernelSource {
         throw CollectError("netlink_error", "cannot build a netlink request");
       }
       bool in_done = false;
-      err = run_dump(
-          route_.get(), rx_, msg.get(),
-          [&](Bytes m) {
-            if (auto rec = parse(m)) {
-              out.records.push_back(std::move(*rec));
-            } else {
-              ++out.malformed;
-            }
-          },
-          &in_done);
+      err = run_dump(route_.get(), rx_, msg.get(), records_into(out, parse), &in_done);
       if (err != -NLE_DUMP_INTR && err != -NLE_MSG_TRUNC) break;
     }
     if (err < 0) {
@@ -430,16 +434,7 @@ class RealKernelSource final : public KernelSource {
         return Status::kError;
       }
       nla_nest_end(msg.get(), nest);
-      err = run_dump(
-          genl_.get(), rx_, msg.get(),
-          [&](Bytes m) {
-            if (auto rec = parse(m)) {
-              out->records.push_back(*rec);
-            } else {
-              ++out->malformed;
-            }
-          },
-          &in_done);
+      err = run_dump(genl_.get(), rx_, msg.get(), records_into(*out, parse), &in_done);
       if (err != -NLE_DUMP_INTR && err != -NLE_MSG_TRUNC) break;
     }
     if (in_done) {
