@@ -15,7 +15,8 @@
 //                          thread: the shape of a collection (three wakes);
 //   SchedulerEmptyCollect  the daemon's Scheduler running collectors that
 //                          emit nothing: the worker's timed wake-up, the
-//                          deadline timer armed and disarmed, render,
+//                          deadline timer moved (once for those due
+//                          together), render,
 //                          snapshot swap, status update; one collector,
 //                          and four and eight due together (one wake-up
 //                          for all).
@@ -152,15 +153,18 @@ void SchedulerEmptyCollect(benchmark::State& state) {
   // The first collections (at start, off the grid) are not measured.
   std::this_thread::sleep_for(5 * kPeriod);
   const std::uint64_t r0 = runs();
+  const std::uint64_t s0 = sched.deadline_timer_sets();
   const double c0 = process_cpu_us();
   for (auto _ : state) std::this_thread::sleep_for(kBatch * kPeriod);
   const double cpu = process_cpu_us() - c0;
   const auto n = static_cast<double>(runs() - r0);
+  const auto sets = static_cast<double>(sched.deadline_timer_sets() - s0);
   sched.stop();
   sched.shutdown_workers(std::chrono::seconds(1));
   if (n > 0) {
     state.counters["collections"] = n;
     state.counters["us_per_collection"] = cpu / n;
+    state.counters["timer_sets_per_collection"] = sets / n;
     g_us_per_collection[std::to_string(collectors) +
                         (collectors == 1 ? " collector" : " collectors due together")] = cpu / n;
   }

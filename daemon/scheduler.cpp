@@ -53,14 +53,11 @@ struct Scheduler::Entry {
   // Each series' rendered head, from one collection to the next; used only
   // by the collect in flight (there is at most one).
   SeriesCache series;
-  // CLOCK_MONOTONIC timer armed by the worker for the collect in flight, at
-  // its stall budget, then (by the io thread) at its deadline; -1 when it
-  // could not be made (then a collect that overruns is found out when it
-  // returns).
-  UniqueFd timer;
-  // The io thread's watch of `timer` (a duplicate descriptor); io thread
-  // only, reset by stop_entry().
-  std::unique_ptr<asio::posix::stream_descriptor> watch;
+  // When the io thread looks at this collection (the queued one at its due
+  // time plus its stall budget, the one in flight at its stall budget, then
+  // its deadline); max when never. The scheduler's one deadline timer is
+  // armed for the earliest of all entries (set_check()).
+  Clock::time_point check_at = Clock::time_point::max();
 };
 
 struct Scheduler::Result {
@@ -114,7 +111,14 @@ Scheduler::Scheduler(asio::io_context& io, SnapshotStore& store, std::size_t wor
       store_(store),
       origin_(Clock::now()),
       life_(std::make_shared<Life>()),
-      pool_(std::make_unique<WorkerPool>(workers, "nw-collect")) {}
+      pool_(std::make_unique<WorkerPool>(workers, "nw-collect")),
+      timer_(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) {
+  if (timer_.get() < 0)
+    spdlog::error(
+        "scheduler: no deadline timer ({}); a collect that overruns is found out only when it "
+        "returns",
+        std::strerror(errno));
+}
 
 Scheduler::~Scheduler() {
   stop();
@@ -194,22 +198,23 @@ void Scheduler::start(std::vector<CollectorJob> jobs) {
       auto& busy = busy_[e->job.name];
       if (!busy) busy = std::make_shared<bool>(false);
       e->busy = busy;
-      e->timer.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
-      int watched = e->timer.get() < 0 ? -1 : ::fcntl(e->timer.get(), F_DUPFD_CLOEXEC, 0);
-      if (watched < 0) {
-        spdlog::error(
-            "{}: no deadline timer ({}); a collect that overruns is found out only "
-            "when it returns",
-            e->job.name, std::strerror(errno));
-        e->timer.reset();
-      } else {
-        e->watch = std::make_unique<asio::posix::stream_descriptor>(io_, watched);
-        watch_deadline(e);
-      }
       next.push_back(e);
       fresh.push_back(e);
     }
     entries_ = std::move(next);
+    if (!watch_ && timer_.get() >= 0) {
+      const int watched = ::fcntl(timer_.get(), F_DUPFD_CLOEXEC, 0);
+      if (watched < 0) {
+        spdlog::error(
+            "scheduler: the deadline timer cannot be watched ({}); a collect that overruns "
+            "is found out only when it returns",
+            std::strerror(errno));
+      } else {
+        watch_ = std::make_unique<asio::posix::stream_descriptor>(io_, watched);
+        ++watches_;
+        watch_deadlines();
+      }
+    }
     // Room for every collector stuck at once, and two threads beside them.
     pool_->set_max_threads(busy_.size() + 2);
     store_.retain([&](const std::string& name) {
@@ -234,6 +239,8 @@ void Scheduler::start(std::vector<CollectorJob> jobs) {
 void Scheduler::stop() {
   std::lock_guard lock(life_->mu);
   for (auto& e : entries_) stop_entry(*e);
+  watch_.reset();  // its pending wait completes, aborted
+  ++watches_;
 }
 
 // Under the lock, on the io thread.
@@ -244,8 +251,7 @@ void Scheduler::stop_entry(Entry& e) {
     pool_->cancel(*e.tick);
     e.tick.reset();
   }
-  set_timer(e.timer.get(), std::nullopt);
-  e.watch.reset();  // its pending wait completes, aborted
+  set_check(e, std::nullopt);
 }
 
 bool Scheduler::shutdown_workers(std::chrono::milliseconds grace) {
@@ -281,15 +287,42 @@ std::uint64_t Scheduler::skipped_by(Clock::time_point due, Clock::time_point t,
   return static_cast<std::uint64_t>((t - first) / step) + 1;
 }
 
-// Under the lock. The entry's timer is armed here, for the collection
+// Under the lock. The entry's check is set here, for the collection
 // queued: at its due time plus its stall budget (or its timeout, when that
-// is shorter). A collection that starts on time finds it armed and does
-// not touch it; the one after it arms it again for the next. One
-// timerfd_settime a collection, not an arm and a disarm around each.
+// is shorter). A collection that starts on time keeps it; the one after it
+// sets it again for the next. The deadline timer moves only when the
+// earliest check of all entries moves: collectors due together, finishing
+// on time, cost one timerfd_settime between them, made by the last.
 void Scheduler::schedule_tick(const std::shared_ptr<Entry>& e, Clock::time_point due) {
   std::shared_ptr<Entry> entry = e;
   e->tick = pool_->post_at(due, [this, entry, life = life_, due] { run_tick(life, entry, due); });
-  set_timer(e->timer.get(), due + check_after(*e));
+  set_check(*e, due + check_after(*e));
+}
+
+// Under the lock.
+void Scheduler::set_check(Entry& e, std::optional<Clock::time_point> at) {
+  const Clock::time_point was = e.check_at;
+  e.check_at = at.value_or(Clock::time_point::max());
+  if (e.check_at < armed_) {
+    armed_ = e.check_at;
+    set_timer(timer_.get(), armed_);
+    ++timer_sets_;
+  } else if (was == armed_ && e.check_at > was) {
+    arm_earliest();  // it may have been the earliest
+  }
+}
+
+// Under the lock: the timer armed for the earliest check of all entries
+// (stopped ones have none), disarmed when there is none.
+void Scheduler::arm_earliest() {
+  Clock::time_point earliest = Clock::time_point::max();
+  for (const auto& e : entries_) earliest = std::min(earliest, e->check_at);
+  if (earliest == armed_) return;
+  armed_ = earliest;
+  ++timer_sets_;
+  set_timer(timer_.get(), earliest == Clock::time_point::max()
+                              ? std::nullopt
+                              : std::optional<Clock::time_point>(earliest));
 }
 
 // How long after its start (or its due time, before it starts) a
@@ -329,7 +362,7 @@ void Scheduler::run_tick(const std::shared_ptr<Life>& life, const std::shared_pt
   e->since = e->started - due <= kOnTime ? due : e->started;
   const Clock::time_point deadline = e->deadline = e->since + e->job.timeout;
   e->stalled = false;
-  if (e->since != due) set_timer(e->timer.get(), e->since + check_after(*e));
+  if (e->since != due) set_check(*e, e->since + check_after(*e));
   lock.unlock();
 
   const auto t0 = Clock::now();
@@ -393,56 +426,72 @@ Scheduler::Result Scheduler::run_collect(Entry& e, Clock::time_point deadline) {
   return r;
 }
 
-void Scheduler::watch_deadline(const std::shared_ptr<Entry>& e) {
-  std::shared_ptr<Entry> entry = e;
-  e->watch->async_wait(asio::posix::stream_descriptor::wait_read,
-                       [this, entry, life = life_](const boost::system::error_code& ec) {
-                         if (ec) return;  // stopped: the watch is gone
+// On the io thread.
+void Scheduler::watch_deadlines() {
+  watch_->async_wait(asio::posix::stream_descriptor::wait_read,
+                     [this, watch = watches_, life = life_](const boost::system::error_code& ec) {
+                       if (ec) return;  // stopped: the watch is gone, and maybe the scheduler
+                       Notices notices;
+                       {
+                         std::lock_guard lock(life->mu);
+                         // Not this watch's: stop() ended it after it completed.
+                         if (!life->alive || watches_ != watch) return;
+                         // Nothing to read when a worker set it again meanwhile.
                          std::uint64_t expirations = 0;
-                         // Nothing to read when the worker disarmed it meanwhile.
                          [[maybe_unused]] auto n =
-                             ::read(entry->timer.get(), &expirations, sizeof expirations);
-                         Notices notices;
-                         {
-                           std::lock_guard lock(life->mu);
-                           if (!life->alive || entry->stopped) return;
-                           on_timer(*entry, notices);
-                         }
-                         notify(life, notices);
-                         if (entry->watch) watch_deadline(entry);
-                       });
+                             ::read(timer_.get(), &expirations, sizeof expirations);
+                         on_timer(notices);
+                         watch_deadlines();
+                       }
+                       notify(life, notices);
+                     });
 }
 
-// Under the lock, on the io thread, when the entry's timer expired: the
-// collect in flight is past its stall budget, or its deadline.
-void Scheduler::on_timer(Entry& e, Notices& n) {
+// Under the lock, on the io thread, when the deadline timer expired: every
+// entry whose check has come is looked at, then the timer is armed for the
+// earliest check left.
+void Scheduler::on_timer(Notices& n) {
   const auto now = Clock::now();
+  for (const auto& e : entries_) {
+    if (e->check_at > now) continue;
+    e->check_at = Clock::time_point::max();
+    if (auto next = check(*e, now, n)) e->check_at = *next;
+  }
+  // Expired, the timer is disarmed; unless a worker set it again since.
+  if (armed_ <= now) armed_ = Clock::time_point::max();
+  arm_earliest();
+}
+
+// Under the lock, on the io thread, at the entry's check: the collect in
+// flight is past its stall budget, or its deadline; or the one queued has
+// not started by its due time and budget. Returns when to look again.
+std::optional<Scheduler::Clock::time_point> Scheduler::check(Entry& e, Clock::time_point now,
+                                                             Notices& n) {
+  if (e.stopped) return std::nullopt;
   if (!e.status.in_flight) {
-    // Armed for a collection that has not started by its due time and
-    // budget: the thread that waits for due times is held up (a collect
-    // that blocks in the kernel, whose own timer may be missing). Another
-    // thread takes over; looked at again a budget later.
-    if (!e.tick || e.stopped) return;
+    // The thread that waits for due times is held up (a collect that
+    // blocks in the kernel, whose own check may not have come yet, or a
+    // job of the pool's that is not a collection). Another thread takes
+    // over; looked at again a budget later.
+    if (!e.tick) return std::nullopt;
     if (now >= e.tick->due + check_after(e)) {
       pool_->kick();
-      set_timer(e.timer.get(), now + check_after(e));
-    } else {
-      set_timer(e.timer.get(), e.tick->due + check_after(e));
+      return now + check_after(e);
     }
-    return;
+    return e.tick->due + check_after(e);
   }
-  if (e.timed_out) return;
+  if (e.timed_out) return std::nullopt;
   if (now >= e.deadline) {
     on_deadline(e, n);
-  } else if (!e.stalled && now >= e.since + kStallBudget) {
+    return std::nullopt;
+  }
+  if (!e.stalled && now >= e.since + kStallBudget) {
     // Collections due meanwhile go to another thread; this one waits on.
     e.stalled = true;
     pool_->kick();
-    set_timer(e.timer.get(), e.deadline);
-  } else {
-    // Fired before its time (a worker re-armed it meanwhile): again.
-    set_timer(e.timer.get(), e.stalled ? e.deadline : std::min(e.deadline, e.since + kStallBudget));
+    return e.deadline;
   }
+  return e.stalled ? e.deadline : std::min(e.deadline, e.since + kStallBudget);
 }
 
 // Under the lock, on the io thread, at the deadline of the collect in flight.
@@ -471,8 +520,8 @@ void Scheduler::finish(const std::shared_ptr<Entry>& entry, std::uint64_t run_id
   if (run_id != e.run_id) return;
   *e.busy = false;
   e.status.in_flight = false;
-  // The timer stays armed until schedule_tick() below arms it for the next
-  // collection; should it fire before, on_timer() finds nothing in flight.
+  // The check stays set until schedule_tick() below sets it for the next
+  // collection; should it come before, check() finds nothing in flight.
   if (e.stopped) return;
   const auto now = Clock::now();
   // Due times that passed while it ran were skipped; the next is the first
@@ -573,6 +622,11 @@ void Scheduler::mark_ran(Entry& e, Notices& n) {
     if (!other->status.ran) return;
   first_round_done_ = true;
   n.first_round = true;
+}
+
+std::uint64_t Scheduler::deadline_timer_sets() const {
+  std::lock_guard lock(life_->mu);
+  return timer_sets_;
 }
 
 std::size_t Scheduler::running_collects() const {

@@ -25,16 +25,19 @@
 // while it runs are skipped and counted (skipped_overlap, counted while
 // they pass). A collect that passes its deadline is reported failed at the
 // deadline and its snapshot withdrawn (no stale values); when it returns,
-// late, its result is dropped. The deadline is a timerfd per collector,
-// armed when a collection is queued for its due time plus its stall budget
-// (one timerfd_settime a collection) and watched by the io_context: on
-// time, a collection costs the io thread nothing.
+// late, its result is dropped. Each collection has a check, set when it
+// is queued for its due time plus its stall budget, and the scheduler one
+// timerfd, armed for the earliest check and watched by the io_context: on
+// time, a collection costs the io thread nothing, and collectors due
+// together one timerfd_settime between them (the timer moves only when
+// the earliest check does).
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -42,6 +45,7 @@
 #include "asio.hpp"
 #include "nodewatch/collector.hpp"
 #include "nodewatch/failure_log.hpp"
+#include "nodewatch/unique_fd.hpp"
 #include "snapshot_store.hpp"
 #include "worker_pool.hpp"
 
@@ -125,6 +129,8 @@ class Scheduler {
   WorkerPool& pool() { return *pool_; }
   // collect() calls executing on worker threads now (tests).
   std::size_t running_collects() const;
+  // Times the deadline timer was set (tests, bench/scheduler_bench).
+  std::uint64_t deadline_timer_sets() const;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -152,10 +158,14 @@ class Scheduler {
   void finish(const std::shared_ptr<Entry>& e, std::uint64_t run_id, Result r, Notices& n);
   void schedule_tick(const std::shared_ptr<Entry>& e, Clock::time_point due);
   static Clock::duration check_after(const Entry& e);
-  // The io thread's watch of an entry's timer: the stall budget, then the
-  // deadline.
-  void watch_deadline(const std::shared_ptr<Entry>& e);
-  void on_timer(Entry& e, Notices& n);
+  // Under the lock: the io thread looks at `e` at `at` (never: nullopt).
+  // The deadline timer is set only when the earliest check moves.
+  void set_check(Entry& e, std::optional<Clock::time_point> at);
+  void arm_earliest();
+  // The io thread's watch of the deadline timer.
+  void watch_deadlines();
+  void on_timer(Notices& n);
+  std::optional<Clock::time_point> check(Entry& e, Clock::time_point now, Notices& n);
   void on_deadline(Entry& e, Notices& n);
   void mark_ran(Entry& e, Notices& n);
   void stop_entry(Entry& e);
@@ -183,6 +193,16 @@ class Scheduler {
   std::function<void()> result_cb_;
   bool first_round_done_ = false;
   std::uint64_t entries_built_ = 0;
+  // One CLOCK_MONOTONIC timer for every entry's checks, armed for the
+  // earliest (`armed_`, max when disarmed); -1 when it could not be made
+  // (then a collect that overruns is found out when it returns).
+  UniqueFd timer_;
+  Clock::time_point armed_ = Clock::time_point::max();
+  std::uint64_t timer_sets_ = 0;
+  // The io thread's watch of `timer_` (a duplicate descriptor), made by
+  // start(), ended by stop(); `watches_` names the current one.
+  std::unique_ptr<asio::posix::stream_descriptor> watch_;
+  std::uint64_t watches_ = 0;
 };
 
 }  // namespace nodewatch

@@ -1,9 +1,14 @@
 #include "worker_pool.hpp"
 
+#include <linux/futex.h>
 #include <pthread.h>
 #include <spdlog/spdlog.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <climits>
+#include <ctime>
 
 namespace nodewatch {
 
@@ -41,7 +46,7 @@ void WorkerPool::post(std::function<void()> job) {
   if (s.idle > 0)
     s.cv.notify_one();
   else if (s.timer_waiting)
-    s.timer_cv.notify_one();
+    wake_timer(s);
 }
 
 WorkerPool::Timed WorkerPool::post_at(Clock::time_point due, std::function<void()> job) {
@@ -51,7 +56,7 @@ WorkerPool::Timed WorkerPool::post_at(Clock::time_point due, std::function<void(
   if (s.stopping) return t;
   s.timed.emplace(t, std::move(job));
   if (s.timer_waiting) {
-    if (due < s.timer_target) s.timer_cv.notify_one();
+    if (due < s.timer_target) wake_timer(s);
   } else if (s.timer_owner == kNoThread && s.idle > 0) {
     s.cv.notify_one();
   }
@@ -107,6 +112,28 @@ void WorkerPool::execute(State& s, std::unique_lock<std::mutex>& lock, std::func
   --s.busy;
 }
 
+void WorkerPool::wake_timer(State& s, bool all) {
+  s.timer_word.fetch_add(1, std::memory_order_release);
+  ::syscall(SYS_futex, &s.timer_word, FUTEX_WAKE_PRIVATE, all ? INT_MAX : 1, nullptr, nullptr, 0);
+}
+
+void WorkerPool::wait_timer(State& s, std::unique_lock<std::mutex>& lock, Clock::time_point due) {
+  // Read under the lock: a wake_timer() after the unlock changes it, and
+  // the wait below then returns at once (EAGAIN).
+  const std::uint32_t seen = s.timer_word.load(std::memory_order_acquire);
+  lock.unlock();
+  // steady_clock is CLOCK_MONOTONIC, FUTEX_WAIT_BITSET's clock (without
+  // FUTEX_CLOCK_REALTIME), and its timeout is absolute.
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(due.time_since_epoch());
+  timespec at{};
+  at.tv_sec = static_cast<time_t>(std::max<std::int64_t>(ns.count(), 0) / 1'000'000'000);
+  at.tv_nsec = static_cast<long>(std::max<std::int64_t>(ns.count(), 0) % 1'000'000'000);
+  // EINTR, ETIMEDOUT, EAGAIN: the caller looks again at what is due.
+  ::syscall(SYS_futex, &s.timer_word, FUTEX_WAIT_BITSET_PRIVATE, seen, &at, nullptr,
+            FUTEX_BITSET_MATCH_ANY);
+  lock.lock();
+}
+
 void WorkerPool::run(std::shared_ptr<State> state, int me) {
   State& s = *state;
   std::unique_lock lock(s.mu);
@@ -129,7 +156,7 @@ void WorkerPool::run(std::shared_ptr<State> state, int me) {
       }
       s.timer_waiting = true;
       s.timer_target = due;
-      s.timer_cv.wait_until(lock, due);
+      wait_timer(s, lock, due);
       s.timer_waiting = false;
       continue;
     }
@@ -156,7 +183,10 @@ bool WorkerPool::shutdown(std::chrono::milliseconds grace) {
     timed.swap(state_->timed);
   }
   state_->cv.notify_all();
-  state_->timer_cv.notify_all();
+  {
+    std::lock_guard lock(state_->mu);
+    wake_timer(*state_, /*all=*/true);
+  }
   bool all_done;
   std::vector<std::thread> threads;
   {

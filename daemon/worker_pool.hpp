@@ -20,6 +20,7 @@
 //
 // Thread-safe: every method may be called from any thread.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -72,9 +73,14 @@ class WorkerPool {
   static constexpr int kNoThread = -1;
   struct State {
     std::mutex mu;
-    std::condition_variable cv;        // idle threads
-    std::condition_variable timer_cv;  // the timer thread, while it waits
-    std::condition_variable idle_cv;   // shutdown()
+    std::condition_variable cv;  // idle threads
+    // The timer thread waits on this word (a futex: FUTEX_WAIT_BITSET until
+    // the due time), and is woken by its change (wake_timer()). Not a
+    // condition variable: glibc takes the mutex back after a condition
+    // variable's wait as if contended, so that the unlock after every timed
+    // wake-up would cost a FUTEX_WAKE system call that wakes no one.
+    std::atomic<std::uint32_t> timer_word{0};
+    std::condition_variable idle_cv;  // shutdown()
     std::deque<std::function<void()>> queue;
     std::map<Timed, std::function<void()>> timed;
     std::uint64_t next_id = 0;
@@ -85,13 +91,17 @@ class WorkerPool {
     // The thread that waits for the timed jobs (and runs them); kNoThread
     // when none does. It keeps the role while it runs a job it took.
     int timer_owner = kNoThread;
-    bool timer_waiting = false;  // the owner is in timer_cv's wait
+    bool timer_waiting = false;  // the owner waits on timer_word
     Clock::time_point timer_target{};
   };
   static void run(std::shared_ptr<State> state, int me);
   // Under state_->mu.
   void start_thread();
   static void execute(State& s, std::unique_lock<std::mutex>& lock, std::function<void()> job);
+  // Under s.mu: the timer thread's wait ends (every waiter's, with `all`).
+  static void wake_timer(State& s, bool all = false);
+  // Releases `lock` and waits until `due` or wake_timer(); takes it back.
+  static void wait_timer(State& s, std::unique_lock<std::mutex>& lock, Clock::time_point due);
 
   std::shared_ptr<State> state_;
   std::string name_;

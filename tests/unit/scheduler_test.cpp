@@ -568,6 +568,42 @@ TEST(SchedulerTest, CollectorsOfOnePoolDueTogetherShareTheTimerThread) {
   }
 }
 
+// Collectors due together and finishing on time set the one deadline timer
+// once between them: each one's check moves on to its next collection as
+// it finishes, and the timer moves only when the earliest check of all
+// does, after the last of them. The io thread runs no handler meanwhile.
+TEST(SchedulerTest, CollectorsDueTogetherSetTheDeadlineTimerOnceBetweenThem) {
+  Harness h;
+  FakeCollector *a, *b, *c, *d;
+  std::vector<CollectorJob> jobs;
+  jobs.push_back(Job("a", &a, 40ms, 40ms));
+  jobs.push_back(Job("b", &b, 40ms, 40ms));
+  jobs.push_back(Job("c", &c, 40ms, 40ms));
+  jobs.push_back(Job("d", &d, 40ms, 40ms));
+  bool first = false;
+  h.sched.on_first_round([&] { first = true; });
+  h.sched.start(std::move(jobs));
+  ASSERT_TRUE(h.RunUntil([&] { return first; }));
+  // The first collections ran at the start, off the grid.
+  h.RunUntil([] { return false; }, 100ms);
+  const int before = a->calls_;
+  const std::uint64_t sets_before = h.sched.deadline_timer_sets();
+  std::size_t handlers = 0;
+  const auto until = Clock::now() + 400ms;
+  while (Clock::now() < until) handlers += h.io.run_for(10ms);
+  const int rounds = a->calls_ - before;
+  const std::uint64_t sets = h.sched.deadline_timer_sets() - sets_before;
+  ASSERT_GE(rounds, 5);
+  // One a round; a round started late (a loaded machine) may set it again
+  // for its late starts, and a handler looks at what passed. One set per
+  // collection would be four a round.
+  EXPECT_GE(sets, static_cast<std::uint64_t>(rounds - 1));
+  EXPECT_LE(sets, static_cast<std::uint64_t>(rounds + 2 + 2 * handlers)) << handlers << " handlers";
+  EXPECT_LE(handlers, 2u);
+  h.sched.stop();
+  EXPECT_TRUE(h.sched.shutdown_workers(3s));
+}
+
 // A collect that overruns its interval: the due times that pass meanwhile
 // are counted as skipped while they pass, not only once it returns.
 TEST(SchedulerTest, SkippedIntervalsAreCountedWhileTheCollectRuns) {
@@ -722,6 +758,27 @@ TEST(WorkerPoolTest, AJobToRunNowIsTakenWhileTheTimerThreadWaits) {
   EXPECT_LT(Clock::now() - t0, 200ms);
   EXPECT_FALSE(late.load());
   EXPECT_TRUE(testing::Eventually([&] { return late.load(); }, 5s));
+}
+
+// The timer thread waits for the earliest due time; a job due earlier,
+// posted meanwhile, ends that wait (wake_timer()), and shutdown() ends it
+// too rather than waiting for the due time.
+TEST(WorkerPoolTest, AnEarlierTimedJobAndShutdownEndTheTimerThreadsWait) {
+  WorkerPool pool(2, "nw-test");
+  std::atomic<bool> far{false}, near{false};
+  pool.post_at(Clock::now() + 10s, [&] { far = true; });
+  std::this_thread::sleep_for(30ms);  // the timer thread waits for it
+  const auto t0 = Clock::now();
+  pool.post_at(t0 + 30ms, [&] { near = true; });
+  ASSERT_TRUE(testing::Eventually([&] { return near.load(); }, 5s, 1ms));
+  const auto took = Clock::now() - t0;
+  EXPECT_GE(took, 30ms);
+  EXPECT_LT(took, 1s);
+  std::this_thread::sleep_for(30ms);  // waiting for the far one again
+  const auto t1 = Clock::now();
+  EXPECT_TRUE(pool.shutdown(5s));
+  EXPECT_LT(Clock::now() - t1, 1s);
+  EXPECT_FALSE(far.load());
 }
 
 TEST(WorkerPoolTest, KickHandsTheWaitingToAnIdleThread) {
