@@ -383,15 +383,51 @@ library = \"$tmp/none/libnvidia-ml.so.1\"" [textfile]="directory = \"$tmp/none\"
       local label=$1 bin=$2 saved=$before without rounds
       before=""
       start_nodewatch shared-without "$tmp/shared-without.toml" /sys /proc "$bin"
-      without=$nw_pid
+      without=$nw_pid without_port=$nw_port
       start_nodewatch shared-with "$tmp/shared-with.toml" /sys /proc "$bin"
       before=$saved
       bf_pid=$without ne_pid=""
+      # Meanwhile, each collector's own time on the worker: its duration
+      # gauge (collect, render, the snapshot compare; not the scheduler's
+      # bookkeeping after it), sampled 5 times a second in both daemons.
+      # The first collection after a wake-up finds the caches cold: the
+      # accelerator (first in the catalog) where it runs, pcie in the
+      # daemon without it.
+      sample_durations() {
+        while sleep 0.2; do
+          curl -s --max-time 2 "http://127.0.0.1:$1/metrics" |
+            grep '^nodewatch_collector_duration_seconds{' || true
+        done
+      }
+      sample_durations "$nw_port" >"$tmp/durations-$bin_n" 2>/dev/null &
+      sampler=$!
+      sample_durations "$without_port" >"$tmp/durations-without-$bin_n" 2>/dev/null &
+      sampler2=$!
       measure
+      kill "$sampler" "$sampler2" 2>/dev/null || true
+      wait "$sampler" "$sampler2" 2>/dev/null || true
       rounds=$(awk -v e="$elapsed_ns" 'BEGIN { printf "%d", e / 1e8 + 0.5 }')
       emit "| $label | $(us $((nw_cpu_ns - bf_cpu_ns)) $((3 * rounds))) | $(ratio $(((nw_cpu_ns - bf_cpu_ns) / (3 * rounds))) "$wake_ns") | $(ratio $(((nw_cpu_ns - bf_cpu_ns) / (3 * rounds))) "$handoff_ns") | - | - |"
+      # Mean of the samples per collector, and of the three.
+      local own pcie_first pcie_after
+      own=$(awk '{ match($1, /collector="[a-z]+"/); c = substr($1, RSTART + 11, RLENGTH - 12)
+                   if (c != "accelerator" && c != "textfile" && c != "interconnect") next
+                   s[c] += $2; n[c]++ }
+                 END { for (c in s) { m = s[c] / n[c] * 1e6; all += m; k++
+                                      printf "%s %.1f µs, ", c, m }
+                       if (k > 0) printf "mean %.1f", all / k }' "$tmp/durations-$bin_n")
+      mean_of() {
+        awk -v want="$1" '{ match($1, /collector="[a-z]+"/); c = substr($1, RSTART + 11, RLENGTH - 12)
+                            if (c == want) { s += $2; n++ } }
+                          END { if (n > 0) printf "%.1f", s / n * 1e6; else print "-" }' "$2"
+      }
+      pcie_first=$(mean_of pcie "$tmp/durations-without-$bin_n")
+      pcie_after=$(mean_of pcie "$tmp/durations-$bin_n")
+      emit "| ${label%% (*}: each one's own time on the worker (duration gauge; ${own%, } µs; pcie $pcie_first µs first after the wake-up, $pcie_after µs after the accelerator) | ${own##*mean } | $(ratio "$(awk -v m="${own##*mean }" 'BEGIN { printf "%d", m * 1000 }')" "$wake_ns") | - | - | - |"
+      bin_n=$((bin_n + 1))
       stop_all
     }
+    bin_n=0
     shared_row "each of the three beside this host's other collectors (difference of two daemons, per empty collection)" "$binary"
     [[ -z $before ]] || shared_row "the same, before" "$before"
   fi

@@ -202,7 +202,11 @@ void Scheduler::start(std::vector<CollectorJob> jobs) {
       fresh.push_back(e);
     }
     entries_ = std::move(next);
-    if (!watch_ && timer_.get() >= 0) {
+    if (timer_.get() < 0 && !entries_.empty()) {
+      spdlog::error(
+          "scheduler: no deadline timer; a collect that overruns is found out only when it "
+          "returns");
+    } else if (!watch_ && timer_.get() >= 0) {
       const int watched = ::fcntl(timer_.get(), F_DUPFD_CLOEXEC, 0);
       if (watched < 0) {
         spdlog::error(
@@ -306,7 +310,7 @@ void Scheduler::set_check(Entry& e, std::optional<Clock::time_point> at) {
   if (e.check_at < armed_) {
     armed_ = e.check_at;
     set_timer(timer_.get(), armed_);
-    ++timer_sets_;
+    if (timer_.get() >= 0) ++timer_sets_;
   } else if (was == armed_ && e.check_at > was) {
     arm_earliest();  // it may have been the earliest
   }
@@ -319,7 +323,7 @@ void Scheduler::arm_earliest() {
   for (const auto& e : entries_) earliest = std::min(earliest, e->check_at);
   if (earliest == armed_) return;
   armed_ = earliest;
-  ++timer_sets_;
+  if (timer_.get() >= 0) ++timer_sets_;
   set_timer(timer_.get(), earliest == Clock::time_point::max()
                               ? std::nullopt
                               : std::optional<Clock::time_point>(earliest));
