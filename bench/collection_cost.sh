@@ -408,22 +408,23 @@ library = \"$tmp/none/libnvidia-ml.so.1\"" [textfile]="directory = \"$tmp/none\"
       wait "$sampler" "$sampler2" 2>/dev/null || true
       rounds=$(awk -v e="$elapsed_ns" 'BEGIN { printf "%d", e / 1e8 + 0.5 }')
       emit "| $label | $(us $((nw_cpu_ns - bf_cpu_ns)) $((3 * rounds))) | $(ratio $(((nw_cpu_ns - bf_cpu_ns) / (3 * rounds))) "$wake_ns") | $(ratio $(((nw_cpu_ns - bf_cpu_ns) / (3 * rounds))) "$handoff_ns") | - | - |"
-      # Mean of the samples per collector, and of the three.
-      local own pcie_first pcie_after
-      own=$(awk '{ match($1, /collector="[a-z]+"/); c = substr($1, RSTART + 11, RLENGTH - 12)
-                   if (c != "accelerator" && c != "textfile" && c != "interconnect") next
-                   s[c] += $2; n[c]++ }
-                 END { for (c in s) { m = s[c] / n[c] * 1e6; all += m; k++
-                                      printf "%s %.1f µs, ", c, m }
-                       if (k > 0) printf "mean %.1f", all / k }' "$tmp/durations-$bin_n")
+      # Mean of a collector's samples in a file, in µs ("-" when none).
       mean_of() {
         awk -v want="$1" '{ match($1, /collector="[a-z]+"/); c = substr($1, RSTART + 11, RLENGTH - 12)
                             if (c == want) { s += $2; n++ } }
                           END { if (n > 0) printf "%.1f", s / n * 1e6; else print "-" }' "$2"
       }
+      local own="" sum=0 m c pcie_first pcie_after mean
+      for c in accelerator textfile interconnect; do
+        m=$(mean_of "$c" "$tmp/durations-$bin_n")
+        own+="$c $m µs, "
+        sum=$(awk -v a="$sum" -v b="$m" 'BEGIN { print a + b }')
+      done
+      mean=$(awk -v s="$sum" 'BEGIN { printf "%.1f", s / 3 }')
+      own+="mean $mean"
       pcie_first=$(mean_of pcie "$tmp/durations-without-$bin_n")
       pcie_after=$(mean_of pcie "$tmp/durations-$bin_n")
-      emit "| ${label%% (*}: each one's own time on the worker (duration gauge; ${own%, } µs; pcie $pcie_first µs first after the wake-up, $pcie_after µs after the accelerator) | ${own##*mean } | $(ratio "$(awk -v m="${own##*mean }" 'BEGIN { printf "%d", m * 1000 }')" "$wake_ns") | - | - | - |"
+      emit "| ${label%% (*}: each one's own time on the worker (duration gauge; $own µs; pcie $pcie_first µs first after the wake-up, $pcie_after µs after the accelerator) | $mean | $(ratio "$(awk -v m="$mean" 'BEGIN { printf "%d", m * 1000 }')" "$wake_ns") | - | - | - |"
       bin_n=$((bin_n + 1))
       stop_all
     }

@@ -308,9 +308,7 @@ void Scheduler::set_check(Entry& e, std::optional<Clock::time_point> at) {
   const Clock::time_point was = e.check_at;
   e.check_at = at.value_or(Clock::time_point::max());
   if (e.check_at < armed_) {
-    armed_ = e.check_at;
-    set_timer(timer_.get(), armed_);
-    if (timer_.get() >= 0) ++timer_sets_;
+    arm(e.check_at);
   } else if (was == armed_ && e.check_at > was) {
     arm_earliest();  // it may have been the earliest
   }
@@ -321,12 +319,16 @@ void Scheduler::set_check(Entry& e, std::optional<Clock::time_point> at) {
 void Scheduler::arm_earliest() {
   Clock::time_point earliest = Clock::time_point::max();
   for (const auto& e : entries_) earliest = std::min(earliest, e->check_at);
-  if (earliest == armed_) return;
-  armed_ = earliest;
-  if (timer_.get() >= 0) ++timer_sets_;
-  set_timer(timer_.get(), earliest == Clock::time_point::max()
-                              ? std::nullopt
-                              : std::optional<Clock::time_point>(earliest));
+  if (earliest != armed_) arm(earliest);
+}
+
+// Under the lock: the timer armed for `at`, disarmed for max.
+void Scheduler::arm(Clock::time_point at) {
+  armed_ = at;
+  if (timer_.get() < 0) return;
+  ++timer_sets_;
+  set_timer(timer_.get(),
+            at == Clock::time_point::max() ? std::nullopt : std::optional<Clock::time_point>(at));
 }
 
 // How long after its start (or its due time, before it starts) a

@@ -162,6 +162,7 @@ class Scheduler {
   // The deadline timer is set only when the earliest check moves.
   void set_check(Entry& e, std::optional<Clock::time_point> at);
   void arm_earliest();
+  void arm(Clock::time_point at);
   // The io thread's watch of the deadline timer.
   void watch_deadlines();
   void on_timer(Notices& n);

@@ -124,10 +124,11 @@ void WorkerPool::wait_timer(State& s, std::unique_lock<std::mutex>& lock, Clock:
   lock.unlock();
   // steady_clock is CLOCK_MONOTONIC, FUTEX_WAIT_BITSET's clock (without
   // FUTEX_CLOCK_REALTIME), and its timeout is absolute.
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(due.time_since_epoch());
+  const std::int64_t ns = std::max<std::int64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(due.time_since_epoch()).count(), 0);
   timespec at{};
-  at.tv_sec = static_cast<time_t>(std::max<std::int64_t>(ns.count(), 0) / 1'000'000'000);
-  at.tv_nsec = static_cast<long>(std::max<std::int64_t>(ns.count(), 0) % 1'000'000'000);
+  at.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+  at.tv_nsec = static_cast<long>(ns % 1'000'000'000);
   // EINTR, ETIMEDOUT, EAGAIN: the caller looks again at what is due.
   ::syscall(SYS_futex, &s.timer_word, FUTEX_WAIT_BITSET_PRIVATE, seen, &at, nullptr,
             FUTEX_BITSET_MATCH_ANY);

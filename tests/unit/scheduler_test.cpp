@@ -34,6 +34,13 @@ struct Harness {
     while (!pred() && Clock::now() < until) io.run_for(5ms);
     return pred();
   }
+  // Runs the io loop for `span`; returns the handlers it ran.
+  std::size_t RunCountingHandlers(std::chrono::milliseconds span) {
+    std::size_t handlers = 0;
+    const auto until = Clock::now() + span;
+    while (Clock::now() < until) handlers += io.run_for(10ms);
+    return handlers;
+  }
   CollectorStatus Status(const std::string& name) {
     for (auto& s : sched.statuses())
       if (s.name == name) return s;
@@ -492,9 +499,7 @@ TEST(SchedulerTest, CollectionsOnTimeRunNoHandlerOnTheIoThread) {
   ASSERT_TRUE(h.RunUntil([&] { return first; }));
   const int before = a->calls_;
   const auto timeouts_before = h.Status("a").errors["timeout"];
-  std::size_t handlers = 0;
-  const auto until = Clock::now() + 400ms;
-  while (Clock::now() < until) handlers += h.io.run_for(10ms);
+  const std::size_t handlers = h.RunCountingHandlers(400ms);
   EXPECT_GE(a->calls_ - before, 8);
   // One handler per collection that overran its 20 ms, or that started
   // more than 20 ms after its due time (a loaded machine can stall one),
@@ -588,9 +593,7 @@ TEST(SchedulerTest, CollectorsDueTogetherSetTheDeadlineTimerOnceBetweenThem) {
   h.RunUntil([] { return false; }, 100ms);
   const int before = a->calls_;
   const std::uint64_t sets_before = h.sched.deadline_timer_sets();
-  std::size_t handlers = 0;
-  const auto until = Clock::now() + 400ms;
-  while (Clock::now() < until) handlers += h.io.run_for(10ms);
+  const std::size_t handlers = h.RunCountingHandlers(400ms);
   const int rounds = a->calls_ - before;
   const std::uint64_t sets = h.sched.deadline_timer_sets() - sets_before;
   ASSERT_GE(rounds, 5);
