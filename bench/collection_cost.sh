@@ -14,7 +14,11 @@
 #                with only infiniband, scraped once a second; the floor.
 #   pcie         tests/fixtures/pcie (18 functions, AER), pcie at 1 s; the
 #                floor (node_exporter has no PCIe collector).
-#   empty        accelerator (no NVML library), textfile (no directory) and
+#   empty        accelerator (no NVML library), textfile (an empty
+#                directory: of the directories that hold nothing, the one
+#                that costs most to look at; a missing one configured
+#                would be a read error counted at every collection, not a
+#                collection that finds nothing) and
 #                interconnect (no devices), each alone at 100 ms, then the
 #                three together (due at the same times: one wake-up for
 #                three collections): the cost of a collection that finds
@@ -336,7 +340,7 @@ fi
 if [[ -z $only || $only == empty ]]; then
   note "empty collections"
   fx=$tmp/empty
-  mkdir -p "$fx/sys" "$fx/proc"
+  mkdir -p "$fx/sys" "$fx/proc" "$fx/textfile"
   # The floor of any work done every 100 ms: one wake-up from idle, alone
   # and with a hand-off to a second thread and back (read_floor --wakes).
   read -r wake_ns handoff_ns < <("$floor" --wakes $((seconds * 5)) --period-ms 100 |
@@ -359,7 +363,7 @@ if [[ -z $only || $only == empty ]]; then
     stop_all
   }
   extra=([top]="[nvml]
-library = \"$tmp/none/libnvidia-ml.so.1\"" [textfile]="directory = \"$tmp/none\"")
+library = \"$tmp/none/libnvidia-ml.so.1\"" [textfile]="directory = \"$fx/textfile\"")
   for c in accelerator textfile interconnect; do
     write_config "$tmp/empty-$c.toml" 100ms "$c"
     empty_row "$c" "empty-$c" "$tmp/empty-$c.toml" 1

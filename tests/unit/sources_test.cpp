@@ -8,6 +8,7 @@
 #include <toml++/toml.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
@@ -152,6 +153,46 @@ TEST(FsRoot, ListingAndLinks) {
   EXPECT_EQ(link.text, "../../devices/pci0000:00/0000:17:00.0");
   EXPECT_EQ(root.readlink("class/infiniband/mlx5_1/device").status, Status::kAbsent);
   EXPECT_EQ(root.full("/a/b"), (t.dir() / "a/b").string());
+}
+
+// A directory whose entries take several of the listing's 32 KiB reads
+// (3,000 names of 60 characters: about 240 KiB of records), listed whole
+// and sorted, by path and on a descriptor the caller opened; a file where a
+// directory should be is absent (ENOTDIR, as for a path through a file);
+// no descriptor is left behind.
+TEST(FsRoot, ListingLargerThanOneReadIsWholeAndSorted) {
+  Tree t;
+  fs::create_directories(t.dir() / "many");
+  std::vector<std::string> want;
+  for (int i = 2999; i >= 0; --i) {
+    std::string name = "entry-" + std::to_string(i);
+    name.resize(60, 'x');
+    std::ofstream(t.dir() / "many" / name) << "";
+    want.push_back(name);
+  }
+  std::sort(want.begin(), want.end());
+  t.write("file", "not a directory\n");
+  FsRoot root(t.dir());
+  const int fds = open_fds();
+
+  Listing l = root.list("many");
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l.names, want);
+
+  const int dirfd = ::open((t.dir() / "many").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(dirfd, 0);
+  Listing by_fd = FsRoot::list_fd(dirfd);
+  ASSERT_TRUE(by_fd.ok());
+  EXPECT_EQ(by_fd.names, want);
+  // Left open, at its end: listed again, nothing more.
+  EXPECT_TRUE(FsRoot::list_fd(dirfd).names.empty());
+  ::close(dirfd);
+
+  Listing file = root.list("file");
+  EXPECT_EQ(file.status, Status::kAbsent);
+  EXPECT_EQ(file.err, ENOTDIR);
+  EXPECT_TRUE(file.names.empty());
+  EXPECT_EQ(open_fds(), fds);
 }
 
 // resolve() works a sysfs link out from its text, within the root.

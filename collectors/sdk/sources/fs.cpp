@@ -213,18 +213,31 @@ Read FsRoot::read(std::string_view rel, std::size_t max_bytes) const {
 }
 
 namespace {
-// The names of an open directory stream, sorted, without "." and "..";
-// closes it. Returns the errno of the listing (0: complete).
-int read_names(DIR* d, std::vector<std::string>& names) {
-  errno = 0;
-  while (dirent* e = ::readdir(d)) {
-    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-    names.emplace_back(e->d_name);
+// The names in a directory open for reading, from its position on
+// (a fresh descriptor: all of them), sorted, without "." and "..". Returns
+// the errno of the listing (0: complete). getdents64 straight into a
+// buffer on the stack, not through a DIR: opendir() would add an fstat
+// (and fdopendir() on a caller's descriptor a dup, an fstat and two
+// fcntl), and a 32 KiB buffer from the heap, to every listing.
+int read_names(int fd, std::vector<std::string>& names) {
+  alignas(struct dirent64) char buf[32768];
+  for (;;) {
+    const ssize_t n = ::getdents64(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) break;
+    for (ssize_t off = 0; off < n;) {
+      const auto* e = reinterpret_cast<const struct dirent64*>(buf + off);
+      if (e->d_reclen == 0) return EIO;  // never from a kernel; no endless loop
+      off += e->d_reclen;
+      const std::string_view name(e->d_name);
+      if (name != "." && name != "..") names.emplace_back(name);
+    }
   }
-  int err = errno;
-  ::closedir(d);
   std::sort(names.begin(), names.end());
-  return err;
+  return 0;
 }
 
 Listing listing_of(int err, std::vector<std::string> names) {
@@ -242,25 +255,21 @@ Listing FsRoot::list(std::string_view rel) const {
   int err = 0;
   if (auto f = fault(path)) {
     err = *f;
-  } else if (DIR* d = ::opendir(path.c_str())) {
-    err = read_names(d, names);
   } else {
-    err = errno;
+    const int fd = open_ro(path, O_DIRECTORY | O_NONBLOCK);
+    if (fd >= 0) {
+      err = read_names(fd, names);
+      ::close(fd);
+    } else {
+      err = -fd;
+    }
   }
   return listing_of(err, std::move(names));
 }
 
 Listing FsRoot::list_fd(int dirfd) {
   std::vector<std::string> names;
-  int fd = ::dup(dirfd);
-  if (fd < 0) return listing_of(errno, {});
-  DIR* d = ::fdopendir(fd);
-  if (d == nullptr) {
-    int err = errno;
-    ::close(fd);
-    return listing_of(err, {});
-  }
-  const int err = read_names(d, names);
+  const int err = read_names(dirfd, names);
   return listing_of(err, std::move(names));
 }
 

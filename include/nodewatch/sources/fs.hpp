@@ -157,7 +157,9 @@ class FsRoot {
   // read_regular's checks and read on a descriptor its caller opened
   // (O_NONBLOCK: a FIFO must not block the open); closes `fd`.
   static FileRead read_regular_fd(int fd, std::size_t max_bytes);
-  // list()'s answer for a directory its caller opened (left open).
+  // list()'s answer for a directory its caller opened, from the
+  // descriptor's position (a fresh descriptor: the whole directory); left
+  // open, at its end.
   static Listing list_fd(int dirfd);
   // A held descriptor for `rel`, opened on its first read.
   HeldFile hold(std::string_view rel, std::size_t max_bytes = kMaxAttributeBytes) const;

@@ -1,0 +1,167 @@
+// A collection that finds nothing, in process and warm: what each
+// collector's own code costs on a node without its hardware or inputs,
+// without the wake-up that the daemon adds (scheduler_bench measures that,
+// collection_cost.sh both together).
+//
+// Each benchmark does what the scheduler does per collection on its
+// worker: a MetricSink, collect(), render, the rendered snapshot made (no
+// deflate: nobody scraped gzip). The collectors are built as the daemon
+// builds them (their catalog entries, default options) on an empty sysfs
+// and procfs, with an NVML library that does not exist:
+//   accelerator   no NVML, no class/drm
+//   interconnect  no class/infiniband (nor NVLink: no NVML)
+//   textfile      an empty directory; a missing one, the default (the
+//                 normal case of a node without inputs, not counted); a
+//                 missing one configured (a read error counted each time)
+// The baselines: the same steps for a collector that does nothing (the
+// sink and the render alone), and one failed openat (the floor of a look
+// that finds nothing). Ratios against both are printed.
+//
+// Run: cmake -B build-bench -DNODEWATCH_BUILD_BENCH=ON ... && ninja -C build-bench empty_bench
+//      build-bench/bench/empty_bench
+
+#include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "accelerator/accelerator_collector.hpp"
+#include "exposition.hpp"
+#include "interconnect/interconnect_collector.hpp"
+#include "ratio_reporter.hpp"
+#include "textfile/textfile_collector.hpp"
+
+namespace nodewatch {
+namespace {
+
+namespace fs = std::filesystem;
+
+// An empty sysfs and procfs, and an empty textfile directory, for the
+// process's life.
+struct Tree {
+  fs::path root;
+  Tree() {
+    std::string t = (fs::temp_directory_path() / "nodewatch-empty-bench.XXXXXX").string();
+    if (::mkdtemp(t.data()) == nullptr) std::abort();
+    root = t;
+    fs::create_directories(root / "sys");
+    fs::create_directories(root / "proc");
+    fs::create_directories(root / "textfile");
+  }
+  ~Tree() {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+};
+
+const Tree& tree() {
+  static const Tree t;
+  return t;
+}
+
+CollectorEnv Env(const CollectorSpec& spec) {
+  CollectorEnv env;
+  env.roots = Roots{tree().root / "sys", tree().root / "proc"};
+  env.options = default_options(spec);
+  env.shared.nvml_library = (tree().root / "none" / "libnvidia-ml.so.1").string();
+  return env;
+}
+
+// One collection as the scheduler makes it, without the deflate: the
+// collector's series cache kept from one collection to the next.
+void Collect(Collector& c, SeriesCache& series) {
+  MetricSink sink(c.metrics(), series);
+  c.collect({std::chrono::steady_clock::now() + std::chrono::seconds(10), nullptr}, sink);
+  auto rendered = make_rendered(sink.render());
+  benchmark::DoNotOptimize(rendered->text.data());
+}
+
+void Run(benchmark::State& state, Collector& c) {
+  SeriesCache series;
+  Collect(c, series);  // the first collection: library lookups, first listings
+  for (auto _ : state) Collect(c, series);
+}
+
+class NothingCollector final : public Collector {
+ public:
+  const MetricTable& metrics() const override { return table_; }
+  void collect(const CollectContext&, MetricSink&) override {}
+
+ private:
+  MetricTable table_{{}};
+};
+
+void BM_Nothing(benchmark::State& state) {
+  NothingCollector c;
+  Run(state, c);
+}
+BENCHMARK(BM_Nothing)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_FailedOpenat(benchmark::State& state) {
+  const std::string path = (tree().root / "sys" / "class" / "infiniband").string();
+  for (auto _ : state) {
+    const int fd = ::openat(AT_FDCWD, path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    benchmark::DoNotOptimize(fd);
+    if (fd >= 0) ::close(fd);
+  }
+}
+BENCHMARK(BM_FailedOpenat)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Accelerator(benchmark::State& state) {
+  const auto& spec = accelerator_collector_spec();
+  auto c = spec.create(Env(spec));
+  Run(state, *c);
+}
+BENCHMARK(BM_Accelerator)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Interconnect(benchmark::State& state) {
+  const auto& spec = interconnect_collector_spec();
+  auto c = spec.create(Env(spec));
+  Run(state, *c);
+}
+BENCHMARK(BM_Interconnect)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void Textfile(benchmark::State& state, std::string directory) {
+  textfile::TextfileOptions o;
+  o.directory = std::move(directory);
+  textfile::TextfileCollector c(o);
+  Run(state, c);
+}
+
+void BM_Textfile_EmptyDirectory(benchmark::State& state) {
+  Textfile(state, (tree().root / "textfile").string());
+}
+BENCHMARK(BM_Textfile_EmptyDirectory)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Textfile_DefaultMissing(benchmark::State& state) {
+  if (fs::exists(textfile::kDefaultDirectory)) {
+    state.SkipWithError("the default textfile directory exists on this machine");
+    return;
+  }
+  Textfile(state, std::string(textfile::kDefaultDirectory));
+}
+BENCHMARK(BM_Textfile_DefaultMissing)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Textfile_ConfiguredMissing(benchmark::State& state) {
+  Textfile(state, (tree().root / "none").string());
+}
+BENCHMARK(BM_Textfile_ConfiguredMissing)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+}  // namespace
+}  // namespace nodewatch
+
+int main(int argc, char** argv) {
+  return nodewatch::bench::run_with_ratios(argc, argv, [](const auto& r) {
+    for (const char* baseline : {"BM_Nothing", "BM_FailedOpenat"})
+      r.print_ratios(
+          baseline,
+          {{"accelerator, no NVML, no class/drm", "BM_Accelerator"},
+           {"interconnect, no class/infiniband", "BM_Interconnect"},
+           {"textfile, an empty directory", "BM_Textfile_EmptyDirectory"},
+           {"textfile, the default directory missing", "BM_Textfile_DefaultMissing"},
+           {"textfile, a configured directory missing (counted)", "BM_Textfile_ConfiguredMissing"}});
+  });
+}
