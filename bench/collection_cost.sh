@@ -343,8 +343,10 @@ if [[ -z $only || $only == empty ]]; then
   mkdir -p "$fx/sys" "$fx/proc" "$fx/textfile"
   # The floor of any work done every 100 ms: one wake-up from idle, alone
   # and with a hand-off to a second thread and back (read_floor --wakes).
-  read -r wake_ns handoff_ns < <("$floor" --wakes $((seconds * 5)) --period-ms 100 |
-    awk '{ print $1, $6 }')
+  read -r wake_ns handoff_ns look_ns < <("$floor" --wakes $((seconds * 5)) --period-ms 100 |
+    awk '{ print $1, $6, $14 }')
+  emit ""
+  emit "The floor at 100 ms (read_floor --wakes): one wake-up $(us "$wake_ns" 1) µs, with a hand-off $(us "$handoff_ns" 1) µs; one look that finds nothing (a failed openat under /sys/class), the first thing after a wake, $(us "$look_ns" 1) µs."
   emit ""
   emit "| collection that finds nothing (100 ms interval) | µs/collection | ÷ one wake ($(us "$wake_ns" 1) µs) | ÷ wake and hand-off ($(us "$handoff_ns" 1) µs) | before µs/collection | ÷ before |"
   emit "| --- | ---: | ---: | ---: | ---: | ---: |"
@@ -418,9 +420,10 @@ library = \"$tmp/none/libnvidia-ml.so.1\"" [textfile]="directory = \"$fx/textfil
                             if (c == want) { s += $2; n++ } }
                           END { if (n > 0) printf "%.1f", s / n * 1e6; else print "-" }' "$2"
       }
-      local own="" sum=0 m c pcie_first pcie_after mean
+      local own="" sum=0 m c pcie_first pcie_after mean acc
       for c in accelerator textfile interconnect; do
         m=$(mean_of "$c" "$tmp/durations-$bin_n")
+        [[ $c != accelerator ]] || acc=$m
         own+="$c $m µs, "
         sum=$(awk -v a="$sum" -v b="$m" 'BEGIN { print a + b }')
       done
@@ -428,7 +431,7 @@ library = \"$tmp/none/libnvidia-ml.so.1\"" [textfile]="directory = \"$fx/textfil
       own+="mean $mean"
       pcie_first=$(mean_of pcie "$tmp/durations-without-$bin_n")
       pcie_after=$(mean_of pcie "$tmp/durations-$bin_n")
-      emit "| ${label%% (*}: each one's own time on the worker (duration gauge; $own µs; pcie $pcie_first µs first after the wake-up, $pcie_after µs after the accelerator) | $mean | $(ratio "$(awk -v m="$mean" 'BEGIN { printf "%d", m * 1000 }')" "$wake_ns") | - | - | - |"
+      emit "| ${label%% (*}: each one's own time on the worker (duration gauge; $own µs; pcie $pcie_first µs first after the wake-up, $pcie_after µs after the accelerator; the accelerator, first after the wake-up, ÷ one look first after a wake: $(ratio "$(awk -v m="$acc" 'BEGIN { printf "%d", m * 1000 }')" "$look_ns")) | $mean | $(ratio "$(awk -v m="$mean" 'BEGIN { printf "%d", m * 1000 }')" "$wake_ns") | - | - | - |"
       bin_n=$((bin_n + 1))
       stop_all
     }

@@ -9,10 +9,15 @@
 //
 // The floor of a collection that reads nothing: one wake-up from idle.
 // Usage: read_floor --wakes N --period-ms P
-// Prints: "<ns> ns CPU per wake; <ns> ns CPU per wake with a hand-off"
+// Prints: "<ns> ns CPU per wake; <ns> ns CPU per wake with a hand-off;
+// <ns> ns CPU per look that finds nothing, first after a wake"
 // (the first: one thread sleeping P ms, N times; the second: the same
 // thread handing a job to a second thread at each wake and waiting for
-// its answer, the shape of a collection on a worker).
+// its answer, the shape of a collection on a worker; the third: the same
+// thread's CPU in one openat of a directory that is not there, under
+// /sys/class, the first thing it does after each wake, as an empty
+// collection's look for its devices: what the least a collection can do
+// costs once the caches have gone cold).
 
 #include <fcntl.h>
 #include <time.h>
@@ -78,6 +83,29 @@ double wake_ns(long n, std::chrono::milliseconds period, bool hand_off) {
   return per;
 }
 
+double thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
+}
+
+// Thread CPU of one failed openat, the first call after each of `n` sleeps
+// of `period`.
+double cold_look_ns(long n, std::chrono::milliseconds period) {
+  const char* path = "/sys/class/nodewatch-absent";
+  auto next = std::chrono::steady_clock::now();
+  double total = 0;
+  for (long i = 0; i < n; ++i) {
+    next += period;
+    std::this_thread::sleep_until(next);
+    const double t0 = thread_cpu_ns();
+    const int fd = ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    total += thread_cpu_ns() - t0;
+    if (fd >= 0) ::close(fd);
+  }
+  return total / static_cast<double>(n);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -104,7 +132,11 @@ int main(int argc, char** argv) {
     const auto period = std::chrono::milliseconds(period_ms);
     const double alone = wake_ns(wakes, period, false);
     const double handed = wake_ns(wakes, period, true);
-    std::printf("%.0f ns CPU per wake; %.0f ns CPU per wake with a hand-off\n", alone, handed);
+    const double look = cold_look_ns(wakes, period);
+    std::printf(
+        "%.0f ns CPU per wake; %.0f ns CPU per wake with a hand-off; %.0f ns CPU per look that "
+        "finds nothing, first after a wake\n",
+        alone, handed, look);
     return 0;
   }
   if (paths.empty())

@@ -52,7 +52,9 @@ inline void release_thread(NvmlThreadState& st, std::thread& t,
 // then tell the NVML threads from the collectors' own).
 inline void name_nvml_thread(const char* what) {
   std::array<char, 16> name{};  // the kernel's limit, with the NUL
-  std::snprintf(name.data(), name.size(), "nw-nvml-%s", what);
+  // Cut to the limit on purpose: the return value is looked at, which
+  // tells GCC's -Wformat-truncation (-O3) so.
+  if (std::snprintf(name.data(), name.size(), "nw-nvml-%s", what) < 0) return;
   pthread_setname_np(pthread_self(), name.data());
 }
 
