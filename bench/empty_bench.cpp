@@ -111,6 +111,14 @@ void Run(benchmark::State& state, Collector& c) {
   }
 }
 
+// Registered twice: back to back, and after 100 ms asleep.
+void Warm(benchmark::internal::Benchmark* b) {
+  b->Arg(0)->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+void AfterSleep(benchmark::internal::Benchmark* b) {
+  b->Arg(100)->Iterations(50)->UseManualTime()->Unit(benchmark::kMicrosecond);
+}
+
 class NothingCollector final : public Collector {
  public:
   const MetricTable& metrics() const override { return table_; }
@@ -124,8 +132,8 @@ void BM_Nothing(benchmark::State& state) {
   NothingCollector c;
   Run(state, c);
 }
-BENCHMARK(BM_Nothing)->Arg(0)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_Nothing)->Arg(100)->Iterations(50)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Nothing)->Apply(Warm);
+BENCHMARK(BM_Nothing)->Apply(AfterSleep);
 
 void BM_FailedOpenat(benchmark::State& state) {
   const std::string path = (tree().root / "sys" / "class" / "infiniband").string();
@@ -142,20 +150,16 @@ void BM_Accelerator(benchmark::State& state) {
   auto c = spec.create(Env(spec));
   Run(state, *c);
 }
-BENCHMARK(BM_Accelerator)->Arg(0)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_Accelerator)->Arg(100)->Iterations(50)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Accelerator)->Apply(Warm);
+BENCHMARK(BM_Accelerator)->Apply(AfterSleep);
 
 void BM_Interconnect(benchmark::State& state) {
   const auto& spec = interconnect_collector_spec();
   auto c = spec.create(Env(spec));
   Run(state, *c);
 }
-BENCHMARK(BM_Interconnect)->Arg(0)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_Interconnect)
-    ->Arg(100)
-    ->Iterations(50)
-    ->UseManualTime()
-    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Interconnect)->Apply(Warm);
+BENCHMARK(BM_Interconnect)->Apply(AfterSleep);
 
 void Textfile(benchmark::State& state, std::string directory) {
   textfile::TextfileOptions o;
@@ -167,12 +171,8 @@ void Textfile(benchmark::State& state, std::string directory) {
 void BM_Textfile_EmptyDirectory(benchmark::State& state) {
   Textfile(state, (tree().root / "textfile").string());
 }
-BENCHMARK(BM_Textfile_EmptyDirectory)->Arg(0)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_Textfile_EmptyDirectory)
-    ->Arg(100)
-    ->Iterations(50)
-    ->UseManualTime()
-    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Textfile_EmptyDirectory)->Apply(Warm);
+BENCHMARK(BM_Textfile_EmptyDirectory)->Apply(AfterSleep);
 
 void BM_Textfile_DefaultMissing(benchmark::State& state) {
   if (fs::exists(textfile::kDefaultDirectory)) {
@@ -181,22 +181,14 @@ void BM_Textfile_DefaultMissing(benchmark::State& state) {
   }
   Textfile(state, std::string(textfile::kDefaultDirectory));
 }
-BENCHMARK(BM_Textfile_DefaultMissing)->Arg(0)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_Textfile_DefaultMissing)
-    ->Arg(100)
-    ->Iterations(50)
-    ->UseManualTime()
-    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Textfile_DefaultMissing)->Apply(Warm);
+BENCHMARK(BM_Textfile_DefaultMissing)->Apply(AfterSleep);
 
 void BM_Textfile_ConfiguredMissing(benchmark::State& state) {
   Textfile(state, (tree().root / "none").string());
 }
-BENCHMARK(BM_Textfile_ConfiguredMissing)->Arg(0)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_Textfile_ConfiguredMissing)
-    ->Arg(100)
-    ->Iterations(50)
-    ->UseManualTime()
-    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Textfile_ConfiguredMissing)->Apply(Warm);
+BENCHMARK(BM_Textfile_ConfiguredMissing)->Apply(AfterSleep);
 
 }  // namespace
 }  // namespace nodewatch
