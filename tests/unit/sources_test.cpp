@@ -159,7 +159,7 @@ TEST(FsRoot, ListingAndLinks) {
 // (3,000 names of 60 characters: about 240 KiB of records), listed whole
 // and sorted, by path and on a descriptor the caller opened; a file where a
 // directory should be is absent (ENOTDIR, as for a path through a file);
-// no descriptor is left behind.
+// one removed while open is empty; no descriptor is left behind.
 TEST(FsRoot, ListingLargerThanOneReadIsWholeAndSorted) {
   Tree t;
   fs::create_directories(t.dir() / "many");
@@ -187,6 +187,17 @@ TEST(FsRoot, ListingLargerThanOneReadIsWholeAndSorted) {
   // Left open, at its end: listed again, nothing more.
   EXPECT_TRUE(FsRoot::list_fd(dirfd).names.empty());
   ::close(dirfd);
+
+  // A directory removed while open answers ENOENT to getdents64: the end
+  // of the listing (as readdir() takes it), not an error.
+  fs::create_directories(t.dir() / "gone");
+  const int gone = ::open((t.dir() / "gone").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(gone, 0);
+  fs::remove(t.dir() / "gone");
+  Listing removed = FsRoot::list_fd(gone);
+  EXPECT_TRUE(removed.ok()) << removed.err;
+  EXPECT_TRUE(removed.names.empty());
+  ::close(gone);
 
   Listing file = root.list("file");
   EXPECT_EQ(file.status, Status::kAbsent);

@@ -223,14 +223,16 @@ int read_names(int fd, std::vector<std::string>& names) {
   alignas(struct dirent64) char buf[32768];
   for (;;) {
     const ssize_t n = ::getdents64(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
+    if (n < 0 && errno == EINTR) continue;
+    // A directory removed while it is read answers ENOENT: the end of it,
+    // as readdir() takes it.
+    if (n < 0 && errno == ENOENT) break;
+    if (n < 0) return errno;
     if (n == 0) break;
     for (ssize_t off = 0; off < n;) {
       const auto* e = reinterpret_cast<const struct dirent64*>(buf + off);
-      if (e->d_reclen == 0) return EIO;  // never from a kernel; no endless loop
+      // Never from a kernel; no endless loop, no read past the buffer.
+      if (e->d_reclen == 0 || e->d_reclen > n - off) return EIO;
       off += e->d_reclen;
       const std::string_view name(e->d_name);
       if (name != "." && name != "..") names.emplace_back(name);
