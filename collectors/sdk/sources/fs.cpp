@@ -234,6 +234,7 @@ int read_names(int fd, std::vector<std::string>& names) {
       // Never from a kernel; no endless loop, no read past the buffer.
       if (e->d_reclen == 0 || e->d_reclen > n - off) return EIO;
       off += e->d_reclen;
+      if (e->d_ino == 0) continue;  // a deleted entry, which readdir() skips too
       const std::string_view name(e->d_name);
       if (name != "." && name != "..") names.emplace_back(name);
     }
