@@ -420,7 +420,7 @@ library = \"$tmp/none/libnvidia-ml.so.1\"" [textfile]="directory = \"$fx/textfil
                             if (c == want) { s += $2; n++ } }
                           END { if (n > 0) printf "%.1f", s / n * 1e6; else print "-" }' "$2"
       }
-      local own="" sum=0 m c pcie_first pcie_after mean acc
+      local own="" sum=0 m c pcie_first pcie_after mean acc="-"
       for c in accelerator textfile interconnect; do
         m=$(mean_of "$c" "$tmp/durations-$bin_n")
         [[ $c != accelerator ]] || acc=$m
@@ -431,7 +431,7 @@ library = \"$tmp/none/libnvidia-ml.so.1\"" [textfile]="directory = \"$fx/textfil
       own+="mean $mean"
       pcie_first=$(mean_of pcie "$tmp/durations-without-$bin_n")
       pcie_after=$(mean_of pcie "$tmp/durations-$bin_n")
-      emit "| ${label%% (*}: each one's own time on the worker (duration gauge; $own µs; pcie $pcie_first µs first after the wake-up, $pcie_after µs after the accelerator; the accelerator, first after the wake-up, ÷ one look first after a wake: $(ratio "$(awk -v m="$acc" 'BEGIN { printf "%d", m * 1000 }')" "$look_ns")) | $mean | $(ratio "$(awk -v m="$mean" 'BEGIN { printf "%d", m * 1000 }')" "$wake_ns") | - | - | - |"
+      emit "| ${label%% (*}: each one's own time on the worker (duration gauge; $own µs; pcie $pcie_first µs first after the wake-up, $pcie_after µs after the accelerator; the accelerator, first after the wake-up, ÷ one look first after a wake: $([[ $acc == - ]] && echo - || ratio "$(awk -v m="$acc" 'BEGIN { printf "%d", m * 1000 }')" "$look_ns")) | $mean | $(ratio "$(awk -v m="$mean" 'BEGIN { printf "%d", m * 1000 }')" "$wake_ns") | - | - | - |"
       bin_n=$((bin_n + 1))
       stop_all
     }

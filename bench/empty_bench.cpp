@@ -145,18 +145,20 @@ void BM_FailedOpenat(benchmark::State& state) {
 }
 BENCHMARK(BM_FailedOpenat)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-void BM_Accelerator(benchmark::State& state) {
-  const auto& spec = accelerator_collector_spec();
+// A collector built from its catalog entry, as the daemon builds it.
+void FromCatalog(benchmark::State& state, const CollectorSpec& spec) {
   auto c = spec.create(Env(spec));
   Run(state, *c);
+}
+
+void BM_Accelerator(benchmark::State& state) {
+  FromCatalog(state, accelerator_collector_spec());
 }
 BENCHMARK(BM_Accelerator)->Apply(Warm);
 BENCHMARK(BM_Accelerator)->Apply(AfterSleep);
 
 void BM_Interconnect(benchmark::State& state) {
-  const auto& spec = interconnect_collector_spec();
-  auto c = spec.create(Env(spec));
-  Run(state, *c);
+  FromCatalog(state, interconnect_collector_spec());
 }
 BENCHMARK(BM_Interconnect)->Apply(Warm);
 BENCHMARK(BM_Interconnect)->Apply(AfterSleep);

@@ -35,9 +35,9 @@
 
 namespace {
 
-double cpu_ns() {
+double cpu_ns(clockid_t clock = CLOCK_PROCESS_CPUTIME_ID) {
   timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  clock_gettime(clock, &ts);
   return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
 }
 
@@ -83,12 +83,6 @@ double wake_ns(long n, std::chrono::milliseconds period, bool hand_off) {
   return per;
 }
 
-double thread_cpu_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
-}
-
 // Thread CPU of one failed openat, the first call after each of `n` sleeps
 // of `period`.
 double cold_look_ns(long n, std::chrono::milliseconds period) {
@@ -98,9 +92,9 @@ double cold_look_ns(long n, std::chrono::milliseconds period) {
   for (long i = 0; i < n; ++i) {
     next += period;
     std::this_thread::sleep_until(next);
-    const double t0 = thread_cpu_ns();
+    const double t0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
     const int fd = ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    total += thread_cpu_ns() - t0;
+    total += cpu_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
     if (fd >= 0) ::close(fd);
   }
   return total / static_cast<double>(n);
