@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -19,8 +20,9 @@ using tcp = asio::ip::tcp;
 
 struct HttpServer::SessionBase {
   // Where a connection is: waiting on its client (handshake, between
-  // requests, reading one), being served, or writing to its client.
-  enum class Phase { kHandshake, kIdle, kReading, kServing, kWriting };
+  // requests, reading one), waiting for its credentials to be checked,
+  // being served, or writing to its client.
+  enum class Phase { kHandshake, kIdle, kReading, kAuthenticating, kServing, kWriting };
   virtual ~SessionBase() = default;
   virtual void close_if_idle() = 0;
   // Closes it now, whatever it is doing (a new connection needs its slot).
@@ -32,6 +34,8 @@ struct HttpServer::SessionBase {
   Phase phase = Phase::kHandshake;
   std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
   asio::ip::address peer;
+  // In kAuthenticating: the check, while it is not answered.
+  std::shared_ptr<Authenticator::Pending> pending;
 };
 
 // What every session of the server reads: the server's own members, by
@@ -108,6 +112,9 @@ class Session : public HttpServer::SessionBase,
   }
 
   void evict() override {
+    // A check still queued for it costs no bcrypt now.
+    if (pending) pending->withdraw();
+    dropped_ = true;
     beast::error_code ec;
     beast::get_lowest_layer(stream_).socket().shutdown(tcp::socket::shutdown_both, ec);
     beast::get_lowest_layer(stream_).socket().close(ec);
@@ -214,15 +221,18 @@ class Session : public HttpServer::SessionBase,
       respond(keep);
       return;
     }
-    // Checked off the io thread (bcrypt); the connection waits meanwhile,
-    // bounded by the write timeout.
+    // Checked off the io thread (bcrypt). While the check is queued the
+    // connection may lose its slot to a new one (HttpServer::evict_one).
     checking_ = true;
-    beast::get_lowest_layer(stream_).expires_after(shared_.limits.write_timeout);
-    shared_.auth->check(
-        security_, request_[http::field::authorization],
+    enter(Phase::kAuthenticating);
+    pending = shared_.auth->check(
+        security_, request_[http::field::authorization], peer,
         beast::get_lowest_layer(stream_).get_executor(),
         [self = this->shared_from_this(), keep](Authenticator::Verdict v) {
           self->checking_ = false;
+          self->pending.reset();
+          if (self->dropped_) return;
+          self->enter(Phase::kServing);
           if (v == Authenticator::Verdict::kAllowed) {
             self->respond(keep);
             return;
@@ -291,6 +301,7 @@ class Session : public HttpServer::SessionBase,
   std::shared_ptr<HttpResponse> response_;
   bool writing_ = false;
   bool checking_ = false;
+  bool dropped_ = false;  // evicted: nothing more is sent
 };
 
 }  // namespace
@@ -544,23 +555,38 @@ void HttpServer::accept(const std::shared_ptr<tcp::acceptor>& acc) {
 }
 
 bool HttpServer::evict_one() {
-  // The connection waiting longest on its client (a TLS handshake, a
-  // request trickling in, an idle keep-alive), else the one whose response
-  // has waited longest, over a second, for its client to read it. One being
-  // served, or a write that is progressing, is never taken.
+  // In this order: the connection waiting longest on its client (a TLS
+  // handshake, a request trickling in, an idle keep-alive); else the one
+  // whose response has waited longest, over a second, for its client to
+  // read it; else one whose credentials wait in the checking queue, of the
+  // address with the most failed checks (the longest waiting of those);
+  // else one that has waited on its client for less than kYoung (it may
+  // be a scraper whose request is on its way: under a flood of new
+  // connections that take slots from queued checks, it would otherwise be
+  // the first taken). One being served, one whose check is running, and a
+  // write that is progressing are never taken.
   using Phase = SessionBase::Phase;
+  constexpr auto kYoung = std::chrono::milliseconds(250);
   const auto now = std::chrono::steady_clock::now();
   SessionBase* victim = nullptr;
-  bool victim_waiting = false;
+  std::tuple<int, double, std::chrono::steady_clock::time_point> victim_rank;
   for (SessionBase* s : *sessions_) {
-    const bool waiting =
-        s->phase == Phase::kHandshake || s->phase == Phase::kIdle || s->phase == Phase::kReading;
-    const bool stalled = s->phase == Phase::kWriting && now - s->since >= std::chrono::seconds(1);
-    if (!waiting && !stalled) continue;
-    if (victim == nullptr || (waiting && !victim_waiting) ||
-        (waiting == victim_waiting && s->since < victim->since)) {
+    int kind;
+    double failures = 0;
+    if (s->phase == Phase::kHandshake || s->phase == Phase::kIdle || s->phase == Phase::kReading) {
+      kind = now - s->since >= kYoung ? 0 : 3;
+    } else if (s->phase == Phase::kWriting && now - s->since >= std::chrono::seconds(1)) {
+      kind = 1;
+    } else if (s->phase == Phase::kAuthenticating && s->pending && s->pending->queued()) {
+      kind = 2;
+      failures = -auth_->failures(s->peer);
+    } else {
+      continue;
+    }
+    auto rank = std::make_tuple(kind, failures, s->since);
+    if (victim == nullptr || rank < victim_rank) {
       victim = s;
-      victim_waiting = waiting;
+      victim_rank = rank;
     }
   }
   if (victim == nullptr) return false;

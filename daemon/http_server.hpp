@@ -10,14 +10,18 @@
 //   - at most max_connections_per_client connections from one address; past
 //     it, a new one from there gets an immediate 503 and is closed;
 //   - at most max_connections in all; when they are taken, a new connection
-//     takes the slot of the one waiting longest on its client (a TLS
-//     handshake, a request trickling in, an idle keep-alive), else of the
-//     one whose response has waited longest (over 1 s) for its client to
-//     read it; a connection being served or a write that progresses is
-//     never taken. Only when every slot is busy serving does a new
-//     connection get the 503. So misbehaving clients hold slots only until
-//     a well-behaved scraper needs one, and one address never holds more
-//     than its share. Every connection dropped so is counted by reason.
+//     takes the slot of the one waiting longest (over 250 ms) on its client
+//     (a TLS handshake, a request trickling in, an idle keep-alive), else
+//     of the one whose response has waited longest (over 1 s) for its
+//     client to read it, else of one whose credentials wait in the checking
+//     queue (of the address with the most failed checks first; its check
+//     is withdrawn), else of one that has waited on its client for less
+//     than 250 ms; a connection being served, one whose bcrypt is running
+//     and a write that progresses are never taken. Only when every slot is
+//     busy so does a new connection get the 503. So misbehaving clients,
+//     wrong passwords included, hold slots only until a well-behaved
+//     scraper needs one, and one address never holds more than its share.
+//     Every connection dropped so is counted by reason.
 //
 // TLS, basic authentication, the extra headers and the rate limit come from
 // the web configuration (web_security.hpp): each connection takes the

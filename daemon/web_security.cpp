@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include <boost/asio/post.hpp>
 
@@ -114,6 +115,13 @@ std::string sha256_hex(std::string_view s) {
 }
 
 constexpr std::size_t kCacheMax = 128;
+// Addresses whose standing is kept (a flood from more forgets the oldest).
+constexpr std::size_t kStandingsMax = 4096;
+// A failure's weight halves in this time.
+constexpr std::chrono::duration<double> kFailureHalfLife = std::chrono::minutes(1);
+// An address that has logged in goes first while its failures since stay
+// below this.
+constexpr double kTrustedFailuresMax = 3;
 
 }  // namespace
 
@@ -345,6 +353,11 @@ std::size_t Authenticator::cached() const {
   return cache_.size();
 }
 
+std::size_t Authenticator::hashed() const {
+  std::lock_guard lock(mu_);
+  return hashed_;
+}
+
 bool Authenticator::verify(const std::string& password, const std::string& hash) {
   crypt_data data{};
   const char* out = crypt_rn(password.c_str(), hash.c_str(), &data, sizeof data);
@@ -354,34 +367,93 @@ bool Authenticator::verify(const std::string& password, const std::string& hash)
   return CRYPTO_memcmp(out, hash.data(), n) == 0;
 }
 
-void Authenticator::check(std::shared_ptr<const WebSecurity> security,
-                          std::string_view authorization, asio::any_io_executor executor,
-                          std::function<void(Verdict)> done) {
+std::string Authenticator::client_key(const asio::ip::address& a) {
+  if (a.is_v6() && !a.to_v6().is_v4_mapped()) {
+    asio::ip::address_v6::bytes_type b = a.to_v6().to_bytes();
+    std::fill(b.begin() + 8, b.end(), 0);
+    return asio::ip::address_v6(b).to_string() + "/64";
+  }
+  return a.is_v6() ? asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).to_string()
+                   : a.to_string();
+}
+
+Authenticator::Standing& Authenticator::standing(const std::string& client,
+                                                 Clock::time_point now) const {
+  if (standings_.size() >= kStandingsMax && standings_.count(client) == 0) {
+    // The address heard from longest ago makes room.
+    auto oldest =
+        std::min_element(standings_.begin(), standings_.end(),
+                         [](const auto& a, const auto& b) { return a.second.at < b.second.at; });
+    standings_.erase(oldest);
+  }
+  Standing& s = standings_[client];
+  if (s.at != Clock::time_point{} && now > s.at)
+    s.failures *= std::exp2(-std::chrono::duration<double>(now - s.at) / kFailureHalfLife);
+  s.at = now;
+  return s;
+}
+
+double Authenticator::failures(const asio::ip::address& client) const {
+  std::lock_guard lock(mu_);
+  return standing(client_key(client), Clock::now()).failures;
+}
+
+std::shared_ptr<Authenticator::Pending> Authenticator::check(
+    std::shared_ptr<const WebSecurity> security, std::string_view authorization,
+    const asio::ip::address& client, asio::any_io_executor executor,
+    std::function<void(Verdict)> done) {
   auto creds = parse_basic_authorization(authorization);
   if (!creds) {  // no credentials or not Basic: no bcrypt to run
     done(Verdict::kDenied);
-    return;
+    return nullptr;
   }
   const auto& users = security->config().basic_auth_users;
   auto it = users.find(creds->first);
   const std::string hash = it != users.end() ? it->second : std::string();
   std::string key = creds->first + '\n' + hash + '\n' + sha256_hex(creds->second);
+  auto pending = std::make_shared<Pending>();
   {
     std::lock_guard lock(mu_);
     if (it != users.end() && cache_.count(key) != 0) {
       done(Verdict::kAllowed);
-      return;
+      return nullptr;
     }
     Job j;
     j.security = std::move(security);
     j.user = std::move(creds->first);
     j.password = std::move(creds->second);
     j.key = std::move(key);
+    j.client = client_key(client);
     j.executor = std::move(executor);
     j.done = std::move(done);
+    j.pending = pending;
+    j.seq = seq_++;
     queue_.push_back(std::move(j));
   }
   cv_.notify_one();
+  return pending;
+}
+
+std::vector<Authenticator::Job>::iterator Authenticator::next_job(Clock::time_point now) {
+  // Withdrawn jobs are answered (their callbacks must end on their own
+  // executor, where the connection lives) and dropped without bcrypt.
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (it->pending->queued()) {
+      ++it;
+      continue;
+    }
+    asio::post(it->executor, [done = std::move(it->done)] { done(Verdict::kDenied); });
+    it = queue_.erase(it);
+  }
+  auto rank = [&](const Job& j) {
+    const Standing& s = standing(j.client, now);
+    const bool trusted = s.succeeded && s.failures < kTrustedFailuresMax;
+    return std::make_tuple(trusted ? 0 : 1, s.failures, j.seq);
+  };
+  auto best = queue_.end();
+  for (auto it = queue_.begin(); it != queue_.end(); ++it)
+    if (best == queue_.end() || rank(*it) < rank(*best)) best = it;
+  return best;
 }
 
 void Authenticator::run() {
@@ -389,8 +461,17 @@ void Authenticator::run() {
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
     if (stop_) return;
-    Job j = std::move(queue_.front());
-    queue_.erase(queue_.begin());
+    auto next = next_job(Clock::now());
+    if (next == queue_.end()) continue;
+    Job j = std::move(*next);
+    queue_.erase(next);
+    int queued = Pending::kQueued;
+    if (!j.pending->state_.compare_exchange_strong(queued, Pending::kRunning)) {
+      // Withdrawn between the choice and now.
+      asio::post(j.executor, [done = std::move(j.done)] { done(Verdict::kDenied); });
+      continue;
+    }
+    ++hashed_;
     lock.unlock();
     const auto& users = j.security->config().basic_auth_users;
     auto it = users.find(j.user);
@@ -398,7 +479,10 @@ void Authenticator::run() {
     const bool match = verify(j.password, known ? it->second : dummy_hash(*j.security));
     const bool allowed = known && match;
     lock.lock();
+    Standing& s = standing(j.client, Clock::now());
     if (allowed) {
+      s.succeeded = true;
+      s.failures = 0;
       if (cache_.size() >= kCacheMax) {
         // The oldest success goes first.
         auto oldest =
@@ -407,6 +491,8 @@ void Authenticator::run() {
         cache_.erase(oldest);
       }
       cache_[j.key] = std::chrono::steady_clock::now();
+    } else {
+      s.failures += 1;
     }
     lock.unlock();
     asio::post(j.executor, [done = std::move(j.done), allowed] {

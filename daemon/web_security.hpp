@@ -14,12 +14,14 @@
 //
 // Basic authentication: a credential is checked with libxcrypt's crypt_rn
 // against the user's hash on a thread of its own (bcrypt costs ~70 ms at
-// cost 10: never on the io thread), one check at a time. A credential that
+// cost 10: never on the io thread), one check at a time, chosen by the
+// standing of the client's address (Authenticator, below). A credential that
 // passed is remembered (by user, hash and a SHA-256 of the password; at
 // most 128 of them), so that a scrape does not pay bcrypt each time; one
 // that failed is not. An unknown user is checked against a hash of the
 // same cost all the same, so that timing does not tell which users exist.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -85,6 +87,21 @@ class WebSecurity {
 };
 
 // Checks basic-authentication credentials off the io thread.
+//
+// One thread runs bcrypt, one check at a time, and chooses which queued
+// check goes next by the standing of the client's address (an IPv4 address,
+// or an IPv6 /64, which one host usually holds whole), not by arrival:
+//   1. an address whose credentials have passed before, and that has not
+//      failed three times since (decayed, below), goes first;
+//   2. then the address with the fewest failures, each failure's weight
+//      halving every minute; a new address has none;
+//   3. then the check that waited longest.
+// So wrong passwords from other addresses never queue ahead of a client
+// that has logged in or has not yet failed: it waits for at most the check
+// that is running and those of addresses as clean as its own, and the
+// bcrypt work an address that keeps failing gets is what is left over.
+// A queued check can be withdrawn (the connection waiting on it lost its
+// slot): it then costs no bcrypt, and its caller is told kDenied.
 class Authenticator {
  public:
   Authenticator();
@@ -93,28 +110,74 @@ class Authenticator {
   Authenticator& operator=(const Authenticator&) = delete;
 
   enum class Verdict { kAllowed, kDenied };
-  // Checks the Authorization header value against `security`'s users and
-  // calls `done` with the verdict on `executor` (the session's strand or
-  // io_context). A cached success answers at once, before returning.
-  void check(std::shared_ptr<const WebSecurity> security, std::string_view authorization,
-             asio::any_io_executor executor, std::function<void(Verdict)> done);
 
-  // Successes remembered now (tests).
+  // A check that has not been answered yet; its methods are thread-safe.
+  class Pending {
+   public:
+    // True while its bcrypt has not started (so its caller may be dropped
+    // without wasting one).
+    bool queued() const { return state_.load() == kQueued; }
+    // Withdraws it if it has not started: true when no bcrypt will run.
+    bool withdraw() {
+      int expected = kQueued;
+      return state_.compare_exchange_strong(expected, kWithdrawn);
+    }
+
+   private:
+    friend class Authenticator;
+    static constexpr int kQueued = 0, kRunning = 1, kWithdrawn = 2;
+    std::atomic<int> state_{kQueued};
+  };
+
+  // Checks the Authorization header value of a request from `client`
+  // against `security`'s users and calls `done` with the verdict on
+  // `executor` (the session's strand or io_context). A cached success, or
+  // a value that is not Basic credentials, is answered at once, before
+  // returning, and the answer is null; otherwise it is the queued check.
+  std::shared_ptr<Pending> check(std::shared_ptr<const WebSecurity> security,
+                                 std::string_view authorization, const asio::ip::address& client,
+                                 asio::any_io_executor executor, std::function<void(Verdict)> done);
+
+  // The decayed count of failed checks of `client`'s address now (eviction
+  // takes the connections of the worst addresses first).
+  double failures(const asio::ip::address& client) const;
+
+  // Successes remembered now, and checks that ran bcrypt (tests).
   std::size_t cached() const;
+  std::size_t hashed() const;
 
  private:
+  using Clock = std::chrono::steady_clock;
+  // What an address has earned: failures, decayed to `at`; a success.
+  struct Standing {
+    double failures = 0;
+    Clock::time_point at{};
+    bool succeeded = false;
+  };
   struct Job {
     std::shared_ptr<const WebSecurity> security;
-    std::string user, password, key;
+    std::string user, password, key, client;
     asio::any_io_executor executor;
     std::function<void(Verdict)> done;
+    std::shared_ptr<Pending> pending;
+    std::uint64_t seq = 0;
   };
   void run();
   static bool verify(const std::string& password, const std::string& hash);
+  // The key of `a`'s standing: the address, or its /64 for IPv6.
+  static std::string client_key(const asio::ip::address& a);
+  // Under mu_: the standing of `client` decayed to `now`.
+  Standing& standing(const std::string& client, Clock::time_point now) const;
+  // Under mu_: the queued job to run next (withdrawn ones are answered and
+  // dropped on the way); queue_.end() when none.
+  std::vector<Job>::iterator next_job(Clock::time_point now);
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Job> queue_;
+  std::uint64_t seq_ = 0;
+  std::size_t hashed_ = 0;
+  mutable std::map<std::string, Standing> standings_;
   std::map<std::string, std::chrono::steady_clock::time_point> cache_;  // key -> when added
   std::string dummy_hash(const WebSecurity& security);                  // the checking thread only
 

@@ -18,14 +18,22 @@ namespace nodewatch::testing {
 
 class TestConnection {
  public:
+  // To 127.0.0.1:`port`, from the loopback address `from` (host order;
+  // 0: the kernel's choice, 127.0.0.1), as a distinct host would.
   explicit TestConnection(std::uint16_t port,
-                          std::chrono::milliseconds recv_timeout = std::chrono::seconds(5)) {
+                          std::chrono::milliseconds recv_timeout = std::chrono::seconds(5),
+                          std::uint32_t from = 0) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    sockaddr_in source{};
+    source.sin_family = AF_INET;
+    source.sin_addr.s_addr = htonl(from);
+    connected_ =
+        (from == 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&source), sizeof(source)) == 0) &&
+        ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
     timeval tv{};
     tv.tv_sec = recv_timeout.count() / 1000;
     tv.tv_usec = (recv_timeout.count() % 1000) * 1000;

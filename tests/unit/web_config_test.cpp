@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -180,36 +181,52 @@ TEST(BasicAuthorization, CredentialsAreDecoded) {
   EXPECT_FALSE(parse_basic_authorization(""));
 }
 
-// The authenticator over a web configuration with one user.
+// The authenticator over a web configuration with two users (bcrypt cost
+// 4: about a millisecond a check).
 struct AuthFixture {
   testing::TempDir dir;
   std::shared_ptr<const WebSecurity> security;
   asio::io_context io;
   Authenticator auth;
-  explicit AuthFixture(const std::string& password) {
-    dir.write("web.yml",
-              "basic_auth_users:\n  alice: '" + testing::BcryptHash(password, 4) + "'\n");
+  explicit AuthFixture(const std::string& password, const std::string& bob_password = "bob's") {
+    dir.write("web.yml", "basic_auth_users:\n  alice: '" + testing::BcryptHash(password, 4) +
+                             "'\n  bob: '" + testing::BcryptHash(bob_password, 4) + "'\n");
     WebSecurity::Built b = WebSecurity::build((dir.path() / "web.yml").string());
     EXPECT_TRUE(b.security);
     security = b.security;
   }
   // The verdict for `authorization`, and whether it came before check() returned.
-  std::pair<Authenticator::Verdict, bool> Check(const std::string& authorization) {
+  std::pair<Authenticator::Verdict, bool> Check(const std::string& authorization,
+                                                const std::string& client = "127.0.0.1") {
     bool returned = false, at_once = false;
     std::optional<Authenticator::Verdict> verdict;
-    auth.check(security, authorization, io.get_executor(), [&](Authenticator::Verdict v) {
-      verdict = v;
-      at_once = !returned;
-    });
+    auth.check(security, authorization, asio::ip::make_address(client), io.get_executor(),
+               [&](Authenticator::Verdict v) {
+                 verdict = v;
+                 at_once = !returned;
+               });
     returned = true;
+    Run([&] { return verdict.has_value(); });
+    EXPECT_TRUE(verdict) << "no verdict within 10 s";
+    return {verdict.value_or(Authenticator::Verdict::kDenied), at_once};
+  }
+  // Queues a check from `client` whose answer appends `name` to `answered`.
+  std::shared_ptr<Authenticator::Pending> Queue(const std::string& authorization,
+                                                const std::string& client, std::string name) {
+    return auth.check(
+        security, authorization, asio::ip::make_address(client), io.get_executor(),
+        [this, name = std::move(name)](Authenticator::Verdict) { answered.push_back(name); });
+  }
+  // Runs the answers posted to `io` until `done` holds (10 s at most).
+  template <class Done>
+  void Run(Done done) {
     // Work kept on the context: a run before the post would otherwise stop it.
     auto guard = asio::make_work_guard(io);
     io.restart();
     const auto until = std::chrono::steady_clock::now() + 10s;
-    while (!verdict && std::chrono::steady_clock::now() < until) io.run_one_for(100ms);
-    EXPECT_TRUE(verdict) << "no verdict within 10 s";
-    return {verdict.value_or(Authenticator::Verdict::kDenied), at_once};
+    while (!done() && std::chrono::steady_clock::now() < until) io.run_one_for(100ms);
   }
+  std::vector<std::string> answered;
 };
 
 std::string Basic(const std::string& user, const std::string& password) {
@@ -262,6 +279,81 @@ TEST(Authenticator, ANewHashForTheUserForgetsTheOldSuccess) {
   ASSERT_TRUE(f.security);
   EXPECT_EQ(f.Check(Basic("alice", "old password")).first, Authenticator::Verdict::kDenied);
   EXPECT_EQ(f.Check(Basic("alice", "new")).first, Authenticator::Verdict::kAllowed);
+}
+
+// The place of `name` among the answers, or -1.
+long Place(const std::vector<std::string>& answered, const std::string& name) {
+  auto it = std::find(answered.begin(), answered.end(), name);
+  return it == answered.end() ? -1 : it - answered.begin();
+}
+
+// 20 addresses that have each failed once queue 100 wrong passwords; a
+// login from an address that has not failed is checked next, not after
+// them (first come, first served made it wait for all 100).
+TEST(Authenticator, AnAddressThatHasNotFailedGoesBeforeOnesThatHave) {
+  AuthFixture f("correct horse");
+  auto attacker = [](int i) { return "127.0.1." + std::to_string(1 + i % 20); };
+  for (int i = 0; i < 20; ++i)
+    EXPECT_EQ(f.Check(Basic("alice", "wrong"), attacker(i)).first, Authenticator::Verdict::kDenied);
+  EXPECT_NEAR(f.auth.failures(asio::ip::make_address(attacker(0))), 1.0, 0.01);
+  for (int i = 0; i < 100; ++i) f.Queue(Basic("alice", "wrong"), attacker(i), "attacker");
+  f.Queue(Basic("alice", "correct horse"), "127.0.2.1", "first login");
+  f.Run([&] { return f.answered.size() == 101; });
+  ASSERT_EQ(f.answered.size(), 101u);
+  // At most the check running when it came, and one chosen with it, first.
+  EXPECT_LE(Place(f.answered, "first login"), 2);
+  EXPECT_NEAR(f.auth.failures(asio::ip::make_address(attacker(0))), 6.0, 0.05);
+}
+
+// An address that has logged in goes before addresses that have not yet
+// failed, until it has failed three times or more since.
+TEST(Authenticator, AnAddressThatLoggedInGoesFirst) {
+  AuthFixture f("correct horse");
+  EXPECT_EQ(f.Check(Basic("alice", "correct horse"), "127.0.3.1").first,
+            Authenticator::Verdict::kAllowed);
+  for (int i = 0; i < 60; ++i)
+    f.Queue(Basic("alice", "wrong"), "127.0.4." + std::to_string(1 + i), "new address");
+  f.Queue(Basic("bob", "bob's"), "127.0.3.1", "known address");
+  f.Run([&] { return f.answered.size() == 61; });
+  EXPECT_LE(Place(f.answered, "known address"), 2);
+  // Four failures since (each decays a little) and it queues as any
+  // address with failures does.
+  for (int i = 0; i < 4; ++i) f.Check(Basic("alice", "wrong"), "127.0.3.1");
+  f.answered.clear();
+  for (int i = 0; i < 60; ++i)
+    f.Queue(Basic("alice", "wrong"), "127.0.5." + std::to_string(1 + i), "new address");
+  f.Queue(Basic("bob", "not bob's"), "127.0.3.1", "known address");
+  f.Run([&] { return f.answered.size() == 61; });
+  EXPECT_EQ(Place(f.answered, "known address"), 60);
+}
+
+// A withdrawn check (its connection lost the slot) runs no bcrypt and is
+// answered kDenied on its executor.
+TEST(Authenticator, AWithdrawnCheckCostsNoBcrypt) {
+  AuthFixture f("correct horse");
+  std::vector<std::shared_ptr<Authenticator::Pending>> pending;
+  for (int i = 0; i < 30; ++i)
+    pending.push_back(f.Queue(Basic("alice", "wrong"), "127.0.6.1", "x"));
+  int withdrawn = 0;
+  for (auto& p : pending) withdrawn += p->withdraw() ? 1 : 0;
+  f.Run([&] { return f.answered.size() == 30; });
+  EXPECT_EQ(f.answered.size(), 30u);
+  EXPECT_GE(withdrawn, 28);
+  EXPECT_EQ(f.auth.hashed(), 30u - static_cast<std::size_t>(withdrawn));
+  for (auto& p : pending) EXPECT_FALSE(p->queued());
+}
+
+// An IPv6 host holds its /64 whole: its failures are the prefix's.
+TEST(Authenticator, AnIpv6ClientIsItsSlash64) {
+  AuthFixture f("correct horse");
+  f.Check(Basic("alice", "wrong"), "2001:db8:0:1::1");
+  f.Check(Basic("alice", "wrong"), "2001:db8:0:1::2");
+  EXPECT_NEAR(f.auth.failures(asio::ip::make_address("2001:db8:0:1::ffff")), 2.0, 0.01);
+  EXPECT_EQ(f.auth.failures(asio::ip::make_address("2001:db8:0:2::1")), 0.0);
+  // An IPv4 client seen through a dual-stack socket is its IPv4 address.
+  f.Check(Basic("alice", "wrong"), "::ffff:127.0.7.1");
+  EXPECT_NEAR(f.auth.failures(asio::ip::make_address("127.0.7.1")), 1.0, 0.01);
+  EXPECT_EQ(f.auth.failures(asio::ip::make_address("127.0.7.2")), 0.0);
 }
 
 TEST(RateLimiter, ABurstThenOneAnInterval) {
