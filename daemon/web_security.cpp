@@ -308,6 +308,12 @@ std::optional<std::pair<std::string, std::string>> parse_basic_authorization(std
   if (!ok) return std::nullopt;
   std::size_t colon = decoded.find(':');
   if (colon == std::string::npos) return std::nullopt;
+  // RFC 7617 §2: neither part holds a control character. A NUL would also
+  // end the password early where bcrypt reads it as a C string
+  // ("goodpass\0junk" passing for "goodpass").
+  if (std::any_of(decoded.begin(), decoded.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+    return std::nullopt;
   return std::make_pair(decoded.substr(0, colon), decoded.substr(colon + 1));
 }
 

@@ -179,6 +179,11 @@ TEST(BasicAuthorization, CredentialsAreDecoded) {
   EXPECT_FALSE(parse_basic_authorization("Basic not*base64"));
   EXPECT_FALSE(parse_basic_authorization("Basic YWxpY2U="));  // "alice": no ':'
   EXPECT_FALSE(parse_basic_authorization(""));
+  // Control characters are refused (RFC 7617 §2), a NUL above all: bcrypt
+  // would read "prom:goodpass\0junk" as the password "goodpass".
+  EXPECT_FALSE(parse_basic_authorization("Basic cHJvbTpnb29kcGFzcwBqdW5r"));
+  EXPECT_FALSE(parse_basic_authorization("Basic cHJvbTpnb29kCnBhc3M="));  // "prom:good\npass"
+  EXPECT_TRUE(parse_basic_authorization("Basic cHJvbTpnb29kIHBhc3M="));   // "prom:good pass"
 }
 
 // The authenticator over a web configuration with two users (bcrypt cost
