@@ -8,13 +8,16 @@
 
 #include <toml++/toml.h>
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <thread>
 
+#include "app.hpp"
 #include "config.hpp"
 #include "expect.hpp"
 #include "node_health.hpp"
 #include "samples.hpp"
+#include "self_metrics.hpp"
 #include "support/daemon_process.hpp"
 #include "support/eventually.hpp"
 #include "verdict.hpp"
@@ -26,6 +29,29 @@ namespace {
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 using ::testing::Not;
+
+// --- the families the verdict and the expect file read ----------------------
+
+// Every family the verdict or --learn-expected reads is one that nodewatchd
+// declares: a collector's, or the daemon's own. A family renamed in its
+// collector and not here would otherwise read as no samples, and the
+// verdict as healthy; the verdict's own tests feed hand-written text and
+// cannot see it.
+TEST(VerdictFamilies, EveryFamilyReadIsDeclaredByACollectorOrTheDaemon) {
+  std::map<std::string, std::string> declared;  // name -> who declares it
+  auto take = [&](const MetricTable& t, std::string_view who) {
+    for (const MetricDesc& d : t.descs()) declared.emplace(d.name, who);
+  };
+  take(SelfMetrics::table(), "daemon");
+  take(SelfMetrics::process_table(), "daemon");
+  for (const CollectorSpec& spec : builtin_collectors()) {
+    ASSERT_TRUE(spec.metrics) << spec.name;
+    take(spec.metrics(), spec.name);
+  }
+  for (const FamilySet* set : {&VerdictEngine::families(), &learn_families()})
+    for (const std::string& name : *set)
+      EXPECT_TRUE(declared.count(name)) << name << " is read but no collector declares it";
+}
 
 // --- samples ---------------------------------------------------------------
 
