@@ -1,5 +1,6 @@
 #include "samples.hpp"
 
+#include <cassert>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -113,6 +114,9 @@ void Samples::merge(const Samples& other) {
 
 const std::vector<Sample>& Samples::of(std::string_view family) const {
   static const std::vector<Sample> kNone;
+  // A family that was not asked for is never kept: reading one is a bug
+  // (a name missing from the reader's FamilySet) that would read as "none".
+  assert(wanted_ == nullptr || wanted_->count(family) != 0);
   auto it = by_name_.find(family);
   return it == by_name_.end() ? kNone : it->second;
 }

@@ -36,7 +36,8 @@ class Samples {
   // Adds every sample of `other`.
   void merge(const Samples& other);
 
-  // The samples of `family` (empty when there is none).
+  // The samples of `family` (empty when there is none). `family` must be
+  // one of those asked for (asserted): any other would always be empty.
   const std::vector<Sample>& of(std::string_view family) const;
   bool has(std::string_view family) const { return by_name_.find(family) != by_name_.end(); }
   // The first sample of `family` whose labels have these values, or null.
