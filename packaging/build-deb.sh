@@ -11,8 +11,17 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$(realpath -m "${1:-$root/build-deb}")
 mkdir -p "$out"
-work=$(mktemp -d)
+# One fixed folder per user, so that the compiler's command lines (which
+# name it, in -ffile-prefix-map) are the same from one build to the next
+# and a compiler cache (packaging/test.sh) can serve them; one build at a
+# time.
+work="${TMPDIR:-/tmp}/nodewatch-deb.$(id -u)"
+exec 9>"$work.lock"
+flock 9
+rm -rf "$work"
+mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
+export CCACHE_BASEDIR="$work"
 src="$work/nodewatch"
 mkdir -p "$src"
 # The source: what git tracks (a checkout's build directories stay out).

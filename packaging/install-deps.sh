@@ -26,6 +26,7 @@ test_pkgs=(
   libfuse3-dev fuse3    # nodewatch-hangfs, the hung-mount tests' real FUSE file system
   python3               # dashboards/generate.py and dashboards/lint.py
   clang libclang-rt-14-dev  # the sanitizer build and its libFuzzer harnesses (libclang_rt.fuzzer)
+  ccache                # the test command's compiler cache: a second run recompiles what changed
 )
 
 want=("${build_pkgs[@]}")

@@ -9,7 +9,26 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 jobs=$(nproc 2>/dev/null || echo 2)
+started=$SECONDS
+# took WHAT: how long since the last call (or the start), for the log.
+took() {
+  echo "-- $1 took $((SECONDS - started)) s"
+  started=$SECONDS
+}
 packaging/install-deps.sh --test || { echo "dependency installation failed" >&2; exit 1; }
+took "installing what was missing"
+
+# Every build below (the Debian package's too) compiles through ccache, so
+# a second run recompiles only what changed. The cache is keyed on paths
+# relative to the tree (CCACHE_BASEDIR, and no working directory in the
+# hash), so a clone in another folder hits it as well. Its own folder: the
+# package build moves HOME.
+if command -v ccache >/dev/null; then
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+  export CCACHE_DIR="${CCACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/nodewatch-ccache}"
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-8G}"
+  ccache --zero-stats >/dev/null
+fi
 
 passed=0
 failed=0
@@ -75,12 +94,16 @@ if ! build build -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
   echo "0 passed, 1 failed"
   exit 1
 fi
+took "the build"
 run_ctest "unit, integration and end-to-end tests" build -LE benchmark
+took "the tests"
 
 echo "== build (ThreadSanitizer)"
 targets=(tests_tsan)
 if build build-tsan -DCMAKE_BUILD_TYPE=Debug -DNODEWATCH_SANITIZE=thread; then
+  took "the ThreadSanitizer build"
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_ctest "scheduler and NVML backend under ThreadSanitizer" build-tsan -L unit
+  took "the ThreadSanitizer tests"
 else
   failed=$((failed + 1)); failures+=("ThreadSanitizer build")
 fi
@@ -91,10 +114,12 @@ echo "== build (AddressSanitizer, UndefinedBehaviorSanitizer, libFuzzer; Clang)"
 targets=(tests_unit fuzzers)
 if build build-asan -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
   "-DNODEWATCH_SANITIZE=address,undefined" -DNODEWATCH_FUZZ=ON; then
+  took "the sanitizer build"
   ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
     run_ctest "unit tests under ASan and UBSan" build-asan -L unit
   run_ctest "every parser under libFuzzer with ASan and UBSan (committed crash inputs, then a few seconds each)" \
     build-asan -L fuzz
+  took "the sanitizer tests and the fuzzers"
 else
   failed=$((failed + 1)); failures+=("sanitizer build")
 fi
@@ -104,6 +129,10 @@ check "system calls of nodewatchd and its helpers within the unit's SystemCallFi
   packaging/verify-syscalls.sh build/daemon/nodewatchd
 
 check "the Debian package: dpkg-buildpackage, lintian, dpkg -i, remove, purge" packaging/verify-deb.sh
+took "the packaging checks"
+if [[ -n "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ]]; then
+  ccache --show-stats 2>/dev/null | grep -Ei '^ *(hits|misses|cache size)' | sed 's/^/ccache: /'
+fi
 
 if ((${#failures[@]} > 0)); then
   echo "failed: ${failures[*]}" >&2
