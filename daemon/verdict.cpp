@@ -44,6 +44,9 @@ constexpr std::string_view port_state_name(double state) {
 // Per accelerator: what names it in a problem (its PCI address, else its
 // UUID) and the recovery action its driver asks for.
 struct Accelerators {
+  // The families it reads (whichever rules run).
+  static constexpr std::array<std::string_view, 2> kReads = {
+      "nodewatch_accelerator_info", "nodewatch_accelerator_recovery_action"};
   std::map<std::pair<std::string, std::string>, std::string> component;  // (index, uuid)
   std::map<std::string, std::string> nvml_action;  // component -> kActions word, if not none
 
@@ -173,322 +176,402 @@ std::string Verdict::line() const {
 
 VerdictEngine::VerdictEngine(Expectations expect) : expect_(std::move(expect)) {}
 
-const FamilySet& VerdictEngine::families() {
-  static const FamilySet kFamilies = {
-      "nodewatch_accelerator_info",
-      "nodewatch_accelerator_up",
-      "nodewatch_accelerator_utilization_ratio",
-      "nodewatch_accelerator_recovery_action",
-      "nodewatch_accelerator_row_remap_failed",
-      "nodewatch_accelerator_row_remap_pending",
-      "nodewatch_accelerator_temperature_celsius",
-      "nodewatch_accelerator_temperature_slowdown_celsius",
-      "nodewatch_accelerator_nvlink_links_active",
-      "nodewatch_accelerator_fabric_state",
-      "nodewatch_accelerator_fabric_healthy",
-      "nodewatch_pcie_device_info",
-      "nodewatch_pcie_link_width",
-      "nodewatch_pcie_link_speed_transfers_per_second",
-      "nodewatch_interconnect_port_state",
-      "nodewatch_interconnect_port_rate_bytes_per_second",
-      "nodewatch_nic_up",
-      "nodewatch_nic_speed_bytes_per_second",
-      "nodewatch_storage_probe_stuck",
-      "nodewatch_storage_probe_success",
-      "nodewatch_storage_nfs_mount_info",
-      "nodewatch_kernel_log_up",
-      "nodewatch_kernel_xid_events_total",
-      "nodewatch_kernel_events_total",
-      "nodewatch_memory_uncorrected_errors_total",
-  };
-  return kFamilies;
-}
+namespace {
 
-Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorState>& collectors,
-                                std::chrono::steady_clock::time_point now, double unix_now) {
-  Verdict v;
-  v.unix_time = unix_now;
-  std::vector<Problem>& out = v.problems;
-  auto add = [&out](std::size_t sub, std::string component, std::string problem,
-                    std::string_view action, std::string detail, bool unknown = false) {
+// What a rule reads, and where it puts what it finds.
+struct Check {
+  const Samples& s;
+  const Expectations& e;
+  const Accelerators& acc;
+  std::chrono::steady_clock::time_point now;
+  std::map<std::string, WindowedCount>& counters;
+  std::vector<Problem>& out;
+
+  void add(std::size_t sub, std::string component, std::string problem, std::string_view action,
+           std::string detail, bool unknown = false) {
     out.push_back(Problem{sub, std::move(component), std::move(problem), std::string(action),
                           std::move(detail), unknown});
-  };
-  const Expectations& e = expect_;
-  auto expects = [&e](std::size_t sub) {
-    switch (sub) {
-      case kAccelerator: return e.accelerator_count.has_value() || !e.accelerator_models.empty();
-      case kNvlink: return e.nvlinks_active.has_value();
-      case kPcie: return !e.pcie.empty();
-      case kFabric: return !e.ports.empty();
-      case kNic: return !e.nics.empty();
-      case kStorage: return !e.probes.empty() || !e.nfs_mounts.empty();
-      default: return false;
-    }
-  };
+  }
+};
 
-  // Which subsystems the collectors let us see.
+// One check of one subsystem: the families it reads and what it does with
+// them. It runs when the subsystem's collector is up. families() is the
+// union of what the rules read, and Samples asserts that nothing else is.
+struct Rule {
+  std::size_t subsystem;
+  std::vector<std::string_view> reads;
+  void (*check)(Check&);
+};
+
+// --- accelerator ---
+
+void accelerators_enumerated(Check& c) {
+  const auto& info = c.s.of("nodewatch_accelerator_info");
+  if (!c.e.accelerator_models.empty()) {
+    std::map<std::string, int> have;
+    for (const Sample& x : info) have[std::string(x.label("model"))] += 1;
+    for (const auto& [model, want] : c.e.accelerator_models) {
+      int n = have.count(model) ? have[model] : 0;
+      if (n < want)
+        c.add(kAccelerator, model, "missing", "reboot",
+              std::to_string(n) + " of " + std::to_string(want) + " enumerated");
+    }
+    for (const Sample& x : info) {
+      std::string model(x.label("model"));
+      if (!c.e.accelerator_models.count(model))
+        c.add(kAccelerator, c.acc.of(x), "wrong_model", "inspect_hardware",
+              "\"" + model + "\" is not an expected model");
+    }
+  } else if (c.e.accelerator_count && static_cast<int>(info.size()) < *c.e.accelerator_count) {
+    c.add(kAccelerator, "", "missing", "reboot",
+          std::to_string(info.size()) + " of " + std::to_string(*c.e.accelerator_count) +
+              " accelerators enumerated");
+  }
+}
+
+void accelerators_responding(Check& c) {
+  for (const Sample& x : c.s.of("nodewatch_accelerator_up"))
+    if (x.value == 0) {
+      std::string comp = c.acc.of(x);
+      c.add(kAccelerator, comp, "not_responding", c.acc.action(comp, "reset_gpu"),
+            "accelerator " + std::string(x.label("accelerator")) + " does not answer its driver");
+    }
+}
+
+void driver_recovery_action(Check& c) {
+  for (const Sample& x : c.s.of("nodewatch_accelerator_recovery_action")) {
+    std::string_view action = action_of_nvml(x.label("action"));
+    if (x.value != 1 || action == "none") continue;
+    c.add(kAccelerator, c.acc.of(x), "driver_requests_" + std::string(x.label("action")), action,
+          "the driver asks for " + std::string(x.label("action")));
+  }
+}
+
+void row_remap_failed(Check& c) {
+  for (const Sample& x : c.s.of("nodewatch_accelerator_row_remap_failed"))
+    if (x.value == 1)
+      c.add(kAccelerator, c.acc.of(x), "row_remap_failed", "contact_vendor",
+            "a memory row could not be remapped: the device needs service");
+}
+
+void row_remap_pending(Check& c) {
+  for (const Sample& x : c.s.of("nodewatch_accelerator_row_remap_pending"))
+    if (x.value == 1) {
+      std::string comp = c.acc.of(x);
+      c.add(kAccelerator, comp, "row_remap_pending", c.acc.action(comp, "reset_gpu"),
+            "a memory row remap waits for a reset");
+    }
+}
+
+void thermal_margin(Check& c) {
+  double margin = c.e.threshold("NodewatchAcceleratorThermalMarginLow.celsius");
+  for (const Sample& x : c.s.of("nodewatch_accelerator_temperature_slowdown_celsius")) {
+    double hottest = -INFINITY;
+    for (const Sample& t : c.s.of("nodewatch_accelerator_temperature_celsius"))
+      if (t.label("accelerator") == x.label("accelerator") && t.label("uuid") == x.label("uuid") &&
+          t.label("sensor") != "memory")
+        hottest = std::max(hottest, t.value);
+    if (std::isfinite(hottest) && x.value - hottest < margin)
+      c.add(kAccelerator, c.acc.of(x), "thermal_margin_low", "inspect_hardware",
+            fmt(hottest) + " °C, slowdown at " + fmt(x.value) + " °C");
+  }
+}
+
+// --- nvlink ---
+
+void nvlinks_active(Check& c) {
+  if (!c.e.nvlinks_active) return;
+  for (const Sample& x : c.s.of("nodewatch_accelerator_nvlink_links_active"))
+    if (x.value < *c.e.nvlinks_active) {
+      std::string comp = c.acc.of(x);
+      c.add(kNvlink, comp, "links_inactive", c.acc.action(comp, "reset_gpu"),
+            fmt(x.value) + " of " + std::to_string(*c.e.nvlinks_active) + " NVLinks active");
+    }
+}
+
+void fabric_healthy(Check& c) {
+  for (const Sample& x : c.s.of("nodewatch_accelerator_fabric_healthy"))
+    if (x.value == 0) {
+      std::string comp = c.acc.of(x);
+      c.add(kNvlink, comp, "fabric_unhealthy", c.acc.action(comp, "reset_gpu"),
+            "the NVLink fabric reports a fault for this accelerator");
+    }
+}
+
+void fabric_registered(Check& c) {
+  for (const Sample& x : c.s.of("nodewatch_accelerator_fabric_state")) {
+    std::string_view state = x.label("state");
+    if (x.value == 1 && (state == "not_started" || state == "in_progress"))
+      c.add(kNvlink, c.acc.of(x), "fabric_not_registered", "drain",
+            "NVLink fabric registration is " + std::string(state));
+  }
+}
+
+// --- pcie ---
+
+void pcie_links(Check& c) {
+  const double busy = c.e.threshold("NodewatchPcieLinkSpeedBelowMaxWhileBusy.busy");
+  for (const ExpectedPcie& d : c.e.pcie) {
+    const Sample* w = c.s.find("nodewatch_pcie_link_width", {{"device", d.device}});
+    const Sample* sp =
+        c.s.find("nodewatch_pcie_link_speed_transfers_per_second", {{"device", d.device}});
+    if (w == nullptr && sp == nullptr &&
+        c.s.find("nodewatch_pcie_device_info", {{"device", d.device}}) == nullptr) {
+      c.add(kPcie, d.device, "missing", "inspect_hardware", "not on the bus");
+      continue;
+    }
+    if (d.width && (w == nullptr || w->value < *d.width))
+      c.add(kPcie, d.device, "width_below_expected", "inspect_hardware",
+            (w ? "x" + fmt(w->value) : std::string("no width")) + ", expected x" +
+                std::to_string(*d.width));
+    // A GPU lowers its link speed when idle: its speed counts only while
+    // it is busy (as NodewatchPcieLinkSpeedBelowMaxWhileBusy has it).
+    bool idle = false;
+    for (const Sample& u : c.s.of("nodewatch_accelerator_utilization_ratio"))
+      if (c.acc.of(u) == d.device && u.value < busy) idle = true;
+    if (d.speed && !idle && (sp == nullptr || sp->value < *d.speed))
+      c.add(kPcie, d.device, "speed_below_expected", "inspect_hardware",
+            (sp ? format_transfer_rate(sp->value) : std::string("no speed")) + ", expected " +
+                format_transfer_rate(*d.speed));
+  }
+}
+
+// --- fabric ---
+
+void fabric_ports(Check& c) {
+  for (const ExpectedPort& p : c.e.ports) {
+    std::string port = std::to_string(p.port);
+    const Sample* st =
+        c.s.find("nodewatch_interconnect_port_state", {{"device", p.device}, {"port", port}});
+    if (st == nullptr) {
+      c.add(kFabric, p.component(), "port_missing", "inspect_hardware", "no such port");
+      continue;
+    }
+    if (st->value != 4) {
+      c.add(kFabric, p.component(), "port_down", "check_cable",
+            "state " + std::string(port_state_name(st->value)) + ", expected active");
+      continue;
+    }
+    const Sample* rate = c.s.find("nodewatch_interconnect_port_rate_bytes_per_second",
+                                  {{"device", p.device}, {"port", port}});
+    if (p.rate && (rate == nullptr || rate->value < *p.rate))
+      c.add(kFabric, p.component(), "rate_below_expected", "check_cable",
+            (rate ? format_bit_rate(rate->value) : std::string("no rate")) + ", expected " +
+                format_bit_rate(*p.rate));
+  }
+}
+
+// --- nic ---
+
+void nics(Check& c) {
+  for (const ExpectedNic& n : c.e.nics) {
+    const Sample* up = c.s.find("nodewatch_nic_up", {{"interface", n.interface}});
+    if (up == nullptr) {
+      c.add(kNic, n.interface, "missing", "inspect_hardware", "no such interface");
+      continue;
+    }
+    if (up->value != 1) {
+      c.add(kNic, n.interface, "down", "check_cable", "not up");
+      continue;
+    }
+    const Sample* sp =
+        c.s.find("nodewatch_nic_speed_bytes_per_second", {{"interface", n.interface}});
+    if (n.speed && (sp == nullptr || sp->value < *n.speed))
+      c.add(kNic, n.interface, "speed_below_expected", "check_cable",
+            (sp ? format_bit_rate(sp->value) : std::string("no speed")) + ", expected " +
+                format_bit_rate(*n.speed));
+  }
+}
+
+// --- storage ---
+
+void storage_probes(Check& c) {
+  std::set<std::string> probed;
+  for (const Sample& x : c.s.of("nodewatch_storage_probe_stuck")) {
+    std::string path(x.label("path"));
+    probed.insert(path);
+    if (x.value == 1) {
+      c.add(kStorage, path, "probe_stuck", "check_storage",
+            "a probe operation has not returned within its timeout");
+      continue;
+    }
+    std::string failing;
+    bool answered = false;
+    for (const Sample& y : c.s.of("nodewatch_storage_probe_success")) {
+      if (y.label("path") != path) continue;
+      answered = true;
+      if (y.value != 1)
+        failing += (failing.empty() ? "" : ", ") + std::string(y.label("operation"));
+    }
+    if (!failing.empty())
+      c.add(kStorage, path, "probe_failing", "check_storage", "failing: " + failing);
+    else if (!answered)
+      c.add(kStorage, path, "probe_pending", "none", "the probe has not finished a cycle yet",
+            true);
+  }
+  for (const std::string& path : c.e.probes)
+    if (!probed.count(path))
+      c.add(kStorage, path, "probe_not_configured", "none",
+            "expected, but no storage probe is configured for it", true);
+}
+
+void nfs_mounts(Check& c) {
+  for (const std::string& mp : c.e.nfs_mounts)
+    if (c.s.find("nodewatch_storage_nfs_mount_info", {{"mountpoint", mp}}) == nullptr)
+      c.add(kStorage, mp, "nfs_mount_missing", "check_storage", "not mounted");
+}
+
+// --- kernel ---
+
+void kernel_log_readable(Check& c) {
+  for (const Sample& x : c.s.of("nodewatch_kernel_log_up"))
+    if (x.value == 0)
+      c.add(kKernel, "", "log_unreadable", "none", "the kernel log cannot be read", true);
+}
+
+bool application_xid(std::string_view xid) {
+  return std::find(kApplicationXids.begin(), kApplicationXids.end(), xid) != kApplicationXids.end();
+}
+
+// An XID 79 is for the rest of the boot (the counts start afresh at the
+// next one); other hardware XIDs are problems for the alert's window after
+// the count last grew.
+void xids(Check& c) {
+  double window = c.e.threshold("NodewatchKernelXidHardware.window");
+  for (auto& [key, seen] : c.counters) seen.live = false;
+  for (const Sample& x : c.s.of("nodewatch_kernel_xid_events_total")) {
+    std::string_view xid = x.label("xid");
+    std::string bus(x.label("pci_bus_id"));
+    if (x.value <= 0 || application_xid(xid)) continue;
+    if (xid == "79") {
+      c.add(kKernel, bus, "xid_79", "reboot",
+            fmt(x.value) + " in this boot: the GPU has fallen off the bus");
+      continue;
+    }
+    auto [it, fresh] = c.counters.try_emplace(bus + "\n" + std::string(xid));
+    WindowedCount& seen = it->second;
+    // A count this engine has not seen before may be old or new: it
+    // counts as new (a restarted daemon, a --check, see it once).
+    if (fresh || x.value > seen.value) seen.grew = c.now;
+    seen.value = x.value;
+    seen.live = true;
+    if (c.now - seen.grew < std::chrono::duration<double>(window))
+      c.add(kKernel, bus, "xid_" + std::string(xid),
+            c.acc.nvml_action.count(bus) ? c.acc.nvml_action.at(bus) : "reset_gpu",
+            fmt(x.value) + " in this boot, the last within " +
+                format_duration(Millis(static_cast<long long>(window * 1000))));
+  }
+  std::erase_if(c.counters, [](const auto& kv) { return !kv.second.live; });
+}
+
+// A GPU fallen off the bus that no XID 79 has named already.
+void gpu_fallen_off_bus(Check& c) {
+  std::set<std::string, std::less<>> fallen;
+  for (const Sample& x : c.s.of("nodewatch_kernel_xid_events_total"))
+    if (x.value > 0 && x.label("xid") == "79") fallen.insert(std::string(x.label("pci_bus_id")));
+  for (const Sample& x : c.s.of("nodewatch_kernel_events_total")) {
+    std::string dev(x.label("device"));
+    if (x.label("event") == "gpu_fallen_off_bus" && x.value > 0 && !fallen.count(dev))
+      c.add(kKernel, dev, "gpu_fallen_off_bus", "reboot", "in this boot");
+  }
+}
+
+void memory_uncorrected(Check& c) {
+  for (const Sample& x : c.s.of("nodewatch_memory_uncorrected_errors_total"))
+    if (x.value > 0) {
+      std::string comp(x.label("controller"));
+      if (!x.label("dimm").empty()) comp += "/" + std::string(x.label("dimm"));
+      c.add(kKernel, comp, "memory_uncorrected", "inspect_hardware",
+            fmt(x.value) + " uncorrected memory error(s) in this boot");
+    }
+}
+
+// Every rule, by subsystem. Adding a check is a function above and a line
+// here.
+const std::vector<Rule>& rules() {
+  static const std::vector<Rule> kRules = {
+      {kAccelerator, {"nodewatch_accelerator_info"}, accelerators_enumerated},
+      {kAccelerator, {"nodewatch_accelerator_up"}, accelerators_responding},
+      {kAccelerator, {"nodewatch_accelerator_recovery_action"}, driver_recovery_action},
+      {kAccelerator, {"nodewatch_accelerator_row_remap_failed"}, row_remap_failed},
+      {kAccelerator, {"nodewatch_accelerator_row_remap_pending"}, row_remap_pending},
+      {kAccelerator,
+       {"nodewatch_accelerator_temperature_slowdown_celsius",
+        "nodewatch_accelerator_temperature_celsius"},
+       thermal_margin},
+      {kNvlink, {"nodewatch_accelerator_nvlink_links_active"}, nvlinks_active},
+      {kNvlink, {"nodewatch_accelerator_fabric_healthy"}, fabric_healthy},
+      {kNvlink, {"nodewatch_accelerator_fabric_state"}, fabric_registered},
+      {kPcie,
+       {"nodewatch_pcie_link_width", "nodewatch_pcie_link_speed_transfers_per_second",
+        "nodewatch_pcie_device_info", "nodewatch_accelerator_utilization_ratio"},
+       pcie_links},
+      {kFabric,
+       {"nodewatch_interconnect_port_state", "nodewatch_interconnect_port_rate_bytes_per_second"},
+       fabric_ports},
+      {kNic, {"nodewatch_nic_up", "nodewatch_nic_speed_bytes_per_second"}, nics},
+      {kStorage,
+       {"nodewatch_storage_probe_stuck", "nodewatch_storage_probe_success"},
+       storage_probes},
+      {kStorage, {"nodewatch_storage_nfs_mount_info"}, nfs_mounts},
+      {kKernel, {"nodewatch_kernel_log_up"}, kernel_log_readable},
+      {kKernel, {"nodewatch_kernel_xid_events_total"}, xids},
+      {kKernel,
+       {"nodewatch_kernel_xid_events_total", "nodewatch_kernel_events_total"},
+       gpu_fallen_off_bus},
+      {kKernel, {"nodewatch_memory_uncorrected_errors_total"}, memory_uncorrected},
+  };
+  return kRules;
+}
+
+// Whether [expect] lists something that subsystem `sub` is checked for.
+bool expects(const Expectations& e, std::size_t sub) {
+  switch (sub) {
+    case kAccelerator: return e.accelerator_count.has_value() || !e.accelerator_models.empty();
+    case kNvlink: return e.nvlinks_active.has_value();
+    case kPcie: return !e.pcie.empty();
+    case kFabric: return !e.ports.empty();
+    case kNic: return !e.nics.empty();
+    case kStorage: return !e.probes.empty() || !e.nfs_mounts.empty();
+    default: return false;
+  }
+}
+
+// Which subsystems the collectors let us see; a problem for each that they
+// do not, and for each collector that is down.
+std::array<bool, kSubsystems.size()> observe(Check& c,
+                                             const std::vector<CollectorState>& collectors) {
   std::array<bool, kSubsystems.size()> observed{};
   for (std::size_t sub = 0; sub < kExporter; ++sub) {
-    std::string_view name = collector_of(sub);
-    auto c = std::find_if(collectors.begin(), collectors.end(),
-                          [&](const CollectorState& x) { return x.name == name; });
-    if (c == collectors.end()) {
-      if (expects(sub))
-        add(sub, std::string(name), "not_collected", "none",
-            "the " + std::string(name) + " collector is disabled, and [expect] lists what it reads",
+    std::string name(collector_of(sub));
+    auto it = std::find_if(collectors.begin(), collectors.end(),
+                           [&](const CollectorState& x) { return x.name == name; });
+    if (it == collectors.end()) {
+      if (expects(c.e, sub))
+        c.add(sub, name, "not_collected", "none",
+              "the " + name + " collector is disabled, and [expect] lists what it reads", true);
+    } else if (!it->ran) {
+      c.add(sub, name, "not_observed", "none",
+            "the first collection of " + name + " has not finished", true);
+    } else if (!it->up) {
+      c.add(sub, name, "not_observed", "none",
+            "the " + name + " collector is down" +
+                (it->error.empty() ? std::string() : ": " + it->error),
             true);
-    } else if (!c->ran) {
-      add(sub, std::string(name), "not_observed", "none",
-          "the first collection of " + std::string(name) + " has not finished", true);
-    } else if (!c->up) {
-      add(sub, std::string(name), "not_observed", "none",
-          "the " + std::string(name) + " collector is down" +
-              (c->error.empty() ? std::string() : ": " + c->error),
-          true);
     } else {
       observed[sub] = true;
     }
   }
-  for (const CollectorState& c : collectors)
-    if (c.ran && !c.up)
-      add(kExporter, c.name, "collector_down", "none",
-          c.error.empty() ? "its last collection failed" : c.error);
+  for (const CollectorState& s : collectors)
+    if (s.ran && !s.up)
+      c.add(kExporter, s.name, "collector_down", "none",
+            s.error.empty() ? "its last collection failed" : s.error);
+  return observed;
+}
 
-  Accelerators acc(s);
-  if (observed[kAccelerator]) {
-    const auto& info = s.of("nodewatch_accelerator_info");
-    if (!e.accelerator_models.empty()) {
-      std::map<std::string, int> have;
-      for (const Sample& x : info) have[std::string(x.label("model"))] += 1;
-      for (const auto& [model, want] : e.accelerator_models) {
-        int n = have.count(model) ? have[model] : 0;
-        if (n < want)
-          add(kAccelerator, model, "missing", "reboot",
-              std::to_string(n) + " of " + std::to_string(want) + " enumerated");
-      }
-      for (const Sample& x : info) {
-        std::string model(x.label("model"));
-        if (!e.accelerator_models.count(model))
-          add(kAccelerator, acc.of(x), "wrong_model", "inspect_hardware",
-              "\"" + model + "\" is not an expected model");
-      }
-    } else if (e.accelerator_count && static_cast<int>(info.size()) < *e.accelerator_count) {
-      add(kAccelerator, "", "missing", "reboot",
-          std::to_string(info.size()) + " of " + std::to_string(*e.accelerator_count) +
-              " accelerators enumerated");
-    }
-    for (const Sample& x : s.of("nodewatch_accelerator_up"))
-      if (x.value == 0) {
-        std::string c = acc.of(x);
-        add(kAccelerator, c, "not_responding", acc.action(c, "reset_gpu"),
-            "accelerator " + std::string(x.label("accelerator")) + " does not answer its driver");
-      }
-    for (const Sample& x : s.of("nodewatch_accelerator_recovery_action")) {
-      std::string_view action = action_of_nvml(x.label("action"));
-      if (x.value != 1 || action == "none") continue;
-      add(kAccelerator, acc.of(x), "driver_requests_" + std::string(x.label("action")), action,
-          "the driver asks for " + std::string(x.label("action")));
-    }
-    for (const Sample& x : s.of("nodewatch_accelerator_row_remap_failed"))
-      if (x.value == 1)
-        add(kAccelerator, acc.of(x), "row_remap_failed", "contact_vendor",
-            "a memory row could not be remapped: the device needs service");
-    for (const Sample& x : s.of("nodewatch_accelerator_row_remap_pending"))
-      if (x.value == 1) {
-        std::string c = acc.of(x);
-        add(kAccelerator, c, "row_remap_pending", acc.action(c, "reset_gpu"),
-            "a memory row remap waits for a reset");
-      }
-    double margin = e.threshold("NodewatchAcceleratorThermalMarginLow.celsius");
-    for (const Sample& x : s.of("nodewatch_accelerator_temperature_slowdown_celsius")) {
-      double hottest = -INFINITY;
-      for (const Sample& t : s.of("nodewatch_accelerator_temperature_celsius"))
-        if (t.label("accelerator") == x.label("accelerator") &&
-            t.label("uuid") == x.label("uuid") && t.label("sensor") != "memory")
-          hottest = std::max(hottest, t.value);
-      if (std::isfinite(hottest) && x.value - hottest < margin)
-        add(kAccelerator, acc.of(x), "thermal_margin_low", "inspect_hardware",
-            fmt(hottest) + " °C, slowdown at " + fmt(x.value) + " °C");
-    }
-  }
-
-  if (observed[kNvlink]) {
-    if (e.nvlinks_active) {
-      for (const Sample& x : s.of("nodewatch_accelerator_nvlink_links_active"))
-        if (x.value < *e.nvlinks_active) {
-          std::string c = acc.of(x);
-          add(kNvlink, c, "links_inactive", acc.action(c, "reset_gpu"),
-              fmt(x.value) + " of " + std::to_string(*e.nvlinks_active) + " NVLinks active");
-        }
-    }
-    for (const Sample& x : s.of("nodewatch_accelerator_fabric_healthy"))
-      if (x.value == 0) {
-        std::string c = acc.of(x);
-        add(kNvlink, c, "fabric_unhealthy", acc.action(c, "reset_gpu"),
-            "the NVLink fabric reports a fault for this accelerator");
-      }
-    for (const Sample& x : s.of("nodewatch_accelerator_fabric_state")) {
-      std::string_view state = x.label("state");
-      if (x.value == 1 && (state == "not_started" || state == "in_progress"))
-        add(kNvlink, acc.of(x), "fabric_not_registered", "drain",
-            "NVLink fabric registration is " + std::string(state));
-    }
-  }
-
-  if (observed[kPcie]) {
-    const double busy = e.threshold("NodewatchPcieLinkSpeedBelowMaxWhileBusy.busy");
-    for (const ExpectedPcie& d : e.pcie) {
-      const Sample* w = s.find("nodewatch_pcie_link_width", {{"device", d.device}});
-      const Sample* sp =
-          s.find("nodewatch_pcie_link_speed_transfers_per_second", {{"device", d.device}});
-      if (w == nullptr && sp == nullptr &&
-          s.find("nodewatch_pcie_device_info", {{"device", d.device}}) == nullptr) {
-        add(kPcie, d.device, "missing", "inspect_hardware", "not on the bus");
-        continue;
-      }
-      if (d.width && (w == nullptr || w->value < *d.width))
-        add(kPcie, d.device, "width_below_expected", "inspect_hardware",
-            (w ? "x" + fmt(w->value) : std::string("no width")) + ", expected x" +
-                std::to_string(*d.width));
-      // A GPU lowers its link speed when idle: its speed counts only while
-      // it is busy (as NodewatchPcieLinkSpeedBelowMaxWhileBusy has it).
-      bool idle = false;
-      for (const Sample& u : s.of("nodewatch_accelerator_utilization_ratio"))
-        if (acc.of(u) == d.device && u.value < busy) idle = true;
-      if (d.speed && !idle && (sp == nullptr || sp->value < *d.speed))
-        add(kPcie, d.device, "speed_below_expected", "inspect_hardware",
-            (sp ? format_transfer_rate(sp->value) : std::string("no speed")) + ", expected " +
-                format_transfer_rate(*d.speed));
-    }
-  }
-
-  if (observed[kFabric]) {
-    for (const ExpectedPort& p : e.ports) {
-      std::string port = std::to_string(p.port);
-      const Sample* st =
-          s.find("nodewatch_interconnect_port_state", {{"device", p.device}, {"port", port}});
-      if (st == nullptr) {
-        add(kFabric, p.component(), "port_missing", "inspect_hardware", "no such port");
-        continue;
-      }
-      if (st->value != 4) {
-        add(kFabric, p.component(), "port_down", "check_cable",
-            "state " + std::string(port_state_name(st->value)) + ", expected active");
-        continue;
-      }
-      const Sample* rate = s.find("nodewatch_interconnect_port_rate_bytes_per_second",
-                                  {{"device", p.device}, {"port", port}});
-      if (p.rate && (rate == nullptr || rate->value < *p.rate))
-        add(kFabric, p.component(), "rate_below_expected", "check_cable",
-            (rate ? format_bit_rate(rate->value) : std::string("no rate")) + ", expected " +
-                format_bit_rate(*p.rate));
-    }
-  }
-
-  if (observed[kNic]) {
-    for (const ExpectedNic& n : e.nics) {
-      const Sample* up = s.find("nodewatch_nic_up", {{"interface", n.interface}});
-      if (up == nullptr) {
-        add(kNic, n.interface, "missing", "inspect_hardware", "no such interface");
-        continue;
-      }
-      if (up->value != 1) {
-        add(kNic, n.interface, "down", "check_cable", "not up");
-        continue;
-      }
-      const Sample* sp =
-          s.find("nodewatch_nic_speed_bytes_per_second", {{"interface", n.interface}});
-      if (n.speed && (sp == nullptr || sp->value < *n.speed))
-        add(kNic, n.interface, "speed_below_expected", "check_cable",
-            (sp ? format_bit_rate(sp->value) : std::string("no speed")) + ", expected " +
-                format_bit_rate(*n.speed));
-    }
-  }
-
-  if (observed[kStorage]) {
-    std::set<std::string> probed;
-    for (const Sample& x : s.of("nodewatch_storage_probe_stuck")) {
-      std::string path(x.label("path"));
-      probed.insert(path);
-      if (x.value == 1) {
-        add(kStorage, path, "probe_stuck", "check_storage",
-            "a probe operation has not returned within its timeout");
-        continue;
-      }
-      std::string failing;
-      bool answered = false;
-      for (const Sample& y : s.of("nodewatch_storage_probe_success")) {
-        if (y.label("path") != path) continue;
-        answered = true;
-        if (y.value != 1)
-          failing += (failing.empty() ? "" : ", ") + std::string(y.label("operation"));
-      }
-      if (!failing.empty())
-        add(kStorage, path, "probe_failing", "check_storage", "failing: " + failing);
-      else if (!answered)
-        add(kStorage, path, "probe_pending", "none", "the probe has not finished a cycle yet",
-            true);
-    }
-    for (const std::string& path : e.probes)
-      if (!probed.count(path))
-        add(kStorage, path, "probe_not_configured", "none",
-            "expected, but no storage probe is configured for it", true);
-    for (const std::string& mp : e.nfs_mounts)
-      if (s.find("nodewatch_storage_nfs_mount_info", {{"mountpoint", mp}}) == nullptr)
-        add(kStorage, mp, "nfs_mount_missing", "check_storage", "not mounted");
-  }
-
-  if (observed[kKernel]) {
-    for (const Sample& x : s.of("nodewatch_kernel_log_up"))
-      if (x.value == 0)
-        add(kKernel, "", "log_unreadable", "none", "the kernel log cannot be read", true);
-    // An XID 79 is for the rest of the boot (the counts start afresh at the
-    // next one); other hardware XIDs are problems for the alert's window
-    // after the count last grew.
-    double window = e.threshold("NodewatchKernelXidHardware.window");
-    for (auto& [key, seen] : counters_) seen.live = false;
-    std::set<std::string> fallen;
-    for (const Sample& x : s.of("nodewatch_kernel_xid_events_total")) {
-      std::string_view xid = x.label("xid");
-      std::string bus(x.label("pci_bus_id"));
-      if (x.value <= 0 || std::find(kApplicationXids.begin(), kApplicationXids.end(), xid) !=
-                              kApplicationXids.end())
-        continue;
-      if (xid == "79") {
-        fallen.insert(bus);
-        add(kKernel, bus, "xid_79", "reboot",
-            fmt(x.value) + " in this boot: the GPU has fallen off the bus");
-        continue;
-      }
-      auto [it, fresh] = counters_.try_emplace(bus + "\n" + std::string(xid));
-      Seen& seen = it->second;
-      // A count this engine has not seen before may be old or new: it
-      // counts as new (a restarted daemon, a --check, see it once).
-      if (fresh || x.value > seen.value) seen.grew = now;
-      seen.value = x.value;
-      seen.live = true;
-      if (now - seen.grew < std::chrono::duration<double>(window))
-        add(kKernel, bus, "xid_" + std::string(xid),
-            acc.nvml_action.count(bus) ? acc.nvml_action.at(bus) : "reset_gpu",
-            fmt(x.value) + " in this boot, the last within " +
-                format_duration(Millis(static_cast<long long>(window * 1000))));
-    }
-    std::erase_if(counters_, [](const auto& kv) { return !kv.second.live; });
-    for (const Sample& x : s.of("nodewatch_kernel_events_total")) {
-      std::string dev(x.label("device"));
-      if (x.label("event") == "gpu_fallen_off_bus" && x.value > 0 && !fallen.count(dev))
-        add(kKernel, dev, "gpu_fallen_off_bus", "reboot", "in this boot");
-    }
-    for (const Sample& x : s.of("nodewatch_memory_uncorrected_errors_total"))
-      if (x.value > 0) {
-        std::string c(x.label("controller"));
-        if (!x.label("dimm").empty()) c += "/" + std::string(x.label("dimm"));
-        add(kKernel, c, "memory_uncorrected", "inspect_hardware",
-            fmt(x.value) + " uncorrected memory error(s) in this boot");
-      }
-  }
-
+// Sorts the problems, one per key, and the health of each subsystem.
+void conclude(Verdict& v) {
+  std::vector<Problem>& out = v.problems;
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end(),
                         [](const Problem& a, const Problem& b) { return a.key() == b.key(); }),
@@ -505,6 +588,29 @@ Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorSta
     }
     v.health[i] = h;
   }
+}
+
+}  // namespace
+
+const FamilySet& VerdictEngine::families() {
+  static const FamilySet kFamilies = [] {
+    FamilySet out(Accelerators::kReads.begin(), Accelerators::kReads.end());
+    for (const Rule& r : rules()) out.insert(r.reads.begin(), r.reads.end());
+    return out;
+  }();
+  return kFamilies;
+}
+
+Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorState>& collectors,
+                                std::chrono::steady_clock::time_point now, double unix_now) {
+  Verdict v;
+  v.unix_time = unix_now;
+  Accelerators acc(s);
+  Check c{s, expect_, acc, now, counters_, v.problems};
+  const auto observed = observe(c, collectors);
+  for (const Rule& r : rules())
+    if (observed[r.subsystem]) r.check(c);
+  conclude(v);
   return v;
 }
 

@@ -77,6 +77,14 @@ struct Verdict {
 // counted in nodewatch_node_problems and listed by /-/node-health).
 inline constexpr std::size_t kMaxProblemSeries = 100;
 
+// A windowed counter (an XID whose remedy is a reset) as the engine last
+// saw it.
+struct WindowedCount {
+  double value = 0;
+  std::chrono::steady_clock::time_point grew;
+  bool live = false;
+};
+
 class VerdictEngine {
  public:
   explicit VerdictEngine(Expectations expect);
@@ -89,7 +97,7 @@ class VerdictEngine {
   Verdict evaluate(const Samples& samples, const std::vector<CollectorState>& collectors,
                    std::chrono::steady_clock::time_point now, double unix_now);
 
-  // The families evaluate() reads: parse only these.
+  // The families evaluate() reads (its rules'): parse only these.
   static const FamilySet& families();
   // nodewatch_node_* declarations.
   static const MetricTable& metric_table();
@@ -97,13 +105,8 @@ class VerdictEngine {
   void render(const Verdict& v, MetricSink& out) const;
 
  private:
-  struct Seen {
-    double value = 0;
-    std::chrono::steady_clock::time_point grew;
-    bool live = false;
-  };
   Expectations expect_;
-  std::map<std::string, Seen> counters_;
+  std::map<std::string, WindowedCount> counters_;
 };
 
 // The collector that feeds subsystem `s` ("" for the exporter).
