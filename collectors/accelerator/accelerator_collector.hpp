@@ -16,8 +16,10 @@
 
 namespace nodewatch {
 
-// The catalog entry: name "accelerator", on by default, on a thread of its
-// own (a driver call can hang).
+// The catalog entry: name "accelerator". A driver call can hang (a GPU
+// falling off the bus): the scheduler's pool hands its other collections
+// to another worker when one stalls (daemon/scheduler.hpp), and NVML calls
+// run on the NVML service's own device threads.
 const CollectorSpec& accelerator_collector_spec();
 
 namespace accelerator {

@@ -14,7 +14,6 @@ const CollectorSpec& accelerator_collector_spec() {
     s.description =
         "GPUs and other accelerators: utilization, memory, thermals, power, clocks, ECC, XID";
     s.enabled_by_default = true;
-    // A driver call can hang (a GPU falling off the bus): never on the shared pool.
     s.default_interval = std::chrono::seconds(15);
     s.default_timeout = std::chrono::seconds(10);
     s.read_options =

@@ -16,8 +16,10 @@
 
 namespace nodewatch {
 
-// The catalog entry: name "interconnect", on by default, on a thread of its
-// own (a PMA read is a firmware MAD, which a wedged HCA can hold for seconds).
+// The catalog entry: name "interconnect". A PMA read is a firmware MAD,
+// which a wedged HCA can hold for seconds: the scheduler's pool hands its
+// other collections to another worker when one stalls
+// (daemon/scheduler.hpp).
 const CollectorSpec& interconnect_collector_spec();
 
 namespace interconnect {

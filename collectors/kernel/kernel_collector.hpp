@@ -47,8 +47,9 @@
 
 namespace nodewatch {
 
-// The catalog entry: name "kernel", on by default, on the shared pool (a
-// collection copies counts and reads a few sysfs files).
+// The catalog entry: name "kernel". A collection copies the kernel-log
+// service's counts and reads a few sysfs files; the log itself is read by
+// the service's thread (kernel_service.hpp).
 const CollectorSpec& kernel_collector_spec();
 
 namespace kernel {

@@ -65,7 +65,7 @@
 
 namespace nodewatch {
 
-// The catalog entry: name "pcie", on by default, on the shared pool, every 30s.
+// The catalog entry: name "pcie".
 const CollectorSpec& pcie_collector_spec();
 
 namespace pcie {
