@@ -364,6 +364,14 @@ std::size_t Authenticator::hashed() const {
   return hashed_;
 }
 
+void Authenticator::hold(bool held) {
+  {
+    std::lock_guard lock(mu_);
+    held_ = held;
+  }
+  cv_.notify_all();
+}
+
 bool Authenticator::verify(const std::string& password, const std::string& hash) {
   crypt_data data{};
   const char* out = crypt_rn(password.c_str(), hash.c_str(), &data, sizeof data);
@@ -465,7 +473,7 @@ std::vector<Authenticator::Job>::iterator Authenticator::next_job(Clock::time_po
 void Authenticator::run() {
   std::unique_lock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    cv_.wait(lock, [&] { return stop_ || (!held_ && !queue_.empty()); });
     if (stop_) return;
     auto next = next_job(Clock::now());
     if (next == queue_.end()) continue;

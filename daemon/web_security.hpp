@@ -145,6 +145,9 @@ class Authenticator {
   // Successes remembered now, and checks that ran bcrypt (tests).
   std::size_t cached() const;
   std::size_t hashed() const;
+  // While held, no queued check is taken (tests: a queue laid out whole,
+  // then released, is taken in the order the rules above give).
+  void hold(bool held);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -182,6 +185,7 @@ class Authenticator {
   std::string dummy_hash(const WebSecurity& security);                  // the checking thread only
 
   bool stop_ = false;
+  bool held_ = false;
   std::map<int, std::string> dummies_;  // by cost; the checking thread only
   std::thread thread_;
 };
