@@ -98,8 +98,8 @@ strace -f -qq -o "$tmp/trace" "$bin" --config "$tmp/nodewatch.toml" \
 pid=$!
 ok=0
 for _ in $(seq 1 100); do
-  if curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null |
-    grep -q '^nodewatch_storage_probe_success{.*operation="read"} 1'; then
+  if grep -q '^nodewatch_storage_probe_success{.*operation="read"} 1' \
+    <<<"$(curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null)"; then
     ok=1
     break
   fi
@@ -110,7 +110,10 @@ if ((ok == 0)); then
   cat "$tmp/log" >&2
   exit 1
 fi
-curl -fsS "http://127.0.0.1:$port/metrics" | grep -q '^verify_syscalls 1' ||
+# Read whole before it is searched: under pipefail, grep -q leaving at the
+# first match made curl fail writing the rest, and the check with it.
+served=$(curl -fsS "http://127.0.0.1:$port/metrics")
+grep -q '^verify_syscalls 1' <<<"$served" ||
   { echo "the textfile input was not served" >&2; exit 1; }
 if ((jobs)); then
   ok=0
