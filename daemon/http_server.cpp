@@ -65,6 +65,17 @@ HttpResponse plain_response(http::status status, unsigned version, std::string b
   return res;
 }
 
+// False for a request with a Transfer-Encoding whose last coding is not
+// "chunked" (RFC 9112 §6.3).
+bool framed_by_chunks_if_encoded(const HttpRequest& req) {
+  auto [first, end] = req.equal_range(http::field::transfer_encoding);
+  if (first == end) return true;
+  std::string_view last;  // the last coding of the last field
+  for (auto f = first; f != end; ++f)
+    for (auto coding : http::token_list(f->value())) last = coding;
+  return beast::iequals(last, "chunked");
+}
+
 // One connection: Stream is beast::tcp_stream, or an ssl_stream over one.
 template <class Stream>
 class Session : public HttpServer::SessionBase,
@@ -205,6 +216,14 @@ class Session : public HttpServer::SessionBase,
     }
     request_ = parser_->release();
     enter(Phase::kServing);
+    if (!framed_by_chunks_if_encoded(request_)) {
+      // RFC 9112 §6.3: its length cannot be known, so neither can where
+      // the next request starts; what follows is not read.
+      send(plain_response(http::status::bad_request, request_.version(),
+                          "Transfer-Encoding must end in chunked\n"),
+           std::string(request_.target()), false);
+      return;
+    }
     const bool keep = request_.keep_alive() && !shared_.stopping;
     const std::string target(request_.target());
     if (!shared_.rate.allow()) {

@@ -195,6 +195,33 @@ TEST_F(HttpTest, GarbageGets400) {
   EXPECT_EQ(r->status, 400);
 }
 
+// RFC 9112 §6.3: a request whose Transfer-Encoding does not end in
+// "chunked" has no length the server can know: 400, and the connection
+// closed. Answered as if it had no body, its body was read as a second
+// request (smuggled past whatever proxy framed it otherwise).
+TEST_F(HttpTest, ATransferEncodingNotEndingInChunkedIs400AndCloses) {
+  for (const char* te : {"xchunked", "chunked, identity", "gzip"}) {
+    TestConnection c(port_);
+    const std::string smuggled = "GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n";
+    ASSERT_TRUE(
+        c.send("POST /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: " + std::string(te) +
+               "\r\nContent-Length: " + std::to_string(smuggled.size()) + "\r\n\r\n" + smuggled));
+    auto r = c.read_response();
+    ASSERT_TRUE(r) << te;
+    EXPECT_EQ(r->status, 400) << te;
+    EXPECT_EQ(r->headers["connection"], "close") << te;
+    EXPECT_FALSE(c.read_response()) << te << ": the body was answered as a request";
+  }
+  // "chunked" last is framed by its chunks, as ever.
+  TestConnection c(port_);
+  ASSERT_TRUE(
+      c.send("GET /-/healthy HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked"
+             "\r\n\r\n0\r\n\r\n"));
+  auto r = c.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->status, 400);
+}
+
 TEST_F(HttpTest, RequestsAreCountedByPathAndCode) {
   Request(port_, "GET", "/nope?x=1");
   Request(port_, "GET", "/other");
