@@ -15,7 +15,7 @@
 // resolved when the file is read. The `peer` label of a target's series is
 // the target as the file writes it.
 //
-// Which peers a node probes, per rail (documented in README.md, "mesh"):
+// Which peers a node probes, per rail (documented in docs/collectors.md, "mesh"):
 // all of them while there are at most max_peers; beyond that, the
 // `neighbours` peers that follow the node in a fixed ring order (every node
 // orders the same list the same way, by a hash of the target, so each

@@ -101,7 +101,7 @@ TEST(E2ETest, OnceMatchesGolden) {
   CompareWithGolden(Normalize(out));
 }
 
-// The group of the README's series table that a sample line belongs to.
+// The group of docs/cost.md's series table that a sample line belongs to.
 std::string SeriesGroup(const std::string& name) {
   static const std::set<std::string> kDaemon = {"build", "config", "http", "helper"};
   if (name.rfind("process_", 0) == 0) return "process, build, config, http, helper";
@@ -110,10 +110,10 @@ std::string SeriesGroup(const std::string& name) {
   return kDaemon.count(word) ? "process, build, config, http, helper" : word;
 }
 
-// The rows of the table between the README's series-budget markers.
+// The rows of the table between docs/cost.md's series-budget markers.
 std::map<std::string, long> ReadmeSeriesTable() {
-  std::string readme =
-      ReadFile(std::filesystem::path(NODEWATCH_TESTS_SOURCE_DIR).parent_path() / "README.md");
+  std::string readme = ReadFile(std::filesystem::path(NODEWATCH_TESTS_SOURCE_DIR).parent_path() /
+                                "docs" / "cost.md");
   auto begin = readme.find("<!-- series-budget:begin -->");
   auto end = readme.find("<!-- series-budget:end -->");
   std::map<std::string, long> rows;
@@ -128,8 +128,8 @@ std::map<std::string, long> ReadmeSeriesTable() {
 }
 
 // The series budget: the end-to-end node with the default configuration
-// serves at most 2,500 series, and the README's table says how many per
-// subsystem (README.md, "Series per node").
+// serves at most 2,500 series, and docs/cost.md's table says how many per
+// subsystem (docs/cost.md, "Series per node").
 TEST(E2ETest, SeriesBudget) {
   TempDir dir;
   std::string out = RunOnce(dir);
@@ -149,7 +149,7 @@ TEST(E2ETest, SeriesBudget) {
     table += "| " + group + " | " + std::to_string(n) + " |\n";
   EXPECT_LE(total, 2500) << "over the series budget:\n" << table;
   EXPECT_EQ(ReadmeSeriesTable(), measured)
-      << "README.md's series table (\"Series per node\") is out of date; measured:\n"
+      << "docs/cost.md's series table (\"Series per node\") is out of date; measured:\n"
       << table;
 }
 
