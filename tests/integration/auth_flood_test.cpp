@@ -33,21 +33,6 @@ using namespace std::chrono_literals;
 
 constexpr int kUsers = 5;  // user0..user4: one first login each
 
-std::string Base64(const std::string& in) {
-  static constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  for (std::size_t i = 0; i < in.size(); i += 3) {
-    unsigned v = static_cast<unsigned char>(in[i]) << 16;
-    if (i + 1 < in.size()) v |= static_cast<unsigned char>(in[i + 1]) << 8;
-    if (i + 2 < in.size()) v |= static_cast<unsigned char>(in[i + 2]);
-    out += kB64[(v >> 18) & 63];
-    out += kB64[(v >> 12) & 63];
-    out += i + 1 < in.size() ? kB64[(v >> 6) & 63] : '=';
-    out += i + 2 < in.size() ? kB64[v & 63] : '=';
-  }
-  return out;
-}
-
 std::string AuthHeader(const std::string& user, const std::string& password) {
   return "Authorization: Basic " + Base64(user + ":" + password) + "\r\n";
 }

@@ -131,6 +131,23 @@ class TestConnection {
   std::string buffer_;
 };
 
+// `in` in base64 (RFC 4648, with padding), as a Basic Authorization value
+// carries "user:password".
+inline std::string Base64(std::string_view in) {
+  static constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (std::size_t i = 0; i < in.size(); i += 3) {
+    unsigned v = static_cast<unsigned char>(in[i]) << 16;
+    if (i + 1 < in.size()) v |= static_cast<unsigned char>(in[i + 1]) << 8;
+    if (i + 2 < in.size()) v |= static_cast<unsigned char>(in[i + 2]);
+    out += kB64[(v >> 18) & 63];
+    out += kB64[(v >> 12) & 63];
+    out += i + 1 < in.size() ? kB64[(v >> 6) & 63] : '=';
+    out += i + 2 < in.size() ? kB64[v & 63] : '=';
+  }
+  return out;
+}
+
 // One GET (or other method) on a fresh connection.
 inline std::optional<TestConnection::Response> Request(std::uint16_t port, std::string_view method,
                                                        std::string_view target,

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "support/daemon_process.hpp"
+#include "support/http_client.hpp"
 #include "support/tls.hpp"
 #include "web_config.hpp"
 #include "web_security.hpp"
@@ -235,18 +236,7 @@ struct AuthFixture {
 };
 
 std::string Basic(const std::string& user, const std::string& password) {
-  static constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string in = user + ":" + password, out;
-  for (std::size_t i = 0; i < in.size(); i += 3) {
-    unsigned v = static_cast<unsigned char>(in[i]) << 16;
-    if (i + 1 < in.size()) v |= static_cast<unsigned char>(in[i + 1]) << 8;
-    if (i + 2 < in.size()) v |= static_cast<unsigned char>(in[i + 2]);
-    out += kB64[(v >> 18) & 63];
-    out += kB64[(v >> 12) & 63];
-    out += i + 1 < in.size() ? kB64[(v >> 6) & 63] : '=';
-    out += i + 2 < in.size() ? kB64[v & 63] : '=';
-  }
-  return "Basic " + out;
+  return "Basic " + testing::Base64(user + ":" + password);
 }
 
 TEST(Authenticator, ASuccessIsRememberedAFailureIsNot) {
