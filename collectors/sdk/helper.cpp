@@ -110,9 +110,201 @@ int retry_open(const std::string& path, int flags, mode_t mode) {
 constexpr int kOpenFlags = O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND | O_NONBLOCK |
                            O_DIRECT | O_NOFOLLOW | O_DIRECTORY | O_SYNC | O_DSYNC | O_NOATIME;
 
+// The helper's side of each operation: it reads its arguments from `r`,
+// exits with status 3 when the request is malformed, and writes its answer
+// to `w`. Every answer starts with the errno (0 on success) and the
+// nanoseconds the system call took.
+
+Writer& answer(Writer& w, int err, Clock::time_point t0) {
+  return w.i32(err).u64(elapsed_ns(t0));
+}
+
+// The descriptors the helper opened for the daemon: a request names one by
+// number, and a number the helper did not hand out answers EBADF.
+class Handles {
+ public:
+  // `h` when the helper handed it out, else -1.
+  int find(std::int32_t h) const { return set_.count(h) != 0 ? h : -1; }
+  void add(int fd) { set_.insert(fd); }
+  void remove(int fd) { set_.erase(fd); }
+
+ private:
+  std::set<int> set_;
+};
+
+void serve_stat(Reader& r, Writer& w) {
+  std::string path(r.bytes());
+  if (!r.done()) ::_exit(3);
+  struct ::stat st {};
+  auto t0 = Clock::now();
+  int err = ::stat(path.c_str(), &st) == 0 ? 0 : errno;
+  answer(w, err, t0)
+      .u32(st.st_mode)
+      .u64(static_cast<std::uint64_t>(st.st_size))
+      .i64(st.st_mtim.tv_sec)
+      .i64(st.st_mtim.tv_nsec);
+}
+
+void serve_open(Reader& r, Writer& w, Handles& handles) {
+  std::string path(r.bytes());
+  std::int32_t flags = r.i32();
+  std::uint32_t mode = r.u32();
+  if (!r.done() || (flags & ~kOpenFlags) != 0) ::_exit(3);
+  auto t0 = Clock::now();
+  int fd_or_err = retry_open(path, flags, static_cast<mode_t>(mode & 07777));
+  if (fd_or_err >= 0) handles.add(fd_or_err);
+  answer(w, fd_or_err < 0 ? -fd_or_err : 0, t0).i32(fd_or_err < 0 ? -1 : fd_or_err);
+}
+
+void serve_close(Reader& r, Writer& w, Handles& handles) {
+  int h = handles.find(r.i32());
+  if (!r.done()) ::_exit(3);
+  auto t0 = Clock::now();
+  int err = EBADF;
+  if (h >= 0) {
+    handles.remove(h);
+    err = ::close(h) == 0 ? 0 : errno;
+  }
+  answer(w, err, t0);
+}
+
+// Writes `data` at `offset` from an O_DIRECT-aligned copy, all of it
+// unless a write fails.
+void serve_pwrite(Reader& r, Writer& w, const Handles& handles) {
+  int h = handles.find(r.i32());
+  std::int64_t offset = r.i64();
+  std::string_view data = r.bytes();
+  if (!r.done()) ::_exit(3);
+  auto buf = aligned(data.size());
+  auto t0 = Clock::now();
+  int err = h < 0 ? EBADF : (buf ? 0 : ENOMEM);
+  if (err == 0) {
+    std::memcpy(buf.get(), data.data(), data.size());
+    std::size_t done = 0;
+    while (done < data.size()) {
+      ssize_t n = ::pwrite(h, buf.get() + done, data.size() - done,
+                           static_cast<off_t>(offset) + static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        err = errno;
+        break;
+      }
+      if (n == 0) {
+        err = EIO;
+        break;
+      }
+      done += static_cast<std::size_t>(n);
+    }
+  }
+  answer(w, err, t0);
+}
+
+// Reads up to the length asked into an O_DIRECT-aligned buffer; fewer
+// bytes at the end of the file.
+void serve_pread(Reader& r, Writer& w, const Handles& handles) {
+  int h = handles.find(r.i32());
+  std::int64_t offset = r.i64();
+  std::uint64_t want = r.u64();
+  if (!r.done() || want > kMaxFrameBytes - 64) ::_exit(3);
+  auto buf = aligned(want);
+  auto t0 = Clock::now();
+  int err = h < 0 ? EBADF : (buf ? 0 : ENOMEM);
+  std::size_t got = 0;
+  while (err == 0 && got < want) {
+    ssize_t n = ::pread(h, buf.get() + got, want - got,
+                        static_cast<off_t>(offset) + static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      err = errno;
+      break;
+    }
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  answer(w, err, t0).bytes(std::string_view(buf ? buf.get() : "", got));
+}
+
+void serve_fsync(Reader& r, Writer& w, const Handles& handles) {
+  int h = handles.find(r.i32());
+  if (!r.done()) ::_exit(3);
+  auto t0 = Clock::now();
+  answer(w, h < 0 ? EBADF : (::fsync(h) == 0 ? 0 : errno), t0);
+}
+
+void serve_ftruncate(Reader& r, Writer& w, const Handles& handles) {
+  int h = handles.find(r.i32());
+  std::int64_t size = r.i64();
+  if (!r.done()) ::_exit(3);
+  auto t0 = Clock::now();
+  answer(w, h < 0 ? EBADF : (::ftruncate(h, static_cast<off_t>(size)) == 0 ? 0 : errno), t0);
+}
+
+void serve_fadvise_dontneed(Reader& r, Writer& w, const Handles& handles) {
+  int h = handles.find(r.i32());
+  if (!r.done()) ::_exit(3);
+  auto t0 = Clock::now();
+  answer(w, h < 0 ? EBADF : ::posix_fadvise(h, 0, 0, POSIX_FADV_DONTNEED), t0);
+}
+
+// The names in a directory; none, with EOVERFLOW, when together they are
+// over kMaxListingBytes.
+void serve_list(Reader& r, Writer& w) {
+  std::string dir(r.bytes());
+  if (!r.done()) ::_exit(3);
+  auto t0 = Clock::now();
+  sources::Listing l = sources::FsRoot(dir).list("");
+  std::size_t bytes = 0;
+  for (const std::string& n : l.names) bytes += n.size();
+  int err = l.ok() ? (bytes > kMaxListingBytes ? EOVERFLOW : 0) : l.err;
+  answer(w, err, t0);
+  if (err != 0) {
+    w.u32(0);
+  } else {
+    w.u32(static_cast<std::uint32_t>(l.names.size()));
+    for (const std::string& n : l.names) w.bytes(n);
+  }
+}
+
+// A regular file's text and what fstat said of it (the mtime as the bits
+// of a double).
+void serve_read_regular(Reader& r, Writer& w) {
+  std::string path(r.bytes());
+  std::uint64_t max = r.u64();
+  if (!r.done() || max > kMaxFrameBytes - 4096) ::_exit(3);
+  auto t0 = Clock::now();
+  sources::FsRoot::FileRead f =
+      sources::FsRoot(path).read_regular("", static_cast<std::size_t>(max));
+  answer(w, f.ok() ? 0 : f.err, t0);
+  double mtime = f.info ? f.info->mtime_seconds : 0;
+  std::uint64_t mtime_bits = 0;
+  std::memcpy(&mtime_bits, &mtime, sizeof mtime_bits);
+  w.u8(f.info ? 1 : 0)
+      .u8(f.info && f.info->regular ? 1 : 0)
+      .u64(f.info ? f.info->size : 0)
+      .u64(mtime_bits)
+      .bytes(f.ok() ? std::string_view(f.text) : std::string_view());
+}
+
+// Answers one request; an unknown operation exits with 3.
+void dispatch(Op op, Reader& r, Writer& w, Handles& handles) {
+  switch (op) {
+    case Op::kStat: serve_stat(r, w); return;
+    case Op::kOpen: serve_open(r, w, handles); return;
+    case Op::kClose: serve_close(r, w, handles); return;
+    case Op::kPwrite: serve_pwrite(r, w, handles); return;
+    case Op::kPread: serve_pread(r, w, handles); return;
+    case Op::kFsync: serve_fsync(r, w, handles); return;
+    case Op::kFtruncate: serve_ftruncate(r, w, handles); return;
+    case Op::kFadviseDontneed: serve_fadvise_dontneed(r, w, handles); return;
+    case Op::kList: serve_list(r, w); return;
+    case Op::kReadRegular: serve_read_regular(r, w); return;
+  }
+  ::_exit(3);
+}
+
 // Serves requests until the daemon closes its end (or sends nonsense).
 [[noreturn]] void serve(int fd) {
-  std::set<int> handles;
+  Handles handles;
   std::string req;
   for (;;) {
     std::uint32_t len = 0;
@@ -121,160 +313,8 @@ constexpr int kOpenFlags = O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND | O
     req.resize(len);
     if (!read_exact(fd, req.data(), len)) ::_exit(0);
     Reader r(req);
-    auto op = static_cast<Op>(r.u8());
     Writer w;
-    auto answer = [&w](int err, Clock::time_point t0) -> Writer& {
-      return w.i32(err).u64(elapsed_ns(t0));
-    };
-    auto handle = [&](std::int32_t h) { return handles.count(h) != 0 ? h : -1; };
-    switch (op) {
-      case Op::kStat: {
-        std::string path(r.bytes());
-        if (!r.done()) ::_exit(3);
-        struct ::stat st {};
-        auto t0 = Clock::now();
-        int err = ::stat(path.c_str(), &st) == 0 ? 0 : errno;
-        answer(err, t0)
-            .u32(st.st_mode)
-            .u64(static_cast<std::uint64_t>(st.st_size))
-            .i64(st.st_mtim.tv_sec)
-            .i64(st.st_mtim.tv_nsec);
-        break;
-      }
-      case Op::kOpen: {
-        std::string path(r.bytes());
-        std::int32_t flags = r.i32();
-        std::uint32_t mode = r.u32();
-        if (!r.done() || (flags & ~kOpenFlags) != 0) ::_exit(3);
-        auto t0 = Clock::now();
-        int fd_or_err = retry_open(path, flags, static_cast<mode_t>(mode & 07777));
-        if (fd_or_err >= 0) handles.insert(fd_or_err);
-        answer(fd_or_err < 0 ? -fd_or_err : 0, t0).i32(fd_or_err < 0 ? -1 : fd_or_err);
-        break;
-      }
-      case Op::kClose: {
-        int h = handle(r.i32());
-        if (!r.done()) ::_exit(3);
-        auto t0 = Clock::now();
-        int err = EBADF;
-        if (h >= 0) {
-          handles.erase(h);
-          err = ::close(h) == 0 ? 0 : errno;
-        }
-        answer(err, t0);
-        break;
-      }
-      case Op::kPwrite: {
-        int h = handle(r.i32());
-        std::int64_t offset = r.i64();
-        std::string_view data = r.bytes();
-        if (!r.done()) ::_exit(3);
-        auto buf = aligned(data.size());
-        auto t0 = Clock::now();
-        int err = h < 0 ? EBADF : (buf ? 0 : ENOMEM);
-        if (err == 0) {
-          std::memcpy(buf.get(), data.data(), data.size());
-          std::size_t done = 0;
-          while (done < data.size()) {
-            ssize_t n = ::pwrite(h, buf.get() + done, data.size() - done,
-                                 static_cast<off_t>(offset) + static_cast<off_t>(done));
-            if (n < 0 && errno == EINTR) continue;
-            if (n < 0) {
-              err = errno;
-              break;
-            }
-            if (n == 0) {
-              err = EIO;
-              break;
-            }
-            done += static_cast<std::size_t>(n);
-          }
-        }
-        answer(err, t0);
-        break;
-      }
-      case Op::kPread: {
-        int h = handle(r.i32());
-        std::int64_t offset = r.i64();
-        std::uint64_t want = r.u64();
-        if (!r.done() || want > kMaxFrameBytes - 64) ::_exit(3);
-        auto buf = aligned(want);
-        auto t0 = Clock::now();
-        int err = h < 0 ? EBADF : (buf ? 0 : ENOMEM);
-        std::size_t got = 0;
-        while (err == 0 && got < want) {
-          ssize_t n = ::pread(h, buf.get() + got, want - got,
-                              static_cast<off_t>(offset) + static_cast<off_t>(got));
-          if (n < 0 && errno == EINTR) continue;
-          if (n < 0) {
-            err = errno;
-            break;
-          }
-          if (n == 0) break;
-          got += static_cast<std::size_t>(n);
-        }
-        answer(err, t0).bytes(std::string_view(buf ? buf.get() : "", got));
-        break;
-      }
-      case Op::kFsync: {
-        int h = handle(r.i32());
-        if (!r.done()) ::_exit(3);
-        auto t0 = Clock::now();
-        answer(h < 0 ? EBADF : (::fsync(h) == 0 ? 0 : errno), t0);
-        break;
-      }
-      case Op::kFtruncate: {
-        int h = handle(r.i32());
-        std::int64_t size = r.i64();
-        if (!r.done()) ::_exit(3);
-        auto t0 = Clock::now();
-        answer(h < 0 ? EBADF : (::ftruncate(h, static_cast<off_t>(size)) == 0 ? 0 : errno), t0);
-        break;
-      }
-      case Op::kFadviseDontneed: {
-        int h = handle(r.i32());
-        if (!r.done()) ::_exit(3);
-        auto t0 = Clock::now();
-        answer(h < 0 ? EBADF : ::posix_fadvise(h, 0, 0, POSIX_FADV_DONTNEED), t0);
-        break;
-      }
-      case Op::kList: {
-        std::string dir(r.bytes());
-        if (!r.done()) ::_exit(3);
-        auto t0 = Clock::now();
-        sources::Listing l = sources::FsRoot(dir).list("");
-        std::size_t bytes = 0;
-        for (const std::string& n : l.names) bytes += n.size();
-        int err = l.ok() ? (bytes > kMaxListingBytes ? EOVERFLOW : 0) : l.err;
-        answer(err, t0);
-        if (err != 0) {
-          w.u32(0);
-        } else {
-          w.u32(static_cast<std::uint32_t>(l.names.size()));
-          for (const std::string& n : l.names) w.bytes(n);
-        }
-        break;
-      }
-      case Op::kReadRegular: {
-        std::string path(r.bytes());
-        std::uint64_t max = r.u64();
-        if (!r.done() || max > kMaxFrameBytes - 4096) ::_exit(3);
-        auto t0 = Clock::now();
-        sources::FsRoot::FileRead f =
-            sources::FsRoot(path).read_regular("", static_cast<std::size_t>(max));
-        answer(f.ok() ? 0 : f.err, t0);
-        double mtime = f.info ? f.info->mtime_seconds : 0;
-        std::uint64_t mtime_bits = 0;
-        std::memcpy(&mtime_bits, &mtime, sizeof mtime_bits);
-        w.u8(f.info ? 1 : 0)
-            .u8(f.info && f.info->regular ? 1 : 0)
-            .u64(f.info ? f.info->size : 0)
-            .u64(mtime_bits)
-            .bytes(f.ok() ? std::string_view(f.text) : std::string_view());
-        break;
-      }
-      default: ::_exit(3);
-    }
+    dispatch(static_cast<Op>(r.u8()), r, w, handles);
     std::string out = std::move(w).frame();
     if (!write_exact(fd, out.data(), out.size())) ::_exit(0);
   }
