@@ -312,47 +312,60 @@ PcieCollector::FactsResult PcieCollector::read_class_facts(const std::string& bd
   return FactsResult::kOk;
 }
 
-void PcieCollector::collect_functions(const std::vector<std::string>& bdfs,
-                                      const CollectContext& ctx, MetricSink& out) {
-  struct Node {
-    std::string dir;  // the real directory
-    DeviceKind kind = DeviceKind::kBridge;
-    bool selected = false;
-    std::string upstream;  // BDF of the port above, "" at a root
-    FunctionRecord record;
-    bool ok = false;
-  };
+// A function met in one collection: a selected device or a port above one.
+struct PcieCollector::Node {
+  std::string dir;  // the real directory
+  DeviceKind kind = DeviceKind::kBridge;
+  bool selected = false;
+  std::string upstream;  // BDF of the port above, "" at a root
+  FunctionRecord record;
+  bool ok = false;
+};
+
+struct PcieCollector::Cycle {
   std::map<std::string, Node, std::less<>> nodes;  // by BDF, so output is sorted
-  facts_.begin_cycle();
-  held_.begin_cycle();
-  aer_.begin_cycle();
+  // Functions whose class could not be had: counted once, not again in step 2.
+  std::set<std::string, std::less<>> failed;
 
-  // The facts of `bdf`, read when new or due; nullptr when it vanished or
-  // its class could not be had (counted, and read again next time).
-  std::set<std::string, std::less<>> failed;  // counted once, not again in step 2
-  auto facts_of = [&](const std::string& bdf, bool listed, const std::string& dir) -> Facts* {
-    auto seen = facts_.see(bdf);
-    Facts& f = seen.entry;
-    if (seen.refresh) f = Facts{};
-    if (!f.class_read) {
-      f.listed = listed;
-      if (!listed) f.dir = dir;
-    }
-    switch (read_class_facts(bdf, f, out)) {
-      case FactsResult::kOk: return &f;
-      case FactsResult::kVanished: facts_.forget(bdf); return nullptr;
-      case FactsResult::kFailed:
-        facts_.invalidate(bdf);
-        failed.insert(bdf);
-        return nullptr;
-    }
-    return nullptr;
-  };
+  // How many watched ports are above `node`.
+  std::size_t depth(const Node& node) const {
+    std::size_t depth = 0;
+    for (auto it = nodes.find(node.upstream); it != nodes.end() && depth < 64;
+         it = nodes.find(it->second.upstream))
+      ++depth;
+    return depth;
+  }
+};
 
-  // 1. Select by class, and find each selected function's ports.
+// The facts of `bdf`, read when new or due; nullptr when it vanished or
+// its class could not be had (counted, and read again next time).
+PcieCollector::Facts* PcieCollector::facts_of(const std::string& bdf, bool listed,
+                                              const std::string& dir, Cycle& cycle,
+                                              MetricSink& out) {
+  auto seen = facts_.see(bdf);
+  Facts& f = seen.entry;
+  if (seen.refresh) f = Facts{};
+  if (!f.class_read) {
+    f.listed = listed;
+    if (!listed) f.dir = dir;
+  }
+  switch (read_class_facts(bdf, f, out)) {
+    case FactsResult::kOk: return &f;
+    case FactsResult::kVanished: facts_.forget(bdf); return nullptr;
+    case FactsResult::kFailed:
+      facts_.invalidate(bdf);
+      cycle.failed.insert(bdf);
+      return nullptr;
+  }
+  return nullptr;
+}
+
+// 1. Selects by class, and finds each selected function's ports.
+bool PcieCollector::select_functions(const std::vector<std::string>& bdfs,
+                                     const CollectContext& ctx, Cycle& cycle, MetricSink& out) {
   for (const std::string& bdf : bdfs) {
-    if (ctx.should_stop()) return;
-    const Facts* f = facts_of(bdf, true, {});
+    if (ctx.should_stop()) return false;
+    const Facts* f = facts_of(bdf, true, {}, cycle, out);
     if (f == nullptr) continue;
     std::optional<DeviceKind> kind = classify(*f->pci_class);
     if (!kind) continue;
@@ -360,7 +373,7 @@ void PcieCollector::collect_functions(const std::vector<std::string>& bdfs,
     // every VF of an SR-IOV NIC would only multiply series. (Inside a VM a
     // passed-through VF has no physfn link and is exported.)
     if (f->virtual_function) continue;
-    auto [it, inserted] = nodes.try_emplace(bdf);
+    auto [it, inserted] = cycle.nodes.try_emplace(bdf);
     Node* node = &it->second;
     node->dir = f->dir;
     node->kind = *kind;
@@ -368,94 +381,114 @@ void PcieCollector::collect_functions(const std::vector<std::string>& bdfs,
     if (!inserted) continue;  // already met as a port: its ports are known
     for (std::string up = parent_of(f->dir); is_bdf(basename_of(up)); up = parent_of(up)) {
       node->upstream = basename_of(up);
-      auto [port, added] = nodes.try_emplace(node->upstream);
+      auto [port, added] = cycle.nodes.try_emplace(node->upstream);
       if (!added) break;  // the rest of the path was walked from another device
       port->second.dir = up;
       node = &port->second;
     }
   }
+  return true;
+}
 
-  // 2. Read every function, selected devices and ports alike.
+// 2. Reads every function, selected devices and ports alike.
+bool PcieCollector::read_functions(const std::vector<std::string>& bdfs, const CollectContext& ctx,
+                                   Cycle& cycle, MetricSink& out) {
   const std::set<std::string_view, std::less<>> listed(bdfs.begin(), bdfs.end());
-  for (auto& [bdf, node] : nodes) {
-    if (ctx.should_stop()) return;
-    if (failed.contains(bdf)) continue;
+  for (auto& [bdf, node] : cycle.nodes) {
+    if (ctx.should_stop()) return false;
+    if (cycle.failed.contains(bdf)) continue;
     // A port that is not listed itself (it always is in real sysfs) is read
     // through the directory its walk found.
-    Facts* f = node.selected ? facts_.find(bdf) : facts_of(bdf, listed.contains(bdf), node.dir);
-    if (f == nullptr) continue;
-    if (!f->identity_read) {
-      ReadResult r = read_identity(sys_, node.dir, &f->identity, &node.record.problems);
-      if (r == ReadResult::kVanished) {
-        facts_.forget(bdf);
-        continue;
-      }
-      if (r == ReadResult::kFailed) {
-        for (const Problem& p : node.record.problems) out.error(p.reason, bdf, p.detail);
-        facts_.invalidate(bdf);
-        continue;
-      }
-      // A fact that failed is read again next time, so that it is counted
-      // while it lasts.
-      if (!node.record.problems.empty()) facts_.invalidate(bdf);
-      f->identity_read = true;
-    }
-    node.record.class_id = f->class_text;
-    node.record.identity = f->identity;
-    ReadResult r = read_link_state(held_, node.dir, &node.record, &aer_, &f->attributes);
+    Facts* f = node.selected ? facts_.find(bdf)
+                             : facts_of(bdf, listed.contains(bdf), node.dir, cycle, out);
+    if (f != nullptr) read_node(bdf, node, *f, out);
+  }
+  return true;
+}
+
+// Reads one function's identity (when not yet known) and link state into
+// node.record; node.ok when it is to be emitted.
+void PcieCollector::read_node(const std::string& bdf, Node& node, Facts& f, MetricSink& out) {
+  if (!f.identity_read) {
+    ReadResult r = read_identity(sys_, node.dir, &f.identity, &node.record.problems);
     if (r == ReadResult::kVanished) {
       facts_.forget(bdf);
-      continue;
+      return;
     }
-    for (const Problem& p : node.record.problems) out.error(p.reason, bdf, p.detail);
-    node.ok = r == ReadResult::kOk;
+    if (r == ReadResult::kFailed) {
+      for (const Problem& p : node.record.problems) out.error(p.reason, bdf, p.detail);
+      facts_.invalidate(bdf);
+      return;
+    }
+    // A fact that failed is read again next time, so that it is counted
+    // while it lasts.
+    if (!node.record.problems.empty()) facts_.invalidate(bdf);
+    f.identity_read = true;
   }
+  node.record.class_id = f.class_text;
+  node.record.identity = f.identity;
+  ReadResult r = read_link_state(held_, node.dir, &node.record, &aer_, &f.attributes);
+  if (r == ReadResult::kVanished) {
+    facts_.forget(bdf);
+    return;
+  }
+  for (const Problem& p : node.record.problems) out.error(p.reason, bdf, p.detail);
+  node.ok = r == ReadResult::kOk;
+}
+
+// 3. Emits one function that was read.
+void PcieCollector::emit_node(const std::string& bdf, const Node& node, const Cycle& cycle,
+                              MetricSink& out) const {
+  const FunctionRecord& rec = node.record;
+  const std::string_view device = bdf;
+  if (rec.speed) out.add(kSpeed, {device}, *rec.speed);
+  if (rec.max_speed) out.add(kMaxSpeed, {device}, *rec.max_speed);
+  if (rec.width) out.add(kWidth, {device}, static_cast<double>(*rec.width));
+  if (rec.max_width) out.add(kMaxWidth, {device}, static_cast<double>(*rec.max_width));
+  // A function's link status describes the link to the port above it
+  // when it faces upstream: an endpoint, or a switch's upstream port.
+  // Those sit at an odd depth below the root port (root port 0, switch
+  // upstream port 1, switch downstream port 2, endpoint 3); a downstream
+  // port's status describes the link below it, which the function under
+  // it reports already. So a switch uplink that trained narrow is flagged
+  // on the switch's upstream port, even when every link below is x16.
+  bool faces_upstream = cycle.depth(node) % 2 == 1;
+  if ((node.selected || faces_upstream) && !node.upstream.empty()) {
+    auto up = cycle.nodes.find(node.upstream);
+    if (up != cycle.nodes.end() && up->second.ok) {
+      std::optional<bool> degraded =
+          link_width_degraded(rec.width, rec.max_width, up->second.record.max_width);
+      if (degraded) out.add(kDegraded, {device}, *degraded ? 1.0 : 0.0);
+    }
+  }
+  for (std::size_t i = 0; i < kAerFiles.size(); ++i) {
+    if (!rec.aer[i]) continue;
+    out.add(kAerErrors, {device, kAerSeverities[i]},
+            static_cast<double>(aer_severity_total(*rec.aer[i], rec.aer_total[i])));
+    if (!options_.aer_detail) continue;
+    for (const AerCount& c : *rec.aer[i]) {
+      out.add(kAerDetail, {device, kAerSeverities[i], c.error}, static_cast<double>(c.count));
+    }
+  }
+  out.add(kDeviceInfo,
+          {device, rec.identity.vendor_id, rec.identity.device_id, rec.class_id,
+           rec.identity.driver, rec.identity.numa_node, kind_name(node.kind), node.upstream},
+          1.0);
+}
+
+void PcieCollector::collect_functions(const std::vector<std::string>& bdfs,
+                                      const CollectContext& ctx, MetricSink& out) {
+  Cycle cycle;
+  facts_.begin_cycle();
+  held_.begin_cycle();
+  aer_.begin_cycle();
+  if (!select_functions(bdfs, ctx, cycle, out)) return;
+  if (!read_functions(bdfs, ctx, cycle, out)) return;
   facts_.end_cycle();
   held_.end_cycle();
   aer_.end_cycle();
-
-  // 3. Emit.
-  for (const auto& [bdf, node] : nodes) {
-    if (!node.ok) continue;
-    const FunctionRecord& rec = node.record;
-    const std::string_view device = bdf;
-    if (rec.speed) out.add(kSpeed, {device}, *rec.speed);
-    if (rec.max_speed) out.add(kMaxSpeed, {device}, *rec.max_speed);
-    if (rec.width) out.add(kWidth, {device}, static_cast<double>(*rec.width));
-    if (rec.max_width) out.add(kMaxWidth, {device}, static_cast<double>(*rec.max_width));
-    // A function's link status describes the link to the port above it
-    // when it faces upstream: an endpoint, or a switch's upstream port.
-    // Those sit at an odd depth below the root port (root port 0, switch
-    // upstream port 1, switch downstream port 2, endpoint 3); a downstream
-    // port's status describes the link below it, which the function under
-    // it reports already. So a switch uplink that trained narrow is flagged
-    // on the switch's upstream port, even when every link below is x16.
-    std::size_t depth = 0;
-    for (auto it = nodes.find(node.upstream); it != nodes.end() && depth < 64;
-         it = nodes.find(it->second.upstream))
-      ++depth;
-    bool faces_upstream = depth % 2 == 1;  // depth: how many watched ports are above it
-    if ((node.selected || faces_upstream) && !node.upstream.empty()) {
-      auto up = nodes.find(node.upstream);
-      if (up != nodes.end() && up->second.ok) {
-        std::optional<bool> degraded =
-            link_width_degraded(rec.width, rec.max_width, up->second.record.max_width);
-        if (degraded) out.add(kDegraded, {device}, *degraded ? 1.0 : 0.0);
-      }
-    }
-    for (std::size_t i = 0; i < kAerFiles.size(); ++i) {
-      if (!rec.aer[i]) continue;
-      out.add(kAerErrors, {device, kAerSeverities[i]},
-              static_cast<double>(aer_severity_total(*rec.aer[i], rec.aer_total[i])));
-      if (!options_.aer_detail) continue;
-      for (const AerCount& c : *rec.aer[i]) {
-        out.add(kAerDetail, {device, kAerSeverities[i], c.error}, static_cast<double>(c.count));
-      }
-    }
-    out.add(kDeviceInfo,
-            {device, rec.identity.vendor_id, rec.identity.device_id, rec.class_id,
-             rec.identity.driver, rec.identity.numa_node, kind_name(node.kind), node.upstream},
-            1.0);
+  for (const auto& [bdf, node] : cycle.nodes) {
+    if (node.ok) emit_node(bdf, node, cycle, out);
   }
 }
 

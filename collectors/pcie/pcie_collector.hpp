@@ -229,6 +229,21 @@ class PcieCollector final : public Collector {
   enum class FactsResult { kOk, kVanished, kFailed };
   FactsResult read_class_facts(const std::string& bdf, Facts& facts, MetricSink& out);
 
+  // The steps of collect_functions(), over one collection's functions
+  // (defined in the .cpp). select_functions() and read_functions() return
+  // false when the collection is to stop.
+  struct Node;
+  struct Cycle;
+  Facts* facts_of(const std::string& bdf, bool listed, const std::string& dir, Cycle& cycle,
+                  MetricSink& out);
+  bool select_functions(const std::vector<std::string>& bdfs, const CollectContext& ctx,
+                        Cycle& cycle, MetricSink& out);
+  bool read_functions(const std::vector<std::string>& bdfs, const CollectContext& ctx, Cycle& cycle,
+                      MetricSink& out);
+  void read_node(const std::string& bdf, Node& node, Facts& facts, MetricSink& out);
+  void emit_node(const std::string& bdf, const Node& node, const Cycle& cycle,
+                 MetricSink& out) const;
+
   PcieOptions options_;
   sources::FsRoot sys_;
   sources::HeldFiles held_;
