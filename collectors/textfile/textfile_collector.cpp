@@ -166,6 +166,112 @@ bool at_or_above(std::string_view mount_point, std::string_view dir) {
                                 dir[mount_point.size()] == '/');
 }
 
+// One file of the directory: read in the daemon beneath `dirfd` when it
+// is open, else (or for a link or a mount in the directory, which the
+// helper follows) by the helper.
+Input read_file(helper::Fs& fs, const std::string& dir, int dirfd, const std::string& name,
+                std::int64_t max_bytes, const helper::Deadline& deadline) {
+  int fd = -1;
+  if (dirfd >= 0) {
+    fd = open_resolved(dirfd, name.c_str(), O_RDONLY | O_NONBLOCK,
+                       RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV);
+  }
+  if (fd >= 0) {
+    return input_of(sources::FsRoot::read_regular_fd(fd, static_cast<std::size_t>(max_bytes)),
+                    max_bytes);
+  }
+  if (dirfd >= 0 && !helper_may(errno)) {
+    sources::FsRoot::FileRead failed;
+    failed.err = errno;
+    failed.status = sources::classify_errno(errno);
+    return input_of(std::move(failed), max_bytes);
+  }
+  return read_input(fs, dir, name, max_bytes, deadline);
+}
+
+// Why a file was refused whole; an empty `error` when it was taken.
+struct Verdict {
+  std::string error;
+  std::string reason;  // the errors_total reason
+};
+
+// The files taken so far, merged into one exposition: a family that
+// several files define is one family, and no series may repeat.
+class Merge {
+ public:
+  explicit Merge(std::int64_t max_total_bytes) : max_total_bytes_(max_total_bytes) {}
+
+  // Takes the families of `in`, or refuses the whole file. A file that was
+  // read counts toward max_total_bytes even when it does not parse.
+  Verdict take(Input& in) {
+    if (!in.error.empty()) return {std::move(in.error), std::move(in.reason)};
+    if (total_bytes_ + static_cast<std::int64_t>(in.text.size()) > max_total_bytes_) {
+      return {"over max_total_bytes (" + std::to_string(max_total_bytes_) +
+                  ") with the files before it",
+              "budget"};
+    }
+    total_bytes_ += static_cast<std::int64_t>(in.text.size());
+    ParseResult parsed = parse(in.text);
+    if (!parsed.ok()) return {parsed.error, "parse_error"};
+    Verdict v = conflicts(parsed);
+    if (v.error.empty()) add(parsed);
+    return v;
+  }
+
+  // Emits what was taken, as one external block.
+  void emit(MetricSink& out) const {
+    std::size_t samples = 0;
+    for (const Family& f : merged_) samples += f.samples.size();
+    if (samples > 0) out.add_external(render(merged_), samples);
+  }
+
+ private:
+  // The first of `parsed`'s families that nodewatch exports itself, that
+  // has another type in an earlier file, or that repeats a series of an
+  // earlier file.
+  Verdict conflicts(const ParseResult& parsed) const {
+    for (const Family& f : parsed.families) {
+      if (reserved(f.name))
+        return {"defines " + f.name + ", a name nodewatch exports itself", "reserved_name"};
+      auto it = by_name_.find(f.name);
+      if (it != by_name_.end() && merged_[it->second].type != f.type) {
+        return {f.name + " is a " + type_name(f.type) + " here but a " +
+                    type_name(merged_[it->second].type) + " in an earlier file",
+                "conflict"};
+      }
+      for (const Sample& s : f.samples) {
+        if (series_.count(series_key(s)) != 0)
+          return {"repeats a series of an earlier file (" + s.name + ")", "conflict"};
+      }
+    }
+    return {};
+  }
+
+  void add(ParseResult& parsed) {
+    for (Family& f : parsed.families) {
+      for (const Sample& s : f.samples) series_.insert(series_key(s));
+      auto it = by_name_.find(f.name);
+      if (it == by_name_.end()) {
+        by_name_.emplace(f.name, merged_.size());
+        merged_.push_back(std::move(f));
+      } else {
+        Family& into = merged_[it->second];
+        if (!into.has_help && f.has_help) {
+          into.help = f.help;
+          into.has_help = true;
+        }
+        for (Sample& s : f.samples) into.samples.push_back(std::move(s));
+      }
+    }
+  }
+
+  std::int64_t max_total_bytes_;
+  std::vector<Family> merged_;
+  std::map<std::string, std::size_t, std::less<>> by_name_;  // index in merged_
+  std::set<std::string> series_;
+  std::int64_t total_bytes_ = 0;
+};
+
 }  // namespace
 
 TextfileOptions read_textfile_options(OptionReader& r) {
@@ -239,15 +345,14 @@ const MetricTable& TextfileCollector::metrics() const {
   return table();
 }
 
-void TextfileCollector::collect(const CollectContext& ctx, MetricSink& out) {
-  const helper::Deadline deadline{ctx.deadline, ctx.cancelled};
+sources::Listing TextfileCollector::list_directory(const helper::Deadline& deadline,
+                                                   UniqueFd& dirfd) {
   in_process_ = false;
   sources::Listing listing;
-  int dirfd = -1;
   if (local()) {
-    dirfd = open_resolved(AT_FDCWD, dir_.c_str(), O_RDONLY | O_DIRECTORY, RESOLVE_NO_SYMLINKS);
-    if (dirfd >= 0) {
-      listing = sources::FsRoot::list_fd(dirfd);
+    dirfd.reset(open_resolved(AT_FDCWD, dir_.c_str(), O_RDONLY | O_DIRECTORY, RESOLVE_NO_SYMLINKS));
+    if (dirfd.get() >= 0) {
+      listing = sources::FsRoot::list_fd(dirfd.get());
       in_process_ = true;
     } else if (!helper_may(errno)) {
       listing.err = errno;  // the helper would answer the same
@@ -255,25 +360,16 @@ void TextfileCollector::collect(const CollectContext& ctx, MetricSink& out) {
       in_process_ = true;
     }
   }
-  struct Closer {
-    int fd;
-    ~Closer() {
-      if (fd >= 0) ::close(fd);
-    }
-  } closer{dirfd};
   if (!in_process_) {
     helper::Answer a;
     listing = fs_.list(dir_, deadline, &a);
     if (!a.answered()) unanswered(options_.directory, a.failure);
   }
-  if (!listing.ok()) {
-    // The default directory not existing is the normal case of a node
-    // without inputs; anything else is worth counting.
-    if (listing.err != ENOENT || options_.directory != kDefaultDirectory)
-      out.error("read_error", options_.directory,
-                std::string("cannot list: ") + std::strerror(listing.err));
-    return;
-  }
+  return listing;
+}
+
+std::vector<std::string> TextfileCollector::select_inputs(sources::Listing& listing,
+                                                          MetricSink& out) const {
   std::vector<std::string> files;
   for (std::string& name : listing.names) {
     if (is_input(name)) files.push_back(std::move(name));
@@ -284,99 +380,34 @@ void TextfileCollector::collect(const CollectContext& ctx, MetricSink& out) {
                 "past max_files (" + std::to_string(options_.max_files) + ") in name order");
     files.resize(static_cast<std::size_t>(options_.max_files));
   }
+  return files;
+}
 
-  std::vector<Family> merged;
-  std::map<std::string, std::size_t, std::less<>> by_name;
-  std::set<std::string> series;
-  std::int64_t total_bytes = 0;
+void TextfileCollector::collect(const CollectContext& ctx, MetricSink& out) {
+  const helper::Deadline deadline{ctx.deadline, ctx.cancelled};
+  UniqueFd dirfd;
+  sources::Listing listing = list_directory(deadline, dirfd);
+  if (!listing.ok()) {
+    // The default directory not existing is the normal case of a node
+    // without inputs; anything else is worth counting.
+    if (listing.err != ENOENT || options_.directory != kDefaultDirectory)
+      out.error("read_error", options_.directory,
+                std::string("cannot list: ") + std::strerror(listing.err));
+    return;
+  }
+  const std::vector<std::string> files = select_inputs(listing, out);
+  Merge merge(options_.max_total_bytes);
   for (const std::string& name : files) {
     if (ctx.should_stop()) break;
-    Input r;
-    int fd = -1;
-    if (dirfd >= 0) {
-      fd = open_resolved(dirfd, name.c_str(), O_RDONLY | O_NONBLOCK,
-                         RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV);
-    }
-    if (fd >= 0) {
-      r = input_of(
-          sources::FsRoot::read_regular_fd(fd, static_cast<std::size_t>(options_.max_file_bytes)),
-          options_.max_file_bytes);
-    } else if (dirfd >= 0 && !helper_may(errno)) {
-      sources::FsRoot::FileRead failed;
-      failed.err = errno;
-      failed.status = sources::classify_errno(errno);
-      r = input_of(std::move(failed), options_.max_file_bytes);
-    } else {
-      // A link or a mount in the directory: the helper follows it.
-      r = read_input(fs_, dir_, name, options_.max_file_bytes, deadline);
-    }
-    std::string error = r.error;
-    std::string reason = r.reason;
-    if (error.empty() &&
-        total_bytes + static_cast<std::int64_t>(r.text.size()) > options_.max_total_bytes) {
-      error = "over max_total_bytes (" + std::to_string(options_.max_total_bytes) +
-              ") with the files before it";
-      reason = "budget";
-    }
-    if (error.empty()) total_bytes += static_cast<std::int64_t>(r.text.size());
-    ParseResult parsed;
-    if (error.empty()) {
-      parsed = parse(r.text);
-      if (!parsed.ok()) {
-        error = parsed.error;
-        reason = "parse_error";
-      }
-    }
-    if (error.empty()) {
-      for (const Family& f : parsed.families) {
-        if (reserved(f.name)) {
-          error = "defines " + f.name + ", a name nodewatch exports itself";
-          reason = "reserved_name";
-          break;
-        }
-        auto it = by_name.find(f.name);
-        if (it != by_name.end() && merged[it->second].type != f.type) {
-          error = f.name + " is a " + type_name(f.type) + " here but a " +
-                  type_name(merged[it->second].type) + " in an earlier file";
-          reason = "conflict";
-          break;
-        }
-        for (const Sample& s : f.samples) {
-          if (series.count(series_key(s)) != 0) {
-            error = "repeats a series of an earlier file (" + s.name + ")";
-            reason = "conflict";
-            break;
-          }
-        }
-        if (!error.empty()) break;
-      }
-    }
-    if (error.empty()) {
-      for (Family& f : parsed.families) {
-        for (const Sample& s : f.samples) series.insert(series_key(s));
-        auto it = by_name.find(f.name);
-        if (it == by_name.end()) {
-          by_name.emplace(f.name, merged.size());
-          merged.push_back(std::move(f));
-        } else {
-          Family& into = merged[it->second];
-          if (!into.has_help && f.has_help) {
-            into.help = f.help;
-            into.has_help = true;
-          }
-          for (Sample& s : f.samples) into.samples.push_back(std::move(s));
-        }
-      }
-    } else {
-      // The scheduler logs a refusal when it starts and when it ends.
-      out.error(reason, name, error);
-    }
-    if (r.mtime > 0) out.add("nodewatch_textfile_file_mtime_seconds", {name}, r.mtime);
-    out.add("nodewatch_textfile_file_valid", {name}, error.empty() ? 1 : 0);
+    Input in = read_file(fs_, dir_, dirfd.get(), name, options_.max_file_bytes, deadline);
+    const double mtime = in.mtime;
+    const Verdict v = merge.take(in);
+    // The scheduler logs a refusal when it starts and when it ends.
+    if (!v.error.empty()) out.error(v.reason, name, v.error);
+    if (mtime > 0) out.add("nodewatch_textfile_file_mtime_seconds", {name}, mtime);
+    out.add("nodewatch_textfile_file_valid", {name}, v.error.empty() ? 1 : 0);
   }
-  std::size_t samples = 0;
-  for (const Family& f : merged) samples += f.samples.size();
-  if (samples > 0) out.add_external(render(merged), samples);
+  merge.emit(out);
 }
 
 }  // namespace textfile

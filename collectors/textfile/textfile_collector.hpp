@@ -20,11 +20,13 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "nodewatch/collector.hpp"
 #include "nodewatch/helper.hpp"
 #include "nodewatch/sources/fs.hpp"
 #include "nodewatch/sources/mount_watch.hpp"
+#include "nodewatch/unique_fd.hpp"
 
 namespace nodewatch {
 
@@ -89,6 +91,13 @@ class TextfileCollector final : public Collector {
   // Whether every mount on dir_'s path is local, as the mount table says
   // now (read again when it changed).
   bool local();
+  // The names in the directory: listed in the daemon through `dirfd`
+  // (opened here, -1 when not) when its mounts are local, else by the
+  // helper. Throws CollectError when the helper does not answer.
+  sources::Listing list_directory(const helper::Deadline& deadline, UniqueFd& dirfd);
+  // The *.prom names in `listing`, at most max_files of them (the rest
+  // counted as too_many_files).
+  std::vector<std::string> select_inputs(sources::Listing& listing, MetricSink& out) const;
 
   TextfileOptions options_;
   std::string dir_;  // without trailing slashes
