@@ -208,22 +208,26 @@ void read_fields(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
   }
 }
 
-// The NVLink links of one device. The number of links is discovered, never
-// assumed: field 91 where the driver has it, else nvmlDeviceGetNvLinkState
-// on link 0, 1, ... until the driver says there is no such link.
-void read_nvlinks(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
+// The device's NVLink link count from field 91; nullopt when the driver
+// does not have the field.
+std::optional<unsigned> read_nvlink_count(Answers& a, nvml::Device dev) {
+  const NvmlApi& api = a.api();
+  if (api.device_get_field_values == nullptr) return std::nullopt;
+  nvml::FieldValue v{};
+  v.field_id = nvml::kFieldNvlinkLinkCount;
+  if (!a.ok(api.device_get_field_values(dev, 1, &v), "nvmlDeviceGetFieldValues"))
+    return std::nullopt;
+  if (auto n = a.field(v))
+    return *n > 0 ? static_cast<unsigned>(std::min<double>(*n, kMaxNvlinks)) : 0;
+  return std::nullopt;
+}
+
+// The device's links and whether each is active, into d.nvlinks, with
+// d.nvlink_count. Without a `count`, links are asked for on link 0, 1, ...
+// until the driver says there is no such link.
+void read_nvlink_states(Answers& a, nvml::Device dev, std::optional<unsigned> count) {
   const NvmlApi& api = a.api();
   DeviceSample& d = a.sample();
-  if (api.device_get_nvlink_state == nullptr) return;
-  std::optional<unsigned> count;
-  if (api.device_get_field_values != nullptr) {
-    nvml::FieldValue v{};
-    v.field_id = nvml::kFieldNvlinkLinkCount;
-    if (a.ok(api.device_get_field_values(dev, 1, &v), "nvmlDeviceGetFieldValues")) {
-      if (auto n = a.field(v))
-        count = *n > 0 ? static_cast<unsigned>(std::min<double>(*n, kMaxNvlinks)) : 0;
-    }
-  }
   std::vector<NvlinkSample>& links = d.nvlinks;
   for (unsigned l = 0; l < count.value_or(kMaxNvlinks); ++l) {
     unsigned active = 0;
@@ -244,104 +248,126 @@ void read_nvlinks(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
     d.nvlink_count = *count;
   else if (!links.empty())
     d.nvlink_count = static_cast<unsigned>(links.size());
-  if (links.empty()) return;
+}
 
-  // Error counters up to Hopper, one call each. A driver that answers
-  // NOT_SUPPORTED for every counter of the first link (Blackwell) is not
-  // asked about the other links.
-  if (api.device_get_nvlink_error_counter != nullptr) {
-    struct Counter {
-      unsigned id;
-      const char* type;
-    };
-    static constexpr std::array<Counter, 5> kCounters = {{
-        {nvml::kNvlinkErrorDlCrcFlit, "crc_flit"},
-        {nvml::kNvlinkErrorDlCrcData, "crc_data"},
-        {nvml::kNvlinkErrorDlReplay, "replay"},
-        {nvml::kNvlinkErrorDlRecovery, "recovery"},
-        {nvml::kNvlinkErrorDlEccData, "ecc"},
-    }};
-    for (NvlinkSample& link : links) {
-      bool any = false;
-      for (const Counter& c : kCounters) {
-        unsigned long long v = 0;
-        const nvml::Return rc = api.device_get_nvlink_error_counter(dev, link.link, c.id, &v);
-        if (rc != nvml::kErrorNotSupported) any = true;
-        if (a.ok(rc, "nvmlDeviceGetNvLinkErrorCounter")) {
-          link.errors[c.type] = static_cast<double>(v);
-          memory.nvlink_legacy_errors = true;
-        }
-      }
-      if (!any) break;
-    }
-  }
-
-  // Everything else in one batched call for all links.
-  if (api.device_get_field_values == nullptr) return;
-  struct Field {
+// Error counters up to Hopper, one call each. A driver that answers
+// NOT_SUPPORTED for every counter of the first link (Blackwell) is not
+// asked about the other links.
+void read_nvlink_error_counters(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
+  const NvmlApi& api = a.api();
+  if (api.device_get_nvlink_error_counter == nullptr) return;
+  struct Counter {
     unsigned id;
-    const char* error_type;  // null: not an error counter
+    const char* type;
   };
-  static constexpr std::array<Field, 16> kFields = {{
-      {nvml::kFieldNvlinkSpeedMBps, nullptr},
-      {nvml::kFieldNvlinkThroughputDataTx, nullptr},
-      {nvml::kFieldNvlinkThroughputDataRx, nullptr},
-      {nvml::kFieldNvlinkCountXmitBytes, nullptr},
-      {nvml::kFieldNvlinkCountRcvBytes, nullptr},
-      {nvml::kFieldNvlinkCountSymbolErrors, "symbol"},
-      {nvml::kFieldNvlinkCountEffectiveErrors, "effective"},
-      {nvml::kFieldNvlinkCountLinkRecoveryEvents, "recovery"},
-      {nvml::kFieldNvlinkCountLinkRecoveryFailedEvents, "recovery_failed"},
-      {nvml::kFieldNvlinkCountMalformedPacketErrors, "malformed_packet"},
-      {nvml::kFieldNvlinkCountBufferOverrunErrors, "buffer_overrun"},
-      {nvml::kFieldNvlinkCountRcvErrors, "receive"},
-      {nvml::kFieldNvlinkCountRcvRemoteErrors, "receive_remote"},
-      {nvml::kFieldNvlinkCountRcvGeneralErrors, "receive_general"},
-      {nvml::kFieldNvlinkCountLocalLinkIntegrityErrors, "local_link_integrity"},
-      {nvml::kFieldNvlinkCountXmitDiscards, "transmit_discard"},
+  static constexpr std::array<Counter, 5> kCounters = {{
+      {nvml::kNvlinkErrorDlCrcFlit, "crc_flit"},
+      {nvml::kNvlinkErrorDlCrcData, "crc_data"},
+      {nvml::kNvlinkErrorDlReplay, "replay"},
+      {nvml::kNvlinkErrorDlRecovery, "recovery"},
+      {nvml::kNvlinkErrorDlEccData, "ecc"},
   }};
-  std::vector<nvml::FieldValue> f(links.size() * kFields.size());
+  for (NvlinkSample& link : a.sample().nvlinks) {
+    bool any = false;
+    for (const Counter& c : kCounters) {
+      unsigned long long v = 0;
+      const nvml::Return rc = api.device_get_nvlink_error_counter(dev, link.link, c.id, &v);
+      if (rc != nvml::kErrorNotSupported) any = true;
+      if (a.ok(rc, "nvmlDeviceGetNvLinkErrorCounter")) {
+        link.errors[c.type] = static_cast<double>(v);
+        memory.nvlink_legacy_errors = true;
+      }
+    }
+    if (!any) break;
+  }
+}
+
+// The per-link fields asked in one batched call, in the order of the
+// answers that sort_nvlink_fields() reads.
+struct NvlinkField {
+  unsigned id;
+  const char* error_type;  // null: not an error counter
+};
+constexpr std::array<NvlinkField, 16> kNvlinkFields = {{
+    {nvml::kFieldNvlinkSpeedMBps, nullptr},
+    {nvml::kFieldNvlinkThroughputDataTx, nullptr},
+    {nvml::kFieldNvlinkThroughputDataRx, nullptr},
+    {nvml::kFieldNvlinkCountXmitBytes, nullptr},
+    {nvml::kFieldNvlinkCountRcvBytes, nullptr},
+    {nvml::kFieldNvlinkCountSymbolErrors, "symbol"},
+    {nvml::kFieldNvlinkCountEffectiveErrors, "effective"},
+    {nvml::kFieldNvlinkCountLinkRecoveryEvents, "recovery"},
+    {nvml::kFieldNvlinkCountLinkRecoveryFailedEvents, "recovery_failed"},
+    {nvml::kFieldNvlinkCountMalformedPacketErrors, "malformed_packet"},
+    {nvml::kFieldNvlinkCountBufferOverrunErrors, "buffer_overrun"},
+    {nvml::kFieldNvlinkCountRcvErrors, "receive"},
+    {nvml::kFieldNvlinkCountRcvRemoteErrors, "receive_remote"},
+    {nvml::kFieldNvlinkCountRcvGeneralErrors, "receive_general"},
+    {nvml::kFieldNvlinkCountLocalLinkIntegrityErrors, "local_link_integrity"},
+    {nvml::kFieldNvlinkCountXmitDiscards, "transmit_discard"},
+}};
+
+// One link's answers to kNvlinkFields (`v`, in that order) into `link`.
+void sort_nvlink_fields(Answers& a, const nvml::FieldValue* v, NvlinkSample& link,
+                        NvmlDeviceMemory& memory) {
+  using Source = NvmlDeviceMemory::BytesSource;
+  // NVML's "MBps": megabytes (10^6) per second [inferred; check on hardware].
+  if (auto mbps = a.field(v[0])) link.speed_bytes_per_second = *mbps * 1e6;
+  // NVLink5's byte counters where the driver has them, else the data
+  // throughput counters, in KiB; the first that answered stays the source.
+  Source& source = memory.nvlink_bytes_source[link.link];
+  if (source != Source::kKibThroughput) {
+    auto tx = a.field(v[3]);
+    auto rx = a.field(v[4]);
+    if (tx || rx) source = Source::kNvlink5Bytes;
+    if (tx) link.tx_bytes = *tx;
+    if (rx) link.rx_bytes = *rx;
+  }
+  if (source != Source::kNvlink5Bytes) {
+    auto tx_kib = a.field(v[1]);
+    auto rx_kib = a.field(v[2]);
+    if (tx_kib || rx_kib) source = Source::kKibThroughput;
+    if (tx_kib) link.tx_bytes = *tx_kib * 1024;
+    if (rx_kib) link.rx_bytes = *rx_kib * 1024;
+  }
+  for (std::size_t k = 5; k < kNvlinkFields.size(); ++k) {
+    // The per-counter call's "recovery" (DL recovery), once it has
+    // answered, is never replaced by the NVLink5 field (all recovery
+    // events): two counters under one series would read as resets.
+    if (memory.nvlink_legacy_errors && std::string_view(kNvlinkFields[k].error_type) == "recovery")
+      continue;
+    if (auto e = a.field(v[k])) link.errors.emplace(kNvlinkFields[k].error_type, *e);
+  }
+}
+
+// Everything else of every link in one batched call.
+void read_nvlink_fields(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
+  const NvmlApi& api = a.api();
+  if (api.device_get_field_values == nullptr) return;
+  std::vector<NvlinkSample>& links = a.sample().nvlinks;
+  std::vector<nvml::FieldValue> f(links.size() * kNvlinkFields.size());
   for (std::size_t i = 0; i < links.size(); ++i) {
-    for (std::size_t k = 0; k < kFields.size(); ++k) {
-      f[i * kFields.size() + k].field_id = kFields[k].id;
-      f[i * kFields.size() + k].scope_id = links[i].link;
+    for (std::size_t k = 0; k < kNvlinkFields.size(); ++k) {
+      f[i * kNvlinkFields.size() + k].field_id = kNvlinkFields[k].id;
+      f[i * kNvlinkFields.size() + k].scope_id = links[i].link;
     }
   }
   if (!a.ok(api.device_get_field_values(dev, static_cast<int>(f.size()), f.data()),
             "nvmlDeviceGetFieldValues"))
     return;
-  using Source = NvmlDeviceMemory::BytesSource;
-  for (std::size_t i = 0; i < links.size(); ++i) {
-    NvlinkSample& link = links[i];
-    const nvml::FieldValue* v = &f[i * kFields.size()];
-    // NVML's "MBps": megabytes (10^6) per second [inferred; check on hardware].
-    if (auto mbps = a.field(v[0])) link.speed_bytes_per_second = *mbps * 1e6;
-    // NVLink5's byte counters where the driver has them, else the data
-    // throughput counters, in KiB; the first that answered stays the source.
-    Source& source = memory.nvlink_bytes_source[link.link];
-    if (source != Source::kKibThroughput) {
-      auto tx = a.field(v[3]);
-      auto rx = a.field(v[4]);
-      if (tx || rx) source = Source::kNvlink5Bytes;
-      if (tx) link.tx_bytes = *tx;
-      if (rx) link.rx_bytes = *rx;
-    }
-    if (source != Source::kNvlink5Bytes) {
-      auto tx_kib = a.field(v[1]);
-      auto rx_kib = a.field(v[2]);
-      if (tx_kib || rx_kib) source = Source::kKibThroughput;
-      if (tx_kib) link.tx_bytes = *tx_kib * 1024;
-      if (rx_kib) link.rx_bytes = *rx_kib * 1024;
-    }
-    for (std::size_t k = 5; k < kFields.size(); ++k) {
-      // The per-counter call's "recovery" (DL recovery), once it has
-      // answered, is never replaced by the NVLink5 field (all recovery
-      // events): two counters under one series would read as resets.
-      if (memory.nvlink_legacy_errors && std::string_view(kFields[k].error_type) == "recovery")
-        continue;
-      if (auto e = a.field(v[k])) link.errors.emplace(kFields[k].error_type, *e);
-    }
-  }
+  for (std::size_t i = 0; i < links.size(); ++i)
+    sort_nvlink_fields(a, &f[i * kNvlinkFields.size()], links[i], memory);
+}
+
+// The NVLink links of one device. The number of links is discovered, never
+// assumed: field 91 where the driver has it, else nvmlDeviceGetNvLinkState
+// on link 0, 1, ... until the driver says there is no such link.
+void read_nvlinks(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
+  if (a.api().device_get_nvlink_state == nullptr) return;
+  read_nvlink_states(a, dev, read_nvlink_count(a, dev));
+  if (a.sample().nvlinks.empty()) return;
+  read_nvlink_error_counters(a, dev, memory);
+  read_nvlink_fields(a, dev, memory);
 }
 
 // The accelerator collector's questions, after the identity.
