@@ -510,29 +510,34 @@ void read_processes(Answers& a, nvml::Device dev) {
   if (any) d.processes = std::move(all);
 }
 
-void read_readings(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
+// Whether a newer call that exists answered so that the older one is to
+// be asked instead: NOT_SUPPORTED or ARGUMENT_VERSION_MISMATCH.
+bool falls_back(nvml::Return rc) {
+  return rc == nvml::kErrorNotSupported || rc == nvml::kErrorArgumentVersionMismatch;
+}
+
+void read_utilization(Answers& a, nvml::Device dev) {
   const NvmlApi& api = a.api();
   DeviceSample& d = a.sample();
-  if (api.device_get_utilization_rates != nullptr) {
-    nvml::Utilization u{};
-    if (a.ok(api.device_get_utilization_rates(dev, &u), "nvmlDeviceGetUtilizationRates")) {
-      d.utilization_ratio = u.gpu / 100.0;
-      d.memory_utilization_ratio = u.memory / 100.0;
-    }
+  if (api.device_get_utilization_rates == nullptr) return;
+  nvml::Utilization u{};
+  if (a.ok(api.device_get_utilization_rates(dev, &u), "nvmlDeviceGetUtilizationRates")) {
+    d.utilization_ratio = u.gpu / 100.0;
+    d.memory_utilization_ratio = u.memory / 100.0;
   }
-  // v2 reports the driver's reserved memory apart from `used` (what
-  // nvidia-smi shows as used); v1's `used` includes it.
-  // A newer call that exists but answers NOT_SUPPORTED or
-  // ARGUMENT_VERSION_MISMATCH falls back to the v1 call.
-  auto fall_back = [](nvml::Return rc) {
-    return rc == nvml::kErrorNotSupported || rc == nvml::kErrorArgumentVersionMismatch;
-  };
+}
+
+// v2 reports the driver's reserved memory apart from `used` (what
+// nvidia-smi shows as used); v1's `used` includes it.
+void read_memory_usage(Answers& a, nvml::Device dev) {
+  const NvmlApi& api = a.api();
+  DeviceSample& d = a.sample();
   bool memory_asked = false;
   if (api.device_get_memory_info_v2 != nullptr) {
     nvml::MemoryV2 m{};
     m.version = nvml::kMemoryV2Version;
     const nvml::Return rc = api.device_get_memory_info_v2(dev, &m);
-    memory_asked = !fall_back(rc);
+    memory_asked = !falls_back(rc);
     if (memory_asked && a.ok(rc, "nvmlDeviceGetMemoryInfo_v2")) {
       d.memory_used_bytes = static_cast<double>(m.used);
       d.memory_total_bytes = static_cast<double>(m.total);
@@ -545,13 +550,19 @@ void read_readings(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
       d.memory_total_bytes = static_cast<double>(m.total);
     }
   }
+}
+
+// The GPU's temperature and its slowdown threshold.
+void read_temperatures(Answers& a, nvml::Device dev) {
+  const NvmlApi& api = a.api();
+  DeviceSample& d = a.sample();
   bool temperature_asked = false;
   if (api.device_get_temperature_v != nullptr) {
     nvml::TemperatureV1 t{};
     t.version = nvml::kTemperatureV1Version;
     t.sensor_type = nvml::kTemperatureGpu;
     const nvml::Return rc = api.device_get_temperature_v(dev, &t);
-    temperature_asked = !fall_back(rc);
+    temperature_asked = !falls_back(rc);
     if (temperature_asked && a.ok(rc, "nvmlDeviceGetTemperatureV"))
       d.temperature_celsius["gpu"] = t.temperature;
   }
@@ -567,6 +578,12 @@ void read_readings(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
              "nvmlDeviceGetTemperatureThreshold"))
       d.temperature_slowdown_celsius = t;
   }
+}
+
+// Power draw, the enforced limit and the energy counter.
+void read_power(Answers& a, nvml::Device dev) {
+  const NvmlApi& api = a.api();
+  DeviceSample& d = a.sample();
   if (api.device_get_power_usage != nullptr) {
     unsigned mw = 0;
     if (a.ok(api.device_get_power_usage(dev, &mw), "nvmlDeviceGetPowerUsage"))
@@ -583,6 +600,12 @@ void read_readings(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
              "nvmlDeviceGetTotalEnergyConsumption"))
       d.energy_joules = static_cast<double>(mj) / 1000.0;
   }
+}
+
+// The clock speeds, and which clock-event (throttle) reasons are active.
+void read_clocks(Answers& a, nvml::Device dev) {
+  const NvmlApi& api = a.api();
+  DeviceSample& d = a.sample();
   if (api.device_get_clock_info != nullptr) {
     static constexpr std::array<std::pair<unsigned, const char*>, 3> kClocks = {
         {{nvml::kClockSm, "sm"}, {nvml::kClockGraphics, "graphics"}, {nvml::kClockMem, "memory"}}};
@@ -599,6 +622,12 @@ void read_readings(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
       for (const NvmlThrottleReason& r : nvml_throttle_reasons())
         d.clock_throttle_active[std::string(r.label)] = (mask & r.bit) != 0;
   }
+}
+
+// ECC error counts and row remapping.
+void read_memory_errors(Answers& a, nvml::Device dev) {
+  const NvmlApi& api = a.api();
+  DeviceSample& d = a.sample();
   if (api.device_get_total_ecc_errors != nullptr) {
     unsigned long long n = 0;
     if (a.ok(api.device_get_total_ecc_errors(dev, nvml::kMemoryErrorCorrected,
@@ -620,29 +649,50 @@ void read_readings(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
       d.row_remap_failed = failed != 0;
     }
   }
-  if (api.device_get_pcie_replay_counter != nullptr) {
-    unsigned n = 0;
-    if (a.ok(api.device_get_pcie_replay_counter(dev, &n), "nvmlDeviceGetPcieReplayCounter"))
-      d.pcie_replays = n;
-  }
+}
+
+void read_pcie_replays(Answers& a, nvml::Device dev) {
+  const NvmlApi& api = a.api();
+  if (api.device_get_pcie_replay_counter == nullptr) return;
+  unsigned n = 0;
+  if (a.ok(api.device_get_pcie_replay_counter(dev, &n), "nvmlDeviceGetPcieReplayCounter"))
+    a.sample().pcie_replays = n;
+}
+
+// nvmlDeviceGetPcieThroughput samples for 20 ms inside the call: only
+// when the driver has no cumulative byte counter for that direction (so
+// after read_fields()).
+void read_pcie_throughput(Answers& a, nvml::Device dev) {
+  const NvmlApi& api = a.api();
+  DeviceSample& d = a.sample();
+  if (api.device_get_pcie_throughput == nullptr) return;
+  unsigned kb = 0;
+  if (!d.host_link_tx_bytes &&
+      a.ok(api.device_get_pcie_throughput(dev, nvml::kPcieUtilTxBytes, &kb),
+           "nvmlDeviceGetPcieThroughput"))
+    d.host_link_tx_bytes_per_second = kb * 1024.0;
+  if (!d.host_link_rx_bytes &&
+      a.ok(api.device_get_pcie_throughput(dev, nvml::kPcieUtilRxBytes, &kb),
+           "nvmlDeviceGetPcieThroughput"))
+    d.host_link_rx_bytes_per_second = kb * 1024.0;
+}
+
+// The readings of one device, in the order the calls are made (the order
+// of its errors).
+void read_readings(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
+  read_utilization(a, dev);
+  read_memory_usage(a, dev);
+  read_temperatures(a, dev);
+  read_power(a, dev);
+  read_clocks(a, dev);
+  read_memory_errors(a, dev);
+  read_pcie_replays(a, dev);
   read_fields(a, dev, memory);
   read_fabric(a, dev, memory);
   read_processes(a, dev);
-  memory.gpm.read(a.session().shared_from_this(), dev, d,
+  memory.gpm.read(a.session().shared_from_this(), dev, a.sample(),
                   [&a](nvml::Return rc, const char* call) { return a.ok(rc, call); });
-  // nvmlDeviceGetPcieThroughput samples for 20 ms inside the call: only
-  // when the driver has no cumulative byte counter for that direction.
-  if (api.device_get_pcie_throughput != nullptr) {
-    unsigned kb = 0;
-    if (!d.host_link_tx_bytes &&
-        a.ok(api.device_get_pcie_throughput(dev, nvml::kPcieUtilTxBytes, &kb),
-             "nvmlDeviceGetPcieThroughput"))
-      d.host_link_tx_bytes_per_second = kb * 1024.0;
-    if (!d.host_link_rx_bytes &&
-        a.ok(api.device_get_pcie_throughput(dev, nvml::kPcieUtilRxBytes, &kb),
-             "nvmlDeviceGetPcieThroughput"))
-      d.host_link_rx_bytes_per_second = kb * 1024.0;
-  }
+  read_pcie_throughput(a, dev);
 }
 
 void read_device(const NvmlSession& s, unsigned index, NvmlQuestions questions, NvmlDeviceResult& r,
