@@ -89,6 +89,15 @@ void Histogram::observe(double value) {
   sum_ += value;
 }
 
+MetricDesc describe(const Family& family, std::vector<double> buckets) {
+  return MetricDesc{std::string(family.name),
+                    family.type,
+                    std::string(family.unit),
+                    std::string(family.help),
+                    std::vector<std::string>(family.labels.begin(), family.labels.end()),
+                    std::move(buckets)};
+}
+
 std::vector<double> exponential_buckets(double start, double factor, std::size_t count) {
   std::vector<double> out;
   out.reserve(count);

@@ -11,11 +11,13 @@
 //
 // A sink is filled by one thread; the rendered text is immutable afterwards.
 
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <map>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -27,6 +29,48 @@ namespace nodewatch {
 
 enum class MetricType { kCounter, kGauge, kHistogram };
 
+// The label names of a family, fixed where it is declared.
+class LabelNames {
+ public:
+  static constexpr std::size_t kMax = 10;
+
+  constexpr LabelNames() = default;
+  // More than kMax names does not compile in a constant expression.
+  constexpr LabelNames(std::initializer_list<std::string_view> names) {
+    if (names.size() > kMax)
+      throw std::length_error("a family has at most LabelNames::kMax labels");
+    for (std::string_view n : names) names_[size_++] = n;
+  }
+
+  constexpr std::size_t size() const { return size_; }
+  constexpr const std::string_view* begin() const { return names_.data(); }
+  constexpr const std::string_view* end() const { return names_.data() + size_; }
+  constexpr std::string_view operator[](std::size_t i) const { return names_[i]; }
+
+ private:
+  std::array<std::string_view, kMax> names_{};
+  std::size_t size_ = 0;
+};
+
+// A metric family, declared once as a constant in the public metrics header
+// of the collector that emits it (accelerator/accelerator_metrics.hpp, ...),
+// or of the daemon for its own. The collector's MetricTable is built from
+// these constants and it emits through them; whatever else reads the family
+// (the node verdict, the expect file, --list-metrics) refers to the same
+// constant, so that a rename is one edit, and a family removed is a
+// compile error wherever it is read. Converts to its name.
+struct Family {
+  std::string_view name;  // nodewatch_<collector>_<what>_<unit>[_total]
+  MetricType type;
+  std::string_view
+      unit;  // base unit in the name ("bytes", "seconds"), or "" for counts, ratios, info
+  std::string_view help;  // one line, no backslash
+  LabelNames labels = {};
+
+  constexpr operator std::string_view() const { return name; }
+};
+
+// A family as a table holds it: its own strings, and a histogram's bounds.
 struct MetricDesc {
   std::string name;  // full name: nodewatch_<collector>_<what>_<unit>[_total]
   MetricType type;
@@ -37,6 +81,9 @@ struct MetricDesc {
   // bucket is implied).
   std::vector<double> buckets = {};
 };
+
+// The declaration of `family` as a table holds it; `buckets` for a histogram.
+MetricDesc describe(const Family& family, std::vector<double> buckets = {});
 
 // A cumulative histogram over fixed upper bounds, as a collector keeps it
 // between collections (observations only ever add). Not thread-safe.
