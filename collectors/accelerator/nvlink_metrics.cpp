@@ -3,6 +3,7 @@
 #include <exception>
 #include <utility>
 
+#include "accelerator/accelerator_metrics.hpp"
 #include "accelerator/nvml/nvml_service.hpp"
 
 namespace nodewatch::accelerator {
@@ -12,31 +13,14 @@ std::vector<MetricDesc> nvlink_metric_descs() {
   const std::vector<std::string> dev = {"accelerator", "uuid"};
   const std::vector<std::string> dev_type = {"accelerator", "uuid", "type"};
   return {
-      {"nodewatch_nvlink_up", MetricType::kGauge, "",
-       "1 if the NVLink link is active, 0 if the driver reports it inactive.", link},
-      {"nodewatch_nvlink_speed_bytes_per_second", MetricType::kGauge, "bytes_per_second",
-       "Speed of the NVLink link, per direction, as the driver reports it.", link},
-      {"nodewatch_nvlink_transmitted_bytes_total", MetricType::kCounter, "bytes",
-       "Data bytes sent over the NVLink link (NVLink5 byte counter, else the data throughput "
-       "counter in KiB).",
-       link},
-      {"nodewatch_nvlink_received_bytes_total", MetricType::kCounter, "bytes",
-       "Data bytes received over the NVLink link.", link},
-      {"nodewatch_nvlink_errors_total", MetricType::kCounter, "",
-       "NVLink errors of the accelerator's links together, by type: crc_flit, crc_data, replay, "
-       "recovery, ecc (up to Hopper); symbol, effective, recovery, recovery_failed and the "
-       "receive and transmit errors (NVLink5).",
-       dev_type},
-      {"nodewatch_nvlink_link_errors_total",
-       MetricType::kCounter,
-       "",
-       "NVLink errors per link and type, as nodewatch_nvlink_errors_total; only with "
-       "collectors.interconnect.nvlink_link_errors.",
-       {"accelerator", "uuid", "link", "type"}},
-      {"nodewatch_accelerator_nvlink_links", MetricType::kGauge, "",
-       "NVLink links the driver reports for the accelerator.", dev},
-      {"nodewatch_accelerator_nvlink_links_active", MetricType::kGauge, "",
-       "NVLink links of the accelerator that are active; compare with the expected count.", dev},
+      describe(families::kNvlinkUp),
+      describe(families::kNvlinkSpeedBytesPerSecond),
+      describe(families::kNvlinkTransmittedBytesTotal),
+      describe(families::kNvlinkReceivedBytesTotal),
+      describe(families::kNvlinkErrorsTotal),
+      describe(families::kNvlinkLinkErrorsTotal),
+      describe(families::kNvlinkLinks),
+      describe(families::kNvlinkLinksActive),
   };
 }
 
@@ -71,24 +55,24 @@ void emit_nvlinks(const std::vector<DeviceSample>& devices, NvlinkErrorTotals& t
     for (const NvlinkSample& l : d.nvlinks) {
       const std::string link = std::to_string(l.link);
       if (l.active) ++active;
-      sink.add("nodewatch_nvlink_up", {index, d.uuid, link}, l.active ? 1 : 0);
+      sink.add(families::kNvlinkUp, {index, d.uuid, link}, l.active ? 1 : 0);
       if (l.speed_bytes_per_second)
-        sink.add("nodewatch_nvlink_speed_bytes_per_second", {index, d.uuid, link},
+        sink.add(families::kNvlinkSpeedBytesPerSecond, {index, d.uuid, link},
                  *l.speed_bytes_per_second);
       if (l.tx_bytes)
-        sink.add("nodewatch_nvlink_transmitted_bytes_total", {index, d.uuid, link}, *l.tx_bytes);
+        sink.add(families::kNvlinkTransmittedBytesTotal, {index, d.uuid, link}, *l.tx_bytes);
       if (l.rx_bytes)
-        sink.add("nodewatch_nvlink_received_bytes_total", {index, d.uuid, link}, *l.rx_bytes);
+        sink.add(families::kNvlinkReceivedBytesTotal, {index, d.uuid, link}, *l.rx_bytes);
       if (link_errors) {
         for (const auto& [type, value] : l.errors)
-          sink.add("nodewatch_nvlink_link_errors_total", {index, d.uuid, link, type}, value);
+          sink.add(families::kNvlinkLinkErrorsTotal, {index, d.uuid, link, type}, value);
       }
     }
     for (const auto& [type, value] : totals.update(d))
-      sink.add("nodewatch_nvlink_errors_total", {index, d.uuid, type}, value);
+      sink.add(families::kNvlinkErrorsTotal, {index, d.uuid, type}, value);
     if (d.nvlink_count) {
-      sink.add("nodewatch_accelerator_nvlink_links", {index, d.uuid}, *d.nvlink_count);
-      sink.add("nodewatch_accelerator_nvlink_links_active", {index, d.uuid}, active);
+      sink.add(families::kNvlinkLinks, {index, d.uuid}, *d.nvlink_count);
+      sink.add(families::kNvlinkLinksActive, {index, d.uuid}, active);
     }
   }
 }

@@ -9,6 +9,7 @@
 #include <span>
 #include <utility>
 
+#include "interconnect/interconnect_metrics.hpp"
 #include "nodewatch/options.hpp"
 
 namespace nodewatch::interconnect {
@@ -19,80 +20,39 @@ using sources::Status;
 
 constexpr std::string_view kClassDir = "class/infiniband";
 
-constexpr std::string_view kInfo = "nodewatch_interconnect_port_info";
-constexpr std::string_view kState = "nodewatch_interconnect_port_state";
-constexpr std::string_view kPhysState = "nodewatch_interconnect_port_physical_state";
-constexpr std::string_view kRate = "nodewatch_interconnect_port_rate_bytes_per_second";
-constexpr std::string_view kWidth = "nodewatch_interconnect_port_width";
-constexpr std::string_view kStateChanges = "nodewatch_interconnect_port_state_changes_total";
-constexpr std::string_view kPmaGeneric = "nodewatch_interconnect_port_pma_total";
-constexpr std::string_view kHwGeneric = "nodewatch_interconnect_hw_counters_total";
-
 struct CuratedMetric {
-  std::string_view name;
-  std::string_view unit;
-  std::string_view help;
+  const Family& family;
 };
 
 // Indexed by PmaMetric.
 constexpr std::array<CuratedMetric, static_cast<std::size_t>(PmaMetric::kCount)> kPmaMetrics = {{
-    {"nodewatch_interconnect_port_transmitted_bytes_total", "bytes",
-     "Data bytes sent by the port, from the PMA counter port_xmit_data (4-byte words, times 4); "
-     "on mlx5 RoCE ports RDMA traffic only."},
-    {"nodewatch_interconnect_port_received_bytes_total", "bytes",
-     "Data bytes received by the port, from the PMA counter port_rcv_data (4-byte words, times 4); "
-     "on mlx5 RoCE ports RDMA traffic only."},
-    {"nodewatch_interconnect_port_transmitted_packets_total", "",
-     "Packets sent by the port (PMA port_xmit_packets)."},
-    {"nodewatch_interconnect_port_received_packets_total", "",
-     "Packets received by the port (PMA port_rcv_packets)."},
-    {"nodewatch_interconnect_port_symbol_errors_total", "",
-     "Minor link errors on any lane (PMA symbol_error, 16 bits, saturates)."},
-    {"nodewatch_interconnect_port_link_downed_total", "",
-     "Times link error recovery failed and the link went down (PMA link_downed, 8 bits, "
-     "saturates)."},
-    {"nodewatch_interconnect_port_link_error_recovery_total", "",
-     "Times link error recovery succeeded (PMA link_error_recovery, 8 bits, saturates)."},
-    {"nodewatch_interconnect_port_receive_errors_total", "",
-     "Received packets with an error, e.g. a bad CRC (PMA port_rcv_errors)."},
-    {"nodewatch_interconnect_port_receive_remote_physical_errors_total", "",
-     "Received packets marked bad elsewhere in the fabric (PMA port_rcv_remote_physical_errors)."},
-    {"nodewatch_interconnect_port_transmit_discards_total", "",
-     "Outbound packets discarded because the port was down or congested (PMA "
-     "port_xmit_discards)."},
-    {"nodewatch_interconnect_port_transmit_wait_total", "",
-     "Ticks during which the port had data to send but no credits (PMA port_xmit_wait)."},
-    {"nodewatch_interconnect_port_local_link_integrity_errors_total", "",
-     "Times local physical errors exceeded their threshold (PMA local_link_integrity_errors)."},
-    {"nodewatch_interconnect_port_excessive_buffer_overrun_errors_total", "",
-     "Input buffer overruns, a flow-control fault (PMA excessive_buffer_overrun_errors)."},
-    {"nodewatch_interconnect_port_vl15_dropped_total", "",
-     "Management (VL15) packets dropped for lack of buffers (PMA VL15_dropped)."},
+    {families::kPortTransmittedBytesTotal},
+    {families::kPortReceivedBytesTotal},
+    {families::kPortTransmittedPacketsTotal},
+    {families::kPortReceivedPacketsTotal},
+    {families::kPortSymbolErrorsTotal},
+    {families::kPortLinkDownedTotal},
+    {families::kPortLinkErrorRecoveryTotal},
+    {families::kPortReceiveErrorsTotal},
+    {families::kPortReceiveRemotePhysicalErrorsTotal},
+    {families::kPortTransmitDiscardsTotal},
+    {families::kPortTransmitWaitTotal},
+    {families::kPortLocalLinkIntegrityErrorsTotal},
+    {families::kPortExcessiveBufferOverrunErrorsTotal},
+    {families::kPortVl15DroppedTotal},
 }};
 
 // Indexed by HwMetric.
 constexpr std::array<CuratedMetric, static_cast<std::size_t>(HwMetric::kCount)> kHwMetrics = {{
-    {"nodewatch_interconnect_roce_ecn_marked_packets_total", "",
-     "RoCEv2 packets received with ECN congestion marks (hw_counters np_ecn_marked_roce_packets)."},
-    {"nodewatch_interconnect_roce_cnp_sent_total", "",
-     "Congestion notification packets sent by the notification point (hw_counters np_cnp_sent)."},
-    {"nodewatch_interconnect_roce_cnp_handled_total", "",
-     "Congestion notification packets handled by the reaction point (hw_counters "
-     "rp_cnp_handled)."},
-    {"nodewatch_interconnect_roce_cnp_ignored_total", "",
-     "Congestion notification packets received and ignored; should stay 0 with DCQCN on "
-     "(hw_counters rp_cnp_ignored)."},
-    {"nodewatch_interconnect_roce_out_of_buffer_total", "",
-     "Packets dropped for lack of a posted receive buffer (hw_counters out_of_buffer)."},
-    {"nodewatch_interconnect_roce_out_of_sequence_total", "",
-     "Packets received with an out-of-sequence PSN (hw_counters out_of_sequence)."},
-    {"nodewatch_interconnect_roce_packet_sequence_errors_total", "",
-     "NAK sequence-error packets received (hw_counters packet_seq_err)."},
-    {"nodewatch_interconnect_roce_local_ack_timeouts_total", "",
-     "Times a QP's ACK timer expired, a sign of a lossy fabric (hw_counters "
-     "local_ack_timeout_err)."},
-    {"nodewatch_interconnect_roce_retransmits_total", "",
-     "Adaptive retransmissions (hw_counters roce_adp_retrans)."},
+    {families::kRoceEcnMarkedPacketsTotal},
+    {families::kRoceCnpSentTotal},
+    {families::kRoceCnpHandledTotal},
+    {families::kRoceCnpIgnoredTotal},
+    {families::kRoceOutOfBufferTotal},
+    {families::kRoceOutOfSequenceTotal},
+    {families::kRocePacketSequenceErrorsTotal},
+    {families::kRoceLocalAckTimeoutsTotal},
+    {families::kRoceRetransmitsTotal},
 }};
 
 std::optional<unsigned> parse_port_dir(std::string_view name) {
@@ -228,10 +188,10 @@ void emit_hw(Sink& out, std::string_view device, std::string_view port, const st
   if (m == HwMetric::kSkip) return;
   if (m == HwMetric::kGeneric) {
     std::string label = attribute_label(name);
-    out.add(kHwGeneric, {device, port, label}, as_double(value));
+    out.add(families::kHwCountersTotal, {device, port, label}, as_double(value));
     return;
   }
-  out.add(kHwMetrics[static_cast<std::size_t>(m)].name, {device, port}, as_double(value));
+  out.add(kHwMetrics[static_cast<std::size_t>(m)].family, {device, port}, as_double(value));
 }
 
 }  // namespace
@@ -253,46 +213,17 @@ IbPorts::IbPorts(Roots roots, IbOptions options, std::unique_ptr<HwCounterSource
 IbPorts::~IbPorts() = default;
 
 std::vector<MetricDesc> IbPorts::metric_descs() {
-  auto desc = [](std::string_view name, MetricType type, std::string_view unit,
-                 std::string_view help, std::vector<std::string> labels) {
-    return MetricDesc{std::string(name), type, std::string(unit), std::string(help),
-                      std::move(labels)};
-  };
-  const std::vector<std::string> port{"device", "port"};
   std::vector<MetricDesc> d;
-  d.push_back(desc(
-      kInfo, MetricType::kGauge, "",
-      "An InfiniBand or RoCE port, value 1: link_layer InfiniBand or Ethernet, netdev "
-      "the RoCE network device, and the device's GUID, firmware, board and type.",
-      {"device", "port", "link_layer", "netdev", "node_guid", "firmware", "board_id", "hca_type"}));
-  d.push_back(desc(kState, MetricType::kGauge, "",
-                   "Logical port state: 1 down, 2 init, 3 armed, 4 active, 5 active defer.", port));
-  d.push_back(desc(kPhysState, MetricType::kGauge, "",
-                   "Physical port state: 2 polling, 3 disabled, 4 training, 5 LinkUp, 6 link "
-                   "error recovery.",
-                   port));
-  d.push_back(desc(kRate, MetricType::kGauge, "bytes_per_second",
-                   "Data rate the port trained to, width times lane speed (ports/N/rate).", port));
-  d.push_back(desc(kWidth, MetricType::kGauge, "",
-                   "Lanes the port trained to (the 4X of ports/N/rate); fewer than the cable's "
-                   "lanes is a degraded link.",
-                   port));
-  d.push_back(desc(kStateChanges, MetricType::kCounter, "",
-                   "Port state transitions (PORT_ACTIVE and PORT_ERR events from libibverbs) "
-                   "since the daemon opened the device; absent without /dev/infiniband.",
-                   port));
-  for (const CuratedMetric& m : kPmaMetrics)
-    d.push_back(desc(m.name, MetricType::kCounter, m.unit, m.help, port));
-  d.push_back(desc(kPmaGeneric, MetricType::kCounter, "",
-                   "Other PMA counters of the port (counters/ and counters_ext/), by file name: "
-                   "unicast and multicast packets, constraint and switch relay errors.",
-                   {"device", "port", "counter"}));
-  for (const CuratedMetric& m : kHwMetrics)
-    d.push_back(desc(m.name, MetricType::kCounter, m.unit, m.help, port));
-  d.push_back(desc(kHwGeneric, MetricType::kCounter, "",
-                   "Driver hw_counters without a curated name, by counter; port 0 is the "
-                   "device-level hw_counters.",
-                   {"device", "port", "counter"}));
+  d.push_back(describe(families::kPortInfo));
+  d.push_back(describe(families::kPortState));
+  d.push_back(describe(families::kPortPhysicalState));
+  d.push_back(describe(families::kPortRateBytesPerSecond));
+  d.push_back(describe(families::kPortWidth));
+  d.push_back(describe(families::kPortStateChangesTotal));
+  for (const CuratedMetric& m : kPmaMetrics) d.push_back(describe(m.family));
+  d.push_back(describe(families::kPortPmaTotal));
+  for (const CuratedMetric& m : kHwMetrics) d.push_back(describe(m.family));
+  d.push_back(describe(families::kHwCountersTotal));
   return d;
 }
 
@@ -459,12 +390,12 @@ bool IbPorts::collect_device(const std::string& name, Device& dev, bool refresh,
     }
     port.seen = true;
     std::string_view device = name;
-    out.add(kInfo,
+    out.add(families::kPortInfo,
             {device, port.label, port.link_layer, port.netdev, dev.node_guid, dev.firmware,
              dev.board_id, dev.hca_type},
             1.0);
     if (std::optional<std::uint64_t> changes = verbs_->state_changes(name, port.number)) {
-      out.add(kStateChanges, {device, port.label}, as_double(*changes));
+      out.add(families::kPortStateChangesTotal, {device, port.label}, as_double(*changes));
     }
   }
   std::erase_if(dev.ports, [](const auto& e) { return !e.second.seen; });
@@ -523,8 +454,9 @@ bool IbPorts::collect_port(const std::string& device, Port& port, bool netlink_o
         out.error("parse_error", subject, "malformed rate");
         continue;
       }
-      out.add(kRate, {device, label}, rate->bytes_per_second);
-      if (rate->width) out.add(kWidth, {device, label}, static_cast<double>(*rate->width));
+      out.add(families::kPortRateBytesPerSecond, {device, label}, rate->bytes_per_second);
+      if (rate->width)
+        out.add(families::kPortWidth, {device, label}, static_cast<double>(*rate->width));
       continue;
     }
     std::optional<unsigned> state = parse_numbered_state(r.text);
@@ -532,8 +464,8 @@ bool IbPorts::collect_port(const std::string& device, Port& port, bool netlink_o
       out.error("parse_error", subject, std::string("malformed ") + file);
       continue;
     }
-    out.add(file == std::string_view("state") ? kState : kPhysState, {device, label},
-            static_cast<double>(*state));
+    out.add(file == std::string_view("state") ? families::kPortState : families::kPortPhysicalState,
+            {device, label}, static_cast<double>(*state));
   }
 
   // hw_counters: netlink, else the sysfs files.
@@ -606,9 +538,10 @@ bool IbPorts::collect_port(const std::string& device, Port& port, bool netlink_o
     port.pma_generic = std::move(generic);
   }
   for (std::size_t i = 0; i < port.pma.size(); ++i) {
-    if (port.pma[i]) out.add(kPmaMetrics[i].name, {device, label}, *port.pma[i]);
+    if (port.pma[i]) out.add(kPmaMetrics[i].family, {device, label}, *port.pma[i]);
   }
-  for (const auto& [name, v] : port.pma_generic) out.add(kPmaGeneric, {device, label, name}, v);
+  for (const auto& [name, v] : port.pma_generic)
+    out.add(families::kPortPmaTotal, {device, label, name}, v);
   return true;
 }
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "kernel/edac.hpp"
+#include "kernel/kernel_metrics.hpp"
 #include "nodewatch/options.hpp"
 
 namespace nodewatch {
@@ -31,65 +32,16 @@ KernelOptions read_kernel_options(OptionReader& r) {
 const MetricTable& kernel_metric_table() {
   static const MetricTable t(
       {
-          {"nodewatch_kernel_events_total",
-           MetricType::kCounter,
-           "",
-           "Hardware and system events found in the kernel log, by event and the device the "
-           "record names (\"\" for none, \"other\" past collectors.kernel.max_devices); counted "
-           "once across restarts of nodewatch within a boot.",
-           {"event", "device"}},
-          {"nodewatch_kernel_xid_events_total",
-           MetricType::kCounter,
-           "",
-           "NVIDIA XID errors in the kernel log (NVRM: Xid), by GPU PCI address and XID code; "
-           "also where NVML is hung or absent.",
-           {"pci_bus_id", "xid"}},
-          {"nodewatch_kernel_sxid_events_total",
-           MetricType::kCounter,
-           "",
-           "NVIDIA NVSwitch SXID errors in the kernel log (nvidia-nvswitch: SXid), by NVSwitch "
-           "PCI address and SXID code.",
-           {"pci_bus_id", "sxid"}},
-          {"nodewatch_kernel_log_lost_records_total",
-           MetricType::kCounter,
-           "",
-           "Kernel log records overwritten in the ring buffer before nodewatch read them (while "
-           "it was down, or in a log storm): events in them are not counted.",
-           {}},
-          {"nodewatch_kernel_log_last_record_timestamp_seconds",
-           MetricType::kGauge,
-           "seconds",
-           "When the last kernel log record read was logged (Unix time).",
-           {}},
-          {"nodewatch_kernel_log_up",
-           MetricType::kGauge,
-           "",
-           "1 if the last read of the kernel log succeeded, 0 if it cannot be read (the counts "
-           "so far are still exported).",
-           {}},
-          {"nodewatch_memory_corrected_errors_total",
-           MetricType::kCounter,
-           "",
-           "Corrected host memory errors (EDAC), by memory controller and module slot; "
-           "dimm=\"\" holds those the driver could not place.",
-           {"controller", "dimm"}},
-          {"nodewatch_memory_uncorrected_errors_total",
-           MetricType::kCounter,
-           "",
-           "Uncorrected host memory errors (EDAC), by memory controller and module slot; "
-           "dimm=\"\" holds those the driver could not place.",
-           {"controller", "dimm"}},
-          {"nodewatch_memory_controller_info",
-           MetricType::kGauge,
-           "",
-           "A host memory controller EDAC knows, with the driver's name for it.",
-           {"controller", "name"}},
-          {"nodewatch_memory_module_info",
-           MetricType::kGauge,
-           "",
-           "A populated memory module (EDAC dimmN or rankN) with its label (the board's silk "
-           "screen name where set, e.g. by rasdaemon).",
-           {"controller", "dimm", "label"}},
+          describe(families::kEventsTotal),
+          describe(families::kXidEventsTotal),
+          describe(families::kSxidEventsTotal),
+          describe(families::kLogLostRecordsTotal),
+          describe(families::kLogLastRecordTimestampSeconds),
+          describe(families::kLogUp),
+          describe(families::kMemoryCorrectedErrorsTotal),
+          describe(families::kMemoryUncorrectedErrorsTotal),
+          describe(families::kMemoryControllerInfo),
+          describe(families::kMemoryModuleInfo),
       },
       {"nodewatch_memory_"});
   return t;
@@ -145,36 +97,36 @@ void KernelCollector::collect_log(const CollectContext& ctx, MetricSink& out) {
   if (!s.read_error.empty()) out.error("log_unreadable", options.kmsg_path, s.read_error);
 
   for (const auto& [key, n] : s.state.counts.events)
-    out.add("nodewatch_kernel_events_total", {key.first, key.second}, static_cast<double>(n));
+    out.add(families::kEventsTotal, {key.first, key.second}, static_cast<double>(n));
   for (const auto& [key, n] : s.state.counts.xids)
-    out.add("nodewatch_kernel_xid_events_total", {key.first, key.second}, static_cast<double>(n));
+    out.add(families::kXidEventsTotal, {key.first, key.second}, static_cast<double>(n));
   for (const auto& [key, n] : s.state.counts.sxids)
-    out.add("nodewatch_kernel_sxid_events_total", {key.first, key.second}, static_cast<double>(n));
-  out.add("nodewatch_kernel_log_lost_records_total", {}, static_cast<double>(s.state.counts.lost));
+    out.add(families::kSxidEventsTotal, {key.first, key.second}, static_cast<double>(n));
+  out.add(families::kLogLostRecordsTotal, {}, static_cast<double>(s.state.counts.lost));
   if (s.last_record_unix)
-    out.add("nodewatch_kernel_log_last_record_timestamp_seconds", {}, *s.last_record_unix);
-  out.add("nodewatch_kernel_log_up", {}, s.read_error.empty() ? 1 : 0);
+    out.add(families::kLogLastRecordTimestampSeconds, {}, *s.last_record_unix);
+  out.add(families::kLogUp, {}, s.read_error.empty() ? 1 : 0);
 }
 
 void KernelCollector::collect_edac(MetricSink& out) {
   const EdacRead r = read_edac(roots_.sys());
   for (const auto& [subject, why] : r.errors) out.error("edac_read_error", subject, why);
   for (const EdacController& c : r.controllers) {
-    out.add("nodewatch_memory_controller_info", {c.name, c.mc_name}, 1);
+    out.add(families::kMemoryControllerInfo, {c.name, c.mc_name}, 1);
     for (const EdacModule& m : c.modules) {
-      out.add("nodewatch_memory_module_info", {c.name, m.slot, m.label}, 1);
+      out.add(families::kMemoryModuleInfo, {c.name, m.slot, m.label}, 1);
       if (m.corrected)
-        out.add("nodewatch_memory_corrected_errors_total", {c.name, m.slot},
+        out.add(families::kMemoryCorrectedErrorsTotal, {c.name, m.slot},
                 static_cast<double>(*m.corrected));
       if (m.uncorrected)
-        out.add("nodewatch_memory_uncorrected_errors_total", {c.name, m.slot},
+        out.add(families::kMemoryUncorrectedErrorsTotal, {c.name, m.slot},
                 static_cast<double>(*m.uncorrected));
     }
     if (c.corrected_noinfo)
-      out.add("nodewatch_memory_corrected_errors_total", {c.name, ""},
+      out.add(families::kMemoryCorrectedErrorsTotal, {c.name, ""},
               static_cast<double>(*c.corrected_noinfo));
     if (c.uncorrected_noinfo)
-      out.add("nodewatch_memory_uncorrected_errors_total", {c.name, ""},
+      out.add(families::kMemoryUncorrectedErrorsTotal, {c.name, ""},
               static_cast<double>(*c.uncorrected_noinfo));
   }
 }

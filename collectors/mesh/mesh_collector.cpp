@@ -8,19 +8,11 @@
 #include <set>
 #include <utility>
 
+#include "mesh/mesh_metrics.hpp"
+
 namespace nodewatch {
 namespace mesh {
 namespace {
-
-constexpr std::string_view kRtt = "nodewatch_mesh_rtt_seconds";
-constexpr std::string_view kSent = "nodewatch_mesh_sent_total";
-constexpr std::string_view kLost = "nodewatch_mesh_lost_total";
-constexpr std::string_view kPeers = "nodewatch_mesh_peers";
-constexpr std::string_view kListed = "nodewatch_mesh_listed_peers";
-constexpr std::string_view kAnswered = "nodewatch_mesh_answered_total";
-constexpr std::string_view kDropped = "nodewatch_mesh_dropped_packets_total";
-constexpr std::string_view kUserTimestamps = "nodewatch_mesh_user_timestamps_total";
-constexpr std::string_view kResponderUp = "nodewatch_mesh_responder_up";
 
 constexpr std::size_t kMaxKeyFileBytes = 8192;
 constexpr std::size_t kMaxPeersFileBytes = std::size_t{16} << 20;
@@ -38,60 +30,15 @@ bool valid_rail_name(std::string_view name) {
 const MetricTable& mesh_metric_table() {
   static const MetricTable kTable = [] {
     std::vector<MetricDesc> d;
-    d.push_back({std::string(kRtt),
-                 MetricType::kHistogram,
-                 "seconds",
-                 "Round-trip time of the mesh probes answered by the peer on the rail, the "
-                 "responder's own turnaround taken out (kernel timestamps where available).",
-                 {"peer", "rail"},
-                 rtt_buckets()});
-    d.push_back({std::string(kSent),
-                 MetricType::kCounter,
-                 "",
-                 "Mesh probes sent to the peer on the rail.",
-                 {"peer", "rail"}});
-    d.push_back({std::string(kLost),
-                 MetricType::kCounter,
-                 "",
-                 "Mesh probes to the peer on the rail that had no valid answer within "
-                 "collectors.mesh.probe_timeout.",
-                 {"peer", "rail"}});
-    d.push_back({std::string(kPeers),
-                 MetricType::kGauge,
-                 "",
-                 "Peers this node probes now on the rail (all listed ones up to "
-                 "collectors.mesh.max_peers, else the neighbours and a sample).",
-                 {"rail"}});
-    d.push_back({std::string(kListed),
-                 MetricType::kGauge,
-                 "",
-                 "Peers the peers file lists on the rail, this node left out.",
-                 {"rail"}});
-    d.push_back({std::string(kAnswered),
-                 MetricType::kCounter,
-                 "",
-                 "Mesh probes this node's responder answered.",
-                 {}});
-    d.push_back({std::string(kDropped),
-                 MetricType::kCounter,
-                 "",
-                 "Mesh packets dropped unanswered or unused, by reason: malformed, "
-                 "bad_signature (unsigned or another key), stale (outside the replay window), "
-                 "replayed, spoofed (addresses not those signed), unmatched (no probe in "
-                 "flight: late or duplicated), rate_limited.",
-                 {"reason"}});
-    d.push_back({std::string(kUserTimestamps),
-                 MetricType::kCounter,
-                 "",
-                 "RTT samples on the rail for which the kernel gave no transmit or receive "
-                 "timestamp, so that the time read in user space stood in.",
-                 {"rail"}});
-    d.push_back({std::string(kResponderUp),
-                 MetricType::kGauge,
-                 "",
-                 "1 while the responder's socket (collectors.mesh.listen) is open, 0 when it "
-                 "cannot be; absent when no listen address is set.",
-                 {}});
+    d.push_back(describe(families::kRttSeconds, rtt_buckets()));
+    d.push_back(describe(families::kSentTotal));
+    d.push_back(describe(families::kLostTotal));
+    d.push_back(describe(families::kPeers));
+    d.push_back(describe(families::kListedPeers));
+    d.push_back(describe(families::kAnsweredTotal));
+    d.push_back(describe(families::kDroppedPacketsTotal));
+    d.push_back(describe(families::kUserTimestampsTotal));
+    d.push_back(describe(families::kResponderUp));
     return MetricTable(std::move(d));
   }();
   return kTable;
@@ -242,29 +189,30 @@ void MeshCollector::collect(const CollectContext& ctx, MetricSink& out) {
   MeshSnapshot s = service_->snapshot();
   for (const MeshSnapshot::Problem& p : s.problems) out.error(p.reason, p.subject, p.detail);
   for (const PeerStats& p : s.peers) {
-    out.add_histogram(kRtt, {p.peer, p.rail}, p.rtt);
-    out.add(kSent, {p.peer, p.rail}, static_cast<double>(p.sent));
-    out.add(kLost, {p.peer, p.rail}, static_cast<double>(p.lost));
+    out.add_histogram(families::kRttSeconds, {p.peer, p.rail}, p.rtt);
+    out.add(families::kSentTotal, {p.peer, p.rail}, static_cast<double>(p.sent));
+    out.add(families::kLostTotal, {p.peer, p.rail}, static_cast<double>(p.lost));
   }
   for (const auto& [rail, n] : s.probed) {
     // The default rail is reported only where it is used.
     if (rail == kDefaultRail && n == 0 && s.listed.count(rail) != 0 && s.listed.at(rail) == 0 &&
         !options_.settings.rails.empty())
       continue;
-    out.add(kPeers, {rail}, static_cast<double>(n));
+    out.add(families::kPeers, {rail}, static_cast<double>(n));
     auto l = s.listed.find(rail);
-    out.add(kListed, {rail}, static_cast<double>(l == s.listed.end() ? 0 : l->second));
+    out.add(families::kListedPeers, {rail},
+            static_cast<double>(l == s.listed.end() ? 0 : l->second));
     auto u = s.user_timestamps.find(rail);
-    out.add(kUserTimestamps, {rail},
+    out.add(families::kUserTimestampsTotal, {rail},
             static_cast<double>(u == s.user_timestamps.end() ? 0 : u->second));
   }
   if (!options_.settings.listen.empty()) {
-    out.add(kAnswered, {}, static_cast<double>(s.answered));
-    out.add(kResponderUp, {}, s.answering ? 1.0 : 0.0);
+    out.add(families::kAnsweredTotal, {}, static_cast<double>(s.answered));
+    out.add(families::kResponderUp, {}, s.answering ? 1.0 : 0.0);
   }
   for (Drop drop : kDrops) {
     auto it = s.dropped.find(drop);
-    out.add(kDropped, {drop_name(drop)},
+    out.add(families::kDroppedPacketsTotal, {drop_name(drop)},
             static_cast<double>(it == s.dropped.end() ? 0 : it->second));
   }
 }

@@ -5,18 +5,10 @@
 #include <tuple>
 #include <utility>
 
+#include "nic/nic_metrics.hpp"
+
 namespace nodewatch::nic {
 namespace {
-
-constexpr std::string_view kPfcFrames = "nodewatch_nic_pfc_pause_frames_total";
-constexpr std::string_view kPfcSeconds = "nodewatch_nic_pfc_pause_seconds_total";
-constexpr std::string_view kPauseFrames = "nodewatch_nic_pause_frames_total";
-constexpr std::string_view kPauseStorm = "nodewatch_nic_pause_storm_events_total";
-constexpr std::string_view kDiscards = "nodewatch_nic_discards_total";
-constexpr std::string_view kOutOfBuffer = "nodewatch_nic_out_of_buffer_total";
-constexpr std::string_view kFecCorrected = "nodewatch_nic_fec_corrected_blocks_total";
-constexpr std::string_view kFecUncorrectable = "nodewatch_nic_fec_uncorrectable_blocks_total";
-constexpr std::string_view kDriverCounter = "nodewatch_nic_driver_counters_total";
 
 double as_double(std::uint64_t v) {
   return static_cast<double>(v);
@@ -49,38 +41,15 @@ EthtoolStats::EthtoolStats(const std::vector<std::string>& driver_counters,
 
 std::vector<MetricDesc> EthtoolStats::metric_descs() {
   std::vector<MetricDesc> d;
-  auto add = [&](std::string_view name, MetricType type, std::string_view unit,
-                 std::string_view help, std::vector<std::string> labels) {
-    d.push_back(MetricDesc{std::string(name), type, std::string(unit), std::string(help),
-                           std::move(labels)});
-  };
-  add(kPfcFrames, MetricType::kCounter, "",
-      "Priority flow control (802.1Qbb) pause frames per priority, from the driver "
-      "(rx: the fabric pauses us; tx: we pause the fabric).",
-      {"interface", "direction", "priority"});
-  add(kPfcSeconds, MetricType::kCounter, "seconds",
-      "Time paused by priority flow control per priority, from the driver.",
-      {"interface", "direction", "priority"});
-  add(kPauseFrames, MetricType::kCounter, "",
-      "Link-level (802.3x) pause frames, from ethtool's standard statistics or the driver.",
-      {"interface", "direction"});
-  add(kPauseStorm, MetricType::kCounter, "",
-      "Pause storm events detected by the device (error: pause transmission was disabled).",
-      {"interface", "level"});
-  add(kDiscards, MetricType::kCounter, "",
-      "Packets the device discarded for lack of buffers or on transmit; priority is empty for "
-      "the whole port.",
-      {"interface", "direction", "priority"});
-  add(kOutOfBuffer, MetricType::kCounter, "",
-      "Packets dropped because a receive queue had no software buffer (mlx5 rx_out_of_buffer).",
-      {"interface"});
-  add(kFecCorrected, MetricType::kCounter, "",
-      "FEC blocks with errors corrected (ethtool standard FEC statistics).", {"interface"});
-  add(kFecUncorrectable, MetricType::kCounter, "",
-      "FEC blocks with errors that could not be corrected.", {"interface"});
-  add(kDriverCounter, MetricType::kCounter, "",
-      "Other allow-listed driver statistics (ethtool -S), by the driver's own name.",
-      {"interface", "counter"});
+  d.push_back(describe(families::kPfcPauseFramesTotal));
+  d.push_back(describe(families::kPfcPauseSecondsTotal));
+  d.push_back(describe(families::kPauseFramesTotal));
+  d.push_back(describe(families::kPauseStormEventsTotal));
+  d.push_back(describe(families::kDiscardsTotal));
+  d.push_back(describe(families::kOutOfBufferTotal));
+  d.push_back(describe(families::kFecCorrectedBlocksTotal));
+  d.push_back(describe(families::kFecUncorrectableBlocksTotal));
+  d.push_back(describe(families::kDriverCountersTotal));
   return d;
 }
 
@@ -161,16 +130,18 @@ void EthtoolStats::collect(const CollectContext& ctx, const std::vector<Selected
     collect_interface(link, stats, refresh, has_std_pause, source, out);
     if (auto p = pause_.find(link.ifindex); p != pause_.end()) {
       if (p->second.rx_frames)
-        out.add(kPauseFrames, {ifname, "rx"}, as_double(*p->second.rx_frames));
+        out.add(families::kPauseFramesTotal, {ifname, "rx"}, as_double(*p->second.rx_frames));
       if (p->second.tx_frames)
-        out.add(kPauseFrames, {ifname, "tx"}, as_double(*p->second.tx_frames));
+        out.add(families::kPauseFramesTotal, {ifname, "tx"}, as_double(*p->second.tx_frames));
     }
     if (auto f = fec_.find(link.ifindex); f != fec_.end()) {
       if (f->second.corrected_blocks) {
-        out.add(kFecCorrected, {ifname}, as_double(*f->second.corrected_blocks));
+        out.add(families::kFecCorrectedBlocksTotal, {ifname},
+                as_double(*f->second.corrected_blocks));
       }
       if (f->second.uncorrectable_blocks) {
-        out.add(kFecUncorrectable, {ifname}, as_double(*f->second.uncorrectable_blocks));
+        out.add(families::kFecUncorrectableBlocksTotal, {ifname},
+                as_double(*f->second.uncorrectable_blocks));
       }
     }
   }
@@ -265,26 +236,32 @@ void EthtoolStats::collect_interface(const SelectedLink& link, DriverStats& stat
     const DriverCounterMapping& m = c.mapping;
     switch (m.metric) {
       case DriverMetric::kPfcPauseFrames:
-        out.add(kPfcFrames, {ifname, m.direction, m.priority}, v);
+        out.add(families::kPfcPauseFramesTotal, {ifname, m.direction, m.priority}, v);
         break;
       case DriverMetric::kPfcPauseDuration:
         // mlx5 counts pause duration in microseconds (counters.rst).
-        out.add(kPfcSeconds, {ifname, m.direction, m.priority}, v / 1e6);
+        out.add(families::kPfcPauseSecondsTotal, {ifname, m.direction, m.priority}, v / 1e6);
         break;
       case DriverMetric::kPauseFrames:
         // The standard statistic, when the kernel has it, is the same count
         // (mlx5 serves both from one register): the driver's copy then goes
         // under its own name.
         if (has_std_pause) {
-          out.add(kDriverCounter, {ifname, c.name}, v);
+          out.add(families::kDriverCountersTotal, {ifname, c.name}, v);
         } else {
-          out.add(kPauseFrames, {ifname, m.direction}, v);
+          out.add(families::kPauseFramesTotal, {ifname, m.direction}, v);
         }
         break;
-      case DriverMetric::kPauseStorm: out.add(kPauseStorm, {ifname, m.level}, v); break;
-      case DriverMetric::kDiscards: out.add(kDiscards, {ifname, m.direction, m.priority}, v); break;
-      case DriverMetric::kOutOfBuffer: out.add(kOutOfBuffer, {ifname}, v); break;
-      case DriverMetric::kGeneric: out.add(kDriverCounter, {ifname, c.name}, v); break;
+      case DriverMetric::kPauseStorm:
+        out.add(families::kPauseStormEventsTotal, {ifname, m.level}, v);
+        break;
+      case DriverMetric::kDiscards:
+        out.add(families::kDiscardsTotal, {ifname, m.direction, m.priority}, v);
+        break;
+      case DriverMetric::kOutOfBuffer: out.add(families::kOutOfBufferTotal, {ifname}, v); break;
+      case DriverMetric::kGeneric:
+        out.add(families::kDriverCountersTotal, {ifname, c.name}, v);
+        break;
     }
   }
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "nic/nic_metrics.hpp"
 #include "nic/nic_parse.hpp"
 
 namespace nodewatch::nic {
@@ -14,42 +15,21 @@ namespace {
 // Node-level TCP/IP counters: metric, then the "Proto.Field" keys of
 // /proc/net/snmp or netstat whose sum it is.
 struct ProtocolMetric {
-  std::string_view name;
-  std::string_view help;
+  const Family& family;
   std::array<std::string_view, 2> keys;
 };
 
 constexpr std::array<ProtocolMetric, 10> kProtocolMetrics = {{
-    {"nodewatch_nic_tcp_retransmitted_segments_total",
-     "TCP segments retransmitted (Tcp RetransSegs in /proc/net/snmp).",
-     {"Tcp.RetransSegs", ""}},
-    {"nodewatch_nic_tcp_timeouts_total",
-     "TCP retransmission timeouts (TcpExt TCPTimeouts in /proc/net/netstat).",
-     {"TcpExt.TCPTimeouts", ""}},
-    {"nodewatch_nic_tcp_syn_retransmits_total",
-     "TCP SYN and SYN-ACK retransmissions (TcpExt TCPSynRetrans).",
-     {"TcpExt.TCPSynRetrans", ""}},
-    {"nodewatch_nic_tcp_listen_overflows_total",
-     "Connections dropped because a listen queue was full (TcpExt ListenOverflows).",
-     {"TcpExt.ListenOverflows", ""}},
-    {"nodewatch_nic_tcp_listen_drops_total",
-     "Connection requests dropped by a listening socket for any reason (TcpExt ListenDrops).",
-     {"TcpExt.ListenDrops", ""}},
-    {"nodewatch_nic_tcp_receive_queue_drops_total",
-     "TCP segments dropped because the socket receive buffer was full (TcpExt TCPRcvQDrop).",
-     {"TcpExt.TCPRcvQDrop", ""}},
-    {"nodewatch_nic_tcp_input_errors_total",
-     "TCP segments received in error, e.g. bad checksum (Tcp InErrs).",
-     {"Tcp.InErrs", ""}},
-    {"nodewatch_nic_udp_receive_buffer_errors_total",
-     "UDP datagrams dropped because the socket receive buffer was full (Udp RcvbufErrors).",
-     {"Udp.RcvbufErrors", ""}},
-    {"nodewatch_nic_udp_input_errors_total",
-     "UDP datagrams received in error, including receive buffer errors (Udp InErrors).",
-     {"Udp.InErrors", ""}},
-    {"nodewatch_nic_ip_input_errors_total",
-     "IPv4 datagrams discarded for header or address errors (Ip InHdrErrors + InAddrErrors).",
-     {"Ip.InHdrErrors", "Ip.InAddrErrors"}},
+    {families::kTcpRetransmittedSegmentsTotal, {"Tcp.RetransSegs", ""}},
+    {families::kTcpTimeoutsTotal, {"TcpExt.TCPTimeouts", ""}},
+    {families::kTcpSynRetransmitsTotal, {"TcpExt.TCPSynRetrans", ""}},
+    {families::kTcpListenOverflowsTotal, {"TcpExt.ListenOverflows", ""}},
+    {families::kTcpListenDropsTotal, {"TcpExt.ListenDrops", ""}},
+    {families::kTcpReceiveQueueDropsTotal, {"TcpExt.TCPRcvQDrop", ""}},
+    {families::kTcpInputErrorsTotal, {"Tcp.InErrs", ""}},
+    {families::kUdpReceiveBufferErrorsTotal, {"Udp.RcvbufErrors", ""}},
+    {families::kUdpInputErrorsTotal, {"Udp.InErrors", ""}},
+    {families::kIpInputErrorsTotal, {"Ip.InHdrErrors", "Ip.InAddrErrors"}},
 }};
 
 // Every key of kProtocolMetrics, for the parser.
@@ -71,9 +51,7 @@ Protocols::Protocols(const Roots& roots, std::size_t max_held) : files_(roots.pr
 
 std::vector<MetricDesc> Protocols::metric_descs() {
   std::vector<MetricDesc> d;
-  for (const ProtocolMetric& m : kProtocolMetrics) {
-    d.push_back(MetricDesc{std::string(m.name), MetricType::kCounter, "", std::string(m.help), {}});
-  }
+  for (const ProtocolMetric& m : kProtocolMetrics) d.push_back(describe(m.family));
   return d;
 }
 
@@ -104,7 +82,7 @@ void Protocols::collect(MetricSink& out) {
       }
       sum += it->second;
     }
-    if (found) out.add(m.name, {}, static_cast<double>(sum));
+    if (found) out.add(m.family, {}, static_cast<double>(sum));
   }
 }
 

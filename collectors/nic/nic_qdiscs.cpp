@@ -6,16 +6,10 @@
 #include <unordered_map>
 #include <utility>
 
+#include "nic/nic_metrics.hpp"
+
 namespace nodewatch::nic {
 namespace {
-
-constexpr std::string_view kQdiscBytes = "nodewatch_nic_qdisc_bytes_total";
-constexpr std::string_view kQdiscPackets = "nodewatch_nic_qdisc_packets_total";
-constexpr std::string_view kQdiscDrops = "nodewatch_nic_qdisc_drops_total";
-constexpr std::string_view kQdiscOverlimits = "nodewatch_nic_qdisc_overlimits_total";
-constexpr std::string_view kQdiscRequeues = "nodewatch_nic_qdisc_requeues_total";
-constexpr std::string_view kQdiscBacklog = "nodewatch_nic_qdisc_backlog_bytes";
-constexpr std::string_view kQdiscQlen = "nodewatch_nic_qdisc_queue_length_packets";
 
 double as_double(std::uint64_t v) {
   return static_cast<double>(v);
@@ -28,25 +22,13 @@ Qdiscs::Qdiscs(std::shared_ptr<sources::WrapCounters> counters)
 
 std::vector<MetricDesc> Qdiscs::metric_descs() {
   std::vector<MetricDesc> d;
-  auto add = [&](std::string_view name, MetricType type, std::string_view unit,
-                 std::string_view help) {
-    d.push_back(MetricDesc{std::string(name),
-                           type,
-                           std::string(unit),
-                           std::string(help),
-                           {"interface", "qdisc", "handle", "parent"}});
-  };
-  add(kQdiscBytes, MetricType::kCounter, "bytes", "Bytes sent through a queueing discipline.");
-  add(kQdiscPackets, MetricType::kCounter, "",
-      "Packets sent through a queueing discipline (64-bit, or 32-bit with wraps accumulated).");
-  add(kQdiscDrops, MetricType::kCounter, "",
-      "Packets dropped by a queueing discipline (32-bit in the kernel, wraps accumulated).");
-  add(kQdiscOverlimits, MetricType::kCounter, "",
-      "Times a queueing discipline was over its limit, e.g. throttled by a shaper.");
-  add(kQdiscRequeues, MetricType::kCounter, "",
-      "Packets a queueing discipline had to requeue (the device was busy).");
-  add(kQdiscBacklog, MetricType::kGauge, "bytes", "Bytes queued in a queueing discipline.");
-  add(kQdiscQlen, MetricType::kGauge, "packets", "Packets queued in a queueing discipline.");
+  d.push_back(describe(families::kQdiscBytesTotal));
+  d.push_back(describe(families::kQdiscPacketsTotal));
+  d.push_back(describe(families::kQdiscDropsTotal));
+  d.push_back(describe(families::kQdiscOverlimitsTotal));
+  d.push_back(describe(families::kQdiscRequeuesTotal));
+  d.push_back(describe(families::kQdiscBacklogBytes));
+  d.push_back(describe(families::kQdiscQueueLengthPackets));
   return d;
 }
 
@@ -94,15 +76,16 @@ void Qdiscs::collect(const std::vector<SelectedLink>& links, KernelSource& sourc
       out.add(name, {labels[0], labels[1], labels[2], labels[3]}, v);
     };
     if (q.has_basic) {
-      add(kQdiscBytes, as_double(q.bytes));
-      add(kQdiscPackets, q.packets64 ? as_double(*q.packets64) : wrapped('p', q.packets32));
+      add(families::kQdiscBytesTotal, as_double(q.bytes));
+      add(families::kQdiscPacketsTotal,
+          q.packets64 ? as_double(*q.packets64) : wrapped('p', q.packets32));
     }
     if (q.has_queue) {
-      add(kQdiscDrops, wrapped('d', q.drops));
-      add(kQdiscOverlimits, wrapped('o', q.overlimits));
-      add(kQdiscRequeues, wrapped('r', q.requeues));
-      add(kQdiscBacklog, q.backlog);
-      add(kQdiscQlen, q.qlen);
+      add(families::kQdiscDropsTotal, wrapped('d', q.drops));
+      add(families::kQdiscOverlimitsTotal, wrapped('o', q.overlimits));
+      add(families::kQdiscRequeuesTotal, wrapped('r', q.requeues));
+      add(families::kQdiscBacklogBytes, q.backlog);
+      add(families::kQdiscQueueLengthPackets, q.qlen);
     }
   }
   std::erase_if(qdiscs_, [this](const auto& e) { return e.second.cycle != cycle_; });

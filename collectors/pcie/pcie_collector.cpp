@@ -9,6 +9,8 @@
 #include <set>
 #include <utility>
 
+#include "pcie/pcie_metrics.hpp"
+
 namespace nodewatch {
 namespace pcie {
 namespace {
@@ -16,56 +18,15 @@ namespace {
 using sources::Read;
 using sources::Status;
 
-constexpr std::string_view kSpeed = "nodewatch_pcie_link_speed_transfers_per_second";
-constexpr std::string_view kMaxSpeed = "nodewatch_pcie_link_max_speed_transfers_per_second";
-constexpr std::string_view kWidth = "nodewatch_pcie_link_width";
-constexpr std::string_view kMaxWidth = "nodewatch_pcie_link_max_width";
-constexpr std::string_view kDegraded = "nodewatch_pcie_link_width_degraded";
-constexpr std::string_view kAerErrors = "nodewatch_pcie_aer_errors_total";
-constexpr std::string_view kAerDetail = "nodewatch_pcie_aer_detail_errors_total";
-constexpr std::string_view kDeviceInfo = "nodewatch_pcie_device_info";
-
 constexpr std::string_view kDevicesDir = "bus/pci/devices";
 
 const MetricTable& pcie_metric_table() {
-  static const MetricTable kTable = [] {
-    auto desc = [](std::string_view name, MetricType type, std::string_view unit,
-                   std::string_view help, std::vector<std::string> labels) {
-      return MetricDesc{std::string(name), type, std::string(unit), std::string(help),
-                        std::move(labels)};
-    };
-    std::vector<MetricDesc> descs;
-    descs.push_back(desc(kSpeed, MetricType::kGauge, "transfers_per_second",
-                         "Current PCIe link speed (current_link_speed; 16.0 GT/s is 16e9). "
-                         "Accelerators and NICs lower it at idle, so alert on it only under load.",
-                         {"device"}));
-    descs.push_back(desc(kMaxSpeed, MetricType::kGauge, "transfers_per_second",
-                         "Fastest PCIe link speed the function supports (max_link_speed).",
-                         {"device"}));
-    descs.push_back(desc(kWidth, MetricType::kGauge, "",
-                         "Lanes the PCIe link trained to (current_link_width).", {"device"}));
-    descs.push_back(desc(kMaxWidth, MetricType::kGauge, "",
-                         "Lanes the function supports (max_link_width).", {"device"}));
-    descs.push_back(desc(kDegraded, MetricType::kGauge, "",
-                         "1 when the link trained narrower than both the device and its "
-                         "upstream port support, else 0; accelerators and NICs only.",
-                         {"device"}));
-    descs.push_back(desc(kAerErrors, MetricType::kCounter, "",
-                         "PCIe AER error reports seen by the function, by severity (the "
-                         "TOTAL_ERR_* lines of aer_dev_*).",
-                         {"device", "severity"}));
-    descs.push_back(desc(kAerDetail, MetricType::kCounter, "",
-                         "PCIe AER errors seen by the function, by severity and error bit (the "
-                         "kernel's current name in snake_case), from aer_dev_*; only with "
-                         "collectors.pcie.aer_detail.",
-                         {"device", "severity", "error"}));
-    descs.push_back(desc(
-        kDeviceInfo, MetricType::kGauge, "",
-        "A PCI function the collector watches, value 1: kind is accelerator, "
-        "network or bridge; upstream is the port above it (\"\" at a root).",
-        {"device", "vendor_id", "device_id", "class", "driver", "numa_node", "kind", "upstream"}));
-    return MetricTable(std::move(descs));
-  }();
+  static const MetricTable kTable(
+      {describe(families::kLinkSpeedTransfersPerSecond),
+       describe(families::kLinkMaxSpeedTransfersPerSecond), describe(families::kLinkWidth),
+       describe(families::kLinkMaxWidth), describe(families::kLinkWidthDegraded),
+       describe(families::kAerErrorsTotal), describe(families::kAerDetailErrorsTotal),
+       describe(families::kDeviceInfo)});
   return kTable;
 }
 
@@ -441,10 +402,11 @@ void PcieCollector::emit_node(const std::string& bdf, const Node& node, const Cy
                               MetricSink& out) const {
   const FunctionRecord& rec = node.record;
   const std::string_view device = bdf;
-  if (rec.speed) out.add(kSpeed, {device}, *rec.speed);
-  if (rec.max_speed) out.add(kMaxSpeed, {device}, *rec.max_speed);
-  if (rec.width) out.add(kWidth, {device}, static_cast<double>(*rec.width));
-  if (rec.max_width) out.add(kMaxWidth, {device}, static_cast<double>(*rec.max_width));
+  if (rec.speed) out.add(families::kLinkSpeedTransfersPerSecond, {device}, *rec.speed);
+  if (rec.max_speed) out.add(families::kLinkMaxSpeedTransfersPerSecond, {device}, *rec.max_speed);
+  if (rec.width) out.add(families::kLinkWidth, {device}, static_cast<double>(*rec.width));
+  if (rec.max_width)
+    out.add(families::kLinkMaxWidth, {device}, static_cast<double>(*rec.max_width));
   // A function's link status describes the link to the port above it
   // when it faces upstream: an endpoint, or a switch's upstream port.
   // Those sit at an odd depth below the root port (root port 0, switch
@@ -458,19 +420,20 @@ void PcieCollector::emit_node(const std::string& bdf, const Node& node, const Cy
     if (up != cycle.nodes.end() && up->second.ok) {
       std::optional<bool> degraded =
           link_width_degraded(rec.width, rec.max_width, up->second.record.max_width);
-      if (degraded) out.add(kDegraded, {device}, *degraded ? 1.0 : 0.0);
+      if (degraded) out.add(families::kLinkWidthDegraded, {device}, *degraded ? 1.0 : 0.0);
     }
   }
   for (std::size_t i = 0; i < kAerFiles.size(); ++i) {
     if (!rec.aer[i]) continue;
-    out.add(kAerErrors, {device, kAerSeverities[i]},
+    out.add(families::kAerErrorsTotal, {device, kAerSeverities[i]},
             static_cast<double>(aer_severity_total(*rec.aer[i], rec.aer_total[i])));
     if (!options_.aer_detail) continue;
     for (const AerCount& c : *rec.aer[i]) {
-      out.add(kAerDetail, {device, kAerSeverities[i], c.error}, static_cast<double>(c.count));
+      out.add(families::kAerDetailErrorsTotal, {device, kAerSeverities[i], c.error},
+              static_cast<double>(c.count));
     }
   }
-  out.add(kDeviceInfo,
+  out.add(families::kDeviceInfo,
           {device, rec.identity.vendor_id, rec.identity.device_id, rec.class_id,
            rec.identity.driver, rec.identity.numa_node, kind_name(node.kind), node.upstream},
           1.0);

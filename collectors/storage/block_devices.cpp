@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "nodewatch/text.hpp"
+#include "storage/storage_metrics.hpp"
 #include "storage/units.hpp"
 
 namespace nodewatch::storage {
@@ -16,70 +17,28 @@ namespace {
 struct StatMetric {
   DiskStat stat;
   Conversion conversion;
-  MetricType type;
-  std::string_view name;
-  std::string_view unit;
-  std::string_view help;
+  const Family& family;
 };
 
 constexpr std::array<StatMetric, kDiskStatCount> kStatMetrics = {{
-    {kReadsCompleted, Conversion::kNone, MetricType::kCounter,
-     "nodewatch_storage_reads_completed_total", "",
-     "Reads completed successfully (diskstats field 1)."},
-    {kReadsMerged, Conversion::kNone, MetricType::kCounter, "nodewatch_storage_reads_merged_total",
-     "", "Reads merged with an adjacent read before reaching the device (field 2)."},
-    {kSectorsRead, Conversion::kSectorsToBytes, MetricType::kCounter,
-     "nodewatch_storage_read_bytes_total", "bytes",
-     "Bytes read successfully (field 3, 512-byte sectors)."},
-    {kReadTimeMs, Conversion::kMillisToSeconds, MetricType::kCounter,
-     "nodewatch_storage_read_time_seconds_total", "seconds",
-     "Time spent by all reads (field 4); over the rate of reads completed, its rate is the "
-     "average read latency."},
-    {kWritesCompleted, Conversion::kNone, MetricType::kCounter,
-     "nodewatch_storage_writes_completed_total", "",
-     "Writes completed successfully (diskstats field 5)."},
-    {kWritesMerged, Conversion::kNone, MetricType::kCounter,
-     "nodewatch_storage_writes_merged_total", "",
-     "Writes merged with an adjacent write before reaching the device (field 6)."},
-    {kSectorsWritten, Conversion::kSectorsToBytes, MetricType::kCounter,
-     "nodewatch_storage_written_bytes_total", "bytes",
-     "Bytes written successfully (field 7, 512-byte sectors)."},
-    {kWriteTimeMs, Conversion::kMillisToSeconds, MetricType::kCounter,
-     "nodewatch_storage_write_time_seconds_total", "seconds",
-     "Time spent by all writes (field 8); over the rate of writes completed, its rate is the "
-     "average write latency."},
-    {kIoInProgress, Conversion::kNone, MetricType::kGauge, "nodewatch_storage_io_in_progress", "",
-     "I/Os issued to the device and not yet completed (field 9)."},
-    {kIoTimeMs, Conversion::kMillisToSeconds, MetricType::kCounter,
-     "nodewatch_storage_io_time_seconds_total", "seconds",
-     "Time with at least one I/O in progress (field 10); its rate is the device utilisation."},
-    {kIoWeightedTimeMs, Conversion::kMillisToSeconds, MetricType::kCounter,
-     "nodewatch_storage_io_time_weighted_seconds_total", "seconds",
-     "I/O time weighted by the I/Os in progress (field 11); its rate is the average queue "
-     "length."},
-    {kDiscardsCompleted, Conversion::kNone, MetricType::kCounter,
-     "nodewatch_storage_discards_completed_total", "",
-     "Discards completed successfully (field 12, kernel 4.18+)."},
-    {kDiscardsMerged, Conversion::kNone, MetricType::kCounter,
-     "nodewatch_storage_discards_merged_total", "",
-     "Discards merged with an adjacent discard (field 13, kernel 4.18+)."},
-    {kSectorsDiscarded, Conversion::kSectorsToBytes, MetricType::kCounter,
-     "nodewatch_storage_discarded_bytes_total", "bytes",
-     "Bytes discarded successfully (field 14, 512-byte sectors, kernel 4.18+)."},
-    {kDiscardTimeMs, Conversion::kMillisToSeconds, MetricType::kCounter,
-     "nodewatch_storage_discard_time_seconds_total", "seconds",
-     "Time spent by all discards (field 15, kernel 4.18+)."},
-    {kFlushesCompleted, Conversion::kNone, MetricType::kCounter,
-     "nodewatch_storage_flushes_completed_total", "",
-     "Flush requests completed by the device (field 16, kernel 5.5+; 0 on partitions)."},
-    {kFlushTimeMs, Conversion::kMillisToSeconds, MetricType::kCounter,
-     "nodewatch_storage_flush_time_seconds_total", "seconds",
-     "Time spent by all flush requests (field 17, kernel 5.5+)."},
+    {kReadsCompleted, Conversion::kNone, families::kReadsCompletedTotal},
+    {kReadsMerged, Conversion::kNone, families::kReadsMergedTotal},
+    {kSectorsRead, Conversion::kSectorsToBytes, families::kReadBytesTotal},
+    {kReadTimeMs, Conversion::kMillisToSeconds, families::kReadTimeSecondsTotal},
+    {kWritesCompleted, Conversion::kNone, families::kWritesCompletedTotal},
+    {kWritesMerged, Conversion::kNone, families::kWritesMergedTotal},
+    {kSectorsWritten, Conversion::kSectorsToBytes, families::kWrittenBytesTotal},
+    {kWriteTimeMs, Conversion::kMillisToSeconds, families::kWriteTimeSecondsTotal},
+    {kIoInProgress, Conversion::kNone, families::kIoInProgress},
+    {kIoTimeMs, Conversion::kMillisToSeconds, families::kIoTimeSecondsTotal},
+    {kIoWeightedTimeMs, Conversion::kMillisToSeconds, families::kIoTimeWeightedSecondsTotal},
+    {kDiscardsCompleted, Conversion::kNone, families::kDiscardsCompletedTotal},
+    {kDiscardsMerged, Conversion::kNone, families::kDiscardsMergedTotal},
+    {kSectorsDiscarded, Conversion::kSectorsToBytes, families::kDiscardedBytesTotal},
+    {kDiscardTimeMs, Conversion::kMillisToSeconds, families::kDiscardTimeSecondsTotal},
+    {kFlushesCompleted, Conversion::kNone, families::kFlushesCompletedTotal},
+    {kFlushTimeMs, Conversion::kMillisToSeconds, families::kFlushTimeSecondsTotal},
 }};
-
-constexpr std::string_view kDeviceInfo = "nodewatch_storage_device_info";
-constexpr std::string_view kQueueDepth = "nodewatch_storage_queue_depth";
-constexpr std::string_view kLogicalBlockSize = "nodewatch_storage_logical_block_size_bytes";
 
 constexpr std::string_view kDiskstats = "diskstats";
 
@@ -107,27 +66,10 @@ BlockDevices::BlockDevices(const Roots& roots, const sources::NameFilterSpec& fi
 
 std::vector<MetricDesc> BlockDevices::metric_descs() {
   std::vector<MetricDesc> descs;
-  for (const StatMetric& m : kStatMetrics) {
-    descs.push_back(MetricDesc{
-        std::string(m.name), m.type, std::string(m.unit), std::string(m.help), {"device"}});
-  }
-  descs.push_back(MetricDesc{std::string(kDeviceInfo),
-                             MetricType::kGauge,
-                             "",
-                             "Facts about a block device from sysfs, value 1; a label is empty "
-                             "when sysfs does not have it.",
-                             {"device", "model", "serial", "rotational"}});
-  descs.push_back(MetricDesc{std::string(kQueueDepth),
-                             MetricType::kGauge,
-                             "",
-                             "Requests the block layer may queue for the device "
-                             "(queue/nr_requests).",
-                             {"device"}});
-  descs.push_back(MetricDesc{std::string(kLogicalBlockSize),
-                             MetricType::kGauge,
-                             "bytes",
-                             "Smallest unit the device can address (queue/logical_block_size).",
-                             {"device"}});
+  for (const StatMetric& m : kStatMetrics) descs.push_back(describe(m.family));
+  descs.push_back(describe(families::kDeviceInfo));
+  descs.push_back(describe(families::kQueueDepth));
+  descs.push_back(describe(families::kLogicalBlockSizeBytes));
   return descs;
 }
 
@@ -257,18 +199,18 @@ void BlockDevices::collect(const CollectContext& ctx, MetricSink& out) {
     for (const StatMetric& m : kStatMetrics) {
       if (!line->has(m.stat)) continue;
       std::uint64_t value = line->stats[m.stat];
-      if (m.type == MetricType::kCounter) {
+      if (m.family.type == MetricType::kCounter) {
         // "sda 8:0 c": one letter per statistic after the device's prefix.
         key_.assign(dev.counter_key).push_back(static_cast<char>('a' + m.stat));
         value = counters_->update(key_, value);
       }
-      out.add(m.name, {name}, convert(value, m.conversion));
+      out.add(m.family, {name}, convert(value, m.conversion));
     }
     const Facts& f = dev.facts;
-    out.add(kDeviceInfo, {name, f.model, f.serial, f.rotational}, 1.0);
-    if (depth) out.add(kQueueDepth, {name}, static_cast<double>(*depth));
+    out.add(families::kDeviceInfo, {name, f.model, f.serial, f.rotational}, 1.0);
+    if (depth) out.add(families::kQueueDepth, {name}, static_cast<double>(*depth));
     if (f.logical_block_size) {
-      out.add(kLogicalBlockSize, {name}, static_cast<double>(*f.logical_block_size));
+      out.add(families::kLogicalBlockSizeBytes, {name}, static_cast<double>(*f.logical_block_size));
     }
   }
   // After an interrupted pass the unseen devices may still exist: keep them,

@@ -16,6 +16,7 @@
 
 #include "nodewatch/helper.hpp"
 #include "nodewatch/options.hpp"
+#include "textfile/textfile_metrics.hpp"
 #include "textfile/textfile_parse.hpp"
 
 namespace nodewatch {
@@ -24,17 +25,8 @@ namespace {
 
 const MetricTable& table() {
   static const MetricTable t({
-      {"nodewatch_textfile_file_mtime_seconds",
-       MetricType::kGauge,
-       "seconds",
-       "Modification time of each *.prom file in the textfile directory (Unix time).",
-       {"file"}},
-      {"nodewatch_textfile_file_valid",
-       MetricType::kGauge,
-       "",
-       "1 if the file was taken, 0 if it was refused whole (the reason is counted in "
-       "nodewatch_collector_errors_total and logged).",
-       {"file"}},
+      describe(families::kFileMtimeSeconds),
+      describe(families::kFileValid),
   });
   return t;
 }
@@ -404,8 +396,8 @@ void TextfileCollector::collect(const CollectContext& ctx, MetricSink& out) {
     const Verdict v = merge.take(in);
     // The scheduler logs a refusal when it starts and when it ends.
     if (!v.error.empty()) out.error(v.reason, name, v.error);
-    if (mtime > 0) out.add("nodewatch_textfile_file_mtime_seconds", {name}, mtime);
-    out.add("nodewatch_textfile_file_valid", {name}, v.error.empty() ? 1 : 0);
+    if (mtime > 0) out.add(families::kFileMtimeSeconds, {name}, mtime);
+    out.add(families::kFileValid, {name}, v.error.empty() ? 1 : 0);
   }
   merge.emit(out);
 }

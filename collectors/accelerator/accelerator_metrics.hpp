@@ -1,0 +1,356 @@
+#pragma once
+// The metric families the accelerator collector emits (NVLink's too: the interconnect collector
+// reads the links through the accelerator's NVML service): each declared once, here. The
+// collector's table is built from these and it emits through them; whatever else reads a family
+// (the node verdict, the expect file, docs/metrics.md) refers to the constant.
+
+#include "nodewatch/metric.hpp"
+
+namespace nodewatch::accelerator::families {
+
+inline constexpr Family kInfo{
+    "nodewatch_accelerator_info",
+    MetricType::kGauge,
+    "",
+    "Static facts about an accelerator; always 1.",
+    {"accelerator", "uuid", "vendor", "model", "pci_bus_id", "driver_version", "serial"}};
+
+inline constexpr Family kUp{
+    "nodewatch_accelerator_up",
+    MetricType::kGauge,
+    "",
+    "1 if the accelerator answers its driver, 0 if it is lost, needs a reset or is stuck.",
+    {"accelerator", "uuid"}};
+
+inline constexpr Family kUtilizationRatio{
+    "nodewatch_accelerator_utilization_ratio",
+    MetricType::kGauge,
+    "",
+    "Fraction of the last sample period during which a kernel was running (0..1).",
+    {"accelerator", "uuid"}};
+
+inline constexpr Family kMemoryUtilizationRatio{
+    "nodewatch_accelerator_memory_utilization_ratio",
+    MetricType::kGauge,
+    "",
+    "Fraction of the last sample period during which device memory was read or written (0..1).",
+    {"accelerator", "uuid"}};
+
+inline constexpr Family kMemoryUsedBytes{"nodewatch_accelerator_memory_used_bytes",
+                                         MetricType::kGauge,
+                                         "bytes",
+                                         "Device memory in use.",
+                                         {"accelerator", "uuid"}};
+
+inline constexpr Family kMemoryTotalBytes{"nodewatch_accelerator_memory_total_bytes",
+                                          MetricType::kGauge,
+                                          "bytes",
+                                          "Device memory in total.",
+                                          {"accelerator", "uuid"}};
+
+inline constexpr Family kTemperatureCelsius{
+    "nodewatch_accelerator_temperature_celsius",
+    MetricType::kGauge,
+    "celsius",
+    "Temperature by sensor (gpu, memory, edge, junction, ...).",
+    {"accelerator", "uuid", "sensor"}};
+
+inline constexpr Family kTemperatureSlowdownCelsius{
+    "nodewatch_accelerator_temperature_slowdown_celsius",
+    MetricType::kGauge,
+    "celsius",
+    "Temperature at which the device starts to slow its clocks down.",
+    {"accelerator", "uuid"}};
+
+inline constexpr Family kPowerWatts{"nodewatch_accelerator_power_watts",
+                                    MetricType::kGauge,
+                                    "watts",
+                                    "Power draw.",
+                                    {"accelerator", "uuid"}};
+
+inline constexpr Family kPowerLimitWatts{"nodewatch_accelerator_power_limit_watts",
+                                         MetricType::kGauge,
+                                         "watts",
+                                         "Enforced power limit.",
+                                         {"accelerator", "uuid"}};
+
+inline constexpr Family kEnergyJoulesTotal{"nodewatch_accelerator_energy_joules_total",
+                                           MetricType::kCounter,
+                                           "joules",
+                                           "Energy consumed since the driver was loaded.",
+                                           {"accelerator", "uuid"}};
+
+inline constexpr Family kClockHertz{"nodewatch_accelerator_clock_hertz",
+                                    MetricType::kGauge,
+                                    "hertz",
+                                    "Current clock by domain (sm, graphics, memory).",
+                                    {"accelerator", "uuid", "clock"}};
+
+inline constexpr Family kClockThrottleActive{
+    "nodewatch_accelerator_clock_throttle_active",
+    MetricType::kGauge,
+    "",
+    "1 while the clocks are held down for this reason, else 0.",
+    {"accelerator", "uuid", "reason"}};
+
+inline constexpr Family kClockThrottleSecondsTotal{
+    "nodewatch_accelerator_clock_throttle_seconds_total",
+    MetricType::kCounter,
+    "seconds",
+    "Time the clocks were held down for this reason.",
+    {"accelerator", "uuid", "reason"}};
+
+inline constexpr Family kEccErrorsTotal{"nodewatch_accelerator_ecc_errors_total",
+                                        MetricType::kCounter,
+                                        "",
+                                        "Device memory ECC errors since the driver was loaded "
+                                        "(volatile), by type (corrected, uncorrected).",
+                                        {"accelerator", "uuid", "type"}};
+
+inline constexpr Family kRemappedRows{
+    "nodewatch_accelerator_remapped_rows",
+    MetricType::kGauge,
+    "",
+    "Memory rows remapped, by the kind of error that caused it (correctable, uncorrectable).",
+    {"accelerator", "uuid", "cause"}};
+
+inline constexpr Family kRowRemapPending{"nodewatch_accelerator_row_remap_pending",
+                                         MetricType::kGauge,
+                                         "",
+                                         "1 if a row remap waits for the next reset of the device.",
+                                         {"accelerator", "uuid"}};
+
+inline constexpr Family kRowRemapFailed{"nodewatch_accelerator_row_remap_failed",
+                                        MetricType::kGauge,
+                                        "",
+                                        "1 if a row remap has failed: the device needs service.",
+                                        {"accelerator", "uuid"}};
+
+inline constexpr Family kXidErrorsTotal{
+    "nodewatch_accelerator_xid_errors_total",
+    MetricType::kCounter,
+    "",
+    "XID error events by code, counted since nodewatch started.",
+    {"accelerator", "uuid", "xid"}};
+
+inline constexpr Family kHostLinkBytesTotal{
+    "nodewatch_accelerator_host_link_bytes_total",
+    MetricType::kCounter,
+    "bytes",
+    "Bytes over the host link (PCIe) by direction (tx: from the device, rx: to it).",
+    {"accelerator", "uuid", "direction"}};
+
+inline constexpr Family kHostLinkThroughputBytesPerSecond{
+    "nodewatch_accelerator_host_link_throughput_bytes_per_second",
+    MetricType::kGauge,
+    "bytes_per_second",
+    "Host-link throughput sampled by the driver, where it has no byte counter.",
+    {"accelerator", "uuid", "direction"}};
+
+inline constexpr Family kPcieReplaysTotal{
+    "nodewatch_accelerator_pcie_replays_total",
+    MetricType::kCounter,
+    "",
+    "PCIe replays (link-level retransmissions) since the driver was loaded.",
+    {"accelerator", "uuid"}};
+
+inline constexpr Family kC2cLinkActive{"nodewatch_accelerator_c2c_link_active",
+                                       MetricType::kGauge,
+                                       "",
+                                       "1 if the NVLink-C2C link to the CPU is active.",
+                                       {"accelerator", "uuid", "link"}};
+
+inline constexpr Family kC2cLinkErrorsTotal{"nodewatch_accelerator_c2c_link_errors_total",
+                                            MetricType::kCounter,
+                                            "",
+                                            "NVLink-C2C link errors (CRC and replays).",
+                                            {"accelerator", "uuid", "link"}};
+
+inline constexpr Family kGraphicsActiveRatio{
+    "nodewatch_accelerator_graphics_active_ratio",
+    MetricType::kGauge,
+    "",
+    "Fraction of the last interval the graphics or compute engine was busy (0..1).",
+    {"accelerator", "uuid"}};
+
+inline constexpr Family kSmActiveRatio{"nodewatch_accelerator_sm_active_ratio",
+                                       MetricType::kGauge,
+                                       "",
+                                       "Fraction of the last interval the SMs had at least one "
+                                       "warp resident, averaged over all SMs (0..1).",
+                                       {"accelerator", "uuid"}};
+
+inline constexpr Family kSmOccupancyRatio{
+    "nodewatch_accelerator_sm_occupancy_ratio",
+    MetricType::kGauge,
+    "",
+    "Resident warps over the SMs' maximum, averaged over the last interval (0..1).",
+    {"accelerator", "uuid"}};
+
+inline constexpr Family kTensorActiveRatio{
+    "nodewatch_accelerator_tensor_active_ratio",
+    MetricType::kGauge,
+    "",
+    "Fraction of the last interval any tensor core pipe was busy (0..1).",
+    {"accelerator", "uuid"}};
+
+inline constexpr Family kDramBandwidthRatio{
+    "nodewatch_accelerator_dram_bandwidth_ratio",
+    MetricType::kGauge,
+    "",
+    "Device memory bandwidth used over the peak, over the last interval (0..1).",
+    {"accelerator", "uuid"}};
+
+inline constexpr Family kGpuInstanceGraphicsActiveRatio{
+    "nodewatch_accelerator_gpu_instance_graphics_active_ratio",
+    MetricType::kGauge,
+    "",
+    "graphics_active_ratio of one MIG GPU instance.",
+    {"accelerator", "uuid", "gpu_instance"}};
+
+inline constexpr Family kGpuInstanceSmActiveRatio{
+    "nodewatch_accelerator_gpu_instance_sm_active_ratio",
+    MetricType::kGauge,
+    "",
+    "sm_active_ratio of one MIG GPU instance.",
+    {"accelerator", "uuid", "gpu_instance"}};
+
+inline constexpr Family kGpuInstanceSmOccupancyRatio{
+    "nodewatch_accelerator_gpu_instance_sm_occupancy_ratio",
+    MetricType::kGauge,
+    "",
+    "sm_occupancy_ratio of one MIG GPU instance.",
+    {"accelerator", "uuid", "gpu_instance"}};
+
+inline constexpr Family kGpuInstanceTensorActiveRatio{
+    "nodewatch_accelerator_gpu_instance_tensor_active_ratio",
+    MetricType::kGauge,
+    "",
+    "tensor_active_ratio of one MIG GPU instance.",
+    {"accelerator", "uuid", "gpu_instance"}};
+
+inline constexpr Family kGpuInstanceDramBandwidthRatio{
+    "nodewatch_accelerator_gpu_instance_dram_bandwidth_ratio",
+    MetricType::kGauge,
+    "",
+    "dram_bandwidth_ratio of one MIG GPU instance.",
+    {"accelerator", "uuid", "gpu_instance"}};
+
+inline constexpr Family kRecoveryAction{
+    "nodewatch_accelerator_recovery_action",
+    MetricType::kGauge,
+    "",
+    "The driver's verdict on what the device needs: 1 for the action it asks for (none, gpu_reset, "
+    "node_reboot, drain_p2p, drain_and_reset, recover_imex_domain), 0 for the others.",
+    {"accelerator", "uuid", "action"}};
+
+inline constexpr Family kFabricState{
+    "nodewatch_accelerator_fabric_state",
+    MetricType::kGauge,
+    "",
+    "NVLink fabric registration: 1 for the current state (not_supported, not_started, in_progress, "
+    "completed), 0 for the others.",
+    {"accelerator", "uuid", "state"}};
+
+inline constexpr Family kFabricHealthy{
+    "nodewatch_accelerator_fabric_healthy",
+    MetricType::kGauge,
+    "",
+    "1 if the device completed fabric registration and its fabric health shows no fault, else 0.",
+    {"accelerator", "uuid"}};
+
+inline constexpr Family kFabricInfo{"nodewatch_accelerator_fabric_info",
+                                    MetricType::kGauge,
+                                    "",
+                                    "The NVLink fabric the device registered with; always 1.",
+                                    {"accelerator", "uuid", "clique_id", "cluster_uuid"}};
+
+inline constexpr Family kProcesses{"nodewatch_accelerator_processes",
+                                   MetricType::kGauge,
+                                   "",
+                                   "Compute processes running on the device now.",
+                                   {"accelerator", "uuid"}};
+
+inline constexpr Family kJobInfo{
+    "nodewatch_accelerator_job_info",
+    MetricType::kGauge,
+    "",
+    "A job on the device now; always 1. scheduler is slurm, kubernetes, none (a process in no job) "
+    "or unknown (a process whose cgroup could not be read); job_id is the Slurm job id, the "
+    "Kubernetes pod UID, or namespace/pod where no process gave the UID.",
+    {"accelerator", "uuid", "scheduler", "job_id", "step", "namespace", "pod", "container",
+     "gpu_instance"}};
+
+inline constexpr Family kProcessMemoryUsedBytes{
+    "nodewatch_accelerator_process_memory_used_bytes",
+    MetricType::kGauge,
+    "bytes",
+    "Device memory used by the processes of one job, summed.",
+    {"accelerator", "uuid", "job_id"}};
+
+inline constexpr Family kPodResourcesUp{"nodewatch_accelerator_pod_resources_up",
+                                        MetricType::kGauge,
+                                        "",
+                                        "1 if the kubelet's pod-resources API answered the last "
+                                        "List, 0 if it failed; absent where its socket is absent.",
+                                        {}};
+
+inline constexpr Family kNvlinkUp{
+    "nodewatch_nvlink_up",
+    MetricType::kGauge,
+    "",
+    "1 if the NVLink link is active, 0 if the driver reports it inactive.",
+    {"accelerator", "uuid", "link"}};
+
+inline constexpr Family kNvlinkSpeedBytesPerSecond{
+    "nodewatch_nvlink_speed_bytes_per_second",
+    MetricType::kGauge,
+    "bytes_per_second",
+    "Speed of the NVLink link, per direction, as the driver reports it.",
+    {"accelerator", "uuid", "link"}};
+
+inline constexpr Family kNvlinkTransmittedBytesTotal{
+    "nodewatch_nvlink_transmitted_bytes_total",
+    MetricType::kCounter,
+    "bytes",
+    "Data bytes sent over the NVLink link (NVLink5 byte counter, else the data throughput counter "
+    "in KiB).",
+    {"accelerator", "uuid", "link"}};
+
+inline constexpr Family kNvlinkReceivedBytesTotal{"nodewatch_nvlink_received_bytes_total",
+                                                  MetricType::kCounter,
+                                                  "bytes",
+                                                  "Data bytes received over the NVLink link.",
+                                                  {"accelerator", "uuid", "link"}};
+
+inline constexpr Family kNvlinkErrorsTotal{
+    "nodewatch_nvlink_errors_total",
+    MetricType::kCounter,
+    "",
+    "NVLink errors of the accelerator's links together, by type: crc_flit, crc_data, replay, "
+    "recovery, ecc (up to Hopper); symbol, effective, recovery, recovery_failed and the receive "
+    "and transmit errors (NVLink5).",
+    {"accelerator", "uuid", "type"}};
+
+inline constexpr Family kNvlinkLinkErrorsTotal{
+    "nodewatch_nvlink_link_errors_total",
+    MetricType::kCounter,
+    "",
+    "NVLink errors per link and type, as nodewatch_nvlink_errors_total; only with "
+    "collectors.interconnect.nvlink_link_errors.",
+    {"accelerator", "uuid", "link", "type"}};
+
+inline constexpr Family kNvlinkLinks{"nodewatch_accelerator_nvlink_links",
+                                     MetricType::kGauge,
+                                     "",
+                                     "NVLink links the driver reports for the accelerator.",
+                                     {"accelerator", "uuid"}};
+
+inline constexpr Family kNvlinkLinksActive{
+    "nodewatch_accelerator_nvlink_links_active",
+    MetricType::kGauge,
+    "",
+    "NVLink links of the accelerator that are active; compare with the expected count.",
+    {"accelerator", "uuid"}};
+
+}  // namespace nodewatch::accelerator::families

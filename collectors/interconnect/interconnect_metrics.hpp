@@ -1,0 +1,233 @@
+#pragma once
+// The metric families the interconnect collector emits for InfiniBand and RoCE ports: each declared
+// once, here. The collector's table is built from these and it emits through them; whatever else
+// reads a family (the node verdict, the expect file, docs/metrics.md) refers to the constant.
+
+#include "nodewatch/metric.hpp"
+
+namespace nodewatch::interconnect::families {
+
+inline constexpr Family kPortInfo{
+    "nodewatch_interconnect_port_info",
+    MetricType::kGauge,
+    "",
+    "An InfiniBand or RoCE port, value 1: link_layer InfiniBand or Ethernet, netdev the RoCE "
+    "network device, and the device's GUID, firmware, board and type.",
+    {"device", "port", "link_layer", "netdev", "node_guid", "firmware", "board_id", "hca_type"}};
+
+inline constexpr Family kPortState{
+    "nodewatch_interconnect_port_state",
+    MetricType::kGauge,
+    "",
+    "Logical port state: 1 down, 2 init, 3 armed, 4 active, 5 active defer.",
+    {"device", "port"}};
+
+inline constexpr Family kPortPhysicalState{
+    "nodewatch_interconnect_port_physical_state",
+    MetricType::kGauge,
+    "",
+    "Physical port state: 2 polling, 3 disabled, 4 training, 5 LinkUp, 6 link error recovery.",
+    {"device", "port"}};
+
+inline constexpr Family kPortRateBytesPerSecond{
+    "nodewatch_interconnect_port_rate_bytes_per_second",
+    MetricType::kGauge,
+    "bytes_per_second",
+    "Data rate the port trained to, width times lane speed (ports/N/rate).",
+    {"device", "port"}};
+
+inline constexpr Family kPortWidth{"nodewatch_interconnect_port_width",
+                                   MetricType::kGauge,
+                                   "",
+                                   "Lanes the port trained to (the 4X of ports/N/rate); fewer than "
+                                   "the cable's lanes is a degraded link.",
+                                   {"device", "port"}};
+
+inline constexpr Family kPortStateChangesTotal{
+    "nodewatch_interconnect_port_state_changes_total",
+    MetricType::kCounter,
+    "",
+    "Port state transitions (PORT_ACTIVE and PORT_ERR events from libibverbs) since the daemon "
+    "opened the device; absent without /dev/infiniband.",
+    {"device", "port"}};
+
+inline constexpr Family kPortTransmittedBytesTotal{
+    "nodewatch_interconnect_port_transmitted_bytes_total",
+    MetricType::kCounter,
+    "bytes",
+    "Data bytes sent by the port, from the PMA counter port_xmit_data (4-byte words, times 4); on "
+    "mlx5 RoCE ports RDMA traffic only.",
+    {"device", "port"}};
+
+inline constexpr Family kPortReceivedBytesTotal{
+    "nodewatch_interconnect_port_received_bytes_total",
+    MetricType::kCounter,
+    "bytes",
+    "Data bytes received by the port, from the PMA counter port_rcv_data (4-byte words, times 4); "
+    "on mlx5 RoCE ports RDMA traffic only.",
+    {"device", "port"}};
+
+inline constexpr Family kPortTransmittedPacketsTotal{
+    "nodewatch_interconnect_port_transmitted_packets_total",
+    MetricType::kCounter,
+    "",
+    "Packets sent by the port (PMA port_xmit_packets).",
+    {"device", "port"}};
+
+inline constexpr Family kPortReceivedPacketsTotal{
+    "nodewatch_interconnect_port_received_packets_total",
+    MetricType::kCounter,
+    "",
+    "Packets received by the port (PMA port_rcv_packets).",
+    {"device", "port"}};
+
+inline constexpr Family kPortSymbolErrorsTotal{
+    "nodewatch_interconnect_port_symbol_errors_total",
+    MetricType::kCounter,
+    "",
+    "Minor link errors on any lane (PMA symbol_error, 16 bits, saturates).",
+    {"device", "port"}};
+
+inline constexpr Family kPortLinkDownedTotal{
+    "nodewatch_interconnect_port_link_downed_total",
+    MetricType::kCounter,
+    "",
+    "Times link error recovery failed and the link went down (PMA link_downed, 8 bits, saturates).",
+    {"device", "port"}};
+
+inline constexpr Family kPortLinkErrorRecoveryTotal{
+    "nodewatch_interconnect_port_link_error_recovery_total",
+    MetricType::kCounter,
+    "",
+    "Times link error recovery succeeded (PMA link_error_recovery, 8 bits, saturates).",
+    {"device", "port"}};
+
+inline constexpr Family kPortReceiveErrorsTotal{
+    "nodewatch_interconnect_port_receive_errors_total",
+    MetricType::kCounter,
+    "",
+    "Received packets with an error, e.g. a bad CRC (PMA port_rcv_errors).",
+    {"device", "port"}};
+
+inline constexpr Family kPortReceiveRemotePhysicalErrorsTotal{
+    "nodewatch_interconnect_port_receive_remote_physical_errors_total",
+    MetricType::kCounter,
+    "",
+    "Received packets marked bad elsewhere in the fabric (PMA port_rcv_remote_physical_errors).",
+    {"device", "port"}};
+
+inline constexpr Family kPortTransmitDiscardsTotal{
+    "nodewatch_interconnect_port_transmit_discards_total",
+    MetricType::kCounter,
+    "",
+    "Outbound packets discarded because the port was down or congested (PMA port_xmit_discards).",
+    {"device", "port"}};
+
+inline constexpr Family kPortTransmitWaitTotal{
+    "nodewatch_interconnect_port_transmit_wait_total",
+    MetricType::kCounter,
+    "",
+    "Ticks during which the port had data to send but no credits (PMA port_xmit_wait).",
+    {"device", "port"}};
+
+inline constexpr Family kPortLocalLinkIntegrityErrorsTotal{
+    "nodewatch_interconnect_port_local_link_integrity_errors_total",
+    MetricType::kCounter,
+    "",
+    "Times local physical errors exceeded their threshold (PMA local_link_integrity_errors).",
+    {"device", "port"}};
+
+inline constexpr Family kPortExcessiveBufferOverrunErrorsTotal{
+    "nodewatch_interconnect_port_excessive_buffer_overrun_errors_total",
+    MetricType::kCounter,
+    "",
+    "Input buffer overruns, a flow-control fault (PMA excessive_buffer_overrun_errors).",
+    {"device", "port"}};
+
+inline constexpr Family kPortVl15DroppedTotal{
+    "nodewatch_interconnect_port_vl15_dropped_total",
+    MetricType::kCounter,
+    "",
+    "Management (VL15) packets dropped for lack of buffers (PMA VL15_dropped).",
+    {"device", "port"}};
+
+inline constexpr Family kPortPmaTotal{
+    "nodewatch_interconnect_port_pma_total",
+    MetricType::kCounter,
+    "",
+    "Other PMA counters of the port (counters/ and counters_ext/), by file name: unicast and "
+    "multicast packets, constraint and switch relay errors.",
+    {"device", "port", "counter"}};
+
+inline constexpr Family kRoceEcnMarkedPacketsTotal{
+    "nodewatch_interconnect_roce_ecn_marked_packets_total",
+    MetricType::kCounter,
+    "",
+    "RoCEv2 packets received with ECN congestion marks (hw_counters np_ecn_marked_roce_packets).",
+    {"device", "port"}};
+
+inline constexpr Family kRoceCnpSentTotal{
+    "nodewatch_interconnect_roce_cnp_sent_total",
+    MetricType::kCounter,
+    "",
+    "Congestion notification packets sent by the notification point (hw_counters np_cnp_sent).",
+    {"device", "port"}};
+
+inline constexpr Family kRoceCnpHandledTotal{
+    "nodewatch_interconnect_roce_cnp_handled_total",
+    MetricType::kCounter,
+    "",
+    "Congestion notification packets handled by the reaction point (hw_counters rp_cnp_handled).",
+    {"device", "port"}};
+
+inline constexpr Family kRoceCnpIgnoredTotal{
+    "nodewatch_interconnect_roce_cnp_ignored_total",
+    MetricType::kCounter,
+    "",
+    "Congestion notification packets received and ignored; should stay 0 with DCQCN on "
+    "(hw_counters rp_cnp_ignored).",
+    {"device", "port"}};
+
+inline constexpr Family kRoceOutOfBufferTotal{
+    "nodewatch_interconnect_roce_out_of_buffer_total",
+    MetricType::kCounter,
+    "",
+    "Packets dropped for lack of a posted receive buffer (hw_counters out_of_buffer).",
+    {"device", "port"}};
+
+inline constexpr Family kRoceOutOfSequenceTotal{
+    "nodewatch_interconnect_roce_out_of_sequence_total",
+    MetricType::kCounter,
+    "",
+    "Packets received with an out-of-sequence PSN (hw_counters out_of_sequence).",
+    {"device", "port"}};
+
+inline constexpr Family kRocePacketSequenceErrorsTotal{
+    "nodewatch_interconnect_roce_packet_sequence_errors_total",
+    MetricType::kCounter,
+    "",
+    "NAK sequence-error packets received (hw_counters packet_seq_err).",
+    {"device", "port"}};
+
+inline constexpr Family kRoceLocalAckTimeoutsTotal{
+    "nodewatch_interconnect_roce_local_ack_timeouts_total",
+    MetricType::kCounter,
+    "",
+    "Times a QP's ACK timer expired, a sign of a lossy fabric (hw_counters local_ack_timeout_err).",
+    {"device", "port"}};
+
+inline constexpr Family kRoceRetransmitsTotal{
+    "nodewatch_interconnect_roce_retransmits_total",
+    MetricType::kCounter,
+    "",
+    "Adaptive retransmissions (hw_counters roce_adp_retrans).",
+    {"device", "port"}};
+
+inline constexpr Family kHwCountersTotal{"nodewatch_interconnect_hw_counters_total",
+                                         MetricType::kCounter,
+                                         "",
+                                         "Driver hw_counters without a curated name, by counter; "
+                                         "port 0 is the device-level hw_counters.",
+                                         {"device", "port", "counter"}};
+
+}  // namespace nodewatch::interconnect::families
