@@ -16,6 +16,12 @@
 #include <set>
 #include <stdexcept>
 
+#include "accelerator/accelerator_metrics.hpp"
+#include "interconnect/interconnect_metrics.hpp"
+#include "nic/nic_metrics.hpp"
+#include "pcie/pcie_metrics.hpp"
+#include "storage/storage_metrics.hpp"
+
 namespace nodewatch {
 
 extern const char kThresholdsToml[];  // alerts/thresholds.toml, generated into the build
@@ -339,21 +345,21 @@ std::string format_bit_rate(double bytes) {
 }
 
 const FamilySet& learn_families() {
-  static const FamilySet kFamilies = {
-      "nodewatch_accelerator_info",
-      "nodewatch_accelerator_nvlink_links_active",
-      "nodewatch_pcie_device_info",
-      "nodewatch_pcie_link_width",
-      "nodewatch_pcie_link_speed_transfers_per_second",
-      "nodewatch_interconnect_port_state",
-      "nodewatch_interconnect_port_rate_bytes_per_second",
-      "nodewatch_nic_info",
-      "nodewatch_nic_up",
-      "nodewatch_nic_speed_bytes_per_second",
-      "nodewatch_storage_probe_stuck",
-      "nodewatch_storage_probe_success",
-      "nodewatch_storage_nfs_mount_info",
-  };
+  static const FamilySet kFamilies = family_set({
+      accelerator::families::kInfo,
+      accelerator::families::kNvlinkLinksActive,
+      pcie::families::kDeviceInfo,
+      pcie::families::kLinkWidth,
+      pcie::families::kLinkSpeedTransfersPerSecond,
+      interconnect::families::kPortState,
+      interconnect::families::kPortRateBytesPerSecond,
+      nic::families::kInfo,
+      nic::families::kUp,
+      nic::families::kSpeedBytesPerSecond,
+      storage::families::kProbeStuck,
+      storage::families::kProbeSuccess,
+      storage::families::kNfsMountInfo,
+  });
   return kFamilies;
 }
 
@@ -372,12 +378,12 @@ std::optional<double> value_of(
 Learned learn_expectations(const Samples& s) {
   Learned out;
   Expectations& e = out.expect;
-  const auto& info = s.of("nodewatch_accelerator_info");
+  const auto& info = s.of(accelerator::families::kInfo);
   if (!info.empty()) {
     e.accelerator_count = static_cast<int>(info.size());
     for (const Sample& x : info) e.accelerator_models[std::string(x.label("model"))] += 1;
   }
-  const auto& links = s.of("nodewatch_accelerator_nvlink_links_active");
+  const auto& links = s.of(accelerator::families::kNvlinkLinksActive);
   if (!links.empty()) {
     double lo = links.front().value, hi = lo;
     for (const Sample& x : links) lo = std::min(lo, x.value), hi = std::max(hi, x.value);
@@ -387,17 +393,16 @@ Learned learn_expectations(const Samples& s) {
                           " active NVLinks; the fewest is expected: check the others");
   }
   bool accelerator_speed_left_out = false;
-  for (const Sample& x : s.of("nodewatch_pcie_device_info")) {
+  for (const Sample& x : s.of(pcie::families::kDeviceInfo)) {
     std::string_view kind = x.label("kind");
     if (kind != "accelerator" && kind != "network") continue;
     std::string device(x.label("device"));
     ExpectedPcie d;
     d.device = device;
-    if (auto w = value_of(s, "nodewatch_pcie_link_width", {{"device", device}}); w && *w > 0)
+    if (auto w = value_of(s, pcie::families::kLinkWidth, {{"device", device}}); w && *w > 0)
       d.width = static_cast<int>(*w);
     if (kind == "network") {
-      if (auto v =
-              value_of(s, "nodewatch_pcie_link_speed_transfers_per_second", {{"device", device}});
+      if (auto v = value_of(s, pcie::families::kLinkSpeedTransfersPerSecond, {{"device", device}});
           v && *v > 0)
         d.speed = *v;
     } else {
@@ -409,7 +414,7 @@ Learned learn_expectations(const Samples& s) {
     out.notes.push_back(
         "the PCIe speed of accelerators is not expected: GPUs lower it when idle; add speed = "
         "\"...GT/s\" to check it anyway");
-  for (const Sample& x : s.of("nodewatch_interconnect_port_state")) {
+  for (const Sample& x : s.of(interconnect::families::kPortState)) {
     std::string device(x.label("device"));
     std::string port_text(x.label("port"));
     int port = 0;
@@ -423,38 +428,38 @@ Learned learn_expectations(const Samples& s) {
     ExpectedPort p;
     p.device = device;
     p.port = port;
-    if (auto r = value_of(s, "nodewatch_interconnect_port_rate_bytes_per_second",
+    if (auto r = value_of(s, interconnect::families::kPortRateBytesPerSecond,
                           {{"device", device}, {"port", port_text}});
         r && *r > 0)
       p.rate = *r;
     e.ports.push_back(std::move(p));
   }
-  for (const Sample& x : s.of("nodewatch_nic_info")) {
+  for (const Sample& x : s.of(nic::families::kInfo)) {
     if (x.label("bus_info").empty()) continue;  // virtual: veth, bridges, bonds
     std::string name(x.label("interface"));
-    auto up = value_of(s, "nodewatch_nic_up", {{"interface", name}});
+    auto up = value_of(s, nic::families::kUp, {{"interface", name}});
     if (!up || *up != 1) {
       out.notes.push_back("interface " + name + " is not up: not expected");
       continue;
     }
     ExpectedNic nic;
     nic.interface = name;
-    if (auto v = value_of(s, "nodewatch_nic_speed_bytes_per_second", {{"interface", name}});
+    if (auto v = value_of(s, nic::families::kSpeedBytesPerSecond, {{"interface", name}});
         v && *v > 0)
       nic.speed = *v;
     e.nics.push_back(std::move(nic));
   }
-  for (const Sample& x : s.of("nodewatch_storage_probe_stuck")) {
+  for (const Sample& x : s.of(storage::families::kProbeStuck)) {
     std::string path(x.label("path"));
     bool ok = x.value == 0;
-    for (const Sample& y : s.of("nodewatch_storage_probe_success"))
+    for (const Sample& y : s.of(storage::families::kProbeSuccess))
       if (y.label("path") == path && y.value != 1) ok = false;
     if (ok)
       e.probes.push_back(path);
     else
       out.notes.push_back("storage probe " + path + " does not answer: not expected");
   }
-  for (const Sample& x : s.of("nodewatch_storage_nfs_mount_info"))
+  for (const Sample& x : s.of(storage::families::kNfsMountInfo))
     e.nfs_mounts.emplace_back(x.label("mountpoint"));
   std::sort(e.nfs_mounts.begin(), e.nfs_mounts.end());
   e.nfs_mounts.erase(std::unique(e.nfs_mounts.begin(), e.nfs_mounts.end()), e.nfs_mounts.end());

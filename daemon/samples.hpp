@@ -25,6 +25,13 @@ struct Sample {
 
 using FamilySet = std::set<std::string, std::less<>>;
 
+// The set of these families' names (Family constants convert to theirs).
+inline FamilySet family_set(std::initializer_list<std::string_view> names) {
+  FamilySet out;
+  for (std::string_view n : names) out.emplace(n);
+  return out;
+}
+
 class Samples {
  public:
   // Keeps the families in `wanted` (all when null). The set must outlive this.

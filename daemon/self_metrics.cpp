@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "daemon_metrics.hpp"
 #include "nodewatch/helper.hpp"
 #include "nodewatch/version.hpp"
 
@@ -34,106 +35,31 @@ std::string read_small_file(const char* path) {
 
 const MetricTable& SelfMetrics::table() {
   static const MetricTable t({
-      {"nodewatch_build_info",
-       MetricType::kGauge,
-       "",
-       "Version and source revision nodewatchd was built from; always 1.",
-       {"version", "revision"}},
-      {"nodewatch_collector_up",
-       MetricType::kGauge,
-       "",
-       "1 if the collector's last collection succeeded within its timeout, else 0.",
-       {"collector"}},
-      {"nodewatch_collector_duration_seconds",
-       MetricType::kGauge,
-       "seconds",
-       "How long the collector's last collection took (up to its timeout).",
-       {"collector"}},
-      {"nodewatch_collector_last_success_timestamp_seconds",
-       MetricType::kGauge,
-       "seconds",
-       "Unix time of the collector's last successful collection; 0 before the first.",
-       {"collector"}},
-      {"nodewatch_collector_interval_seconds",
-       MetricType::kGauge,
-       "seconds",
-       "Configured interval between collections; served values are at most this old.",
-       {"collector"}},
-      {"nodewatch_collector_errors_total",
-       MetricType::kCounter,
-       "",
-       "Collection errors by reason: whole-collection failures and skipped devices, files or "
-       "counters.",
-       {"collector", "reason"}},
-      {"nodewatch_config_last_reload_successful",
-       MetricType::kGauge,
-       "",
-       "1 if the last configuration load or reload succeeded, 0 if it was rejected.",
-       {}},
-      {"nodewatch_config_last_reload_success_timestamp_seconds",
-       MetricType::kGauge,
-       "seconds",
-       "Unix time of the last successful configuration load or reload.",
-       {}},
-      {"nodewatch_http_requests_total",
-       MetricType::kCounter,
-       "",
-       "HTTP responses sent, by request path and status code.",
-       {"path", "code"}},
-      {"nodewatch_http_tls_handshake_errors_total",
-       MetricType::kCounter,
-       "",
-       "TLS handshakes that did not complete: reason \"timeout\" (not done within "
-       "server.read_timeout) or \"failed\" (refused: protocol, certificate, client certificate).",
-       {"reason"}},
-      {"nodewatch_http_connections_dropped_total",
-       MetricType::kCounter,
-       "",
-       "Connections the server closed: \"server_limit\" and \"client_limit\" (refused with "
-       "503: every slot busy serving, or server.max_connections_per_client from one address), "
-       "\"evicted\" (a client waiting or not reading, closed for a new connection's slot), "
-       "\"write_timeout\" (a response not read within server.write_timeout).",
-       {"reason"}},
-      {"nodewatch_helper_processes",
-       MetricType::kGauge,
-       "",
-       "Helper processes that make the file-system calls on configured paths: running, and "
-       "abandoned after their timeout but still held by the kernel (state D on a hung mount).",
-       {"state"}},
-      {"nodewatch_textfile_abandoned_helpers",
-       MetricType::kGauge,
-       "",
-       "Textfile helper processes abandoned after the collection's timeout that are still "
-       "alive (the textfile collector is down meanwhile, so the daemon reports them).",
-       {}},
+      describe(families::kBuildInfo),
+      describe(families::kCollectorUp),
+      describe(families::kCollectorDurationSeconds),
+      describe(families::kCollectorLastSuccessTimestampSeconds),
+      describe(families::kCollectorIntervalSeconds),
+      describe(families::kCollectorErrorsTotal),
+      describe(families::kConfigLastReloadSuccessful),
+      describe(families::kConfigLastReloadSuccessTimestampSeconds),
+      describe(families::kHttpRequestsTotal),
+      describe(families::kHttpTlsHandshakeErrorsTotal),
+      describe(families::kHttpConnectionsDroppedTotal),
+      describe(families::kHelperProcesses),
+      describe(families::kTextfileAbandonedHelpers),
   });
   return t;
 }
 
 const MetricTable& SelfMetrics::process_table() {
   static const MetricTable t({
-      {"process_cpu_seconds_total",
-       MetricType::kCounter,
-       "seconds",
-       "Total user and system CPU time spent in seconds.",
-       {}},
-      {"process_resident_memory_bytes",
-       MetricType::kGauge,
-       "bytes",
-       "Resident memory size in bytes.",
-       {}},
-      {"process_virtual_memory_bytes",
-       MetricType::kGauge,
-       "bytes",
-       "Virtual memory size in bytes.",
-       {}},
-      {"process_open_fds", MetricType::kGauge, "", "Number of open file descriptors.", {}},
-      {"process_max_fds", MetricType::kGauge, "", "Maximum number of open file descriptors.", {}},
-      {"process_start_time_seconds",
-       MetricType::kGauge,
-       "seconds",
-       "Start time of the process since unix epoch in seconds.",
-       {}},
+      describe(families::kProcessCpuSecondsTotal),
+      describe(families::kProcessResidentMemoryBytes),
+      describe(families::kProcessVirtualMemoryBytes),
+      describe(families::kProcessOpenFds),
+      describe(families::kProcessMaxFds),
+      describe(families::kProcessStartTimeSeconds),
   });
   return t;
 }
@@ -215,45 +141,43 @@ void SelfMetrics::set_reload_result(bool ok) {
 std::string SelfMetrics::render(const std::vector<CollectorStatus>& statuses,
                                 const std::function<bool(std::string_view)>& include) const {
   MetricSink sink(table());
-  sink.add("nodewatch_build_info", {kVersion, kRevision}, 1);
+  sink.add(families::kBuildInfo, {kVersion, kRevision}, 1);
   for (const CollectorStatus& c : statuses) {
     if (include && !include(c.name)) continue;
-    sink.add("nodewatch_collector_up", {c.name}, c.up ? 1 : 0);
-    sink.add("nodewatch_collector_duration_seconds", {c.name}, c.last_duration_seconds);
-    sink.add("nodewatch_collector_last_success_timestamp_seconds", {c.name},
+    sink.add(families::kCollectorUp, {c.name}, c.up ? 1 : 0);
+    sink.add(families::kCollectorDurationSeconds, {c.name}, c.last_duration_seconds);
+    sink.add(families::kCollectorLastSuccessTimestampSeconds, {c.name},
              c.last_success_unix_seconds);
-    sink.add("nodewatch_collector_interval_seconds", {c.name},
+    sink.add(families::kCollectorIntervalSeconds, {c.name},
              std::chrono::duration<double>(c.interval).count());
     for (const auto& [reason, n] : c.errors)
-      sink.add("nodewatch_collector_errors_total", {c.name, reason}, static_cast<double>(n));
+      sink.add(families::kCollectorErrorsTotal, {c.name, reason}, static_cast<double>(n));
   }
-  sink.add("nodewatch_config_last_reload_successful", {}, reload_ok_ ? 1 : 0);
-  sink.add("nodewatch_config_last_reload_success_timestamp_seconds", {}, reload_success_ts_);
+  sink.add(families::kConfigLastReloadSuccessful, {}, reload_ok_ ? 1 : 0);
+  sink.add(families::kConfigLastReloadSuccessTimestampSeconds, {}, reload_success_ts_);
   for (const auto& [key, n] : requests_)
-    sink.add("nodewatch_http_requests_total", {key.first, std::to_string(key.second)},
+    sink.add(families::kHttpRequestsTotal, {key.first, std::to_string(key.second)},
              static_cast<double>(n));
 
-  sink.add("nodewatch_http_tls_handshake_errors_total", {"failed"},
-           static_cast<double>(tls_failures_));
-  sink.add("nodewatch_http_tls_handshake_errors_total", {"timeout"},
-           static_cast<double>(tls_timeouts_));
+  sink.add(families::kHttpTlsHandshakeErrorsTotal, {"failed"}, static_cast<double>(tls_failures_));
+  sink.add(families::kHttpTlsHandshakeErrorsTotal, {"timeout"}, static_cast<double>(tls_timeouts_));
   for (std::size_t i = 0; i < kDropReasons.size(); ++i)
-    sink.add("nodewatch_http_connections_dropped_total", {std::string(kDropReasons[i])},
+    sink.add(families::kHttpConnectionsDroppedTotal, {std::string(kDropReasons[i])},
              static_cast<double>(drops_[i]));
-  sink.add("nodewatch_helper_processes", {"running"}, static_cast<double>(helper::running()));
-  sink.add("nodewatch_helper_processes", {"abandoned"}, static_cast<double>(helper::abandoned()));
+  sink.add(families::kHelperProcesses, {"running"}, static_cast<double>(helper::running()));
+  sink.add(families::kHelperProcesses, {"abandoned"}, static_cast<double>(helper::abandoned()));
   if (!include || include("textfile"))
-    sink.add("nodewatch_textfile_abandoned_helpers", {},
+    sink.add(families::kTextfileAbandonedHelpers, {},
              static_cast<double>(helper::abandoned("textfile:")));
 
   MetricSink proc(process_table());
   ProcessStats p = read_process_stats();
-  proc.add("process_cpu_seconds_total", {}, p.cpu_seconds);
-  proc.add("process_resident_memory_bytes", {}, p.resident_bytes);
-  proc.add("process_virtual_memory_bytes", {}, p.virtual_bytes);
-  proc.add("process_open_fds", {}, p.open_fds);
-  proc.add("process_max_fds", {}, p.max_fds);
-  proc.add("process_start_time_seconds", {}, start_time_);
+  proc.add(families::kProcessCpuSecondsTotal, {}, p.cpu_seconds);
+  proc.add(families::kProcessResidentMemoryBytes, {}, p.resident_bytes);
+  proc.add(families::kProcessVirtualMemoryBytes, {}, p.virtual_bytes);
+  proc.add(families::kProcessOpenFds, {}, p.open_fds);
+  proc.add(families::kProcessMaxFds, {}, p.max_fds);
+  proc.add(families::kProcessStartTimeSeconds, {}, start_time_);
   return sink.render() + proc.render();
 }
 

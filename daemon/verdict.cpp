@@ -7,6 +7,14 @@
 #include <set>
 #include <tuple>
 
+#include "accelerator/accelerator_metrics.hpp"
+#include "daemon_metrics.hpp"
+#include "interconnect/interconnect_metrics.hpp"
+#include "kernel/kernel_metrics.hpp"
+#include "nic/nic_metrics.hpp"
+#include "pcie/pcie_metrics.hpp"
+#include "storage/storage_metrics.hpp"
+
 namespace nodewatch {
 namespace {
 
@@ -46,17 +54,17 @@ constexpr std::string_view port_state_name(double state) {
 struct Accelerators {
   // The families it reads (whichever rules run).
   static constexpr std::array<std::string_view, 2> kReads = {
-      "nodewatch_accelerator_info", "nodewatch_accelerator_recovery_action"};
+      accelerator::families::kInfo, accelerator::families::kRecoveryAction};
   std::map<std::pair<std::string, std::string>, std::string> component;  // (index, uuid)
   std::map<std::string, std::string> nvml_action;  // component -> kActions word, if not none
 
   explicit Accelerators(const Samples& s) {
-    for (const Sample& x : s.of("nodewatch_accelerator_info")) {
+    for (const Sample& x : s.of(accelerator::families::kInfo)) {
       std::string bus(x.label("pci_bus_id"));
       component[{std::string(x.label("accelerator")), std::string(x.label("uuid"))}] =
           bus.empty() ? std::string(x.label("uuid")) : bus;
     }
-    for (const Sample& x : s.of("nodewatch_accelerator_recovery_action")) {
+    for (const Sample& x : s.of(accelerator::families::kRecoveryAction)) {
       if (x.value != 1) continue;
       std::string_view action = action_of_nvml(x.label("action"));
       if (action != "none") nvml_action[of(x)] = std::string(action);
@@ -206,7 +214,7 @@ struct Rule {
 // --- accelerator ---
 
 void accelerators_enumerated(Check& c) {
-  const auto& info = c.s.of("nodewatch_accelerator_info");
+  const auto& info = c.s.of(accelerator::families::kInfo);
   if (!c.e.accelerator_models.empty()) {
     std::map<std::string, int> have;
     for (const Sample& x : info) have[std::string(x.label("model"))] += 1;
@@ -230,7 +238,7 @@ void accelerators_enumerated(Check& c) {
 }
 
 void accelerators_responding(Check& c) {
-  for (const Sample& x : c.s.of("nodewatch_accelerator_up"))
+  for (const Sample& x : c.s.of(accelerator::families::kUp))
     if (x.value == 0) {
       std::string comp = c.acc.of(x);
       c.add(kAccelerator, comp, "not_responding", c.acc.action(comp, "reset_gpu"),
@@ -239,7 +247,7 @@ void accelerators_responding(Check& c) {
 }
 
 void driver_recovery_action(Check& c) {
-  for (const Sample& x : c.s.of("nodewatch_accelerator_recovery_action")) {
+  for (const Sample& x : c.s.of(accelerator::families::kRecoveryAction)) {
     std::string_view action = action_of_nvml(x.label("action"));
     if (x.value != 1 || action == "none") continue;
     c.add(kAccelerator, c.acc.of(x), "driver_requests_" + std::string(x.label("action")), action,
@@ -248,14 +256,14 @@ void driver_recovery_action(Check& c) {
 }
 
 void row_remap_failed(Check& c) {
-  for (const Sample& x : c.s.of("nodewatch_accelerator_row_remap_failed"))
+  for (const Sample& x : c.s.of(accelerator::families::kRowRemapFailed))
     if (x.value == 1)
       c.add(kAccelerator, c.acc.of(x), "row_remap_failed", "contact_vendor",
             "a memory row could not be remapped: the device needs service");
 }
 
 void row_remap_pending(Check& c) {
-  for (const Sample& x : c.s.of("nodewatch_accelerator_row_remap_pending"))
+  for (const Sample& x : c.s.of(accelerator::families::kRowRemapPending))
     if (x.value == 1) {
       std::string comp = c.acc.of(x);
       c.add(kAccelerator, comp, "row_remap_pending", c.acc.action(comp, "reset_gpu"),
@@ -265,9 +273,9 @@ void row_remap_pending(Check& c) {
 
 void thermal_margin(Check& c) {
   double margin = c.e.threshold("NodewatchAcceleratorThermalMarginLow.celsius");
-  for (const Sample& x : c.s.of("nodewatch_accelerator_temperature_slowdown_celsius")) {
+  for (const Sample& x : c.s.of(accelerator::families::kTemperatureSlowdownCelsius)) {
     double hottest = -INFINITY;
-    for (const Sample& t : c.s.of("nodewatch_accelerator_temperature_celsius"))
+    for (const Sample& t : c.s.of(accelerator::families::kTemperatureCelsius))
       if (t.label("accelerator") == x.label("accelerator") && t.label("uuid") == x.label("uuid") &&
           t.label("sensor") != "memory")
         hottest = std::max(hottest, t.value);
@@ -281,7 +289,7 @@ void thermal_margin(Check& c) {
 
 void nvlinks_active(Check& c) {
   if (!c.e.nvlinks_active) return;
-  for (const Sample& x : c.s.of("nodewatch_accelerator_nvlink_links_active"))
+  for (const Sample& x : c.s.of(accelerator::families::kNvlinkLinksActive))
     if (x.value < *c.e.nvlinks_active) {
       std::string comp = c.acc.of(x);
       c.add(kNvlink, comp, "links_inactive", c.acc.action(comp, "reset_gpu"),
@@ -290,7 +298,7 @@ void nvlinks_active(Check& c) {
 }
 
 void fabric_healthy(Check& c) {
-  for (const Sample& x : c.s.of("nodewatch_accelerator_fabric_healthy"))
+  for (const Sample& x : c.s.of(accelerator::families::kFabricHealthy))
     if (x.value == 0) {
       std::string comp = c.acc.of(x);
       c.add(kNvlink, comp, "fabric_unhealthy", c.acc.action(comp, "reset_gpu"),
@@ -299,7 +307,7 @@ void fabric_healthy(Check& c) {
 }
 
 void fabric_registered(Check& c) {
-  for (const Sample& x : c.s.of("nodewatch_accelerator_fabric_state")) {
+  for (const Sample& x : c.s.of(accelerator::families::kFabricState)) {
     std::string_view state = x.label("state");
     if (x.value == 1 && (state == "not_started" || state == "in_progress"))
       c.add(kNvlink, c.acc.of(x), "fabric_not_registered", "drain",
@@ -312,11 +320,11 @@ void fabric_registered(Check& c) {
 void pcie_links(Check& c) {
   const double busy = c.e.threshold("NodewatchPcieLinkSpeedBelowMaxWhileBusy.busy");
   for (const ExpectedPcie& d : c.e.pcie) {
-    const Sample* w = c.s.find("nodewatch_pcie_link_width", {{"device", d.device}});
+    const Sample* w = c.s.find(pcie::families::kLinkWidth, {{"device", d.device}});
     const Sample* sp =
-        c.s.find("nodewatch_pcie_link_speed_transfers_per_second", {{"device", d.device}});
+        c.s.find(pcie::families::kLinkSpeedTransfersPerSecond, {{"device", d.device}});
     if (w == nullptr && sp == nullptr &&
-        c.s.find("nodewatch_pcie_device_info", {{"device", d.device}}) == nullptr) {
+        c.s.find(pcie::families::kDeviceInfo, {{"device", d.device}}) == nullptr) {
       c.add(kPcie, d.device, "missing", "inspect_hardware", "not on the bus");
       continue;
     }
@@ -327,7 +335,7 @@ void pcie_links(Check& c) {
     // A GPU lowers its link speed when idle: its speed counts only while
     // it is busy (as NodewatchPcieLinkSpeedBelowMaxWhileBusy has it).
     bool idle = false;
-    for (const Sample& u : c.s.of("nodewatch_accelerator_utilization_ratio"))
+    for (const Sample& u : c.s.of(accelerator::families::kUtilizationRatio))
       if (c.acc.of(u) == d.device && u.value < busy) idle = true;
     if (d.speed && !idle && (sp == nullptr || sp->value < *d.speed))
       c.add(kPcie, d.device, "speed_below_expected", "inspect_hardware",
@@ -342,7 +350,7 @@ void fabric_ports(Check& c) {
   for (const ExpectedPort& p : c.e.ports) {
     std::string port = std::to_string(p.port);
     const Sample* st =
-        c.s.find("nodewatch_interconnect_port_state", {{"device", p.device}, {"port", port}});
+        c.s.find(interconnect::families::kPortState, {{"device", p.device}, {"port", port}});
     if (st == nullptr) {
       c.add(kFabric, p.component(), "port_missing", "inspect_hardware", "no such port");
       continue;
@@ -352,7 +360,7 @@ void fabric_ports(Check& c) {
             "state " + std::string(port_state_name(st->value)) + ", expected active");
       continue;
     }
-    const Sample* rate = c.s.find("nodewatch_interconnect_port_rate_bytes_per_second",
+    const Sample* rate = c.s.find(interconnect::families::kPortRateBytesPerSecond,
                                   {{"device", p.device}, {"port", port}});
     if (p.rate && (rate == nullptr || rate->value < *p.rate))
       c.add(kFabric, p.component(), "rate_below_expected", "check_cable",
@@ -365,7 +373,7 @@ void fabric_ports(Check& c) {
 
 void nics(Check& c) {
   for (const ExpectedNic& n : c.e.nics) {
-    const Sample* up = c.s.find("nodewatch_nic_up", {{"interface", n.interface}});
+    const Sample* up = c.s.find(nic::families::kUp, {{"interface", n.interface}});
     if (up == nullptr) {
       c.add(kNic, n.interface, "missing", "inspect_hardware", "no such interface");
       continue;
@@ -374,8 +382,7 @@ void nics(Check& c) {
       c.add(kNic, n.interface, "down", "check_cable", "not up");
       continue;
     }
-    const Sample* sp =
-        c.s.find("nodewatch_nic_speed_bytes_per_second", {{"interface", n.interface}});
+    const Sample* sp = c.s.find(nic::families::kSpeedBytesPerSecond, {{"interface", n.interface}});
     if (n.speed && (sp == nullptr || sp->value < *n.speed))
       c.add(kNic, n.interface, "speed_below_expected", "check_cable",
             (sp ? format_bit_rate(sp->value) : std::string("no speed")) + ", expected " +
@@ -387,7 +394,7 @@ void nics(Check& c) {
 
 void storage_probes(Check& c) {
   std::set<std::string> probed;
-  for (const Sample& x : c.s.of("nodewatch_storage_probe_stuck")) {
+  for (const Sample& x : c.s.of(storage::families::kProbeStuck)) {
     std::string path(x.label("path"));
     probed.insert(path);
     if (x.value == 1) {
@@ -397,7 +404,7 @@ void storage_probes(Check& c) {
     }
     std::string failing;
     bool answered = false;
-    for (const Sample& y : c.s.of("nodewatch_storage_probe_success")) {
+    for (const Sample& y : c.s.of(storage::families::kProbeSuccess)) {
       if (y.label("path") != path) continue;
       answered = true;
       if (y.value != 1)
@@ -417,14 +424,14 @@ void storage_probes(Check& c) {
 
 void nfs_mounts(Check& c) {
   for (const std::string& mp : c.e.nfs_mounts)
-    if (c.s.find("nodewatch_storage_nfs_mount_info", {{"mountpoint", mp}}) == nullptr)
+    if (c.s.find(storage::families::kNfsMountInfo, {{"mountpoint", mp}}) == nullptr)
       c.add(kStorage, mp, "nfs_mount_missing", "check_storage", "not mounted");
 }
 
 // --- kernel ---
 
 void kernel_log_readable(Check& c) {
-  for (const Sample& x : c.s.of("nodewatch_kernel_log_up"))
+  for (const Sample& x : c.s.of(kernel::families::kLogUp))
     if (x.value == 0)
       c.add(kKernel, "", "log_unreadable", "none", "the kernel log cannot be read", true);
 }
@@ -439,7 +446,7 @@ bool application_xid(std::string_view xid) {
 void xids(Check& c) {
   double window = c.e.threshold("NodewatchKernelXidHardware.window");
   for (auto& [key, seen] : c.counters) seen.live = false;
-  for (const Sample& x : c.s.of("nodewatch_kernel_xid_events_total")) {
+  for (const Sample& x : c.s.of(kernel::families::kXidEventsTotal)) {
     std::string_view xid = x.label("xid");
     std::string bus(x.label("pci_bus_id"));
     if (x.value <= 0 || application_xid(xid)) continue;
@@ -467,9 +474,9 @@ void xids(Check& c) {
 // A GPU fallen off the bus that no XID 79 has named already.
 void gpu_fallen_off_bus(Check& c) {
   std::set<std::string, std::less<>> fallen;
-  for (const Sample& x : c.s.of("nodewatch_kernel_xid_events_total"))
+  for (const Sample& x : c.s.of(kernel::families::kXidEventsTotal))
     if (x.value > 0 && x.label("xid") == "79") fallen.insert(std::string(x.label("pci_bus_id")));
-  for (const Sample& x : c.s.of("nodewatch_kernel_events_total")) {
+  for (const Sample& x : c.s.of(kernel::families::kEventsTotal)) {
     std::string dev(x.label("device"));
     if (x.label("event") == "gpu_fallen_off_bus" && x.value > 0 && !fallen.count(dev))
       c.add(kKernel, dev, "gpu_fallen_off_bus", "reboot", "in this boot");
@@ -477,7 +484,7 @@ void gpu_fallen_off_bus(Check& c) {
 }
 
 void memory_uncorrected(Check& c) {
-  for (const Sample& x : c.s.of("nodewatch_memory_uncorrected_errors_total"))
+  for (const Sample& x : c.s.of(kernel::families::kMemoryUncorrectedErrorsTotal))
     if (x.value > 0) {
       std::string comp(x.label("controller"));
       if (!x.label("dimm").empty()) comp += "/" + std::string(x.label("dimm"));
@@ -490,36 +497,36 @@ void memory_uncorrected(Check& c) {
 // here.
 const std::vector<Rule>& rules() {
   static const std::vector<Rule> kRules = {
-      {kAccelerator, {"nodewatch_accelerator_info"}, accelerators_enumerated},
-      {kAccelerator, {"nodewatch_accelerator_up"}, accelerators_responding},
-      {kAccelerator, {"nodewatch_accelerator_recovery_action"}, driver_recovery_action},
-      {kAccelerator, {"nodewatch_accelerator_row_remap_failed"}, row_remap_failed},
-      {kAccelerator, {"nodewatch_accelerator_row_remap_pending"}, row_remap_pending},
+      {kAccelerator, {accelerator::families::kInfo}, accelerators_enumerated},
+      {kAccelerator, {accelerator::families::kUp}, accelerators_responding},
+      {kAccelerator, {accelerator::families::kRecoveryAction}, driver_recovery_action},
+      {kAccelerator, {accelerator::families::kRowRemapFailed}, row_remap_failed},
+      {kAccelerator, {accelerator::families::kRowRemapPending}, row_remap_pending},
       {kAccelerator,
-       {"nodewatch_accelerator_temperature_slowdown_celsius",
-        "nodewatch_accelerator_temperature_celsius"},
+       {accelerator::families::kTemperatureSlowdownCelsius,
+        accelerator::families::kTemperatureCelsius},
        thermal_margin},
-      {kNvlink, {"nodewatch_accelerator_nvlink_links_active"}, nvlinks_active},
-      {kNvlink, {"nodewatch_accelerator_fabric_healthy"}, fabric_healthy},
-      {kNvlink, {"nodewatch_accelerator_fabric_state"}, fabric_registered},
+      {kNvlink, {accelerator::families::kNvlinkLinksActive}, nvlinks_active},
+      {kNvlink, {accelerator::families::kFabricHealthy}, fabric_healthy},
+      {kNvlink, {accelerator::families::kFabricState}, fabric_registered},
       {kPcie,
-       {"nodewatch_pcie_link_width", "nodewatch_pcie_link_speed_transfers_per_second",
-        "nodewatch_pcie_device_info", "nodewatch_accelerator_utilization_ratio"},
+       {pcie::families::kLinkWidth, pcie::families::kLinkSpeedTransfersPerSecond,
+        pcie::families::kDeviceInfo, accelerator::families::kUtilizationRatio},
        pcie_links},
       {kFabric,
-       {"nodewatch_interconnect_port_state", "nodewatch_interconnect_port_rate_bytes_per_second"},
+       {interconnect::families::kPortState, interconnect::families::kPortRateBytesPerSecond},
        fabric_ports},
-      {kNic, {"nodewatch_nic_up", "nodewatch_nic_speed_bytes_per_second"}, nics},
+      {kNic, {nic::families::kUp, nic::families::kSpeedBytesPerSecond}, nics},
       {kStorage,
-       {"nodewatch_storage_probe_stuck", "nodewatch_storage_probe_success"},
+       {storage::families::kProbeStuck, storage::families::kProbeSuccess},
        storage_probes},
-      {kStorage, {"nodewatch_storage_nfs_mount_info"}, nfs_mounts},
-      {kKernel, {"nodewatch_kernel_log_up"}, kernel_log_readable},
-      {kKernel, {"nodewatch_kernel_xid_events_total"}, xids},
+      {kStorage, {storage::families::kNfsMountInfo}, nfs_mounts},
+      {kKernel, {kernel::families::kLogUp}, kernel_log_readable},
+      {kKernel, {kernel::families::kXidEventsTotal}, xids},
       {kKernel,
-       {"nodewatch_kernel_xid_events_total", "nodewatch_kernel_events_total"},
+       {kernel::families::kXidEventsTotal, kernel::families::kEventsTotal},
        gpu_fallen_off_bus},
-      {kKernel, {"nodewatch_memory_uncorrected_errors_total"}, memory_uncorrected},
+      {kKernel, {kernel::families::kMemoryUncorrectedErrorsTotal}, memory_uncorrected},
   };
   return kRules;
 }
@@ -616,31 +623,11 @@ Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorSta
 
 const MetricTable& VerdictEngine::metric_table() {
   static const MetricTable kTable({
-      {"nodewatch_node_healthy",
-       MetricType::kGauge,
-       "",
-       "1 if the subsystem is healthy; 0 if it has a problem or could not be checked.",
-       {"subsystem"}},
-      {"nodewatch_node_problem_info",
-       MetricType::kGauge,
-       "",
-       "A current problem of the node and the action it asks for; always 1.",
-       {"subsystem", "component", "problem", "action"}},
-      {"nodewatch_node_problems",
-       MetricType::kGauge,
-       "",
-       "Current problems of the subsystem, including those beyond the problem_info bound.",
-       {"subsystem"}},
-      {"nodewatch_node_verdict_timestamp_seconds",
-       MetricType::kGauge,
-       "seconds",
-       "Unix time the node verdict was last computed.",
-       {}},
-      {"nodewatch_node_expected",
-       MetricType::kGauge,
-       "",
-       "What the node is expected to have ([expect]), next to what is measured.",
-       {"subsystem", "component", "what"}},
+      describe(families::kNodeHealthy),
+      describe(families::kNodeProblemInfo),
+      describe(families::kNodeProblems),
+      describe(families::kNodeVerdictTimestampSeconds),
+      describe(families::kNodeExpected),
   });
   return kTable;
 }
@@ -649,19 +636,19 @@ void VerdictEngine::render(const Verdict& v, MetricSink& out) const {
   std::array<std::size_t, kSubsystems.size()> counts{};
   for (const Problem& p : v.problems) counts[p.subsystem] += 1;
   for (std::size_t i = 0; i < kSubsystems.size(); ++i)
-    out.add("nodewatch_node_healthy", {kSubsystems[i]}, v.health[i] == Health::kHealthy ? 1 : 0);
+    out.add(families::kNodeHealthy, {kSubsystems[i]}, v.health[i] == Health::kHealthy ? 1 : 0);
   std::size_t listed = 0;
   for (const Problem& p : v.problems) {
     if (listed++ == kMaxProblemSeries) break;
-    out.add("nodewatch_node_problem_info",
+    out.add(families::kNodeProblemInfo,
             {kSubsystems[p.subsystem], p.component, p.problem, p.action}, 1);
   }
   for (std::size_t i = 0; i < kSubsystems.size(); ++i)
-    out.add("nodewatch_node_problems", {kSubsystems[i]}, static_cast<double>(counts[i]));
-  out.add("nodewatch_node_verdict_timestamp_seconds", {}, v.unix_time);
+    out.add(families::kNodeProblems, {kSubsystems[i]}, static_cast<double>(counts[i]));
+  out.add(families::kNodeVerdictTimestampSeconds, {}, v.unix_time);
   const Expectations& e = expect_;
   auto x = [&out](std::string_view sub, std::string_view comp, std::string_view what, double val) {
-    out.add("nodewatch_node_expected", {sub, comp, what}, val);
+    out.add(families::kNodeExpected, {sub, comp, what}, val);
   };
   if (e.accelerator_count) x("accelerator", "", "count", *e.accelerator_count);
   for (const auto& [model, n] : e.accelerator_models) x("accelerator", model, "count", n);
