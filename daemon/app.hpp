@@ -17,7 +17,8 @@ struct CommandLine {
   bool config_explicit = false;  // --config given: a missing file is an error
   bool check_config = false;
   bool once = false;
-  bool list_metrics = false;  // print every metric family that can be exported, and exit
+  bool list_metrics = false;         // print every metric family that can be exported, and exit
+  std::string list_format = "text";  // --list-metrics as text or markdown
   // --check: the node verdict (exit 0 healthy, 1 unhealthy, 2 undecided);
   // --learn-expected: the expect file of this node. Both ask the running
   // daemon first, unless `local`.

@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
   app.add_option("--output", cmd.output, "With --check: table, json or line")->default_str("table");
   app.add_flag("--list-metrics", cmd.list_metrics,
                "Print every metric family nodewatchd can export (name and type) and exit");
+  app.add_option("--format", cmd.list_format,
+                 "With --list-metrics: text (name and type) or markdown (docs/metrics.md)")
+      ->default_str("text");
   app.add_option("--listen", cmd.listen,
                  "Address to listen on (repeatable; overrides server.listen), e.g. 127.0.0.1:9842");
   app.add_option("--web.config.file", cmd.web_config_file,
