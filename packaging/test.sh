@@ -35,14 +35,17 @@ failed=0
 skipped=0
 failures=()
 
-# run_ctest NAME BUILD_DIR CTEST_ARGS...: runs ctest, adds its counts.
+# run_ctest NAME BUILD_DIR CTEST_ARGS...: runs ctest, adds its counts. As
+# many tests at once as there are cores: most wait on a timer, a process
+# or a socket; those that assert how long something takes are RUN_SERIAL
+# (tests/CMakeLists.txt, SERIAL) and run alone.
 run_ctest() {
   local name=$1 dir=$2
   shift 2
   local log
   log=$(mktemp)
   echo "== $name"
-  ctest --test-dir "$dir" --output-on-failure --timeout 120 "$@" 2>&1 | tee "$log" |
+  ctest --test-dir "$dir" --output-on-failure --timeout 120 -j "$jobs" "$@" 2>&1 | tee "$log" |
     grep -E '^(\s*[0-9]+/[0-9]+ Test|.*tests passed|The following|\s+[0-9]+ - )' || true
   local total fail skip
   skip=$(grep -c '(Skipped)' "$log" || true)
