@@ -12,10 +12,16 @@
 
 namespace nodewatch {
 
-WorkerPool::WorkerPool(std::size_t threads, std::string name, std::size_t max_threads)
-    : state_(std::make_shared<State>()),
+WorkerPool::WorkerPool(std::size_t threads, std::string name, std::size_t max_threads, Clock& clock)
+    : clock_(clock),
+      state_(std::make_shared<State>(clock)),
       name_(std::move(name)),
       max_threads_(std::max(threads, max_threads)) {
+  // The alarm may ring after the pool is gone (a thread detached by
+  // shutdown() holds the state): it reaches the state only while it lives.
+  state_->alarm = clock.alarm([weak = std::weak_ptr<State>(state_)] {
+    if (auto s = weak.lock()) wake_timer(*s, /*all=*/true);
+  });
   std::lock_guard lock(state_->mu);
   for (std::size_t i = 0; i < threads; ++i) start_thread();
 }
@@ -97,6 +103,21 @@ std::size_t WorkerPool::busy() const {
   return state_->busy;
 }
 
+bool WorkerPool::settled(std::size_t blocked) const {
+  const State& s = *state_;
+  std::lock_guard lock(s.mu);
+  if (!s.queue.empty() || s.busy != blocked) return false;
+  // Every thread is at rest: idle, waiting for a due time, or in a job (a
+  // thread just started is none of them yet, and kick() does not see it).
+  if (s.running != s.idle + s.busy + (s.timer_waiting ? 1 : 0)) return false;
+  if (s.timed.empty()) return true;
+  // The owner either runs a job (blocked, from the count above) or waits
+  // for a time to come, no later than the first due time.
+  if (s.timer_owner == kNoThread) return false;
+  if (!s.timer_waiting) return true;
+  return s.timer_target <= s.timed.begin()->first.due && s.timer_target > s.clock.now();
+}
+
 void WorkerPool::execute(State& s, std::unique_lock<std::mutex>& lock, std::function<void()> job) {
   ++s.busy;
   lock.unlock();
@@ -121,6 +142,14 @@ void WorkerPool::wait_timer(State& s, std::unique_lock<std::mutex>& lock, Clock:
   // Read under the lock: a wake_timer() after the unlock changes it, and
   // the wait below then returns at once (EAGAIN).
   const std::uint32_t seen = s.timer_word.load(std::memory_order_acquire);
+  if (s.alarm) {
+    // Set after `seen` is read: a ring changes the word and ends the wait.
+    s.alarm->set(due);
+    lock.unlock();
+    ::syscall(SYS_futex, &s.timer_word, FUTEX_WAIT_PRIVATE, seen, nullptr, nullptr, 0);
+    lock.lock();
+    return;
+  }
   lock.unlock();
   // steady_clock is CLOCK_MONOTONIC, FUTEX_WAIT_BITSET's clock (without
   // FUTEX_CLOCK_REALTIME), and its timeout is absolute.
@@ -149,7 +178,7 @@ void WorkerPool::run(std::shared_ptr<State> state, int me) {
       s.timer_owner = me;
       auto first = s.timed.begin();
       const Clock::time_point due = first->first.due;
-      if (due <= Clock::now()) {
+      if (due <= s.clock.now()) {
         auto job = std::move(first->second);
         s.timed.erase(first);
         execute(s, lock, std::move(job));

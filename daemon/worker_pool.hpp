@@ -18,6 +18,10 @@
 // shutdown() waits a bounded time and then detaches what is still running.
 // The threads hold only shared state, so detaching is safe.
 //
+// Due times are on the pool's Clock. On CLOCK_MONOTONIC the timer thread
+// hands its due time to the futex it waits on; on a clock that the tests
+// move, it waits without a timeout and the clock's alarm ends the wait.
+//
 // Thread-safe: every method may be called from any thread.
 
 #include <atomic>
@@ -34,11 +38,12 @@
 #include <utility>
 #include <vector>
 
+#include "clock.hpp"
+
 namespace nodewatch {
 
 class WorkerPool {
  public:
-  using Clock = std::chrono::steady_clock;
   // Names a job of post_at() for cancel().
   struct Timed {
     Clock::time_point due{};
@@ -47,7 +52,9 @@ class WorkerPool {
   };
 
   // `threads` started now; kick() starts more, up to `max_threads`.
-  WorkerPool(std::size_t threads, std::string name, std::size_t max_threads = 0);
+  // `clock` must outlive the pool.
+  WorkerPool(std::size_t threads, std::string name, std::size_t max_threads = 0,
+             Clock& clock = monotonic_clock());
   ~WorkerPool();  // shutdown(0s) if not done yet
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
@@ -68,11 +75,23 @@ class WorkerPool {
   // ones. Returns true when every thread has ended; else they are detached.
   bool shutdown(std::chrono::milliseconds grace);
   std::size_t busy() const;
+  Clock& clock() const { return clock_; }
+  // Nothing runs and nothing is due: every thread idle, waiting for a due
+  // time or in a job; no job queued; the timed jobs either
+  // waited for by the timer thread (its time still to come) or held up by
+  // it running a job; and every job running is one of `blocked` jobs that
+  // wait for the clock. A test that moves the clock waits for this before
+  // it moves it again.
+  bool settled(std::size_t blocked) const;
 
  private:
   static constexpr int kNoThread = -1;
   struct State {
-    std::mutex mu;
+    explicit State(Clock& c) : clock(c) {}
+    Clock& clock;
+    // Null on CLOCK_MONOTONIC; else it ends the timer thread's wait.
+    std::unique_ptr<Clock::Alarm> alarm;
+    mutable std::mutex mu;
     std::condition_variable cv;  // idle threads
     // The timer thread waits on this word (a futex: FUTEX_WAIT_BITSET until
     // the due time), and is woken by its change (wake_timer()). Not a
@@ -98,11 +117,14 @@ class WorkerPool {
   // Under state_->mu.
   void start_thread();
   static void execute(State& s, std::unique_lock<std::mutex>& lock, std::function<void()> job);
-  // Under s.mu: the timer thread's wait ends (every waiter's, with `all`).
+  // The timer thread's wait ends (every waiter's, with `all`). Needs no
+  // lock: the word changes before the wake, and a wait that has not begun
+  // yet sees the change.
   static void wake_timer(State& s, bool all = false);
   // Releases `lock` and waits until `due` or wake_timer(); takes it back.
   static void wait_timer(State& s, std::unique_lock<std::mutex>& lock, Clock::time_point due);
 
+  Clock& clock_;
   std::shared_ptr<State> state_;
   std::string name_;
   std::vector<std::thread> threads_;  // under state_->mu

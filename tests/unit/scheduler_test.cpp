@@ -11,8 +11,10 @@
 
 #include "fakes/fake_collector.hpp"
 #include "snapshot_store.hpp"
+#include "support/clock_driver.hpp"
 #include "support/eventually.hpp"
 #include "support/log_capture.hpp"
+#include "support/manual_clock.hpp"
 #include "worker_pool.hpp"
 
 namespace nodewatch {
@@ -723,100 +725,137 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
+// A pool on a clock that the test moves.
+struct PoolHarness {
+  explicit PoolHarness(std::size_t threads) : pool(threads, "nw-test", 0, clock) {}
+  testing::ManualClock clock;
+  WorkerPool pool;
+  testing::ClockDriver driver{clock, pool};
+};
+
 TEST(WorkerPoolTest, TimedJobsRunAtTheirDueTimesInOrderOnOneThread) {
-  WorkerPool pool(2, "nw-test");
+  PoolHarness h(2);
   std::mutex mu;
   std::vector<std::pair<int, Clock::time_point>> ran;
   std::set<std::thread::id> threads;
-  const auto t0 = Clock::now() + 30ms;
+  const auto t0 = h.clock.now() + 30ms;
   for (int i = 4; i >= 0; --i) {
+    h.pool.post_at(t0 + i * 20ms, [&, i] {
+      std::lock_guard lock(mu);
+      ran.emplace_back(i, h.clock.now());
+      threads.insert(std::this_thread::get_id());
+    });
+  }
+  h.driver.advance(29ms);
+  EXPECT_TRUE(ran.empty());
+  h.driver.advance(1ms);
+  EXPECT_EQ(ran.size(), 1u);
+  h.driver.advance(80ms);
+  std::lock_guard lock(mu);
+  ASSERT_EQ(ran.size(), 5u);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(ran[i].first, i);
+    EXPECT_EQ(ran[i].second, t0 + i * 20ms);
+  }
+  EXPECT_EQ(threads.size(), 1u);  // the thread that waits runs them
+}
+
+// The timer thread's wait on the kernel's clock: the due time is the
+// futex's timeout.
+TEST(WorkerPoolTest, TimedJobsWaitForTheirDueTimesOnTheKernelsClock) {
+  WorkerPool pool(2, "nw-test");
+  std::mutex mu;
+  std::vector<std::pair<int, Clock::time_point>> ran;
+  const auto t0 = std::chrono::steady_clock::now() + 30ms;
+  for (int i = 2; i >= 0; --i) {
     pool.post_at(t0 + i * 20ms, [&, i] {
       std::lock_guard lock(mu);
-      ran.emplace_back(i, Clock::now());
-      threads.insert(std::this_thread::get_id());
+      ran.emplace_back(i, std::chrono::steady_clock::now());
     });
   }
   ASSERT_TRUE(testing::Eventually(
       [&] {
         std::lock_guard lock(mu);
-        return ran.size() == 5;
+        return ran.size() == 3;
       },
       5s));
   std::lock_guard lock(mu);
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(ran[i].first, i);
     EXPECT_GE(ran[i].second, t0 + i * 20ms);
   }
-  EXPECT_EQ(threads.size(), 1u);  // the thread that waits runs them
 }
 
 TEST(WorkerPoolTest, AJobToRunNowIsTakenWhileTheTimerThreadWaits) {
-  WorkerPool pool(2, "nw-test");
+  PoolHarness h(2);
   std::atomic<bool> late{false}, now{false};
-  pool.post_at(Clock::now() + 300ms, [&] { late = true; });
-  std::this_thread::sleep_for(20ms);
-  const auto t0 = Clock::now();
-  pool.post([&] { now = true; });
-  ASSERT_TRUE(testing::Eventually([&] { return now.load(); }, 5s, 1ms));
-  EXPECT_LT(Clock::now() - t0, 200ms);
+  h.pool.post_at(h.clock.now() + 300ms, [&] { late = true; });
+  h.driver.advance(20ms);  // the timer thread waits for it
+  h.pool.post([&] { now = true; });
+  h.driver.settle();  // no time passes
+  EXPECT_TRUE(now.load());
   EXPECT_FALSE(late.load());
-  EXPECT_TRUE(testing::Eventually([&] { return late.load(); }, 5s));
+  h.driver.advance(279ms);
+  EXPECT_FALSE(late.load());
+  h.driver.advance(1ms);
+  EXPECT_TRUE(late.load());
 }
 
 // The timer thread waits for the earliest due time; a job due earlier,
 // posted meanwhile, ends that wait (wake_timer()), and shutdown() ends it
 // too rather than waiting for the due time.
 TEST(WorkerPoolTest, AnEarlierTimedJobAndShutdownEndTheTimerThreadsWait) {
-  WorkerPool pool(2, "nw-test");
+  PoolHarness h(2);
   std::atomic<bool> far{false}, near{false};
-  pool.post_at(Clock::now() + 10s, [&] { far = true; });
-  std::this_thread::sleep_for(30ms);  // the timer thread waits for it
-  const auto t0 = Clock::now();
-  pool.post_at(t0 + 30ms, [&] { near = true; });
-  ASSERT_TRUE(testing::Eventually([&] { return near.load(); }, 5s, 1ms));
-  const auto took = Clock::now() - t0;
-  EXPECT_GE(took, 30ms);
-  EXPECT_LT(took, 1s);
-  std::this_thread::sleep_for(30ms);  // waiting for the far one again
-  const auto t1 = Clock::now();
-  EXPECT_TRUE(pool.shutdown(5s));
-  EXPECT_LT(Clock::now() - t1, 1s);
+  h.pool.post_at(h.clock.now() + 10s, [&] { far = true; });
+  h.driver.advance(30ms);  // the timer thread waits for it
+  const auto t0 = h.clock.now();
+  h.pool.post_at(t0 + 30ms, [&] { near = true; });
+  h.driver.advance(29ms);
+  EXPECT_FALSE(near.load());
+  h.driver.advance(1ms);
+  EXPECT_TRUE(near.load());
+  h.driver.advance(30ms);  // waiting for the far one again
+  const auto t1 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(h.pool.shutdown(5s));
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, 1s);
   EXPECT_FALSE(far.load());
 }
 
 TEST(WorkerPoolTest, KickHandsTheWaitingToAnIdleThread) {
-  WorkerPool pool(2, "nw-test");
-  std::atomic<bool> release{false}, stuck_done{false};
-  std::atomic<bool> other_ran{false};
-  std::atomic<bool> other_before_stuck{false};
-  const auto t0 = Clock::now();
-  // The timer thread takes the first job and is held there.
-  pool.post_at(t0, [&] {
-    while (!release) std::this_thread::sleep_for(1ms);
+  PoolHarness h(2);
+  std::atomic<bool> stuck_done{false}, other_ran{false}, other_before_stuck{false};
+  const auto t0 = h.clock.now();
+  // The timer thread takes the first job and is held there for 1 s.
+  h.pool.post_at(t0, [&] {
+    h.clock.sleep_for(1s);
     stuck_done = true;
   });
-  pool.post_at(t0 + 50ms, [&] {
+  h.pool.post_at(t0 + 50ms, [&] {
     other_before_stuck = !stuck_done.load();
     other_ran = true;
   });
-  std::this_thread::sleep_for(100ms);
+  h.driver.advance(100ms);
   EXPECT_FALSE(other_ran.load());  // due, but its thread is held
-  pool.kick();
-  EXPECT_TRUE(testing::Eventually([&] { return other_ran.load(); }, 5s, 1ms));
-  release = true;
-  EXPECT_TRUE(testing::Eventually([&] { return stuck_done.load(); }, 5s, 1ms));
+  h.pool.kick();
+  h.driver.settle();  // no time passes
+  EXPECT_TRUE(other_ran.load());
   EXPECT_TRUE(other_before_stuck.load());
+  EXPECT_FALSE(stuck_done.load());
+  h.driver.advance(900ms);
+  EXPECT_TRUE(stuck_done.load());
 }
 
 TEST(WorkerPoolTest, ACancelledJobDoesNotRun) {
-  WorkerPool pool(1, "nw-test");
+  PoolHarness h(1);
   std::atomic<int> ran{0};
-  auto t = pool.post_at(Clock::now() + 50ms, [&] { ran += 1; });
-  pool.post_at(Clock::now() + 100ms, [&] { ran += 10; });
-  EXPECT_TRUE(pool.cancel(t));
-  EXPECT_FALSE(pool.cancel(t));
-  EXPECT_TRUE(testing::Eventually([&] { return ran.load() == 10; }, 5s));
-  std::this_thread::sleep_for(50ms);
+  auto t = h.pool.post_at(h.clock.now() + 50ms, [&] { ran += 1; });
+  h.pool.post_at(h.clock.now() + 100ms, [&] { ran += 10; });
+  EXPECT_TRUE(h.pool.cancel(t));
+  EXPECT_FALSE(h.pool.cancel(t));
+  h.driver.advance(99ms);
+  EXPECT_EQ(ran.load(), 0);
+  h.driver.advance(1s);
   EXPECT_EQ(ran.load(), 10);
 }
 
