@@ -455,7 +455,10 @@ void Scheduler::watch_deadlines() {
 
 // Under the lock, on the io thread, when the deadline timer expired: every
 // entry whose check has come is looked at, then the timer is armed for the
-// earliest check left.
+// earliest check left. Checks that find the pool's timer thread held up
+// kick the pool once between them: they find the same thread held, and a
+// second kick would find the thread that the first started, which may have
+// taken a collection that has not overrun.
 void Scheduler::on_timer(Notices& n) {
   const auto now = Clock::now();
   for (const auto& e : entries_) {
@@ -463,6 +466,7 @@ void Scheduler::on_timer(Notices& n) {
     e->check_at = Clock::time_point::max();
     if (auto next = check(*e, now, n)) e->check_at = *next;
   }
+  if (n.kick) pool_->kick();
   // Expired, the timer is disarmed; unless a worker set it again since.
   if (armed_ <= now) armed_ = Clock::time_point::max();
   arm_earliest();
@@ -481,7 +485,7 @@ std::optional<Scheduler::Clock::time_point> Scheduler::check(Entry& e, Clock::ti
     // over; looked at again a budget later.
     if (!e.tick) return std::nullopt;
     if (now >= e.tick->due + check_after(e)) {
-      pool_->kick();
+      n.kick = true;
       return now + check_after(e);
     }
     return e.tick->due + check_after(e);
@@ -494,7 +498,7 @@ std::optional<Scheduler::Clock::time_point> Scheduler::check(Entry& e, Clock::ti
   if (!e.stalled && now >= e.since + kStallBudget) {
     // Collections due meanwhile go to another thread; this one waits on.
     e.stalled = true;
-    pool_->kick();
+    n.kick = true;
     return e.deadline;
   }
   return e.stalled ? e.deadline : std::min(e.deadline, e.since + kStallBudget);
@@ -513,7 +517,7 @@ void Scheduler::on_deadline(Entry& e, Notices& n) {
   failures_.failed(e.job.name, e.status.last_error);
   // The thread that waits for the pool's due times may be this one: another
   // takes over, so that the collectors beside it keep their intervals.
-  pool_->kick();
+  n.kick = true;
   mark_ran(e, n);
   n.state = n.state || was_up;
   n.result = true;

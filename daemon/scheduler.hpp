@@ -148,6 +148,7 @@ class Scheduler {
     bool state = false;
     bool result = false;
     bool first_round = false;
+    bool kick = false;  // on_timer() kicks the pool, once
   };
 
   // A worker's job: the collection of `e` due at `due`.
