@@ -90,10 +90,10 @@ double unix_now() {
 }  // namespace
 
 namespace {
-// Arms `fd` to expire at `at` (steady_clock is CLOCK_MONOTONIC), or
-// disarms it. A timerfd is reset by every settime, expired or not: a
-// disarmed timer is no longer readable.
-void set_timer(int fd, std::optional<std::chrono::steady_clock::time_point> at) {
+// Arms `fd` to expire at `at` (on CLOCK_MONOTONIC), or disarms it. A
+// timerfd is reset by every settime, expired or not: a disarmed timer is
+// no longer readable.
+void set_timer(int fd, std::optional<Clock::time_point> at) {
   if (fd < 0) return;
   itimerspec spec{};
   if (at) {
@@ -106,14 +106,16 @@ void set_timer(int fd, std::optional<std::chrono::steady_clock::time_point> at) 
 }
 }  // namespace
 
-Scheduler::Scheduler(asio::io_context& io, SnapshotStore& store, std::size_t workers)
+Scheduler::Scheduler(asio::io_context& io, SnapshotStore& store, std::size_t workers, Clock& clock)
     : io_(io),
       store_(store),
-      origin_(Clock::now()),
+      clock_(clock),
+      origin_(clock.now()),
       life_(std::make_shared<Life>()),
-      pool_(std::make_unique<WorkerPool>(workers, "nw-collect")),
-      timer_(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) {
-  if (timer_.get() < 0)
+      pool_(std::make_unique<WorkerPool>(workers, "nw-collect", 0, clock)),
+      alarm_(clock.alarm([this] { on_alarm(); })),
+      timer_(alarm_ ? -1 : ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) {
+  if (!alarm_ && timer_.get() < 0)
     spdlog::error(
         "scheduler: no deadline timer ({}); a collect that overruns is found out only when it "
         "returns",
@@ -202,7 +204,7 @@ void Scheduler::start(std::vector<CollectorJob> jobs) {
       fresh.push_back(e);
     }
     entries_ = std::move(next);
-    if (timer_.get() < 0 && !entries_.empty()) {
+    if (!alarm_ && timer_.get() < 0 && !entries_.empty()) {
       spdlog::error(
           "scheduler: no deadline timer; a collect that overruns is found out only when it "
           "returns");
@@ -234,7 +236,7 @@ void Scheduler::start(std::vector<CollectorJob> jobs) {
     // Every fresh collector runs at once, then on the grid. Timed jobs too:
     // a first collection that blocks hands the others to another thread
     // like any other (kStallBudget).
-    const auto now = Clock::now();
+    const auto now = clock_.now();
     for (auto& e : fresh) schedule_tick(e, now);
   }
   notify(life_, notices);
@@ -274,8 +276,8 @@ bool Scheduler::shutdown_workers(std::chrono::milliseconds grace) {
   return all;
 }
 
-Scheduler::Clock::time_point Scheduler::next_due_after(Clock::time_point t,
-                                                       std::chrono::milliseconds interval) const {
+Clock::time_point Scheduler::next_due_after(Clock::time_point t,
+                                            std::chrono::milliseconds interval) const {
   const Clock::duration step = interval;
   if (step <= Clock::duration::zero()) return t;
   const auto since = std::max(Clock::duration::zero(), t - origin_);
@@ -325,6 +327,11 @@ void Scheduler::arm_earliest() {
 // Under the lock: the timer armed for `at`, disarmed for max.
 void Scheduler::arm(Clock::time_point at) {
   armed_ = at;
+  if (alarm_) {
+    ++timer_sets_;
+    alarm_->set(at);
+    return;
+  }
   if (timer_.get() < 0) return;
   ++timer_sets_;
   set_timer(timer_.get(),
@@ -334,7 +341,7 @@ void Scheduler::arm(Clock::time_point at) {
 // How long after its start (or its due time, before it starts) a
 // collection is looked at by the io thread: its stall budget, or its
 // timeout when that is shorter.
-Scheduler::Clock::duration Scheduler::check_after(const Entry& e) {
+Clock::duration Scheduler::check_after(const Entry& e) {
   return std::min<Clock::duration>(e.job.timeout, kStallBudget);
 }
 
@@ -351,7 +358,7 @@ void Scheduler::run_tick(const std::shared_ptr<Life>& life, const std::shared_pt
     // A collect from before a reload is still running (stuck in the kernel,
     // say): wait for it rather than run two at once.
     e->status.errors["skipped_overlap"]++;
-    schedule_tick(e, next_due_after(Clock::now(), e->job.interval));
+    schedule_tick(e, next_due_after(clock_.now(), e->job.interval));
     return;
   }
   *e->busy = true;
@@ -360,7 +367,7 @@ void Scheduler::run_tick(const std::shared_ptr<Life>& life, const std::shared_pt
   e->cancel = false;
   const std::uint64_t run_id = ++e->run_id;
   e->due = due;
-  e->started = Clock::now();
+  e->started = clock_.now();
   // Started on time (a worker's wake-up after the due time): the budget
   // and the deadline count from the due time, and the timer armed for it
   // when it was queued stands. Late: they count from the start, and the
@@ -369,9 +376,10 @@ void Scheduler::run_tick(const std::shared_ptr<Life>& life, const std::shared_pt
   const Clock::time_point deadline = e->deadline = e->since + e->job.timeout;
   e->stalled = false;
   if (e->since != due) set_check(*e, e->since + check_after(*e));
+  // Read under the lock: once it is released, the scheduler may go.
+  const Clock::time_point t0 = clock_.now();
   lock.unlock();
 
-  const auto t0 = Clock::now();
   Result r = run_collect(*e, deadline);
   lock.lock();
   if (!life->alive) return;
@@ -389,14 +397,14 @@ void Scheduler::run_tick(const std::shared_ptr<Life>& life, const std::shared_pt
     // interval and the next collection's time, which half an interval more
     // covers.
     const auto horizon = e->job.interval + e->job.interval / 2 + std::chrono::milliseconds(250);
-    if (store_.gzip_expected(e->job.name, Clock::now(), horizon)) {
+    if (store_.gzip_expected(e->job.name, clock_.now(), horizon)) {
       lock.unlock();  // a scrape's statuses() does not wait for a deflate
       r.rendered->ensure_deflated();
       lock.lock();
       if (!life->alive) return;
     }
   }
-  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.seconds = std::chrono::duration<double>(clock_.now() - t0).count();
   Notices notices;
   finish(e, run_id, std::move(r), notices);
   lock.unlock();
@@ -453,6 +461,21 @@ void Scheduler::watch_deadlines() {
                      });
 }
 
+// On the thread that moved the clock, when the alarm that stands for the
+// deadline timer rang: the io thread looks at the checks, as it does when
+// the timer expires.
+void Scheduler::on_alarm() {
+  asio::post(io_, [this, life = life_] {
+    Notices notices;
+    {
+      std::lock_guard lock(life->mu);
+      if (!life->alive) return;  // the scheduler may be gone
+      on_timer(notices);
+    }
+    notify(life, notices);
+  });
+}
+
 // Under the lock, on the io thread, when the deadline timer expired: every
 // entry whose check has come is looked at, then the timer is armed for the
 // earliest check left. Checks that find the pool's timer thread held up
@@ -460,7 +483,7 @@ void Scheduler::watch_deadlines() {
 // second kick would find the thread that the first started, which may have
 // taken a collection that has not overrun.
 void Scheduler::on_timer(Notices& n) {
-  const auto now = Clock::now();
+  const auto now = clock_.now();
   for (const auto& e : entries_) {
     if (e->check_at > now) continue;
     e->check_at = Clock::time_point::max();
@@ -475,8 +498,7 @@ void Scheduler::on_timer(Notices& n) {
 // Under the lock, on the io thread, at the entry's check: the collect in
 // flight is past its stall budget, or its deadline; or the one queued has
 // not started by its due time and budget. Returns when to look again.
-std::optional<Scheduler::Clock::time_point> Scheduler::check(Entry& e, Clock::time_point now,
-                                                             Notices& n) {
+std::optional<Clock::time_point> Scheduler::check(Entry& e, Clock::time_point now, Notices& n) {
   if (e.stopped) return std::nullopt;
   if (!e.status.in_flight) {
     // The thread that waits for due times is held up (a collect that
@@ -511,7 +533,7 @@ void Scheduler::on_deadline(Entry& e, Notices& n) {
   bool was_up = e.status.up;
   e.status.up = false;
   e.status.errors["timeout"]++;
-  e.status.last_duration_seconds = std::chrono::duration<double>(Clock::now() - e.started).count();
+  e.status.last_duration_seconds = std::chrono::duration<double>(clock_.now() - e.started).count();
   e.status.last_error = "collect did not finish within " + format_duration(e.job.timeout);
   store_.withdraw(e.job.name);
   failures_.failed(e.job.name, e.status.last_error);
@@ -533,7 +555,7 @@ void Scheduler::finish(const std::shared_ptr<Entry>& entry, std::uint64_t run_id
   // The check stays set until schedule_tick() below sets it for the next
   // collection; should it come before, check() finds nothing in flight.
   if (e.stopped) return;
-  const auto now = Clock::now();
+  const auto now = clock_.now();
   // Due times that passed while it ran were skipped; the next is the first
   // one after now.
   const std::uint64_t skipped = skipped_by(e.due, now, e.job.interval);
@@ -645,7 +667,7 @@ std::size_t Scheduler::running_collects() const {
 
 std::vector<CollectorStatus> Scheduler::statuses() const {
   std::lock_guard lock(life_->mu);
-  const auto now = Clock::now();
+  const auto now = clock_.now();
   std::vector<CollectorStatus> out;
   out.reserve(entries_.size());
   for (auto& e : entries_) {

@@ -31,6 +31,11 @@
 // time, a collection costs the io thread nothing, and collectors due
 // together one timerfd_settime between them (the timer moves only when
 // the earliest check does).
+//
+// Time is the scheduler's Clock, which its pool shares: CLOCK_MONOTONIC in
+// the daemon; in tests, one they move (then an alarm of that clock stands
+// for the timerfd). The deadline a collector is given, and the times
+// handed to the snapshot store (gzip_expected()), are on that clock.
 
 #include <chrono>
 #include <cstdint>
@@ -43,6 +48,7 @@
 #include <vector>
 
 #include "asio.hpp"
+#include "clock.hpp"
 #include "nodewatch/collector.hpp"
 #include "nodewatch/failure_log.hpp"
 #include "nodewatch/unique_fd.hpp"
@@ -88,7 +94,9 @@ class Scheduler {
   static constexpr std::chrono::milliseconds kOnTime{2};
 
   // `workers`: the pool's threads at start (it grows when collections stall).
-  Scheduler(asio::io_context& io, SnapshotStore& store, std::size_t workers = 2);
+  // `clock` must outlive the scheduler and the collects it abandons.
+  Scheduler(asio::io_context& io, SnapshotStore& store, std::size_t workers = 2,
+            Clock& clock = monotonic_clock());
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -133,7 +141,6 @@ class Scheduler {
   std::uint64_t deadline_timer_sets() const;
 
  private:
-  using Clock = std::chrono::steady_clock;
   struct Entry;
   struct Result;
   // Shared with the workers' jobs, which may outlive the scheduler (a
@@ -166,6 +173,8 @@ class Scheduler {
   void arm(Clock::time_point at);
   // The io thread's watch of the deadline timer.
   void watch_deadlines();
+  // The alarm that stands for the deadline timer rang.
+  void on_alarm();
   void on_timer(Notices& n);
   std::optional<Clock::time_point> check(Entry& e, Clock::time_point now, Notices& n);
   void on_deadline(Entry& e, Notices& n);
@@ -183,6 +192,7 @@ class Scheduler {
 
   asio::io_context& io_;
   SnapshotStore& store_;
+  Clock& clock_;
   const Clock::time_point origin_;  // the grid of due times
   std::shared_ptr<Life> life_;
   std::unique_ptr<WorkerPool> pool_;
@@ -195,9 +205,11 @@ class Scheduler {
   std::function<void()> result_cb_;
   bool first_round_done_ = false;
   std::uint64_t entries_built_ = 0;
-  // One CLOCK_MONOTONIC timer for every entry's checks, armed for the
-  // earliest (`armed_`, max when disarmed); -1 when it could not be made
-  // (then a collect that overruns is found out when it returns).
+  // One timer for every entry's checks, armed for the earliest (`armed_`,
+  // max when disarmed): the clock's alarm, or on CLOCK_MONOTONIC (no
+  // alarm) a timerfd; -1 when that could not be made (then a collect that
+  // overruns is found out when it returns).
+  std::unique_ptr<Clock::Alarm> alarm_;
   UniqueFd timer_;
   Clock::time_point armed_ = Clock::time_point::max();
   std::uint64_t timer_sets_ = 0;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nodewatch/collector.hpp"
+#include "support/manual_clock.hpp"
 
 namespace nodewatch::testing {
 
@@ -35,9 +36,11 @@ class FakeCollector : public Collector {
     }
     int call = ++calls_;
     auto sleep = sleep_.load();
-    // Sleeps in slices and ignores cancellation when `ignore_cancel`, like a
-    // read blocked in the kernel.
-    auto until = std::chrono::steady_clock::now() + sleep;
+    // On a test's clock: blocked for that clock's time, whatever the
+    // cancellation, like a read in the kernel. Else sleeps in slices and
+    // ignores cancellation when `ignore_cancel`.
+    if (clock_ != nullptr) clock_->sleep_for(sleep);
+    auto until = std::chrono::steady_clock::now() + (clock_ != nullptr ? sleep.zero() : sleep);
     while (std::chrono::steady_clock::now() < until) {
       if (!ignore_cancel_ && ctx.should_stop()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -80,6 +83,8 @@ class FakeCollector : public Collector {
   std::atomic<int> active_{0};
   std::atomic<int> max_active_{0};
   Shared* shared_ = nullptr;
+  // The clock that `sleep_` is on; the real one when null.
+  ManualClock* clock_ = nullptr;
 
  private:
   static void Track(int now, std::atomic<int>& max) {
