@@ -28,6 +28,16 @@ SCANNED = ("daemon", "collectors")
 IDENT = re.compile(r"[A-Za-z0-9_]")
 
 
+def end_of_quoted(src, i):
+    """Where the literal opened by the quote at src[i] ends (one past its
+    closing quote), an escaped quote taken as part of it; at the end of
+    the line when it is not closed."""
+    j = i + 1
+    while j < len(src) and src[j] != src[i] and src[j] != "\n":
+        j += 2 if src[j] == "\\" else 1
+    return j + 1
+
+
 def blank(src):
     """`src` with comments, literals and preprocessor lines turned into
     spaces; newlines are kept, so offsets and line numbers do not move."""
@@ -83,10 +93,7 @@ def blank(src):
                 close = src.find(")" + delim + '"', open_paren)
                 j = n if close < 0 else close + len(delim) + 2
             else:
-                j = i + 1
-                while j < n and src[j] != '"' and src[j] != "\n":
-                    j += 2 if src[j] == "\\" else 1
-                j += 1
+                j = end_of_quoted(src, i)
             wipe(i, j)
             i = j
         elif c == "'":
@@ -97,10 +104,7 @@ def blank(src):
             if k + 1 < i and src[k + 1].isdigit():
                 i += 1
                 continue
-            j = i + 1
-            while j < n and src[j] != "'" and src[j] != "\n":
-                j += 2 if src[j] == "\\" else 1
-            j += 1
+            j = end_of_quoted(src, i)
             wipe(i, j)
             i = j
         else:
