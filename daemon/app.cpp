@@ -22,12 +22,12 @@
 #include "logging.hpp"
 #include "node_health.hpp"
 #include "nodewatch/helper.hpp"
-#include "nodewatch/version.hpp"
 #include "router.hpp"
 #include "scheduler.hpp"
 #include "self_metrics.hpp"
 #include "snapshot_store.hpp"
 #include "systemd.hpp"
+#include "version.hpp"
 
 namespace nodewatch {
 namespace {

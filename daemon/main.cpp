@@ -5,7 +5,7 @@
 
 #include "app.hpp"
 #include "nodewatch/helper.hpp"
-#include "nodewatch/version.hpp"
+#include "version.hpp"
 
 int main(int argc, char** argv) {
   // A replacement helper launcher (nodewatch/helper.hpp) runs from here and

@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "config.hpp"
-#include "nodewatch/version.hpp"
+#include "version.hpp"
 
 namespace nodewatch {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "daemon_metrics.hpp"
 #include "nodewatch/helper.hpp"
-#include "nodewatch/version.hpp"
+#include "version.hpp"
 
 namespace nodewatch {
 namespace {

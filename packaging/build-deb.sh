@@ -29,10 +29,10 @@ mkdir -p "$src"
 (cd "$root" && git ls-files -z --cached | tar --null --no-recursion -cf - -T -) | tar -xf - -C "$src"
 rm -rf "$src/debian"
 cp -r "$root/packaging/debian" "$src/debian"
-# The revision the binary reports: the checkout's, as a plain build has it.
-rev=$(cd "$root" && git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-(cd "$src" && git init -q && git add -A >/dev/null && \
-  git -c user.name=build -c user.email=build@localhost commit -qm "$rev" >/dev/null)
+# The revision the binary reports: the checkout's, as a plain build has it
+# (debian/rules passes it to CMake).
+NODEWATCH_REVISION=$(cd "$root" && git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+export NODEWATCH_REVISION
 # All cores (debhelper builds with one job unless told).
 export DEB_BUILD_OPTIONS="${DEB_BUILD_OPTIONS:+$DEB_BUILD_OPTIONS }parallel=$(nproc)"
 (cd "$src" && dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1) || {

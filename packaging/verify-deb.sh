@@ -37,7 +37,10 @@ grep -qx /etc/nodewatch/nodewatch.toml /var/lib/dpkg/info/nodewatch.conffiles ||
   fail "/etc/nodewatch/nodewatch.toml is not a conffile"
 /usr/sbin/nodewatchd --check-config --config /etc/nodewatch/nodewatch.toml | grep -q '^configuration OK' ||
   fail "the installed nodewatchd refuses the installed configuration"
-/usr/sbin/nodewatchd --version >/dev/null || fail "nodewatchd --version"
+# The revision it reports is the checkout's, as a plain build reports it.
+rev=$(cd "$root" && git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+version=$(/usr/sbin/nodewatchd --version) || fail "nodewatchd --version"
+[[ $version == *"(revision $rev)"* ]] || fail "nodewatchd --version says '$version', not revision $rev"
 grep -q '^Documentation=man:nodewatchd(8)' /lib/systemd/system/nodewatch.service ||
   fail "the unit does not name the man page"
 # Enabled (by dh_installsystemd's postinst), the socket left off.
