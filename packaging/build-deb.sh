@@ -21,7 +21,7 @@ flock 9
 rm -rf "$work"
 mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
-export CCACHE_BASEDIR="$work"
+export CCACHE_BASEDIR="$work" CCACHE_STATSLOG="$work/ccache.log"
 src="$work/nodewatch"
 mkdir -p "$src"
 # The source: what git tracks (a checkout's build directories stay out).
@@ -40,6 +40,13 @@ export DEB_BUILD_OPTIONS="${DEB_BUILD_OPTIONS:+$DEB_BUILD_OPTIONS }parallel=$(np
   echo "dpkg-buildpackage failed" >&2
   exit 1
 }
+# What the compiler cache served: packaging/test.sh compiles its plain
+# build with the package's flags, so that the cache it filled serves every
+# object.
+if [[ -s "$work/ccache.log" ]]; then
+  CCACHE_STATSLOG="$work/ccache.log" ccache --show-log-stats 2>/dev/null |
+    grep -Ei '^ *(hits|misses):' | sed 's/^ */package build: compiler cache /'
+fi
 version=$(cd "$src" && dpkg-parsechangelog -S Version)
 arch=$(dpkg-architecture -qDEB_HOST_ARCH)
 deb="nodewatch_${version}_${arch}.deb"

@@ -27,6 +27,10 @@ if command -v ccache >/dev/null; then
   export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
   export CCACHE_DIR="${CCACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/nodewatch-ccache}"
   export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-8G}"
+  # -Werror does not change an object, and the package's build (which
+  # leaves it out) can then take the plain build's objects. A warning the
+  # cache replays still fails the build (build(), below).
+  export CCACHE_IGNOREOPTIONS=-Werror
   ccache --zero-stats >/dev/null
 fi
 
@@ -84,16 +88,48 @@ check() {
   fi
 }
 
+# build DIR CMAKE_ARGS...: configures and builds "${targets[@]}" (all when
+# empty). A compiler warning fails it, one replayed from the cache too.
 build() {
   local dir=$1
   shift
-  cmake -S . -B "$dir" -G Ninja -DNODEWATCH_WERROR=ON -DNODEWATCH_BUILD_TESTS=ON "$@" >/dev/null &&
-    ninja -C "$dir" -j "$jobs" "${targets[@]}"
+  cmake -S . -B "$dir" -G Ninja -DNODEWATCH_WERROR=ON -DNODEWATCH_BUILD_TESTS=ON "$@" >/dev/null || return 1
+  local log rc=0
+  log=$(mktemp)
+  ninja -C "$dir" -j "$jobs" "${targets[@]}" 2>&1 | tee "$log" || rc=1
+  if grep -q ': warning: ' "$log"; then
+    echo "the build printed a compiler warning (above)" >&2
+    rc=1
+  fi
+  rm -f "$log"
+  return $rc
 }
 
-echo "== build (RelWithDebInfo, -Werror)"
+# debian_flags: CMake arguments that compile as the Debian package's build
+# does: Debian's flags (dpkg-buildflags) with packaging/debian/rules'
+# DEB_BUILD_MAINT_OPTIONS, CPPFLAGS appended to CXXFLAGS as debhelper's
+# cmake build system appends them, and no build type. The plain build
+# uses them, so that it tests the objects the package ships and the
+# package's build (packaging/verify-deb.sh) finds them all in the compiler
+# cache but version.cpp. Without dpkg-buildflags: RelWithDebInfo.
+debian_flags() {
+  if ! command -v dpkg-buildflags >/dev/null; then
+    echo -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    return
+  fi
+  local maint
+  maint=$(sed -nE 's/^export DEB_BUILD_MAINT_OPTIONS *= *//p' packaging/debian/rules)
+  local cxx cpp ld
+  cxx=$(DEB_BUILD_MAINT_OPTIONS=$maint dpkg-buildflags --get CXXFLAGS)
+  cpp=$(DEB_BUILD_MAINT_OPTIONS=$maint dpkg-buildflags --get CPPFLAGS)
+  ld=$(DEB_BUILD_MAINT_OPTIONS=$maint dpkg-buildflags --get LDFLAGS)
+  printf '%s\n' -DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=$cxx${cpp:+ $cpp}" "-DCMAKE_EXE_LINKER_FLAGS=$ld"
+}
+
+echo "== build (Debian's package flags, -Werror)"
 targets=()
-if ! build build -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
+mapfile -t plain_flags < <(debian_flags)
+if ! build build "${plain_flags[@]}"; then
   echo "0 passed, 1 failed"
   exit 1
 fi
