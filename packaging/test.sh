@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # README command 2: installs what is missing, builds, and runs the whole test
 # suite: unit, integration and end-to-end tests (warnings are errors), the
-# scheduler tests under ThreadSanitizer, the unit tests under Address- and
-# UndefinedBehaviorSanitizer, every parser's libFuzzer harness for a few
-# seconds, and the packaging checks. Ends with one line
+# tests of concurrent code under ThreadSanitizer, the unit tests under
+# Address- and UndefinedBehaviorSanitizer, every parser's libFuzzer harness
+# for a few seconds, and the packaging checks. Ends with one line
 # "N passed, N failed, N skipped". Exit status 0 only when everything passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -137,11 +137,15 @@ took "the build"
 run_ctest "unit, integration and end-to-end tests" build -LE benchmark
 took "the tests"
 
+# The sanitizer builds: unoptimised, with line tables only (-g1): a
+# sanitizer's report names file and line; full debug information took a
+# fifth more compile time and longer links.
 echo "== build (ThreadSanitizer)"
 targets=(tests_tsan)
-if build build-tsan -DCMAKE_BUILD_TYPE=Debug -DNODEWATCH_SANITIZE=thread; then
+if build build-tsan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DNODEWATCH_SANITIZE=thread; then
   took "the ThreadSanitizer build"
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_ctest "scheduler and NVML backend under ThreadSanitizer" build-tsan -L unit
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    run_ctest "the tests of concurrent code (TSAN in tests/unit/CMakeLists.txt) under ThreadSanitizer" build-tsan -L unit
   took "the ThreadSanitizer tests"
 else
   failed=$((failed + 1)); failures+=("ThreadSanitizer build")
@@ -151,7 +155,7 @@ echo "== build (AddressSanitizer, UndefinedBehaviorSanitizer, libFuzzer; Clang)"
 # Built with Clang, every object with libFuzzer's coverage instrumentation,
 # so that the unit tests and the fuzz harnesses (tests/fuzz) share one tree.
 targets=(tests_unit fuzzers)
-if build build-asan -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
+if build build-asan -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
   "-DNODEWATCH_SANITIZE=address,undefined" -DNODEWATCH_FUZZ=ON; then
   took "the sanitizer build"
   ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
