@@ -8,7 +8,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -510,7 +512,7 @@ TEST(DaemonTest, ReadsTheRealKernelLogWithCapSyslogAloneAsTheUnitGrantsIt) {
   TempDir dir;
   ::chmod(dir.path().c_str(), 0755);
   std::filesystem::create_directories(dir.path() / "state");
-  ::chown((dir.path() / "state").c_str(), 65534, 65534);
+  ASSERT_EQ(::chown((dir.path() / "state").c_str(), 65534, 65534), 0) << std::strerror(errno);
   std::string config;
   for (const CollectorSpec& spec : builtin_collectors())
     if (spec.name != "kernel")
