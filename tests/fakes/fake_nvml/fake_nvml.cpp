@@ -55,12 +55,14 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <type_traits>
 #include <vector>
 
 #include "accelerator/nvml/nvml_api.hpp"
+#include "nvml_field_ids.hpp"
 
 namespace nvml = nodewatch::accelerator::nvml;
 
@@ -656,35 +658,59 @@ nvml::Return get_reasons(const char* function, nvml::Device dev, unsigned long l
 }
 
 #ifndef FAKE_NVML_OLD_DRIVER
-// Which field ids a driver of `branch` knows, and what the ones whose
-// meaning moved mean there: this fake's own reading of NVML's headers
-// (gen/nvml/nvml.h in the history of NVIDIA's go-nvml; 12.2 = R535,
-// 12.4 = R550, 12.5 = R555, 12.6 = R560, 12.8 = R570, 12.9 = R575,
-// 13.0 = R580, 13.1 = R590), kept apart from the backend's table
-// (collectors/accelerator/nvml/nvml_fields.cpp) on purpose.
+// Field ids: NVIDIA's headers', read into tests/fixtures/nvml/field_ids.txt,
+// never the backend's (nvml_api.hpp, nvml_fields.cpp), so that an id the
+// backend gets wrong is answered with another field's value.
+using nodewatch::testing::nvml_h::fi;
+
+// The NVML header a driver of `branch` came with; an older branch is taken
+// as the oldest header read, a newer one as 13.1 (13.2 changed the GPM
+// metric count, which is not modelled).
+std::string_view nvml_header_of(unsigned branch) {
+  struct Generation {
+    unsigned branch;
+    std::string_view header;
+  };
+  static constexpr std::array<Generation, 8> kGenerations = {{
+      {535, "12.2"},
+      {550, "12.4"},
+      {555, "12.5"},
+      {560, "12.6"},
+      {570, "12.8"},
+      {575, "12.9"},
+      {580, "13.0"},
+      {590, "13.1"},
+  }};
+  std::string_view header = kGenerations.front().header;
+  for (const Generation& g : kGenerations)
+    if (branch >= g.branch) header = g.header;
+  return header;
+}
+
+// What a driver of `branch` answers for field `id`: what that driver's
+// header defines `id` as, or nothing (INVALID_ARGUMENT) when it does not.
 enum class Meaning { kUnknown, kDerived, kClockEventNs, kPowerSmoothing };
 struct FieldMeaning {
   Meaning meaning;
   unsigned k = 0;  // kClockEventNs: 3, 4, 5 (the multiplier); kPowerSmoothing: its ordinal
 };
 FieldMeaning meaning_of(unsigned branch, unsigned id) {
-  // First branch that knows an id that never moved.
-  unsigned since = 0;
-  if (id == 197 || id == 198) since = 555;               // PCIE_COUNT_TX/RX_BYTES (12.5)
-  if (id >= 201 && id <= 222) since = 560;               // NVLink5 counters (12.6)
-  if (id == nvml::kFieldGpuRecoveryAction) since = 570;  // 12.8
-  if (id >= 231 && id <= 234) since = 575;               // C2C errors (12.9)
-  if (id >= 251 && id <= 253) {
-    if (branch >= 575 && branch < 590) return {Meaning::kClockEventNs, id - 251 + 3};
-    if (branch >= 570) return {Meaning::kPowerSmoothing, id - 251 + 1};  // 12.8, 13.1+: 251-268
-    return {Meaning::kUnknown};
-  }
-  if (id >= 269 && id <= 271) {
-    if (branch >= 590) return {Meaning::kClockEventNs, id - 269 + 3};
-    if (branch >= 575) return {Meaning::kPowerSmoothing, id - 256 + 1};  // 12.9/13.0: 256-273
-    return {Meaning::kUnknown};
-  }
-  return {branch >= since ? Meaning::kDerived : Meaning::kUnknown};
+  namespace h = nodewatch::testing::nvml_h;
+  const std::string_view header = nvml_header_of(branch);
+  const h::FieldId* f = h::defined(id, header);
+  if (f == nullptr) return {Meaning::kUnknown};
+  static constexpr std::array<std::string_view, 3> kClockEventTimes = {
+      "NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN",
+      "NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN",
+      "NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN",
+  };
+  for (unsigned k = 0; k < kClockEventTimes.size(); ++k)
+    if (f->name == kClockEventTimes[k]) return {Meaning::kClockEventNs, k + 3};
+  // Power smoothing (251-268 in 12.8 and from 13.1, 256-273 in 12.9/13.0):
+  // numbered from its first field, ENABLED.
+  if (f->name.starts_with("NVML_FI_PWR_SMOOTHING_"))
+    return {Meaning::kPowerSmoothing, id - h::id_in("NVML_FI_PWR_SMOOTHING_ENABLED", header) + 1};
+  return {Meaning::kDerived};
 }
 
 template <typename Ull, typename Ui>
@@ -747,48 +773,49 @@ template <typename Ull, typename Ui>
 void fill_derived(unsigned i, nvml::FieldValue& f, unsigned links, unsigned link, const Ull& ull,
                   const Ui& ui) {
   switch (f.field_id) {
-    case nvml::kFieldClocksEventSwPowerCapNs: ull((i + 1ull) * 1000000000ull); break;
-    case nvml::kFieldClocksEventSyncBoostNs: ull((i + 1ull) * 2000000000ull); break;
-    case nvml::kFieldGpuRecoveryAction: ui(g_state.recovery_action[i]); break;
-    case nvml::kFieldMemoryTemp:
+    case fi("NVML_FI_DEV_PERF_POLICY_POWER"): ull((i + 1ull) * 1000000000ull); break;
+    case fi("NVML_FI_DEV_PERF_POLICY_SYNC_BOOST"): ull((i + 1ull) * 2000000000ull); break;
+    case fi("NVML_FI_DEV_GET_GPU_RECOVERY_ACTION"): ui(g_state.recovery_action[i]); break;
+    case fi("NVML_FI_DEV_MEMORY_TEMP"):
       f.value_type = nvml::kValueTypeSignedInt;
       f.value.si_val = static_cast<int>(40 + i);
       break;
-    case nvml::kFieldPcieCountTxBytes: ull(1000000000000ull + i * 1000000000ull); break;
-    case nvml::kFieldPcieCountRxBytes: ull(2000000000000ull + i * 1000000000ull); break;
-    case nvml::kFieldC2cLinkCount:
+    case fi("NVML_FI_DEV_PCIE_COUNT_TX_BYTES"): ull(1000000000000ull + i * 1000000000ull); break;
+    case fi("NVML_FI_DEV_PCIE_COUNT_RX_BYTES"): ull(2000000000000ull + i * 1000000000ull); break;
+    case fi("NVML_FI_DEV_C2C_LINK_COUNT"):
       if (links == 0)
         f.nvml_return = nvml::kErrorNotSupported;
       else
         ui(links);
       break;
-    case nvml::kFieldC2cLinkStatus:
-    case nvml::kFieldC2cLinkErrorIntr:
-    case nvml::kFieldC2cLinkErrorReplay:
+    case fi("NVML_FI_DEV_C2C_LINK_GET_STATUS"):
+    case fi("NVML_FI_DEV_C2C_LINK_ERROR_INTR"):
+    case fi("NVML_FI_DEV_C2C_LINK_ERROR_REPLAY"):
       if (link >= links)
         f.nvml_return = links == 0 ? nvml::kErrorNotSupported : nvml::kErrorInvalidArgument;
-      else if (f.field_id == nvml::kFieldC2cLinkStatus)
+      else if (f.field_id == fi("NVML_FI_DEV_C2C_LINK_GET_STATUS"))
         ui(link % 2 == 0 ? 1 : 0);
-      else if (f.field_id == nvml::kFieldC2cLinkErrorIntr)
+      else if (f.field_id == fi("NVML_FI_DEV_C2C_LINK_ERROR_INTR"))
         ull(i + link);
       else
         ull(10ull * link);
       break;
-    case nvml::kFieldNvlinkLinkCount:
+    case fi("NVML_FI_DEV_NVLINK_LINK_COUNT"):
       if (g_state.nvlinks[i] == 0)
         f.nvml_return = nvml::kErrorNotSupported;
       else
         ui(g_state.nvlinks[i]);
       break;
-    case nvml::kFieldNvlinkSpeedMBps:
-    case nvml::kFieldNvlinkThroughputDataTx:
-    case nvml::kFieldNvlinkThroughputDataRx:
+    case fi("NVML_FI_DEV_NVLINK_GET_SPEED"):
+    case fi("NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX"):
+    case fi("NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX"):
       if (link >= g_state.nvlinks[i])
         f.nvml_return = nvml::kErrorNotSupported;
-      else if (f.field_id == nvml::kFieldNvlinkSpeedMBps)
+      else if (f.field_id == fi("NVML_FI_DEV_NVLINK_GET_SPEED"))
         ui(g_state.nvlink5[i] ? 50000 : 25000);
       else
-        ull((f.field_id == nvml::kFieldNvlinkThroughputDataTx ? 1000ull : 2000ull) * (i + 1) +
+        ull((f.field_id == fi("NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX") ? 1000ull : 2000ull) *
+                (i + 1) +
             link);
       break;
     default: {
@@ -799,19 +826,19 @@ void fill_derived(unsigned i, nvml::FieldValue& f, unsigned links, unsigned link
         const char* type;  // null: a byte counter
       };
       static constexpr std::array<Nvlink5, 13> kNvlink5 = {{
-          {nvml::kFieldNvlinkCountXmitBytes, nullptr},
-          {nvml::kFieldNvlinkCountRcvBytes, nullptr},
-          {nvml::kFieldNvlinkCountSymbolErrors, "symbol"},
-          {nvml::kFieldNvlinkCountEffectiveErrors, "effective"},
-          {nvml::kFieldNvlinkCountLinkRecoveryEvents, "recovery"},
-          {nvml::kFieldNvlinkCountLinkRecoveryFailedEvents, "recovery_failed"},
-          {nvml::kFieldNvlinkCountMalformedPacketErrors, "malformed_packet"},
-          {nvml::kFieldNvlinkCountBufferOverrunErrors, "buffer_overrun"},
-          {nvml::kFieldNvlinkCountRcvErrors, "receive"},
-          {nvml::kFieldNvlinkCountRcvRemoteErrors, "receive_remote"},
-          {nvml::kFieldNvlinkCountRcvGeneralErrors, "receive_general"},
-          {nvml::kFieldNvlinkCountLocalLinkIntegrityErrors, "local_link_integrity"},
-          {nvml::kFieldNvlinkCountXmitDiscards, "transmit_discard"},
+          {fi("NVML_FI_DEV_NVLINK_COUNT_XMIT_BYTES"), nullptr},
+          {fi("NVML_FI_DEV_NVLINK_COUNT_RCV_BYTES"), nullptr},
+          {fi("NVML_FI_DEV_NVLINK_COUNT_SYMBOL_ERRORS"), "symbol"},
+          {fi("NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS"), "effective"},
+          {fi("NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_EVENTS"), "recovery"},
+          {fi("NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS"), "recovery_failed"},
+          {fi("NVML_FI_DEV_NVLINK_COUNT_MALFORMED_PACKET_ERRORS"), "malformed_packet"},
+          {fi("NVML_FI_DEV_NVLINK_COUNT_BUFFER_OVERRUN_ERRORS"), "buffer_overrun"},
+          {fi("NVML_FI_DEV_NVLINK_COUNT_RCV_ERRORS"), "receive"},
+          {fi("NVML_FI_DEV_NVLINK_COUNT_RCV_REMOTE_ERRORS"), "receive_remote"},
+          {fi("NVML_FI_DEV_NVLINK_COUNT_RCV_GENERAL_ERRORS"), "receive_general"},
+          {fi("NVML_FI_DEV_NVLINK_COUNT_LOCAL_LINK_INTEGRITY_ERRORS"), "local_link_integrity"},
+          {fi("NVML_FI_DEV_NVLINK_COUNT_XMIT_DISCARDS"), "transmit_discard"},
       }};
       const Nvlink5* known = nullptr;
       for (const Nvlink5& n : kNvlink5)
@@ -822,7 +849,8 @@ void fill_derived(unsigned i, nvml::FieldValue& f, unsigned links, unsigned link
       } else if (link >= g_state.nvlinks[i]) {
         f.nvml_return = nvml::kErrorNotSupported;
       } else if (known->type == nullptr) {
-        ull((f.field_id == nvml::kFieldNvlinkCountXmitBytes ? 1000000000ull : 2000000000ull) *
+        ull((f.field_id == fi("NVML_FI_DEV_NVLINK_COUNT_XMIT_BYTES") ? 1000000000ull
+                                                                     : 2000000000ull) *
                 (i + 1) +
             link);
       } else {
