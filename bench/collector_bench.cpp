@@ -18,9 +18,9 @@
 #include <string>
 
 #include "accelerator/accelerator_collector.hpp"
-#include "accelerator/nvlink_metrics.hpp"
 #include "accelerator/nvml/nvml_service.hpp"
 #include "exposition.hpp"
+#include "interconnect/nvlink_metrics.hpp"
 #include "pcie/pcie_collector.hpp"
 #include "ratio_reporter.hpp"
 #include "storage/storage_collector.hpp"
@@ -82,7 +82,7 @@ BENCHMARK(BM_Accelerator_Nvml8Gpu_EmitOnly)->Unit(benchmark::kMicrosecond)->UseR
 // the interconnect collector reads them, rendered and deflated.
 template <class Fill>
 std::size_t NvlinkRenderDeflate(Fill fill) {
-  MetricSink sink(accelerator::nvlink_metric_table());
+  MetricSink sink(interconnect::nvlink_metric_table());
   fill(sink);
   auto rendered = make_rendered(sink.render());
   benchmark::DoNotOptimize(rendered->deflated().data());
@@ -91,7 +91,7 @@ std::size_t NvlinkRenderDeflate(Fill fill) {
 
 void BM_Nvlink_8Gpu18Links_Collect(benchmark::State& state) {
   setenv("FAKE_NVML_SCENARIO", (kFixtures / "nvml" / "eight_gpus.scenario").c_str(), 1);
-  accelerator::NvlinkMetrics m(std::make_shared<accelerator::NvmlService>(FAKE_NVML_LIBRARY));
+  interconnect::NvlinkMetrics m(std::make_shared<accelerator::NvmlService>(FAKE_NVML_LIBRARY));
   auto collect = [&m](MetricSink& sink) { m.collect(Context(), sink); };
   NvlinkRenderDeflate(collect);
   std::size_t series = 0;
@@ -105,9 +105,9 @@ void BM_Nvlink_8Gpu18Links_EmitOnly(benchmark::State& state) {
   setenv("FAKE_NVML_SCENARIO", (kFixtures / "nvml" / "eight_gpus.scenario").c_str(), 1);
   accelerator::NvmlService nvml(FAKE_NVML_LIBRARY);
   const std::vector<accelerator::DeviceSample> samples = nvml.sample_nvlinks(Context());
-  accelerator::NvlinkErrorTotals totals;
+  interconnect::NvlinkErrorTotals totals;
   auto emit = [&samples, &totals](MetricSink& sink) {
-    accelerator::emit_nvlinks(samples, totals, false, sink);
+    interconnect::emit_nvlinks(samples, totals, false, sink);
   };
   std::size_t series = 0;
   for (auto _ : state) series = NvlinkRenderDeflate(emit);

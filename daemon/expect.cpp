@@ -347,7 +347,7 @@ std::string format_bit_rate(double bytes) {
 const FamilySet& learn_families() {
   static const FamilySet kFamilies = family_set({
       accelerator::families::kInfo,
-      accelerator::families::kNvlinkLinksActive,
+      interconnect::families::kNvlinkLinksActive,
       pcie::families::kDeviceInfo,
       pcie::families::kLinkWidth,
       pcie::families::kLinkSpeedTransfersPerSecond,
@@ -383,7 +383,7 @@ Learned learn_expectations(const Samples& s) {
     e.accelerator_count = static_cast<int>(info.size());
     for (const Sample& x : info) e.accelerator_models[std::string(x.label("model"))] += 1;
   }
-  const auto& links = s.of(accelerator::families::kNvlinkLinksActive);
+  const auto& links = s.of(interconnect::families::kNvlinkLinksActive);
   if (!links.empty()) {
     double lo = links.front().value, hi = lo;
     for (const Sample& x : links) lo = std::min(lo, x.value), hi = std::max(hi, x.value);

@@ -289,7 +289,7 @@ void thermal_margin(Check& c) {
 
 void nvlinks_active(Check& c) {
   if (!c.e.nvlinks_active) return;
-  for (const Sample& x : c.s.of(accelerator::families::kNvlinkLinksActive))
+  for (const Sample& x : c.s.of(interconnect::families::kNvlinkLinksActive))
     if (x.value < *c.e.nvlinks_active) {
       std::string comp = c.acc.of(x);
       c.add(kNvlink, comp, "links_inactive", c.acc.action(comp, "reset_gpu"),
@@ -506,7 +506,7 @@ const std::vector<Rule>& rules() {
        {accelerator::families::kTemperatureSlowdownCelsius,
         accelerator::families::kTemperatureCelsius},
        thermal_margin},
-      {kNvlink, {accelerator::families::kNvlinkLinksActive}, nvlinks_active},
+      {kNvlink, {interconnect::families::kNvlinkLinksActive}, nvlinks_active},
       {kNvlink, {accelerator::families::kFabricHealthy}, fabric_healthy},
       {kNvlink, {accelerator::families::kFabricState}, fabric_registered},
       {kPcie,

@@ -1,8 +1,8 @@
 #pragma once
-// The metric families the accelerator collector emits (NVLink's too: the interconnect collector
-// reads the links through the accelerator's NVML service): each declared once, here. The
-// collector's table is built from these and it emits through them; whatever else reads a family
-// (the node verdict, the expect file, docs/metrics.md) refers to the constant.
+// The metric families the accelerator collector emits (the NVLink links' are the interconnect
+// collector's: interconnect_metrics.hpp): each declared once, here. The collector's table is
+// built from these and it emits through them; whatever else reads a family (the node verdict,
+// the expect file, docs/metrics.md) refers to the constant.
 
 #include "nodewatch/metric.hpp"
 
@@ -294,63 +294,5 @@ inline constexpr Family kPodResourcesUp{"nodewatch_accelerator_pod_resources_up"
                                         "1 if the kubelet's pod-resources API answered the last "
                                         "List, 0 if it failed; absent where its socket is absent.",
                                         {}};
-
-inline constexpr Family kNvlinkUp{
-    "nodewatch_nvlink_up",
-    MetricType::kGauge,
-    "",
-    "1 if the NVLink link is active, 0 if the driver reports it inactive.",
-    {"accelerator", "uuid", "link"}};
-
-inline constexpr Family kNvlinkSpeedBytesPerSecond{
-    "nodewatch_nvlink_speed_bytes_per_second",
-    MetricType::kGauge,
-    "bytes_per_second",
-    "Speed of the NVLink link, per direction, as the driver reports it.",
-    {"accelerator", "uuid", "link"}};
-
-inline constexpr Family kNvlinkTransmittedBytesTotal{
-    "nodewatch_nvlink_transmitted_bytes_total",
-    MetricType::kCounter,
-    "bytes",
-    "Data bytes sent over the NVLink link (NVLink5 byte counter, else the data throughput counter "
-    "in KiB).",
-    {"accelerator", "uuid", "link"}};
-
-inline constexpr Family kNvlinkReceivedBytesTotal{"nodewatch_nvlink_received_bytes_total",
-                                                  MetricType::kCounter,
-                                                  "bytes",
-                                                  "Data bytes received over the NVLink link.",
-                                                  {"accelerator", "uuid", "link"}};
-
-inline constexpr Family kNvlinkErrorsTotal{
-    "nodewatch_nvlink_errors_total",
-    MetricType::kCounter,
-    "",
-    "NVLink errors of the accelerator's links together, by type: crc_flit, crc_data, replay, "
-    "recovery, ecc (up to Hopper); symbol, effective, recovery, recovery_failed and the receive "
-    "and transmit errors (NVLink5).",
-    {"accelerator", "uuid", "type"}};
-
-inline constexpr Family kNvlinkLinkErrorsTotal{
-    "nodewatch_nvlink_link_errors_total",
-    MetricType::kCounter,
-    "",
-    "NVLink errors per link and type, as nodewatch_nvlink_errors_total; only with "
-    "collectors.interconnect.nvlink_link_errors.",
-    {"accelerator", "uuid", "link", "type"}};
-
-inline constexpr Family kNvlinkLinks{"nodewatch_accelerator_nvlink_links",
-                                     MetricType::kGauge,
-                                     "",
-                                     "NVLink links the driver reports for the accelerator.",
-                                     {"accelerator", "uuid"}};
-
-inline constexpr Family kNvlinkLinksActive{
-    "nodewatch_accelerator_nvlink_links_active",
-    MetricType::kGauge,
-    "",
-    "NVLink links of the accelerator that are active; compare with the expected count.",
-    {"accelerator", "uuid"}};
 
 }  // namespace nodewatch::accelerator::families

@@ -22,18 +22,18 @@ const MetricTable& interconnect_metric_table() {
   static const MetricTable kTable = [] {
     std::vector<MetricDesc> descs;
     // One list per part, concatenated.
-    for (auto part : {&IbPorts::metric_descs, &accelerator::nvlink_metric_descs}) {
+    for (auto part : {&IbPorts::metric_descs, &nvlink_metric_descs}) {
       for (MetricDesc& d : part()) descs.push_back(std::move(d));
     }
     // NVLink's families keep the names of what they measure (see
     // nvlink_metrics.hpp): declared as borrowed, so the lint checks them.
-    return MetricTable(std::move(descs), accelerator::nvlink_metric_prefixes());
+    return MetricTable(std::move(descs), nvlink_metric_prefixes());
   }();
   return kTable;
 }
 
 InterconnectCollector::InterconnectCollector(std::unique_ptr<IbPorts> ib,
-                                             std::unique_ptr<accelerator::NvlinkMetrics> nvlink)
+                                             std::unique_ptr<NvlinkMetrics> nvlink)
     : ib_(std::move(ib)), nvlink_(std::move(nvlink)) {}
 
 const MetricTable& InterconnectCollector::metrics() const {
@@ -77,12 +77,12 @@ const CollectorSpec& interconnect_collector_spec() {
                                                   std::chrono::steady_clock::now,
                                                   std::move(counters)),
           // The process's NVML service, shared with the accelerator collector.
-          o.nvlink ? std::make_unique<accelerator::NvlinkMetrics>(
+          o.nvlink ? std::make_unique<interconnect::NvlinkMetrics>(
                          accelerator::nvml_service(env), o.nvlink_link_errors,
                          // The error sums' last values outlive a rebuilt collector.
-                         env.service<accelerator::NvlinkErrorTotals>(
+                         env.service<interconnect::NvlinkErrorTotals>(
                              "nvlink",
-                             [] { return std::make_shared<accelerator::NvlinkErrorTotals>(); }))
+                             [] { return std::make_shared<interconnect::NvlinkErrorTotals>(); }))
                    : nullptr);
     };
     return spec;

@@ -1,7 +1,7 @@
 #pragma once
 // The interconnect collector: the fabric between nodes (InfiniBand and RoCE
 // ports, ib_ports.hpp) and between accelerators (NVLink, through the NVLink
-// questions of the process's NVML service: accelerator/nvlink_metrics.hpp). Each
+// questions of the process's NVML service: interconnect/nvlink_metrics.hpp). Each
 // source is a part with its own declarations (a function returning
 // std::vector<MetricDesc>) and its own collect(); the collector's table is
 // their concatenation, so that a part is added without touching the others.
@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "accelerator/nvlink_metrics.hpp"
 #include "interconnect/ib_ports.hpp"
+#include "interconnect/nvlink_metrics.hpp"
 #include "nodewatch/collector.hpp"
 
 namespace nodewatch {
@@ -47,7 +47,7 @@ class InterconnectCollector final : public Collector {
  public:
   // `nvlink` may be null (NVLink off).
   explicit InterconnectCollector(std::unique_ptr<IbPorts> ib,
-                                 std::unique_ptr<accelerator::NvlinkMetrics> nvlink = nullptr);
+                                 std::unique_ptr<NvlinkMetrics> nvlink = nullptr);
 
   const MetricTable& metrics() const override;
   void collect(const CollectContext& ctx, MetricSink& out) override;
@@ -56,7 +56,7 @@ class InterconnectCollector final : public Collector {
 
  private:
   std::unique_ptr<IbPorts> ib_;
-  std::unique_ptr<accelerator::NvlinkMetrics> nvlink_;
+  std::unique_ptr<NvlinkMetrics> nvlink_;
 };
 
 }  // namespace interconnect

@@ -1,7 +1,8 @@
 #pragma once
-// The metric families the interconnect collector emits for InfiniBand and RoCE ports: each declared
-// once, here. The collector's table is built from these and it emits through them; whatever else
-// reads a family (the node verdict, the expect file, docs/metrics.md) refers to the constant.
+// The metric families the interconnect collector emits for InfiniBand and RoCE ports and for
+// NVLink links: each declared once, here. The collector's table is built from these and it emits
+// through them; whatever else reads a family (the node verdict, the expect file, docs/metrics.md)
+// refers to the constant.
 
 #include "nodewatch/metric.hpp"
 
@@ -229,5 +230,65 @@ inline constexpr Family kHwCountersTotal{"nodewatch_interconnect_hw_counters_tot
                                          "Driver hw_counters without a curated name, by counter; "
                                          "port 0 is the device-level hw_counters.",
                                          {"device", "port", "counter"}};
+
+// NVLink (nvlink_metrics.hpp): named for what they measure, not with the collector's
+// prefix; the collector's table declares the prefixes as borrowed.
+inline constexpr Family kNvlinkUp{
+    "nodewatch_nvlink_up",
+    MetricType::kGauge,
+    "",
+    "1 if the NVLink link is active, 0 if the driver reports it inactive.",
+    {"accelerator", "uuid", "link"}};
+
+inline constexpr Family kNvlinkSpeedBytesPerSecond{
+    "nodewatch_nvlink_speed_bytes_per_second",
+    MetricType::kGauge,
+    "bytes_per_second",
+    "Speed of the NVLink link, per direction, as the driver reports it.",
+    {"accelerator", "uuid", "link"}};
+
+inline constexpr Family kNvlinkTransmittedBytesTotal{
+    "nodewatch_nvlink_transmitted_bytes_total",
+    MetricType::kCounter,
+    "bytes",
+    "Data bytes sent over the NVLink link (NVLink5 byte counter, else the data throughput counter "
+    "in KiB).",
+    {"accelerator", "uuid", "link"}};
+
+inline constexpr Family kNvlinkReceivedBytesTotal{"nodewatch_nvlink_received_bytes_total",
+                                                  MetricType::kCounter,
+                                                  "bytes",
+                                                  "Data bytes received over the NVLink link.",
+                                                  {"accelerator", "uuid", "link"}};
+
+inline constexpr Family kNvlinkErrorsTotal{
+    "nodewatch_nvlink_errors_total",
+    MetricType::kCounter,
+    "",
+    "NVLink errors of the accelerator's links together, by type: crc_flit, crc_data, replay, "
+    "recovery, ecc (up to Hopper); symbol, effective, recovery, recovery_failed and the receive "
+    "and transmit errors (NVLink5).",
+    {"accelerator", "uuid", "type"}};
+
+inline constexpr Family kNvlinkLinkErrorsTotal{
+    "nodewatch_nvlink_link_errors_total",
+    MetricType::kCounter,
+    "",
+    "NVLink errors per link and type, as nodewatch_nvlink_errors_total; only with "
+    "collectors.interconnect.nvlink_link_errors.",
+    {"accelerator", "uuid", "link", "type"}};
+
+inline constexpr Family kNvlinkLinks{"nodewatch_accelerator_nvlink_links",
+                                     MetricType::kGauge,
+                                     "",
+                                     "NVLink links the driver reports for the accelerator.",
+                                     {"accelerator", "uuid"}};
+
+inline constexpr Family kNvlinkLinksActive{
+    "nodewatch_accelerator_nvlink_links_active",
+    MetricType::kGauge,
+    "",
+    "NVLink links of the accelerator that are active; compare with the expected count.",
+    {"accelerator", "uuid"}};
 
 }  // namespace nodewatch::interconnect::families

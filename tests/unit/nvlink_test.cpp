@@ -17,15 +17,18 @@
 #include <vector>
 
 #include "accelerator/accelerator_collector.hpp"
-#include "accelerator/nvlink_metrics.hpp"
 #include "accelerator/nvml/nvml_service.hpp"
 #include "config.hpp"
 #include "interconnect/interconnect_collector.hpp"
+#include "interconnect/nvlink_metrics.hpp"
 #include "support/collector_test.hpp"
 
 namespace nodewatch::accelerator {
 namespace {
 
+using interconnect::nvlink_metric_prefixes;
+using interconnect::nvlink_metric_table;
+using interconnect::NvlinkMetrics;
 using nodewatch::testing::ExpectConformant;
 using nodewatch::testing::ExpectWellFormedTable;
 using namespace std::chrono_literals;

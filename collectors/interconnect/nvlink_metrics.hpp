@@ -1,6 +1,6 @@
 #pragma once
 // NVLink metrics: per accelerator and link, from the NVLink questions of the
-// process's NVML service (nvml/nvml_service.hpp). The interconnect
+// process's NVML service (accelerator/nvml/nvml_service.hpp). The interconnect
 // collector owns one and emits these series with its own; the accelerator
 // collector asks the same service its device questions and no NVLink one,
 // so no link is asked twice and no GPU gets a second session or thread.
@@ -38,8 +38,10 @@
 #include "nodewatch/metric.hpp"
 
 namespace nodewatch::accelerator {
-
 class NvmlService;
+}  // namespace nodewatch::accelerator
+
+namespace nodewatch::interconnect {
 
 std::vector<MetricDesc> nvlink_metric_descs();
 // The prefixes of the families above, for a table that carries them:
@@ -55,7 +57,7 @@ class NvlinkErrorTotals {
  public:
   // Takes this collection's per-link counts of `d`; returns the sum per
   // type over every link read so far, in type order.
-  std::vector<std::pair<std::string, double>> update(const DeviceSample& d);
+  std::vector<std::pair<std::string, double>> update(const accelerator::DeviceSample& d);
 
  private:
   std::mutex mu_;
@@ -66,13 +68,13 @@ class NvlinkErrorTotals {
 // Adds the NVLink series of `devices` (samples with their links filled in)
 // to `sink`, and reports their partial failures. `totals` keeps the error
 // counts between collections; `link_errors` adds the per-link series.
-void emit_nvlinks(const std::vector<DeviceSample>& devices, NvlinkErrorTotals& totals,
+void emit_nvlinks(const std::vector<accelerator::DeviceSample>& devices, NvlinkErrorTotals& totals,
                   bool link_errors, MetricSink& sink);
 
 class NvlinkMetrics {
  public:
   // `totals`: null for one of its own (tests).
-  explicit NvlinkMetrics(std::shared_ptr<NvmlService> nvml, bool link_errors = false,
+  explicit NvlinkMetrics(std::shared_ptr<accelerator::NvmlService> nvml, bool link_errors = false,
                          std::shared_ptr<NvlinkErrorTotals> totals = nullptr);
 
   // Adds every NVLink series to `sink`. A library that cannot be used is
@@ -82,9 +84,9 @@ class NvlinkMetrics {
   void collect(const CollectContext& ctx, MetricSink& sink);
 
  private:
-  std::shared_ptr<NvmlService> nvml_;
+  std::shared_ptr<accelerator::NvmlService> nvml_;
   bool link_errors_;
   std::shared_ptr<NvlinkErrorTotals> totals_;
 };
 
-}  // namespace nodewatch::accelerator
+}  // namespace nodewatch::interconnect

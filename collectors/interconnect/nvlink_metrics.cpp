@@ -1,12 +1,16 @@
-#include "accelerator/nvlink_metrics.hpp"
+#include "interconnect/nvlink_metrics.hpp"
 
 #include <exception>
 #include <utility>
 
-#include "accelerator/accelerator_metrics.hpp"
 #include "accelerator/nvml/nvml_service.hpp"
+#include "interconnect/interconnect_metrics.hpp"
 
-namespace nodewatch::accelerator {
+namespace nodewatch::interconnect {
+
+using accelerator::DeviceSample;
+using accelerator::NvlinkSample;
+using accelerator::NvmlService;
 
 std::vector<MetricDesc> nvlink_metric_descs() {
   const std::vector<std::string> link = {"accelerator", "uuid", "link"};
@@ -98,4 +102,4 @@ void NvlinkMetrics::collect(const CollectContext& ctx, MetricSink& sink) {
   emit_nvlinks(devices, *totals_, link_errors_, sink);
 }
 
-}  // namespace nodewatch::accelerator
+}  // namespace nodewatch::interconnect
