@@ -64,9 +64,9 @@ ReadResult read_identity(const sources::FsRoot& root, const std::string& dir,
       *text = std::move(r.text);
       return std::nullopt;
     }
-    if (!r.failed()) return ReadResult::kVanished;
+    if (!r.failed()) return ReadResult::kGone;
     problems->push_back({"read_error", reading(r, name)});
-    return ReadResult::kFailed;
+    return ReadResult::kError;
   };
   std::string vendor_text;
   std::string device_text;
@@ -76,7 +76,7 @@ ReadResult read_identity(const sources::FsRoot& root, const std::string& dir,
   std::optional<std::string> device = parse_pci_id(device_text);
   if (!vendor || !device) {
     problems->push_back({"parse_error", malformed(vendor ? "device" : "vendor")});
-    return ReadResult::kFailed;
+    return ReadResult::kError;
   }
   identity->vendor_id = std::move(*vendor);
   identity->device_id = std::move(*device);
@@ -86,7 +86,7 @@ ReadResult read_identity(const sources::FsRoot& root, const std::string& dir,
   if (driver.failed()) problems->push_back({"read_error", reading(driver, "driver")});
   identity->numa_node.clear();
   Read numa = root.read(dir + "/numa_node");
-  if (numa.status == Status::kGone) return ReadResult::kVanished;
+  if (numa.status == Status::kGone) return ReadResult::kGone;
   if (numa.failed()) problems->push_back({"read_error", reading(numa, "numa_node")});
   if (numa.ok()) {
     if (std::optional<std::string> node = parse_numa_node(numa.text)) {
@@ -177,13 +177,13 @@ ReadResult read_link_state(sources::HeldFiles& files, const std::string& dir,
     if (!record->aer[i]) record->problems.push_back({"parse_error", malformed(kAerFiles[i])});
   }
 
-  if (gone) return ReadResult::kVanished;
+  if (gone) return ReadResult::kGone;
   // An attribute that went missing may have been a device removed under us
   // rather than an attribute this function lacks.
   if (absent) {
     Read vendor = files.root().read(dir + "/vendor");
     if (vendor.status == Status::kAbsent || vendor.status == Status::kGone)
-      return ReadResult::kVanished;
+      return ReadResult::kGone;
   }
   return ReadResult::kOk;
 }
@@ -191,14 +191,14 @@ ReadResult read_link_state(sources::HeldFiles& files, const std::string& dir,
 ReadResult read_function(sources::HeldFiles& files, const std::string& dir,
                          FunctionRecord* record) {
   Read cls = files.root().read(dir + "/class");
-  if (cls.status == Status::kAbsent || cls.status == Status::kGone) return ReadResult::kVanished;
+  if (cls.status == Status::kAbsent || cls.status == Status::kGone) return ReadResult::kGone;
   if (cls.failed()) {
     record->problems.push_back({"read_error", reading(cls, "class")});
-    return ReadResult::kFailed;
+    return ReadResult::kError;
   }
   if (!parse_pci_class(cls.text)) {
     record->problems.push_back({"parse_error", malformed("class")});
-    return ReadResult::kFailed;
+    return ReadResult::kError;
   }
   record->class_id = std::string(trim(cls.text));
   ReadResult r = read_identity(files.root(), dir, &record->identity, &record->problems);
@@ -238,7 +238,7 @@ void PcieCollector::collect(const CollectContext& ctx, MetricSink& out) {
 // physfn. Counts what failed, with the function as the subject.
 PcieCollector::FactsResult PcieCollector::read_class_facts(const std::string& bdf, Facts& facts,
                                                            MetricSink& out) {
-  if (facts.class_read) return facts.pci_class ? FactsResult::kOk : FactsResult::kFailed;
+  if (facts.class_read) return facts.pci_class ? FactsResult::kOk : FactsResult::kError;
   if (facts.listed) {
     const std::string link = std::string(kDevicesDir) + "/" + bdf;
     Read real = sys_.resolve(link);
@@ -247,26 +247,26 @@ PcieCollector::FactsResult PcieCollector::read_class_facts(const std::string& bd
     } else if (real.err == EINVAL) {
       facts.dir = link;  // a plain directory (a copy of sysfs): no ports above it
     } else if (!real.failed()) {
-      return FactsResult::kVanished;  // a dangling link: gone after the listing
+      return FactsResult::kGone;  // a dangling link: gone after the listing
     } else {
       // Real sysfs links are relative; one that leads out of the root is
       // not followed, so that nothing outside the configured root is read.
       out.error("read_error", bdf,
                 real.err == EXDEV ? link + " leads out of the sysfs root" : reading(real, link));
-      return FactsResult::kFailed;
+      return FactsResult::kError;
     }
   }
   Read cls = sys_.read(facts.dir + "/class");
-  if (cls.status == Status::kAbsent || cls.status == Status::kGone) return FactsResult::kVanished;
+  if (cls.status == Status::kAbsent || cls.status == Status::kGone) return FactsResult::kGone;
   if (cls.failed()) {
     out.error("read_error", bdf, reading(cls, "class"));
-    return FactsResult::kFailed;
+    return FactsResult::kError;
   }
   facts.class_text = std::string(trim(cls.text));
   facts.pci_class = parse_pci_class(cls.text);
   if (!facts.pci_class) {
     out.error("parse_error", bdf, malformed("class"));
-    return FactsResult::kFailed;
+    return FactsResult::kError;
   }
   facts.virtual_function = sys_.readlink(facts.dir + "/physfn").ok();
   facts.class_read = true;
@@ -312,8 +312,8 @@ PcieCollector::Facts* PcieCollector::facts_of(const std::string& bdf, bool liste
   }
   switch (read_class_facts(bdf, f, out)) {
     case FactsResult::kOk: return &f;
-    case FactsResult::kVanished: facts_.forget(bdf); return nullptr;
-    case FactsResult::kFailed:
+    case FactsResult::kGone: facts_.forget(bdf); return nullptr;
+    case FactsResult::kError:
       facts_.invalidate(bdf);
       cycle.failed.insert(bdf);
       return nullptr;
@@ -372,11 +372,11 @@ bool PcieCollector::read_functions(const std::vector<std::string>& bdfs, const C
 void PcieCollector::read_node(const std::string& bdf, Node& node, Facts& f, MetricSink& out) {
   if (!f.identity_read) {
     ReadResult r = read_identity(sys_, node.dir, &f.identity, &node.record.problems);
-    if (r == ReadResult::kVanished) {
+    if (r == ReadResult::kGone) {
       facts_.forget(bdf);
       return;
     }
-    if (r == ReadResult::kFailed) {
+    if (r == ReadResult::kError) {
       for (const Problem& p : node.record.problems) out.error(p.reason, bdf, p.detail);
       facts_.invalidate(bdf);
       return;
@@ -389,7 +389,7 @@ void PcieCollector::read_node(const std::string& bdf, Node& node, Facts& f, Metr
   node.record.class_id = f.class_text;
   node.record.identity = f.identity;
   ReadResult r = read_link_state(held_, node.dir, &node.record, &aer_, &f.attributes);
-  if (r == ReadResult::kVanished) {
+  if (r == ReadResult::kGone) {
     facts_.forget(bdf);
     return;
   }

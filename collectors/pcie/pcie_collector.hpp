@@ -130,8 +130,8 @@ struct FunctionRecord {
 
 enum class ReadResult {
   kOk,
-  kVanished,  // the function went away while it was being read: skip it quietly
-  kFailed,    // class, vendor or device unreadable or malformed: skip it, count the problems
+  kGone,   // the function went away while it was being read: skip it quietly
+  kError,  // class, vendor or device unreadable or malformed: skip it, count the problems
 };
 
 // Reads the identity (vendor, device, driver, numa_node) of the function
@@ -226,7 +226,7 @@ class PcieCollector final : public Collector {
     FunctionIdentity identity;
     AttributeMemory attributes;
   };
-  enum class FactsResult { kOk, kVanished, kFailed };
+  enum class FactsResult { kOk, kGone, kError };
   FactsResult read_class_facts(const std::string& bdf, Facts& facts, MetricSink& out);
 
   // The steps of collect_functions(), over one collection's functions

@@ -797,7 +797,7 @@ TEST(PcieCollector, AttributesGoneAfterTheClassWasRead) {
   EXPECT_EQ(series_count(sink, kInfo), 17u);
 }
 
-TEST(PcieCollector, ReadFunctionTellsAbsentFromVanished) {
+TEST(PcieCollector, ReadFunctionTellsAbsentFromGone) {
   TempSysfs tree;
   // Fresh descriptors each time: a held one would go on reading a fixture
   // file removed under it (sysfs answers ENODEV instead; see below).
@@ -824,10 +824,10 @@ TEST(PcieCollector, ReadFunctionTellsAbsentFromVanished) {
   // Every PCI function has `vendor`: without it the function is gone.
   fs::remove(tree.sys() / kGpu1Dir / "vendor");
   FunctionRecord gone;
-  EXPECT_EQ(read(kGpu1Dir, &gone), ReadResult::kVanished);
+  EXPECT_EQ(read(kGpu1Dir, &gone), ReadResult::kGone);
 
   FunctionRecord missing;
-  EXPECT_EQ(read("devices/pci0000:00/0000:00:01.0/0000:ff:00.0", &missing), ReadResult::kVanished);
+  EXPECT_EQ(read("devices/pci0000:00/0000:00:01.0/0000:ff:00.0", &missing), ReadResult::kGone);
 }
 
 // ---------------------------------------------------------------------------
