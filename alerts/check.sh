@@ -16,7 +16,8 @@ run() {
   fi
 }
 command -v python3 >/dev/null || { echo "python3 not found" >&2; exit 2; }
-# The rules are the rendering of the template with thresholds.toml's defaults.
+# The alert and recording rules are the rendering of their templates with
+# thresholds.toml's defaults.
 python3 alerts/render.py --check || status=1
 run promtool check rules --lint=all --lint-fatal alerts/*.yml
 run promtool test rules alerts/tests/*.yml
@@ -29,12 +30,17 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 printf '[NodewatchNicPacketDropsHigh]\nratio = 0.02\n' > "$tmp/site.toml"
 if python3 alerts/render.py --config "$tmp/site.toml" --set 'selectors.job=job="gpu-nodes"' \
-    --set NodewatchExporterDown.for=2m --out "$tmp/rules.yml"; then
-  run promtool check rules --lint=all --lint-fatal "$tmp/rules.yml"
+    --set NodewatchExporterDown.for=2m --set 'xid.application=[13, 43, 94]' \
+    --out "$tmp/rules.yml" --recording-out "$tmp/recording.yml"; then
+  run promtool check rules --lint=all --lint-fatal "$tmp/rules.yml" "$tmp/recording.yml"
   for want in 'up{job="gpu-nodes"} == 0' 'for: 2m' 'ratio_rate5m > 0.02'; do
     grep -qF "$want" "$tmp/rules.yml" || { echo "check.sh: override '$want' not rendered" >&2; status=1; }
   done
-  if [ "$(diff alerts/nodewatch-rules.yml "$tmp/rules.yml" | grep -c '^>')" -ne 7 ]; then
+  if [ "$(grep -cF 'xid!~"13|43|94"' "$tmp/recording.yml")" -ne 2 ]; then
+    echo "check.sh: override xid.application not rendered in both hardware XID rules" >&2; status=1
+  fi
+  if [ "$(diff alerts/nodewatch-rules.yml "$tmp/rules.yml" | grep -c '^>')" -ne 7 ] ||
+     [ "$(diff alerts/nodewatch-recording.yml "$tmp/recording.yml" | grep -c '^>')" -ne 3 ]; then
     echo "check.sh: the overrides changed other lines than theirs" >&2; status=1
   fi
 else
@@ -44,6 +50,10 @@ fi
 if python3 alerts/render.py --set NodewatchExporterDown.for=soon >/dev/null 2>"$tmp/err" ||
    ! grep -q 'NodewatchExporterDown.for' "$tmp/err"; then
   echo "check.sh: a bad duration was not refused" >&2; status=1
+fi
+if python3 alerts/render.py --set 'xid.application=["13"]' >/dev/null 2>"$tmp/err" ||
+   ! grep -q 'xid.application' "$tmp/err"; then
+  echo "check.sh: a bad XID list was not refused" >&2; status=1
 fi
 if python3 alerts/render.py --set NodewatchExporterDown.bogus=1 >/dev/null 2>"$tmp/err" ||
    ! grep -q 'unknown key NodewatchExporterDown.bogus' "$tmp/err"; then

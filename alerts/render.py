@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Renders nodewatch's alert rules from their template and thresholds.
+"""Renders nodewatch's alert and recording rules from their templates and thresholds.
 
-    python3 alerts/render.py [--config FILE ...] [--set TABLE.KEY=VALUE ...] [--out FILE]
+    python3 alerts/render.py [--config FILE ...] [--set TABLE.KEY=VALUE ...]
+                             [--out FILE] [--recording-out FILE]
     python3 alerts/render.py --check     # the committed rules are the defaults' rendering
 
-alerts/nodewatch-rules.yml.in holds the rules with <<TABLE.KEY>> where a
-threshold, a duration or a selector goes; alerts/thresholds.toml holds every
-such value with its default (the one place to change them). --config files
-(same tables and keys, only what they change) and --set apply in order.
+alerts/nodewatch-rules.yml.in (the alerts) and alerts/nodewatch-recording.yml.in
+(the recording rules) hold the rules with <<TABLE.KEY>> where a threshold, a
+duration, a selector or a list goes; alerts/thresholds.toml holds every such
+value with its default (the one place to change them). --config files (same
+tables and keys, only what they change) and --set apply in order. The alerts
+go to standard output or --out, the recording rules to --recording-out.
 Standard library only (tomllib: Python 3.11).
 """
 
@@ -17,9 +20,11 @@ import sys
 import tomllib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TEMPLATE = os.path.join(HERE, "nodewatch-rules.yml.in")
 DEFAULTS = os.path.join(HERE, "thresholds.toml")
-RENDERED = os.path.join(HERE, "nodewatch-rules.yml")
+# What each template renders to: the alerts, then the recording rules.
+RULES = "nodewatch-rules.yml"
+RECORDING = "nodewatch-recording.yml"
+OUTPUTS = (RULES, RECORDING)
 PLACEHOLDER = re.compile(r"<<([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)>>")
 DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
 
@@ -33,6 +38,12 @@ def format_value(table, key, value):
         if not isinstance(value, str) or not DURATION.match(value):
             raise Error(f"{table}.{key}: {value!r} is not a Prometheus duration such as \"5m\"")
         return value
+    if table == "xid":
+        # A list of XID codes: a regular expression's alternatives.
+        if (not isinstance(value, list) or not value or
+                any(isinstance(x, bool) or not isinstance(x, int) or x <= 0 for x in value)):
+            raise Error(f"{table}.{key}: expected a list of XID codes such as [13, 43]")
+        return "|".join(str(x) for x in value)
     if table == "selectors":
         if not isinstance(value, str) or not value:
             raise Error(f"{table}.{key}: expected a label matcher such as 'job=\"nodewatch\"'")
@@ -65,12 +76,11 @@ def parse_set(text):
 
 
 def render(overrides=()):
+    """{output name: its text} for each of OUTPUTS."""
     with open(DEFAULTS, "rb") as f:
         values = tomllib.load(f)
     for origin, override in overrides:
         merge(values, override, origin)
-    with open(TEMPLATE, encoding="utf-8") as f:
-        template = f.read()
     used = set()
 
     def sub(m):
@@ -80,18 +90,22 @@ def render(overrides=()):
         used.add((table, key))
         return format_value(table, key, values[table][key])
 
-    out = PLACEHOLDER.sub(sub, template)
+    texts = {}
+    for name in OUTPUTS:
+        with open(os.path.join(HERE, name + ".in"), encoding="utf-8") as f:
+            template = f.read()
+        header = (f"# Rendered by alerts/render.py from alerts/{name}.in and\n"
+                  "# alerts/thresholds.toml: change those, not this file.\n")
+        texts[name] = header + PLACEHOLDER.sub(sub, template)
     unused = [f"{t}.{k}" for t, keys in values.items() for k in keys if (t, k) not in used]
     if unused:
-        raise Error("values the template never uses: " + ", ".join(unused))
-    header = ("# Rendered by alerts/render.py from alerts/nodewatch-rules.yml.in and\n"
-              "# alerts/thresholds.toml: change those, not this file.\n")
-    return header + out
+        raise Error("values no template uses: " + ", ".join(unused))
+    return texts
 
 
 def main(argv):
     args = argv[1:]
-    overrides, out_path, check = [], None, False
+    overrides, out_paths, check = [], {}, False
     i = 0
     try:
         while i < len(args):
@@ -99,34 +113,37 @@ def main(argv):
             if a == "--check":
                 check = True
                 i += 1
-            elif a in ("--config", "--set", "--out") and i + 1 < len(args):
+            elif a in ("--config", "--set", "--out", "--recording-out") and i + 1 < len(args):
                 if a == "--config":
                     with open(args[i + 1], "rb") as f:
                         overrides.append((args[i + 1], tomllib.load(f)))
                 elif a == "--set":
                     overrides.append(("--set " + args[i + 1], parse_set(args[i + 1])))
                 else:
-                    out_path = args[i + 1]
+                    out_paths[RULES if a == "--out" else RECORDING] = args[i + 1]
                 i += 2
             else:
                 raise Error(f"unknown argument {a!r} (see the top of alerts/render.py)")
-        text = render(overrides)
+        texts = render(overrides)
     except (Error, OSError, tomllib.TOMLDecodeError) as e:
         print(f"render.py: {e}", file=sys.stderr)
         return 2
     if check:
-        with open(RENDERED, encoding="utf-8") as f:
-            if f.read() != text:
-                print("render.py: alerts/nodewatch-rules.yml is not the rendering of the template "
-                      "and thresholds.toml; run: python3 alerts/render.py --out alerts/nodewatch-rules.yml",
-                      file=sys.stderr)
-                return 1
-        return 0
-    if out_path:
-        with open(out_path, "w", encoding="utf-8") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+        status = 0
+        for name, text in texts.items():
+            with open(os.path.join(HERE, name), encoding="utf-8") as f:
+                if f.read() != text:
+                    print(f"render.py: alerts/{name} is not the rendering of its template and "
+                          "thresholds.toml; run: python3 alerts/render.py "
+                          "--out alerts/nodewatch-rules.yml --recording-out alerts/nodewatch-recording.yml",
+                          file=sys.stderr)
+                    status = 1
+        return status
+    for name, path in out_paths.items():
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(texts[name])
+    if RULES not in out_paths:
+        sys.stdout.write(texts[RULES])
     return 0
 
 
