@@ -263,6 +263,20 @@ const std::map<std::string, ThresholdDefault, std::less<>>& threshold_defaults()
   return kDefaults;
 }
 
+const std::set<std::string, std::less<>>& application_xids() {
+  static const auto kXids = [] {
+    std::set<std::string, std::less<>> out;
+    toml::table root =
+        toml::parse(std::string_view(kThresholdsToml), std::string_view("alerts/thresholds.toml"));
+    // alerts/render.py refuses anything but a list of positive integers.
+    if (const toml::array* list = root["xid"]["application"].as_array())
+      for (const toml::node& x : *list)
+        if (auto code = x.value_exact<std::int64_t>()) out.insert(std::to_string(*code));
+    return out;
+  }();
+  return kXids;
+}
+
 Expectations read_expectations(const toml::table& t, OptionReader& r,
                                const std::string& config_file, std::vector<ConfigError>* errors) {
   Expectations e;

@@ -32,6 +32,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -125,6 +126,11 @@ struct ThresholdDefault {
   double value = 0;
 };
 const std::map<std::string, ThresholdDefault, std::less<>>& threshold_defaults();
+
+// The XIDs that the application causes, as label values ("13"): xid.application
+// of the built-in alerts/thresholds.toml, the list the recording rules of the
+// hardware class leave out.
+const std::set<std::string, std::less<>>& application_xids();
 
 // `s` escaped for the inside of a TOML basic string or a JSON string (the
 // same escapes: \" \\ \n \t \r, \u00XX for other control characters).

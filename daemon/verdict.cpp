@@ -21,10 +21,6 @@ namespace {
 constexpr std::size_t kAccelerator = 0, kNvlink = 1, kPcie = 2, kFabric = 3, kNic = 4, kStorage = 5,
                       kKernel = 6;
 
-// XIDs that the application causes (NVIDIA's device plugin keeps the GPU
-// healthy on them; alerts/nodewatch-recording.yml has the same list).
-constexpr std::array<std::string_view, 5> kApplicationXids = {"13", "31", "43", "45", "68"};
-
 // NVML's recovery action (nvmlDeviceGpuRecoveryAction_t, as the accelerator
 // collector names it) as one of kActions.
 std::string_view action_of_nvml(std::string_view nvml) {
@@ -436,20 +432,16 @@ void kernel_log_readable(Check& c) {
       c.add(kKernel, "", "log_unreadable", "none", "the kernel log cannot be read", true);
 }
 
-bool application_xid(std::string_view xid) {
-  return std::find(kApplicationXids.begin(), kApplicationXids.end(), xid) != kApplicationXids.end();
-}
-
 // An XID 79 is for the rest of the boot (the counts start afresh at the
-// next one); other hardware XIDs are problems for the alert's window after
-// the count last grew.
+// next one); other hardware XIDs (not application_xids()) are problems for
+// the alert's window after the count last grew.
 void xids(Check& c) {
   double window = c.e.threshold("NodewatchKernelXidHardware.window");
   for (auto& [key, seen] : c.counters) seen.live = false;
   for (const Sample& x : c.s.of(kernel::families::kXidEventsTotal)) {
     std::string_view xid = x.label("xid");
     std::string bus(x.label("pci_bus_id"));
-    if (x.value <= 0 || application_xid(xid)) continue;
+    if (x.value <= 0 || application_xids().contains(xid)) continue;
     if (xid == "79") {
       c.add(kKernel, bus, "xid_79", "reboot",
             fmt(x.value) + " in this boot: the GPU has fallen off the bus");

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "app.hpp"
@@ -459,6 +460,33 @@ TEST(Verdict, AnXid79StaysForTheBootOtherHardwareXidsForTheirWindow) {
   std::string grown = std::regex_replace(xids, std::regex("xid=\"48\"\\} 2"), "xid=\"48\"} 3");
   EXPECT_EQ(Problems(Evaluate(engine, grown, AllUp(), t0 + 7min)), all);
   EXPECT_EQ(Problems(Evaluate(engine, grown, AllUp(), t0 + 13min)), later);
+}
+
+TEST(Verdict, TheApplicationXidsOfTheThresholdsFileAreNoProblem) {
+  // The list built in is the one of alerts/thresholds.toml in the tree (the
+  // one the recording rules are rendered with).
+  toml::table file = toml::parse_file(NODEWATCH_TESTS_SOURCE_DIR "/../alerts/thresholds.toml");
+  const toml::array* listed = file["xid"]["application"].as_array();
+  ASSERT_NE(listed, nullptr);
+  std::set<std::string, std::less<>> want;
+  for (const toml::node& x : *listed) want.insert(std::to_string(x.value_or<std::int64_t>(0)));
+  ASSERT_FALSE(want.empty());
+  EXPECT_EQ(application_xids(), want);
+  for (const std::string& xid : application_xids()) {
+    VerdictEngine engine(Expectations{});
+    EXPECT_EQ(Problems(Evaluate(engine, "nodewatch_kernel_xid_events_total{pci_bus_id=\"0000:1a:00.0\","
+                                        "xid=\"" + xid + "\"} 3\n")),
+              "")
+        << xid;
+  }
+  // Any other code is hardware class (79 has its own problem).
+  int code = 1;
+  while (want.contains(std::to_string(code)) || code == 79) ++code;
+  std::string other = std::to_string(code);
+  VerdictEngine engine(Expectations{});
+  EXPECT_EQ(Problems(Evaluate(engine, "nodewatch_kernel_xid_events_total{pci_bus_id=\"0000:1a:00.0\","
+                                      "xid=\"" + other + "\"} 3\n")),
+            "kernel 0000:1a:00.0 xid_" + other + " reset_gpu\n");
 }
 
 TEST(Verdict, ACollectorDownOrMissingMakesItsSubsystemsUnknown) {
