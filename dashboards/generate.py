@@ -17,6 +17,7 @@ time range use increase(...[$__range]).
 import json
 import os
 import sys
+import tomllib
 
 SCHEMA_VERSION = 42
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -30,6 +31,15 @@ SM = 'clock="sm"'
 NOT_MEMORY = 'sensor!="memory"'
 NOT_NONE = 'action!="none"'
 STALE_VERDICT = 'alertstate="firing", alertname="NodewatchNodeVerdictStale"'
+
+
+def application_xids():
+    """alerts/thresholds.toml's xid.application, as "13, 31 and 43"."""
+    with open(os.path.join(HERE, "..", "alerts", "thresholds.toml"), "rb") as f:
+        codes = [str(x) for x in tomllib.load(f)["xid"]["application"]]
+    return ", ".join(codes[:-1]) + " and " + codes[-1] if len(codes) > 1 else codes[0]
+
+
 KERNEL_FAULTS = ('event=~"gpu_fallen_off_bus|dpc_containment|aer_fatal|mlx5_health|mlx5_cmd_timeout|'
                  'machine_check|memory_uncorrected|amdgpu_reset"')
 
@@ -1200,8 +1210,8 @@ def job():
              "reboot or a drain now.", "none",
              [(f"count(accelerator_action:nodewatch_accelerator_recovery_action:required{sel()} == 1 and {in_range}) "
                "or vector(0)", "recovery")], thresholds=RED_IF_ANY, w=3),
-        stat("XIDs in range", "XIDs of every code over the range on the accelerators the job ran on during it (13, "
-             "31, 43, 45 and 68 are often the job's own faults; see the XID events panel for the codes).", "none",
+        stat("XIDs in range", "XIDs of every code over the range on the accelerators the job ran on during it ("
+             f"{application_xids()} are often the job's own faults; see the XID events panel for the codes).", "none",
              [(f"sum(({xids}) and {in_range}) or vector(0)", "XIDs")], thresholds=RED_IF_ANY, w=3),
         stat("Uncorrected ECC in range", "Uncorrectable device memory errors over the range on the accelerators the "
              "job ran on during it.", "none",
