@@ -190,11 +190,12 @@ struct Check {
   std::chrono::steady_clock::time_point now;
   std::map<std::string, WindowedCount>& counters;
   std::vector<Problem>& out;
+  std::string_view rule;  // the one running, "" outside the rules
 
   void add(std::size_t sub, std::string component, std::string problem, std::string_view action,
            std::string detail, bool unknown = false) {
     out.push_back(Problem{sub, std::move(component), std::move(problem), std::string(action),
-                          std::move(detail), unknown});
+                          std::move(detail), unknown, rule});
   }
 };
 
@@ -202,6 +203,7 @@ struct Check {
 // them. It runs when the subsystem's collector is up. families() is the
 // union of what the rules read, and Samples asserts that nothing else is.
 struct Rule {
+  std::string_view name;
   std::size_t subsystem;
   std::vector<std::string_view> reads;
   void (*check)(Check&);
@@ -489,36 +491,59 @@ void memory_uncorrected(Check& c) {
 // here.
 const std::vector<Rule>& rules() {
   static const std::vector<Rule> kRules = {
-      {kAccelerator, {accelerator::families::kInfo}, accelerators_enumerated},
-      {kAccelerator, {accelerator::families::kUp}, accelerators_responding},
-      {kAccelerator, {accelerator::families::kRecoveryAction}, driver_recovery_action},
-      {kAccelerator, {accelerator::families::kRowRemapFailed}, row_remap_failed},
-      {kAccelerator, {accelerator::families::kRowRemapPending}, row_remap_pending},
-      {kAccelerator,
+      {"accelerators_enumerated",
+       kAccelerator,
+       {accelerator::families::kInfo},
+       accelerators_enumerated},
+      {"accelerators_responding",
+       kAccelerator,
+       {accelerator::families::kUp},
+       accelerators_responding},
+      {"driver_recovery_action",
+       kAccelerator,
+       {accelerator::families::kRecoveryAction},
+       driver_recovery_action},
+      {"row_remap_failed",
+       kAccelerator,
+       {accelerator::families::kRowRemapFailed},
+       row_remap_failed},
+      {"row_remap_pending",
+       kAccelerator,
+       {accelerator::families::kRowRemapPending},
+       row_remap_pending},
+      {"thermal_margin",
+       kAccelerator,
        {accelerator::families::kTemperatureSlowdownCelsius,
         accelerator::families::kTemperatureCelsius},
        thermal_margin},
-      {kNvlink, {interconnect::families::kNvlinkLinksActive}, nvlinks_active},
-      {kNvlink, {accelerator::families::kFabricHealthy}, fabric_healthy},
-      {kNvlink, {accelerator::families::kFabricState}, fabric_registered},
-      {kPcie,
+      {"nvlinks_active", kNvlink, {interconnect::families::kNvlinkLinksActive}, nvlinks_active},
+      {"fabric_healthy", kNvlink, {accelerator::families::kFabricHealthy}, fabric_healthy},
+      {"fabric_registered", kNvlink, {accelerator::families::kFabricState}, fabric_registered},
+      {"pcie_links",
+       kPcie,
        {pcie::families::kLinkWidth, pcie::families::kLinkSpeedTransfersPerSecond,
         pcie::families::kDeviceInfo, accelerator::families::kUtilizationRatio},
        pcie_links},
-      {kFabric,
+      {"fabric_ports",
+       kFabric,
        {interconnect::families::kPortState, interconnect::families::kPortRateBytesPerSecond},
        fabric_ports},
-      {kNic, {nic::families::kUp, nic::families::kSpeedBytesPerSecond}, nics},
-      {kStorage,
+      {"nics", kNic, {nic::families::kUp, nic::families::kSpeedBytesPerSecond}, nics},
+      {"storage_probes",
+       kStorage,
        {storage::families::kProbeStuck, storage::families::kProbeSuccess},
        storage_probes},
-      {kStorage, {storage::families::kNfsMountInfo}, nfs_mounts},
-      {kKernel, {kernel::families::kLogUp}, kernel_log_readable},
-      {kKernel, {kernel::families::kXidEventsTotal}, xids},
-      {kKernel,
+      {"nfs_mounts", kStorage, {storage::families::kNfsMountInfo}, nfs_mounts},
+      {"kernel_log_readable", kKernel, {kernel::families::kLogUp}, kernel_log_readable},
+      {"xids", kKernel, {kernel::families::kXidEventsTotal}, xids},
+      {"gpu_fallen_off_bus",
+       kKernel,
        {kernel::families::kXidEventsTotal, kernel::families::kEventsTotal},
        gpu_fallen_off_bus},
-      {kKernel, {kernel::families::kMemoryUncorrectedErrorsTotal}, memory_uncorrected},
+      {"memory_uncorrected",
+       kKernel,
+       {kernel::families::kMemoryUncorrectedErrorsTotal},
+       memory_uncorrected},
   };
   return kRules;
 }
@@ -600,15 +625,23 @@ const FamilySet& VerdictEngine::families() {
   return kFamilies;
 }
 
+std::vector<std::string_view> VerdictEngine::rule_names() {
+  std::vector<std::string_view> out;
+  for (const Rule& r : rules()) out.push_back(r.name);
+  return out;
+}
+
 Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorState>& collectors,
                                 std::chrono::steady_clock::time_point now, double unix_now) {
   Verdict v;
   v.unix_time = unix_now;
   Accelerators acc(s);
-  Check c{s, expect_, acc, now, counters_, v.problems};
+  Check c{s, expect_, acc, now, counters_, v.problems, {}};
   const auto observed = observe(c, collectors);
-  for (const Rule& r : rules())
+  for (const Rule& r : rules()) {
+    c.rule = r.name;
     if (observed[r.subsystem]) r.check(c);
+  }
   conclude(v);
   return v;
 }

@@ -46,6 +46,9 @@ struct Problem {
   std::string detail;         // one line for people
   // The subsystem could not be checked: unknown, not unhealthy.
   bool unknown = false;
+  // The rule that found it (one of VerdictEngine::rule_names()), or "" for
+  // a collector's state.
+  std::string_view rule;
   auto key() const { return std::tie(subsystem, component, problem); }
   bool operator<(const Problem& o) const { return key() < o.key(); }
 };
@@ -99,6 +102,8 @@ class VerdictEngine {
 
   // The families evaluate() reads (its rules'): parse only these.
   static const FamilySet& families();
+  // The name of each rule, in the order they run.
+  static std::vector<std::string_view> rule_names();
   // nodewatch_node_* declarations.
   static const MetricTable& metric_table();
   // The verdict and the expectations as nodewatch_node_* samples.
