@@ -8,6 +8,7 @@
 
 #include <toml++/toml.h>
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -487,6 +488,176 @@ TEST(Verdict, TheApplicationXidsOfTheThresholdsFileAreNoProblem) {
   EXPECT_EQ(Problems(Evaluate(engine, "nodewatch_kernel_xid_events_total{pci_bus_id=\"0000:1a:00.0\","
                                       "xid=\"" + other + "\"} 3\n")),
             "kernel 0000:1a:00.0 xid_" + other + " reset_gpu\n");
+}
+
+// --- one case per rule -----------------------------------------------------
+
+// A rule of rules() (daemon/verdict.cpp), by name: the expectations and the
+// samples that make it report its problem (`want`, the whole verdict: no
+// other rule reports anything), and a near miss, samples that it reads and
+// finds no problem in.
+struct RuleCase {
+  std::string_view rule;
+  Expectations expect;
+  std::string bad;
+  std::string want;  // as Problems() prints it
+  std::string near_miss;
+};
+
+// "name{accelerator="0",uuid="GPU-a"<extra>} value\n"
+std::string Gpu(std::string_view name, std::string_view extra, std::string_view value) {
+  return "nodewatch_accelerator_" + std::string(name) + "{accelerator=\"0\",uuid=\"GPU-a\"" +
+         std::string(extra) + "} " + std::string(value) + "\n";
+}
+
+Expectations With(const std::function<void(Expectations&)>& set) {
+  Expectations e;
+  set(e);
+  return e;
+}
+
+const std::vector<RuleCase>& RuleCases() {
+  const std::string info =
+      "nodewatch_accelerator_info{accelerator=\"0\",uuid=\"GPU-a\",model=\"H100\","
+      "pci_bus_id=\"0000:1a:00.0\"} 1\n";
+  const std::string xid = "nodewatch_kernel_xid_events_total{pci_bus_id=\"0000:1a:00.0\",xid=";
+  static const std::vector<RuleCase> kCases = {
+      {"accelerators_enumerated", With([](Expectations& e) { e.accelerator_count = 2; }), info,
+       "accelerator  missing reboot",
+       info + std::regex_replace(info, std::regex("\"0\""), "\"1\"")},
+      {"accelerators_responding",
+       {},
+       Gpu("up", "", "0"),
+       "accelerator GPU-a not_responding reset_gpu",
+       Gpu("up", "", "1")},
+      {"driver_recovery_action",
+       {},
+       Gpu("recovery_action", ",action=\"gpu_reset\"", "1"),
+       "accelerator GPU-a driver_requests_gpu_reset reset_gpu",
+       Gpu("recovery_action", ",action=\"gpu_reset\"", "0") +
+           Gpu("recovery_action", ",action=\"none\"", "1")},
+      {"row_remap_failed",
+       {},
+       Gpu("row_remap_failed", "", "1"),
+       "accelerator GPU-a row_remap_failed contact_vendor",
+       Gpu("row_remap_failed", "", "0")},
+      {"row_remap_pending",
+       {},
+       Gpu("row_remap_pending", "", "1"),
+       "accelerator GPU-a row_remap_pending reset_gpu",
+       Gpu("row_remap_pending", "", "0")},
+      // NodewatchAcceleratorThermalMarginLow.celsius is 3: 2 below the
+      // slowdown is too close, 3 is not; the memory sensor does not count.
+      {"thermal_margin",
+       {},
+       Gpu("temperature_slowdown_celsius", "", "90") +
+           Gpu("temperature_celsius", ",sensor=\"gpu\"", "88"),
+       "accelerator GPU-a thermal_margin_low inspect_hardware",
+       Gpu("temperature_slowdown_celsius", "", "90") +
+           Gpu("temperature_celsius", ",sensor=\"gpu\"", "87") +
+           Gpu("temperature_celsius", ",sensor=\"memory\"", "89")},
+      {"nvlinks_active", With([](Expectations& e) { e.nvlinks_active = 18; }),
+       Gpu("nvlink_links_active", "", "17"), "nvlink GPU-a links_inactive reset_gpu",
+       Gpu("nvlink_links_active", "", "18")},
+      {"fabric_healthy",
+       {},
+       Gpu("fabric_healthy", "", "0"),
+       "nvlink GPU-a fabric_unhealthy reset_gpu",
+       Gpu("fabric_healthy", "", "1")},
+      {"fabric_registered",
+       {},
+       Gpu("fabric_state", ",state=\"in_progress\"", "1"),
+       "nvlink GPU-a fabric_not_registered drain",
+       Gpu("fabric_state", ",state=\"in_progress\"", "0") +
+           Gpu("fabric_state", ",state=\"completed\"", "1")},
+      {"pcie_links", With([](Expectations& e) {
+         e.pcie.push_back({"0000:3b:00.0", 16, std::nullopt});
+       }),
+       "nodewatch_pcie_link_width{device=\"0000:3b:00.0\"} 8\n",
+       "pcie 0000:3b:00.0 width_below_expected inspect_hardware",
+       "nodewatch_pcie_link_width{device=\"0000:3b:00.0\"} 16\n"},
+      {"fabric_ports", With([](Expectations& e) {
+         e.ports.push_back({"mlx5_0", 1, std::nullopt});
+       }),
+       "nodewatch_interconnect_port_state{device=\"mlx5_0\",port=\"1\"} 1\n",
+       "fabric mlx5_0/1 port_down check_cable",
+       "nodewatch_interconnect_port_state{device=\"mlx5_0\",port=\"1\"} 4\n"
+       "nodewatch_interconnect_port_state{device=\"mlx5_0\",port=\"2\"} 1\n"},
+      {"nics", With([](Expectations& e) {
+         e.nics.push_back({"ens1", std::nullopt});
+       }),
+       "nodewatch_nic_up{interface=\"ens1\"} 0\n", "nic ens1 down check_cable",
+       "nodewatch_nic_up{interface=\"ens1\"} 1\nnodewatch_nic_up{interface=\"ens2\"} 0\n"},
+      {"storage_probes",
+       {},
+       "nodewatch_storage_probe_stuck{path=\"/data\"} 0\n"
+       "nodewatch_storage_probe_success{path=\"/data\",operation=\"read\"} 0\n",
+       "storage /data probe_failing check_storage",
+       "nodewatch_storage_probe_stuck{path=\"/data\"} 0\n"
+       "nodewatch_storage_probe_success{path=\"/data\",operation=\"read\"} 1\n"},
+      {"nfs_mounts", With([](Expectations& e) { e.nfs_mounts = {"/home"}; }),
+       "nodewatch_storage_nfs_mount_info{mountpoint=\"/other\"} 1\n",
+       "storage /home nfs_mount_missing check_storage",
+       "nodewatch_storage_nfs_mount_info{mountpoint=\"/home\"} 1\n"},
+      {"kernel_log_readable",
+       {},
+       "nodewatch_kernel_log_up 0\n",
+       "kernel  log_unreadable none (unknown)",
+       "nodewatch_kernel_log_up 1\n"},
+      // XID 13 is an application XID (alerts/thresholds.toml).
+      {"xids",
+       {},
+       xid + "\"48\"} 1\n",
+       "kernel 0000:1a:00.0 xid_48 reset_gpu",
+       xid + "\"13\"} 1\n" + xid + "\"48\"} 0\n"},
+      // An XID 79 on the same GPU has said it already (xids reports it).
+      {"gpu_fallen_off_bus",
+       {},
+       "nodewatch_kernel_events_total{event=\"gpu_fallen_off_bus\",device=\"0000:1a:00.0\"} 1\n",
+       "kernel 0000:1a:00.0 gpu_fallen_off_bus reboot",
+       "nodewatch_kernel_events_total{event=\"gpu_fallen_off_bus\",device=\"0000:1a:00.0\"} 1\n" +
+           xid + "\"79\"} 1\n"},
+      {"memory_uncorrected",
+       {},
+       "nodewatch_memory_uncorrected_errors_total{controller=\"mc0\",dimm=\"dimm1\"} 1\n",
+       "kernel mc0/dimm1 memory_uncorrected inspect_hardware",
+       "nodewatch_memory_uncorrected_errors_total{controller=\"mc0\",dimm=\"dimm1\"} 0\n"},
+  };
+  return kCases;
+}
+
+// The problems that rule `rule` reported.
+std::string ProblemsOf(const Verdict& v, std::string_view rule) {
+  Verdict only;
+  for (const Problem& p : v.problems)
+    if (p.rule == rule) only.problems.push_back(p);
+  return Problems(only);
+}
+
+TEST(VerdictRules, EveryRuleHasACase) {
+  std::set<std::string_view> cased;
+  for (const RuleCase& c : RuleCases()) {
+    EXPECT_TRUE(cased.insert(c.rule).second) << c.rule << " has two cases";
+    const auto names = VerdictEngine::rule_names();
+    EXPECT_NE(std::find(names.begin(), names.end(), c.rule), names.end())
+        << "a case for " << c.rule << ", which is no rule of rules()";
+  }
+  for (std::string_view name : VerdictEngine::rule_names())
+    EXPECT_TRUE(cased.count(name))
+        << "the rule " << name << " has no case in RuleCases() (tests/unit/verdict_test.cpp)";
+}
+
+TEST(VerdictRules, EachReportsItsProblemAndNotANearMiss) {
+  for (const RuleCase& c : RuleCases()) {
+    SCOPED_TRACE(std::string(c.rule));
+    VerdictEngine engine(c.expect);
+    Verdict bad = Evaluate(engine, c.bad);
+    // The whole verdict is the rule's problem: no other rule reports one.
+    EXPECT_EQ(Problems(bad), c.want + "\n");
+    EXPECT_EQ(ProblemsOf(bad, c.rule), c.want + "\n");
+    VerdictEngine fresh(c.expect);
+    EXPECT_EQ(ProblemsOf(Evaluate(fresh, c.near_miss), c.rule), "");
+  }
 }
 
 TEST(Verdict, ACollectorDownOrMissingMakesItsSubsystemsUnknown) {
