@@ -487,8 +487,9 @@ void memory_uncorrected(Check& c) {
     }
 }
 
-// Every rule, by subsystem. Adding a check is a function above and a line
-// here.
+// Every rule, by subsystem. Adding a check is a function above, a line
+// here and its case in RuleCases() (tests/unit/verdict_test.cpp), which
+// VerdictRules.EveryRuleHasACase asks for.
 const std::vector<Rule>& rules() {
   static const std::vector<Rule> kRules = {
       {"accelerators_enumerated",
