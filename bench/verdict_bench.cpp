@@ -84,7 +84,7 @@ void BM_Verdict_AllSnapshotsChanged(benchmark::State& state) {
   std::size_t k = 0;
   for (auto _ : state) {
     Samples s = parsed.samples_of(sets[k++ % 2]);  // alternate: every pointer changed
-    NodeReport r = make_report(engine, s, AllUp());
+    NodeReport r = make_report(engine, s, AllUp(), monotonic_clock().now());
     benchmark::DoNotOptimize(r.metrics->deflated().data());
   }
 }
@@ -118,7 +118,7 @@ void BM_Verdict_OneSnapshotChanged(benchmark::State& state) {
   SnapshotSamples parsed;
   for (auto _ : state) {
     Samples s = parsed.samples_of(snapshots.next());
-    NodeReport r = make_report(engine, s, AllUp());
+    NodeReport r = make_report(engine, s, AllUp(), monotonic_clock().now());
     benchmark::DoNotOptimize(r.metrics->deflated().data());
   }
 }

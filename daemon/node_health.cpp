@@ -24,11 +24,12 @@ Samples SnapshotSamples::samples_of(const SnapshotSet& set) {
 }
 
 NodeReport make_report(VerdictEngine& engine, const Samples& samples,
-                       const std::vector<CollectorState>& collectors, SeriesCache* series) {
+                       const std::vector<CollectorState>& collectors, Clock::time_point now,
+                       SeriesCache* series) {
   NodeReport r;
   double unix_now =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  r.verdict = engine.evaluate(samples, collectors, std::chrono::steady_clock::now(), unix_now);
+  r.verdict = engine.evaluate(samples, collectors, now, unix_now);
   SeriesCache once;  // for a caller that keeps none
   MetricSink sink(VerdictEngine::metric_table(), series != nullptr ? *series : once);
   engine.render(r.verdict, sink);
@@ -88,7 +89,7 @@ void NodeHealth::schedule(Clock::time_point due) {
 void NodeHealth::changed() {
   std::lock_guard lock(mu_);
   changed_ = true;
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = pool_->clock().now();
   schedule(last_start_ ? std::max(now, *last_start_ + kMinGap) : now);
 }
 
@@ -99,7 +100,7 @@ void NodeHealth::update(std::shared_ptr<const SnapshotSet> set,
   pending_collectors_ = std::move(collectors);
   pending_input_ = ++next_input_;
   changed_ = true;
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = pool_->clock().now();
   schedule(last_start_ ? std::max(now, *last_start_ + kMinGap) : now);
 }
 
@@ -130,7 +131,7 @@ void NodeHealth::run_job() {
     std::lock_guard lock(mu_);
     posted_.reset();
     if (stop_) return;
-    last_start_ = Clock::now();
+    last_start_ = pool_->clock().now();
     const bool fresh = changed_;
     changed_ = false;
     if (fresh && pending_set_ != nullptr) {
@@ -156,7 +157,7 @@ void NodeHealth::run_job() {
   std::lock_guard lock(mu_);
   // A result that came during the evaluation is evaluated kMinGap after
   // its start; else the same input again after `refresh_`.
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = pool_->clock().now();
   if (changed_)
     schedule(std::max(now, *last_start_ + kMinGap));
   else if (last_set_ != nullptr)
@@ -174,7 +175,7 @@ void NodeHealth::evaluate(const SnapshotSet& set, const std::vector<CollectorSta
   }
   Samples samples = parsed_.samples_of(set);
   auto report =
-      std::make_shared<const NodeReport>(make_report(engine_, samples, collectors, &series_));
+      std::make_shared<const NodeReport>(make_report(engine_, samples, collectors, pool_->clock().now(), &series_));
   std::lock_guard lock(mu_);
   ++evaluations_;
   // A refresh evaluates its input again: as new counts as newer.

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "clock.hpp"
 #include "exposition.hpp"
 #include "snapshot_store.hpp"
 #include "verdict.hpp"
@@ -51,12 +52,12 @@ class SnapshotSamples {
   std::map<std::string, Parsed, std::less<>> cache_;
 };
 
-// One evaluation and its rendering: what the worker publishes, and what
-// --once and --check compute in place.
+// One evaluation at `now` and its rendering: what the worker publishes,
+// and what --once and --check compute in place.
 // `series`, when given, keeps the node families' rendered heads from one
 // evaluation to the next.
 NodeReport make_report(VerdictEngine& engine, const Samples& samples,
-                       const std::vector<CollectorState>& collectors,
+                       const std::vector<CollectorState>& collectors, Clock::time_point now,
                        SeriesCache* series = nullptr);
 
 // What an evaluation reads: the snapshots and the collectors' states.
@@ -82,7 +83,9 @@ class NodeHealth {
   // `source` gives the latest input when an evaluation starts (changed()
   // says when there is a new one); without one, update() hands it over.
   // `pool` runs the evaluations and must outlive this object (or be shut
-  // down first); without one, a pool of one thread of its own does.
+  // down first); without one, a pool of one thread of its own does, on
+  // monotonic_clock(). The pool's clock is the evaluations' time: their
+  // gaps, the refresh and the verdict's XID windows.
   explicit NodeHealth(Expectations expect, Source source = nullptr,
                       std::chrono::milliseconds refresh = kRefresh, WorkerPool* pool = nullptr);
   ~NodeHealth();
@@ -108,7 +111,6 @@ class NodeHealth {
   std::uint64_t evaluations() const;
 
  private:
-  using Clock = std::chrono::steady_clock;
   // Shared with the posted jobs, which may run while this object goes:
   // `eval` is held by every evaluation; once `alive` is false (under
   // `eval`) a job touches nothing else.

@@ -22,6 +22,7 @@
 #include "self_metrics.hpp"
 #include "support/daemon_process.hpp"
 #include "support/eventually.hpp"
+#include "support/manual_clock.hpp"
 #include "verdict.hpp"
 #include "worker_pool.hpp"
 
@@ -792,43 +793,64 @@ TEST(NodeHealth, EvaluatesAfterPublishesOffTheCallersThreadAndReusesUnchangedPar
 }
 
 TEST(NodeHealth, ABurstOfResultsCostsOneEvaluationAndTheLastOneCounts) {
+  testing::ManualClock clock;
+  WorkerPool pool(1, "test-pool", 0, clock);
   Expectations e;
   e.pcie.push_back(ExpectedPcie{"0000:1a:00.0", 16, std::nullopt});
-  NodeHealth health(e);
+  NodeHealth health(e, nullptr, NodeHealth::kRefresh, &pool);
   SnapshotStore store;
   store.publish("pcie", make_rendered("nodewatch_pcie_link_width{device=\"0000:1a:00.0\"} 16\n"));
+  const auto t0 = clock.now();
   health.update(store.current(), AllUp());
   ASSERT_TRUE(testing::Eventually([&] { return health.evaluations() == 1; }, 5s));
-  // 50 results within the next second: each changes the width; the last is x4.
+  // 50 results before the next second: each changes the width; the last is x4.
   for (int i = 0; i < 50; ++i) {
     store.publish("pcie", make_rendered("nodewatch_pcie_link_width{device=\"0000:1a:00.0\"} " +
                                         std::to_string(i == 49 ? 4 : 16) + "\n"));
     health.update(store.current(), AllUp());
   }
-  ASSERT_TRUE(testing::Eventually([&] { return health.evaluations() >= 2; }, 5s));
-  EXPECT_EQ(health.evaluations(), 2u);
+  // One evaluation waits for kMinGap after the first; none runs before.
+  ASSERT_TRUE(testing::Eventually([&] { return clock.next() == t0 + NodeHealth::kMinGap; }, 5s));
+  clock.set(t0 + NodeHealth::kMinGap - 1ms);
+  EXPECT_EQ(health.evaluations(), 1u);
+  clock.set(t0 + NodeHealth::kMinGap);
+  ASSERT_TRUE(testing::Eventually([&] { return health.evaluations() == 2; }, 5s));
   EXPECT_EQ(health.current()->verdict.overall(), Health::kUnhealthy);
-  std::this_thread::sleep_for(NodeHealth::kMinGap + 200ms);
-  EXPECT_EQ(health.evaluations(), 2u);  // nothing new: no evaluation
+  // Nothing new: the next evaluation is the refresh, kRefresh later.
+  const auto refresh = t0 + NodeHealth::kMinGap + NodeHealth::kRefresh;
+  ASSERT_TRUE(testing::Eventually([&] { return clock.next() == refresh; }, 5s));
+  clock.set(refresh - 1ms);
+  EXPECT_EQ(health.evaluations(), 2u);
 }
 
 TEST(NodeHealth, WithoutResultsTheLastSnapshotsAreEvaluatedAgain) {
   // Every collector hourly: the verdict still refreshes (its timestamp, the
   // windows of XIDs), on the snapshots it last saw.
-  NodeHealth health(Expectations{}, nullptr, 100ms);
-  std::this_thread::sleep_for(300ms);
+  testing::ManualClock clock;
+  WorkerPool pool(1, "test-pool", 0, clock);
+  NodeHealth health(Expectations{}, nullptr, 100ms, &pool);
+  clock.set(clock.now() + 300ms);
+  EXPECT_EQ(clock.next(), Clock::time_point::max());
   EXPECT_EQ(health.evaluations(), 0u);  // nothing seen yet: nothing to evaluate
   SnapshotStore store;
   store.publish("kernel", make_rendered("nodewatch_kernel_log_up 1\n"));
   health.update(store.current(), AllUp());
-  ASSERT_TRUE(testing::Eventually([&] { return health.evaluations() >= 3; }, 10s));
+  for (std::uint64_t n = 1; n <= 3; ++n) {
+    ASSERT_TRUE(testing::Eventually([&] { return health.evaluations() == n; }, 5s)) << n;
+    // The same snapshots again, 100ms after the last evaluation began.
+    const auto due = clock.now() + 100ms;
+    ASSERT_TRUE(testing::Eventually([&] { return clock.next() == due; }, 5s)) << n;
+    EXPECT_EQ(health.evaluations(), n);
+    clock.set(due);
+  }
   EXPECT_EQ(health.current()->verdict.overall(), Health::kHealthy);
 }
 
 TEST(NodeHealth, ResultsOfJobsDueTogetherAreEvaluatedOnceOnThePoolThatHadThem) {
   // The daemon's shape: collections are timed jobs of one pool, and the
   // verdict runs on that pool, after the collections due with the results.
-  WorkerPool pool(1, "test-pool");
+  testing::ManualClock clock;
+  WorkerPool pool(1, "test-pool", 0, clock);
   SnapshotStore store;
   std::mutex mu;
   std::vector<std::thread::id> collected_on;
@@ -845,7 +867,7 @@ TEST(NodeHealth, ResultsOfJobsDueTogetherAreEvaluatedOnceOnThePoolThatHadThem) {
         return NodeInput{set, AllUp()};
       },
       NodeHealth::kRefresh, &pool);
-  const auto due = std::chrono::steady_clock::now() + 50ms;
+  const auto due = clock.now() + 50ms;
   for (int i = 1; i <= 3; ++i) {
     pool.post_at(due, [&, i] {
       store.publish("pcie", make_rendered("nodewatch_pcie_link_width{device=\"a\"} " +
@@ -857,8 +879,11 @@ TEST(NodeHealth, ResultsOfJobsDueTogetherAreEvaluatedOnceOnThePoolThatHadThem) {
       health.changed();
     });
   }
+  clock.set(due);
   ASSERT_TRUE(testing::Eventually([&] { return health.evaluations() == 1; }, 5s));
-  std::this_thread::sleep_for(200ms);
+  // The next is the refresh: no evaluation of its own for the later results.
+  ASSERT_TRUE(
+      testing::Eventually([&] { return clock.next() == due + NodeHealth::kRefresh; }, 5s));
   EXPECT_EQ(health.evaluations(), 1u);
   std::lock_guard lock(mu);
   ASSERT_EQ(collected_on.size(), 3u);
@@ -869,7 +894,9 @@ TEST(NodeHealth, ResultsOfJobsDueTogetherAreEvaluatedOnceOnThePoolThatHadThem) {
 }
 
 TEST(NodeHealth, GoesWhileAnEvaluationIsPostedAndThePoolRunsOn) {
-  WorkerPool pool(1, "test-pool");
+  testing::ManualClock clock;
+  WorkerPool pool(1, "test-pool", 0, clock);
+  const auto t0 = clock.now();
   SnapshotStore store;
   store.publish("kernel", make_rendered("nodewatch_kernel_log_up 1\n"));
   std::atomic<int> sourced{0};
@@ -884,9 +911,12 @@ TEST(NodeHealth, GoesWhileAnEvaluationIsPostedAndThePoolRunsOn) {
     health.changed();
     ASSERT_TRUE(testing::Eventually([&] { return health.evaluations() == 1; }, 5s));
     health.changed();  // posted kMinGap after the first: still pending below
+    ASSERT_TRUE(
+        testing::Eventually([&] { return clock.next() == t0 + NodeHealth::kMinGap; }, 5s));
   }
   std::atomic<bool> ran{false};
-  pool.post_at(std::chrono::steady_clock::now() + NodeHealth::kMinGap + 100ms, [&] { ran = true; });
+  pool.post_at(t0 + NodeHealth::kMinGap, [&] { ran = true; });
+  clock.set(t0 + NodeHealth::kMinGap);
   ASSERT_TRUE(testing::Eventually([&] { return ran.load(); }, 5s));
   EXPECT_EQ(sourced.load(), 1);  // the pending evaluation went with it
 }
