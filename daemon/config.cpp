@@ -70,10 +70,14 @@ std::optional<ListenAddress> parse_listen_address(std::string_view text) {
 namespace {
 
 // [server]: where and how the exporter serves.
-void read_server(const toml::table& t, OptionReader& r, ServerConfig& server,
-                 const std::string& file_s, std::vector<ConfigError>& errors) {
-  server.listen = r.get_string_array("listen", server.listen, 16);
-  if (const toml::node* n = t.get("listen"); n != nullptr && n->is_array()) {
+void read_server(OptionReader& r, ServerConfig& server, const std::string& file_s,
+                 std::vector<ConfigError>& errors) {
+  server.listen = r.get_string_array(
+      "listen", server.listen,
+      "addresses to listen on, at least one: \":9842\" (every interface), \"127.0.0.1:9842\", "
+      "\"[::1]:9842\"; ignored under socket activation",
+      16);
+  if (const toml::node* n = r.table().get("listen"); n != nullptr && n->is_array()) {
     if (server.listen.empty()) r.error("listen", "needs at least one address");
     for (std::size_t i = 0; i < server.listen.size(); ++i) {
       if (!parse_listen_address(server.listen[i])) {
@@ -86,24 +90,38 @@ void read_server(const toml::table& t, OptionReader& r, ServerConfig& server,
       }
     }
   }
-  server.max_connections =
-      static_cast<int>(r.get_int("max_connections", server.max_connections, 1, 100000));
+  server.max_connections = static_cast<int>(
+      r.get_int("max_connections", server.max_connections, 1, 100000,
+                "connections served at once; when all are taken, a new one takes the slot of one "
+                "waiting on its client, else it gets a 503"));
   server.read_timeout =
-      r.get_duration("read_timeout", server.read_timeout, Millis(100), Millis(300000));
+      r.get_duration("read_timeout", server.read_timeout, Millis(100), Millis(300000),
+                     "a request's header and body must arrive within this, or the connection is "
+                     "dropped");
   server.idle_timeout =
-      r.get_duration("idle_timeout", server.idle_timeout, Millis(100), Millis(3600000));
+      r.get_duration("idle_timeout", server.idle_timeout, Millis(100), Millis(3600000),
+                     "an idle keep-alive connection is closed after this");
   server.write_timeout =
-      r.get_duration("write_timeout", server.write_timeout, Millis(100), Millis(300000));
-  server.max_connections_per_client = static_cast<int>(
-      r.get_int("max_connections_per_client", server.max_connections_per_client, 1, 100000));
+      r.get_duration("write_timeout", server.write_timeout, Millis(100), Millis(300000),
+                     "a client that has not read its response within this is dropped");
+  server.max_connections_per_client = static_cast<int>(r.get_int(
+      "max_connections_per_client", server.max_connections_per_client, 1, 100000,
+      "connections one client address may hold at once (at most max_connections: a larger "
+      "value is lowered to it); see docs/running.md, \"Connection slots\""));
   if (server.max_connections_per_client > server.max_connections)
     server.max_connections_per_client = server.max_connections;
-  server.web_config_file = r.get_string("web_config_file", server.web_config_file);
+  server.web_config_file = r.get_string(
+      "web_config_file", server.web_config_file,
+      "the exporter-toolkit web configuration (TLS, basic authentication, headers, rate "
+      "limit), relative to this file's directory; \"\": plain HTTP, no authentication");
   if (!server.web_config_file.empty() && server.web_config_file[0] != '/') {
     std::filesystem::path dir = std::filesystem::path(file_s).parent_path();
     server.web_config_file = (dir / server.web_config_file).lexically_normal().string();
   }
-  server.healthy_without_auth = r.get_bool("healthy_without_auth", server.healthy_without_auth);
+  server.healthy_without_auth =
+      r.get_bool("healthy_without_auth", server.healthy_without_auth,
+                 "/-/healthy and /-/node-health answer without credentials (a liveness probe, "
+                 "nodewatchd --check); everything else still needs them");
 }
 
 // The keys of [collectors] that name no collector, each an error that
@@ -129,26 +147,26 @@ void report_unknown_collectors(const toml::table& collectors,
 const toml::table kEmpty;
 
 // [collectors.<name>]: the common keys, then the collector's own options.
-CollectorConfig read_collector(const CollectorSpec& spec, OptionReader& all,
-                               const std::string& file_s, std::vector<ConfigError>& errors) {
+CollectorConfig read_collector(const CollectorSpec& spec, OptionReader& all) {
   CollectorConfig cc;
   cc.spec = &spec;
   cc.enabled = spec.enabled_by_default;
   cc.interval = spec.default_interval;
   cc.timeout = spec.default_timeout;
-  std::string prefix = "collectors." + std::string(spec.name);
-  const toml::table* t = all.get_table(spec.name);
-  // Read the parsed table itself: copies of toml++ nodes lose their source
+  // Over the parsed table itself: copies of toml++ nodes lose their source
   // positions, which every error message needs.
-  const toml::table& src = t != nullptr ? *t : kEmpty;
-  OptionReader r(src, prefix, file_s, &errors);
-  cc.enabled = r.get_bool("enabled", cc.enabled);
-  cc.interval = r.get_duration("interval", cc.interval, Millis(100), Millis(24LL * 3600 * 1000));
+  OptionReader r = all.sub(spec.name);
+  cc.enabled = r.get_bool("enabled", cc.enabled, "run the collector");
+  cc.interval = r.get_duration("interval", cc.interval, Millis(100), Millis(24LL * 3600 * 1000),
+                               "time between collections; served values are at most this old");
   // At most a minute: READY=1 waits for the first round, and the unit
   // gives the start 90 s.
-  cc.timeout = r.get_duration("timeout", cc.timeout, Millis(10), Millis(60000));
+  cc.timeout = r.get_duration(
+      "timeout", cc.timeout, Millis(10), Millis(60000),
+      "a collection still running after this is failed and its metrics withdrawn; at most "
+      "interval (readiness waits for the first round)");
   if (cc.timeout > cc.interval) {
-    r.error(src.contains("timeout") ? "timeout" : "interval",
+    r.error(r.table().contains("timeout") ? "timeout" : "interval",
             "timeout (" + format_duration(cc.timeout) + ") must not be longer than interval (" +
                 format_duration(cc.interval) + ")");
   }
@@ -157,7 +175,55 @@ CollectorConfig read_collector(const CollectorSpec& spec, OptionReader& all,
   return cc;
 }
 
+// Every table of the file, read through `top`; also what describe_config()
+// runs over an empty file.
+void read_sections(OptionReader& top, std::span<const CollectorSpec> catalog, Config& cfg) {
+  const std::string& file = cfg.source;
+  std::vector<ConfigError>& errors = *top.errors();
+  // Sections are known by name so that finish() flags unknown ones.
+  OptionReader server = top.sub("server");
+  read_server(server, cfg.server, file, errors);
+  server.finish();
+
+  OptionReader log = top.sub("log");
+  cfg.log.level = log.get_enum("level", cfg.log.level, kLogLevels,
+                               "the least severe log level written; under systemd the log goes "
+                               "to the journal with priorities, elsewhere to stderr");
+  log.finish();
+
+  OptionReader nvml = top.sub("nvml");
+  cfg.shared.nvml_library = nvml.get_string(
+      "library", cfg.shared.nvml_library,
+      "NVML library name or path, one session for the accelerator collector and NVLink alike "
+      "(a missing library means no NVIDIA devices, not an error); not empty. "
+      "collectors.accelerator.nvml_library and collectors.interconnect.nvml_library are "
+      "refused with a message naming this key");
+  if (cfg.shared.nvml_library.empty()) nvml.error("library", "must not be empty");
+  nvml.finish();
+
+  OptionReader expect = top.sub("expect");
+  cfg.expect = read_expectations(expect, file, &errors);
+  expect.finish();
+
+  OptionReader all = top.sub("collectors");
+  report_unknown_collectors(all.table(), catalog, file, errors);
+  // Over [collectors]: its unknown keys are reported above, with the names
+  // that are known, so this reader is never finished.
+  for (const CollectorSpec& spec : catalog) cfg.collectors.push_back(read_collector(spec, all));
+}
+
 }  // namespace
+
+std::vector<OptionDoc> describe_config(std::span<const CollectorSpec> catalog) {
+  static const toml::table kNoFile;
+  std::vector<ConfigError> ignored;
+  std::vector<OptionDoc> docs;
+  Config cfg;
+  cfg.source = "built-in defaults";
+  OptionReader top(kNoFile, "", cfg.source, &ignored, &docs);
+  read_sections(top, catalog, cfg);
+  return docs;
+}
 
 ConfigResult parse_config(std::string_view text, std::string_view file,
                           std::span<const CollectorSpec> catalog) {
@@ -178,44 +244,12 @@ ConfigResult parse_config(std::string_view text, std::string_view file,
     return result;
   }
 
-  std::vector<ConfigError>& errors = result.errors;
   Config cfg;
   cfg.source = file_s;
-  OptionReader top(root, "", file_s, &errors);
-  // Sections are known by name so that finish() flags unknown ones.
-  if (const toml::table* t = top.get_table("server")) {
-    OptionReader r(*t, "server", file_s, &errors);
-    read_server(*t, r, cfg.server, file_s, errors);
-    r.finish();
-  }
-  if (const toml::table* t = top.get_table("log")) {
-    OptionReader r(*t, "log", file_s, &errors);
-    cfg.log.level = r.get_enum("level", cfg.log.level, kLogLevels);
-    r.finish();
-  }
-
-  if (const toml::table* t = top.get_table("nvml")) {
-    OptionReader r(*t, "nvml", file_s, &errors);
-    cfg.shared.nvml_library = r.get_string("library", cfg.shared.nvml_library);
-    if (cfg.shared.nvml_library.empty()) r.error("library", "must not be empty");
-    r.finish();
-  }
-
-  if (const toml::table* t = top.get_table("expect")) {
-    OptionReader r(*t, "expect", file_s, &errors);
-    cfg.expect = read_expectations(*t, r, file_s, &errors);
-    r.finish();
-  }
-
-  const toml::table* collectors = top.get_table("collectors");
-  if (collectors != nullptr) report_unknown_collectors(*collectors, catalog, file_s, errors);
-  // Over [collectors]: its unknown keys are reported above, with the names
-  // that are known, so this reader is never finished.
-  OptionReader all(collectors != nullptr ? *collectors : kEmpty, "collectors", file_s, &errors);
-  for (const CollectorSpec& spec : catalog)
-    cfg.collectors.push_back(read_collector(spec, all, file_s, errors));
+  OptionReader top(root, "", file_s, &result.errors);
+  read_sections(top, catalog, cfg);
   top.finish();
-
+  std::vector<ConfigError>& errors = result.errors;
   if (errors.empty()) result.config = std::move(cfg);
   return result;
 }

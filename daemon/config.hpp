@@ -92,6 +92,11 @@ inline constexpr std::size_t kMaxConfigBytes = 1 << 20;
 ConfigResult parse_config(std::string_view text, std::string_view file,
                           std::span<const CollectorSpec> catalog);
 
+// Every key of the configuration, described by the calls that read it, in
+// the order they are read: `nodewatchd --list-options`, docs/configuration.md.
+// Reads no file and checks no path.
+std::vector<OptionDoc> describe_config(std::span<const CollectorSpec> catalog);
+
 // Loads `path`. A missing file is an error when `must_exist`, else the
 // built-in defaults.
 ConfigResult load_config(const std::string& path, bool must_exist,

@@ -74,128 +74,164 @@ std::string toml_quote(std::string_view s) {
 // The rate at `key`, if given; `what` names the form in the error.
 std::optional<double> optional_rate(OptionReader& x, std::string_view key,
                                     std::optional<double> (*parse)(std::string_view),
-                                    std::string_view what) {
-  std::string text = x.get_string(key, "");
+                                    std::string_view what, Help help) {
+  std::string text = x.get_string(key, "", std::move(help));
   if (text.empty()) return std::nullopt;
   auto v = parse(text);
   if (!v) x.error(key, "\"" + text + "\" is not " + std::string(what));
   return v;
 }
 
-void too_many(OptionReader& r, std::string_view key, std::size_t n) {
-  if (n > kMaxExpectEntries)
-    r.error(key, std::to_string(n) + " entries; at most " + std::to_string(kMaxExpectEntries));
+// Shown for an expectation left out.
+constexpr const char* kNotChecked = "not checked";
+
+void read_accelerator(OptionReader& a, Expectations* e) {
+  if (auto v = a.get_int("count", -1, 0, 4096, {"accelerators the node must have", kNotChecked});
+      v >= 0)
+    e->accelerator_count = static_cast<int>(v);
+  OptionReader mr = a.sub("models");
+  mr.for_each_key("model", [&](std::string_view model) {
+    auto n = mr.get_int(model, -1, 1, 4096,
+                        {"accelerators of this model (its name as the driver gives it) the node "
+                         "must have; they add up to count",
+                         kNotChecked});
+    if (n >= 1) e->accelerator_models[std::string(model)] = static_cast<int>(n);
+  });
+  mr.finish();
+  int sum = 0;
+  for (const auto& [model, n] : e->accelerator_models) sum += n;
+  if (e->accelerator_count && !e->accelerator_models.empty() && sum != *e->accelerator_count)
+    a.error("models", "the models add up to " + std::to_string(sum) + ", count is " +
+                          std::to_string(*e->accelerator_count));
+  if (!e->accelerator_count && !e->accelerator_models.empty()) e->accelerator_count = sum;
+  if (auto v = a.get_int("nvlinks_active", -1, 0, 1024,
+                         {"active NVLink links per accelerator", kNotChecked});
+      v >= 0)
+    e->nvlinks_active = static_cast<int>(v);
+}
+
+void read_storage(OptionReader& s, Expectations* e) {
+  e->probes = s.get_string_array("probes", {},
+                                 {"absolute paths that must have a storage probe "
+                                  "([[collectors.storage.probe]]) that is not stuck",
+                                  kNotChecked},
+                                 kMaxExpectEntries);
+  e->nfs_mounts = s.get_string_array(
+      "nfs_mounts", {}, {"absolute paths that must be NFS mounts", kNotChecked}, kMaxExpectEntries);
+  for (const char* key : {"probes", "nfs_mounts"}) {
+    auto& list = std::string_view(key) == "probes" ? e->probes : e->nfs_mounts;
+    std::set<std::string> unique;
+    for (const std::string& path : list) {
+      if (path.empty() || path.front() != '/') s.error(key, "\"" + path + "\" is not absolute");
+      if (!unique.insert(path).second) s.error(key, "\"" + path + "\" is listed twice");
+    }
+  }
+}
+
+// [expect.thresholds.<alert>]: a key of alerts/thresholds.toml, whose
+// value there is the default.
+void read_thresholds(OptionReader& th, Expectations* e) {
+  const auto& defaults = threshold_defaults();
+  const std::string help =
+      "overrides the threshold of the alerts/thresholds.toml key of the same name, for the "
+      "verdict";
+  const char* from_alerts = "that of alerts/thresholds.toml";
+  auto read_one = [&](OptionReader& kr, std::string_view key, bool duration, std::string name) {
+    if (duration) {
+      Millis d = kr.get_duration(key, Millis(0), Millis(1000), Millis(7LL * 24 * 3600 * 1000),
+                                 {help + " (a duration there)", from_alerts});
+      if (d.count() > 0) e->thresholds[name] = static_cast<double>(d.count()) / 1000.0;
+    } else {
+      double x = kr.get_number(key, NAN, -1e18, 1e18, {help + " (a number there)", from_alerts});
+      if (!std::isnan(x)) e->thresholds[name] = x;
+    }
+  };
+  th.for_each_key("alert", [&](std::string_view alert) {
+    std::string alert_name(alert);
+    auto known = defaults.lower_bound(alert_name + ".");
+    bool is_known = known != defaults.end() && known->first.rfind(alert_name + ".", 0) == 0;
+    if (!is_known && !th.describing()) return;  // finish() reports it
+    OptionReader kr = th.sub(alert_name);
+    if (th.describing()) {
+      read_one(kr, "<duration key>", true, "");
+      read_one(kr, "<number key>", false, "");
+      return;
+    }
+    kr.for_each_key("key", [&](std::string_view k) {
+      std::string name = alert_name + "." + std::string(k);
+      auto def = defaults.find(name);
+      if (def == defaults.end()) return;  // finish() reports it
+      read_one(kr, k, def->second.duration, name);
+    });
+    kr.finish();
+  });
 }
 
 // The body of an [expect] table, without `file`.
-void read_body(OptionReader& r, const std::string& file, std::vector<ConfigError>* errors,
-               Expectations* e) {
-  const std::string& p = r.prefix();
-  if (const toml::table* t = r.get_table("accelerator")) {
-    OptionReader a(*t, p + ".accelerator", file, errors);
-    if (auto v = a.get_int("count", -1, 0, 4096); v >= 0)
-      e->accelerator_count = static_cast<int>(v);
-    if (const toml::table* m = a.get_table("models")) {
-      OptionReader mr(*m, p + ".accelerator.models", file, errors);
-      for (auto&& [k, v] : *m) {
-        std::string model(k.str());
-        auto n = mr.get_int(model, -1, 1, 4096);
-        if (n >= 1) e->accelerator_models[model] = static_cast<int>(n);
-      }
-      mr.finish();
-      int sum = 0;
-      for (const auto& [model, n] : e->accelerator_models) sum += n;
-      if (e->accelerator_count && !e->accelerator_models.empty() && sum != *e->accelerator_count)
-        a.error("models", "the models add up to " + std::to_string(sum) + ", count is " +
-                              std::to_string(*e->accelerator_count));
-      if (!e->accelerator_count && !e->accelerator_models.empty()) e->accelerator_count = sum;
-    }
-    if (auto v = a.get_int("nvlinks_active", -1, 0, 1024); v >= 0)
-      e->nvlinks_active = static_cast<int>(v);
-    a.finish();
-  }
+void read_body(OptionReader& r, Expectations* e) {
+  OptionReader a = r.sub("accelerator");
+  read_accelerator(a, e);
+  a.finish();
   std::set<std::string> seen;
-  std::size_t n = r.for_each_table("pcie", [&](OptionReader& x, std::size_t) {
-    ExpectedPcie d;
-    d.device = x.get_string("device", "");
-    if (!is_pci_address(d.device))
-      x.error("device", "\"" + d.device + "\" is not a PCI address such as \"0000:1a:00.0\"");
-    else if (!seen.insert(d.device).second)
-      x.error("device", "\"" + d.device + "\" is listed twice");
-    if (auto w = x.get_int("width", -1, 1, 32); w >= 1) d.width = static_cast<int>(w);
-    d.speed = optional_rate(x, "speed", parse_transfer_rate, "a link speed such as \"32GT/s\"");
-    if (!d.width && !d.speed) x.error("device", "needs width, speed or both");
-    e->pcie.push_back(std::move(d));
-  });
-  too_many(r, "pcie", n);
+  r.for_each_table(
+      "pcie", "a PCI function whose link must be as given",
+      [&](OptionReader& x, std::size_t) {
+        ExpectedPcie d;
+        d.device = x.get_string("device", "",
+                                {"its PCI address, such as \"0000:1a:00.0\"; needs width, speed "
+                                 "or both",
+                                 "none: required"});
+        if (!is_pci_address(d.device))
+          x.error("device", "\"" + d.device + "\" is not a PCI address such as \"0000:1a:00.0\"");
+        else if (!seen.insert(d.device).second)
+          x.error("device", "\"" + d.device + "\" is listed twice");
+        if (auto w = x.get_int("width", -1, 1, 32, {"the link width (lanes)", kNotChecked}); w >= 1)
+          d.width = static_cast<int>(w);
+        d.speed = optional_rate(x, "speed", parse_transfer_rate, "a link speed such as \"32GT/s\"",
+                                {"the link speed, such as \"32GT/s\"", kNotChecked});
+        if (!d.width && !d.speed) x.error("device", "needs width, speed or both");
+        e->pcie.push_back(std::move(d));
+      },
+      kMaxExpectEntries);
   seen.clear();
-  n = r.for_each_table("fabric", [&](OptionReader& x, std::size_t) {
-    ExpectedPort port;
-    port.device = x.get_string("device", "");
-    if (port.device.empty()) x.error("device", "needs the device, such as \"mlx5_0\"");
-    port.port = static_cast<int>(x.get_int("port", 1, 1, 255));
-    port.rate = optional_rate(x, "rate", parse_bit_rate, "a rate such as \"400Gb/s\"");
-    if (!port.device.empty() && !seen.insert(port.component()).second)
-      x.error("device", "port " + port.component() + " is listed twice");
-    e->ports.push_back(std::move(port));
-  });
-  too_many(r, "fabric", n);
+  r.for_each_table(
+      "fabric", "an InfiniBand or RoCE port that must be active",
+      [&](OptionReader& x, std::size_t) {
+        ExpectedPort port;
+        port.device =
+            x.get_string("device", "", {"the RDMA device, such as \"mlx5_0\"", "none: required"});
+        if (port.device.empty()) x.error("device", "needs the device, such as \"mlx5_0\"");
+        port.port = static_cast<int>(x.get_int("port", 1, 1, 255, "the port number"));
+        port.rate = optional_rate(x, "rate", parse_bit_rate, "a rate such as \"400Gb/s\"",
+                                  {"the least rate, such as \"400Gb/s\"", kNotChecked});
+        if (!port.device.empty() && !seen.insert(port.component()).second)
+          x.error("device", "port " + port.component() + " is listed twice");
+        e->ports.push_back(std::move(port));
+      },
+      kMaxExpectEntries);
   seen.clear();
-  n = r.for_each_table("nic", [&](OptionReader& x, std::size_t) {
-    ExpectedNic nic;
-    nic.interface = x.get_string("interface", "");
-    if (nic.interface.empty() || nic.interface.size() > 15 ||
-        nic.interface.find('/') != std::string::npos)
-      x.error("interface", "\"" + nic.interface + "\" is not an interface name");
-    else if (!seen.insert(nic.interface).second)
-      x.error("interface", "\"" + nic.interface + "\" is listed twice");
-    nic.speed = optional_rate(x, "speed", parse_bit_rate, "a speed such as \"100Gb/s\"");
-    e->nics.push_back(std::move(nic));
-  });
-  too_many(r, "nic", n);
-  if (const toml::table* t = r.get_table("storage")) {
-    OptionReader s(*t, p + ".storage", file, errors);
-    e->probes = s.get_string_array("probes", {});
-    e->nfs_mounts = s.get_string_array("nfs_mounts", {});
-    for (const char* key : {"probes", "nfs_mounts"}) {
-      auto& list = std::string_view(key) == "probes" ? e->probes : e->nfs_mounts;
-      too_many(s, key, list.size());
-      std::set<std::string> unique;
-      for (const std::string& path : list) {
-        if (path.empty() || path.front() != '/') s.error(key, "\"" + path + "\" is not absolute");
-        if (!unique.insert(path).second) s.error(key, "\"" + path + "\" is listed twice");
-      }
-    }
-    s.finish();
-  }
-  if (const toml::table* t = r.get_table("thresholds")) {
-    OptionReader th(*t, p + ".thresholds", file, errors);
-    const auto& defaults = threshold_defaults();
-    for (auto&& [alert, node] : *t) {
-      std::string alert_name(alert.str());
-      auto known = defaults.lower_bound(alert_name + ".");
-      if (known == defaults.end() || known->first.rfind(alert_name + ".", 0) != 0)
-        continue;  // finish() reports it
-      const toml::table* keys = th.get_table(alert_name);
-      if (keys == nullptr) continue;
-      OptionReader kr(*keys, p + ".thresholds." + alert_name, file, errors);
-      for (auto&& [k, v] : *keys) {
-        std::string name = alert_name + "." + std::string(k.str());
-        auto def = defaults.find(name);
-        if (def == defaults.end()) continue;  // finish() reports it
-        if (def->second.duration) {
-          Millis d =
-              kr.get_duration(k.str(), Millis(0), Millis(1000), Millis(7LL * 24 * 3600 * 1000));
-          if (d.count() > 0) e->thresholds[name] = static_cast<double>(d.count()) / 1000.0;
-        } else {
-          double x = kr.get_number(k.str(), NAN, -1e18, 1e18);
-          if (!std::isnan(x)) e->thresholds[name] = x;
-        }
-      }
-      kr.finish();
-    }
-    th.finish();
-  }
+  r.for_each_table(
+      "nic", "a network interface that must be up",
+      [&](OptionReader& x, std::size_t) {
+        ExpectedNic nic;
+        nic.interface = x.get_string(
+            "interface", "", {"the interface name, such as \"ens1f0np0\"", "none: required"});
+        if (nic.interface.empty() || nic.interface.size() > 15 ||
+            nic.interface.find('/') != std::string::npos)
+          x.error("interface", "\"" + nic.interface + "\" is not an interface name");
+        else if (!seen.insert(nic.interface).second)
+          x.error("interface", "\"" + nic.interface + "\" is listed twice");
+        nic.speed = optional_rate(x, "speed", parse_bit_rate, "a speed such as \"100Gb/s\"",
+                                  {"the least speed, such as \"100Gb/s\"", kNotChecked});
+        e->nics.push_back(std::move(nic));
+      },
+      kMaxExpectEntries);
+  OptionReader s = r.sub("storage");
+  read_storage(s, e);
+  s.finish();
+  OptionReader th = r.sub("thresholds");
+  read_thresholds(th, e);
+  th.finish();
 }
 
 }  // namespace
@@ -277,15 +313,19 @@ const std::set<std::string, std::less<>>& application_xids() {
   return kXids;
 }
 
-Expectations read_expectations(const toml::table& t, OptionReader& r,
-                               const std::string& config_file, std::vector<ConfigError>* errors) {
+Expectations read_expectations(OptionReader& r, const std::string& config_file,
+                               std::vector<ConfigError>* errors) {
   Expectations e;
-  std::string file = r.get_string("file", "");
+  std::string file =
+      r.get_string("file", "",
+                   {"a file with the [expect] tables instead of this one (not both), relative "
+                    "to this file's directory; nodewatchd --learn-expected prints one",
+                    "none: the tables here"});
   if (file.empty()) {
-    read_body(r, config_file, errors, &e);
+    read_body(r, &e);
     return e;
   }
-  for (auto&& [k, v] : t) {
+  for (auto&& [k, v] : r.table()) {
     if (k.str() == "file") continue;
     r.mark_known(k.str());
     r.error(k.str(), "with expect.file set, every expectation is in that file");
@@ -327,15 +367,13 @@ Expectations parse_expect_file(std::string_view text, const std::string& file,
     return e;
   }
   OptionReader top(root, "", file, errors);
-  if (const toml::table* t = top.get_table("expect")) {
-    OptionReader r(*t, "expect", file, errors);
-    if (t->contains("file")) {
-      r.mark_known("file");
-      r.error("file", "an expect file cannot name another");
-    }
-    read_body(r, file, errors, &e);
-    r.finish();
+  OptionReader r = top.sub("expect");
+  if (r.table().contains("file")) {
+    r.mark_known("file");
+    r.error("file", "an expect file cannot name another");
   }
+  read_body(r, &e);
+  r.finish();
   top.finish();
   return e;
 }

@@ -93,11 +93,11 @@ struct Expectations {
 // Most entries a list of [expect] may have: a node has tens of them.
 inline constexpr std::size_t kMaxExpectEntries = 512;
 
-// Reads the [expect] table `t` of the configuration `config_file` (its
-// reader `r`); with expect.file, that file's [expect] instead. Errors name
+// Reads the [expect] table of the configuration `config_file` through its
+// reader `r`; with expect.file, that file's [expect] instead. Errors name
 // the file, line and key.
-Expectations read_expectations(const toml::table& t, OptionReader& r,
-                               const std::string& config_file, std::vector<ConfigError>* errors);
+Expectations read_expectations(OptionReader& r, const std::string& config_file,
+                               std::vector<ConfigError>* errors);
 
 // Parses the text of an expect file (a TOML file with one [expect] table).
 Expectations parse_expect_file(std::string_view text, const std::string& file,

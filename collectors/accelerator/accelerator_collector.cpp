@@ -311,12 +311,19 @@ void report_device_errors(const DeviceSample& d, MetricSink& out) {
 AcceleratorOptions read_accelerator_options(OptionReader& r) {
   AcceleratorOptions o;
   o.max_jobs_per_device = static_cast<std::size_t>(
-      r.get_int("max_jobs_per_device", static_cast<std::int64_t>(o.max_jobs_per_device), 0, 64));
-  o.pod_resources_socket = r.get_string("pod_resources_socket", o.pod_resources_socket);
+      r.get_int("max_jobs_per_device", static_cast<std::int64_t>(o.max_jobs_per_device), 0, 64,
+                "jobs kept per accelerator in `nodewatch_accelerator_job_info`, largest memory "
+                "first (the rest counted as job_limit); 0: no job attribution"));
+  o.pod_resources_socket =
+      r.get_string("pod_resources_socket", o.pod_resources_socket,
+                   "the kubelet's pod-resources API, asked once per collection for the pods' "
+                   "names and devices; an absent socket is not asked, not an error; \"\": never");
   if (!o.pod_resources_socket.empty() && o.pod_resources_socket.front() != '/')
     r.error("pod_resources_socket", "must be an absolute path, or \"\" to never ask");
   o.pod_resources_timeout =
-      r.get_duration("pod_resources_timeout", o.pod_resources_timeout, Millis(10), Millis(10000));
+      r.get_duration("pod_resources_timeout", o.pod_resources_timeout, Millis(10), Millis(10000),
+                     "the List call's deadline, and the longest a collection waits for it; a "
+                     "late answer leaves the previous one in use");
   // One NVML for the whole daemon: [nvml] library.
   r.refuse_moved("nvml_library", "library in [nvml]");
   return o;

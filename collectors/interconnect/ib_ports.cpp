@@ -84,8 +84,11 @@ bool gone(const Read& r) {
 
 IbOptions read_ib_options(OptionReader& r) {
   IbOptions o;
-  o.pma_interval = r.get_duration("pma_interval", o.pma_interval, Millis(0), std::chrono::hours(1));
-  o.devices = sources::read_name_filter(r, "devices_include", "devices_exclude");
+  o.pma_interval =
+      r.get_duration("pma_interval", o.pma_interval, Millis(0), std::chrono::hours(1),
+                     "how often the PMA counters/ files are read (one firmware MAD each); last "
+                     "values re-emitted in between; \"0s\": every collection");
+  o.devices = sources::read_name_filter(r, "RDMA device", "devices_include", "devices_exclude");
   return o;
 }
 

@@ -10,10 +10,18 @@ namespace interconnect {
 InterconnectOptions read_interconnect_options(OptionReader& r) {
   InterconnectOptions o;
   o.ib = read_ib_options(r);
-  o.netlink = r.get_bool("netlink", o.netlink);
-  o.verbs = r.get_bool("verbs", o.verbs);
-  o.nvlink = r.get_bool("nvlink", o.nvlink);
-  o.nvlink_link_errors = r.get_bool("nvlink_link_errors", o.nvlink_link_errors);
+  o.netlink = r.get_bool("netlink", o.netlink,
+                         "read port hw_counters with one RDMA netlink request per port where "
+                         "the kernel has it (else sysfs)");
+  o.verbs = r.get_bool("verbs", o.verbs,
+                       "with /dev/infiniband, dlopen libibverbs and count port up/down events "
+                       "(holds a uverbs descriptor per device)");
+  o.nvlink = r.get_bool("nvlink", o.nvlink, "export NVLink links through NVML ([nvml])");
+  o.nvlink_link_errors =
+      r.get_bool("nvlink_link_errors", o.nvlink_link_errors,
+                 "also export the NVLink error counters per link "
+                 "(`nodewatch_nvlink_link_errors_total`, 90-144 series per accelerator, nearly all "
+                 "0); the per-accelerator sums are always exported");
   r.refuse_moved("nvml_library", "library in [nvml]");
   return o;
 }

@@ -19,13 +19,19 @@ bool absolute(const std::string& p) {
 
 KernelOptions read_kernel_options(OptionReader& r) {
   KernelOptions o;
-  o.kmsg_path = r.get_string("kmsg_path", o.kmsg_path);
+  o.kmsg_path = r.get_string("kmsg_path", o.kmsg_path,
+                             "the kernel log device, absolute (or a file of its records, read "
+                             "again every second: fixtures)");
   if (!absolute(o.kmsg_path)) r.error("kmsg_path", "must be an absolute path");
-  o.state_file = r.get_string("state_file", o.state_file);
+  o.state_file = r.get_string(
+      "state_file", o.state_file,
+      "absolute file keeping the boot id, the last record counted and the counts across "
+      "restarts (\"\": none kept); its directory is made if missing (its last component only)");
   if (!o.state_file.empty() && (!absolute(o.state_file) || o.state_file.back() == '/'))
     r.error("state_file", "must be an absolute file path, or \"\" to keep no state");
-  o.max_devices = r.get_int("max_devices", o.max_devices, 1, 4096);
-  o.edac = r.get_bool("edac", o.edac);
+  o.max_devices = r.get_int("max_devices", o.max_devices, 1, 4096,
+                            "distinct devices per event; the rest count as device=\"other\"");
+  o.edac = r.get_bool("edac", o.edac, "read host memory errors from EDAC sysfs");
   return o;
 }
 

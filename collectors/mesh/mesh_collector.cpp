@@ -47,56 +47,85 @@ const MetricTable& mesh_metric_table() {
 MeshOptions read_mesh_options(OptionReader& r) {
   MeshOptions o;
   MeshSettings& s = o.settings;
-  s.listen = r.get_string("listen", s.listen);
+  s.listen = r.get_string("listen", s.listen,
+                          "UDP address the responder answers probes on (\"0.0.0.0:9843\", "
+                          "\"[::]:9843\", \":9843\"); \"\": no port is opened");
   if (!s.listen.empty()) {
     std::string why;
     if (!parse_endpoint(s.listen, &why))
       r.error("listen", why + " (e.g. \"0.0.0.0:9843\", \"[::]:9843\", \":9843\")");
   }
-  o.peers_file = r.get_string("peers_file", o.peers_file);
+  o.peers_file = r.get_string(
+      "peers_file", o.peers_file,
+      "absolute path of the peers, in Prometheus's file_sd format (JSON or YAML), re-read when "
+      "it changes; a group's rail label names its rail (\"default\" without one); \"\": none");
   if (!o.peers_file.empty() && o.peers_file[0] != '/')
     r.error("peers_file", "must be an absolute path");
-  o.key_file = r.get_string("key_file", o.key_file);
+  o.key_file = r.get_string(
+      "key_file", o.key_file,
+      "absolute path of the shared keys, one per line (16-4096 bytes each, at most 4): the "
+      "first signs, every one is accepted; required with listen or peers_file; refused while "
+      "others can read or write it");
   if (!o.key_file.empty() && o.key_file[0] != '/') r.error("key_file", "must be an absolute path");
   if (o.key_file.empty() && (!s.listen.empty() || !o.peers_file.empty()))
     r.error("key_file",
             "is required with listen or peers_file: probes are signed with a shared key, and "
             "an unsigned probe is never answered");
-  s.probe_interval = r.get_duration("probe_interval", s.probe_interval,
-                                    std::chrono::milliseconds(100), std::chrono::minutes(1));
-  s.probe_timeout = r.get_duration("probe_timeout", s.probe_timeout, std::chrono::milliseconds(10),
-                                   std::chrono::seconds(10));
-  s.max_peers = static_cast<std::size_t>(
-      r.get_int("max_peers", static_cast<std::int64_t>(s.max_peers), 1, 1024));
+  s.probe_interval =
+      r.get_duration("probe_interval", s.probe_interval, std::chrono::milliseconds(100),
+                     std::chrono::minutes(1), "one probe per peer and rail every interval");
+  s.probe_timeout =
+      r.get_duration("probe_timeout", s.probe_timeout, std::chrono::milliseconds(10),
+                     std::chrono::seconds(10), "no valid answer within this counts a probe lost");
+  s.max_peers = static_cast<std::size_t>(r.get_int(
+      "max_peers", static_cast<std::int64_t>(s.max_peers), 1, 1024,
+      "peers probed per rail at most; beyond it, the neighbours that follow the node in the "
+      "ring plus a random sample of the rest"));
   s.neighbours = static_cast<std::size_t>(
-      r.get_int("neighbours", static_cast<std::int64_t>(s.neighbours), 0, 1024));
+      r.get_int("neighbours", static_cast<std::int64_t>(s.neighbours), 0, 1024,
+                "peers that follow the node in the ring always probed; at most max_peers"));
   if (s.neighbours > s.max_peers) r.error("neighbours", "must not be more than max_peers");
   s.resample_interval = r.get_duration("resample_interval", s.resample_interval,
-                                       std::chrono::seconds(10), std::chrono::hours(24));
-  s.replay_window = r.get_duration("replay_window", s.replay_window, std::chrono::seconds(1),
-                                   std::chrono::minutes(10));
+                                       std::chrono::seconds(10), std::chrono::hours(24),
+                                       "how often the random part of the sample is drawn again");
+  s.replay_window = r.get_duration(
+      "replay_window", s.replay_window, std::chrono::seconds(1), std::chrono::minutes(10),
+      "a probe stamped further than this from the responder's clock is refused as "
+      "stale: the nodes' clocks must agree to within it");
   s.max_answers_per_second = static_cast<double>(r.get_int(
-      "max_answers_per_second", static_cast<std::int64_t>(s.max_answers_per_second), 1, 1000000));
+      "max_answers_per_second", static_cast<std::int64_t>(s.max_answers_per_second), 1, 1000000,
+      "the responder's answer budget; beyond it probes are dropped as "
+      "rate_limited"));
   std::set<std::string> names;
-  r.for_each_table("rails", [&](OptionReader& e, std::size_t) {
-    RailSettings rail;
-    rail.name = e.get_string("name", "");
-    rail.source = e.get_string("source", "");
-    rail.interface = e.get_string("interface", "");
-    if (!valid_rail_name(rail.name))
-      e.error("name", "must be 1-64 characters of letters, digits, '_', '-', '.'");
-    else if (rail.name == kDefaultRail)
-      e.error("name", "\"default\" is the rail of targets without a rail label; choose another");
-    else if (!names.insert(rail.name).second)
-      e.error("name", "rail \"" + rail.name + "\" is defined twice");
-    if (!rail.source.empty() && !parse_address(rail.source))
-      e.error("source", "\"" + rail.source + "\" is not a numeric IPv4 or IPv6 address");
-    if (rail.interface.size() >= IFNAMSIZ)
-      e.error("interface", "longer than an interface name can be");
-    if (rail.source.empty() && rail.interface.empty())
-      e.error("name", "a rail needs a source address, an interface, or both");
-    s.rails.push_back(std::move(rail));
-  });
+  r.for_each_table(
+      "rails", "a rail: one socket, from its own address or device",
+      [&](OptionReader& e, std::size_t) {
+        RailSettings rail;
+        rail.name = e.get_string("name", "",
+                                 {"the rail's name, as the peers' rail label gives it (not "
+                                  "\"default\"); 1-64 letters, digits, '_', '-', '.'",
+                                  "none: required"});
+        rail.source =
+            e.get_string("source", "", {"the numeric address its probes leave from", "none"});
+        rail.interface = e.get_string("interface", "",
+                                      {"the device its probes are bound to (SO_BINDTODEVICE); a "
+                                       "rail needs source, interface or both",
+                                       "none"});
+        if (!valid_rail_name(rail.name))
+          e.error("name", "must be 1-64 characters of letters, digits, '_', '-', '.'");
+        else if (rail.name == kDefaultRail)
+          e.error("name",
+                  "\"default\" is the rail of targets without a rail label; choose another");
+        else if (!names.insert(rail.name).second)
+          e.error("name", "rail \"" + rail.name + "\" is defined twice");
+        if (!rail.source.empty() && !parse_address(rail.source))
+          e.error("source", "\"" + rail.source + "\" is not a numeric IPv4 or IPv6 address");
+        if (rail.interface.size() >= IFNAMSIZ)
+          e.error("interface", "longer than an interface name can be");
+        if (rail.source.empty() && rail.interface.empty())
+          e.error("name", "a rail needs a source address, an interface, or both");
+        s.rails.push_back(std::move(rail));
+      });
   return o;
 }
 

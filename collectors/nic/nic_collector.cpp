@@ -30,10 +30,14 @@ std::vector<std::string> default_driver_counters() {
 
 NicOptions read_nic_options(OptionReader& r) {
   NicOptions out;
-  out.interfaces = sources::read_name_filter(r, "interfaces_include", "interfaces_exclude", "",
-                                             std::string(kDefaultInterfacesExclude));
-  std::vector<std::string> counters =
-      r.get_string_array("driver_counters", out.driver_counters, kMaxDriverCounterPatterns);
+  out.interfaces =
+      sources::read_name_filter(r, "interface", "interfaces_include", "interfaces_exclude", "",
+                                std::string(kDefaultInterfacesExclude));
+  std::vector<std::string> counters = r.get_string_array(
+      "driver_counters", out.driver_counters,
+      "RE2 regular expressions, each matched against a whole driver statistic name (ethtool "
+      "-S); only matching statistics are read",
+      kMaxDriverCounterPatterns);
   bool counters_ok = true;
   for (const std::string& c : counters) {
     std::string problem = c.empty() ? std::string("an empty regular expression would match nothing")
@@ -45,11 +49,21 @@ NicOptions read_nic_options(OptionReader& r) {
     }
   }
   if (counters_ok) out.driver_counters = std::move(counters);
-  out.max_driver_counters = r.get_int("max_driver_counters", out.max_driver_counters, 0, 4096);
-  out.legacy_counters = r.get_bool("legacy_counters", out.legacy_counters);
-  out.qdiscs = r.get_bool("qdiscs", out.qdiscs);
-  out.driver_statistics = r.get_bool("driver_statistics", out.driver_statistics);
-  out.protocol_statistics = r.get_bool("protocol_statistics", out.protocol_statistics);
+  out.max_driver_counters =
+      r.get_int("max_driver_counters", out.max_driver_counters, 0, 4096,
+                "driver statistics read per interface at most; the rest is counted as "
+                "driver_counter_limit");
+  out.legacy_counters =
+      r.get_bool("legacy_counters", out.legacy_counters,
+                 "also export the half-duplex and header-compression link counters (collisions, "
+                 "aborted, heartbeat, window, compressed: 6 series per interface)");
+  out.qdiscs = r.get_bool("qdiscs", out.qdiscs, "export queueing-discipline counters");
+  out.driver_statistics =
+      r.get_bool("driver_statistics", out.driver_statistics,
+                 "read ethtool driver statistics (ioctl) and standard pause/FEC statistics "
+                 "(netlink)");
+  out.protocol_statistics = r.get_bool("protocol_statistics", out.protocol_statistics,
+                                       "read /proc/net/snmp and /proc/net/netstat");
   return out;
 }
 

@@ -473,7 +473,11 @@ const CollectorSpec& pcie_collector_spec() {
     spec.default_timeout = std::chrono::seconds(10);
     spec.read_options = typed_options<pcie::PcieOptions>([](OptionReader& r) {
       pcie::PcieOptions o;
-      o.aer_detail = r.get_bool("aer_detail", o.aer_detail);
+      o.aer_detail =
+          r.get_bool("aer_detail", o.aer_detail,
+                     "also export every AER error bit per function and severity "
+                     "(`nodewatch_pcie_aer_detail_errors_total`, ~44 series per function); the "
+                     "per-severity totals are always exported");
       return o;
     });
     spec.metrics = pcie::pcie_metric_table;

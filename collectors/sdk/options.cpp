@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <system_error>
+#include <utility>
 
 namespace nodewatch {
 namespace {
@@ -94,9 +95,53 @@ std::string format_duration(Millis d) {
   return std::to_string(ms) + "ms";
 }
 
+std::string toml_value(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default: out += c;
+    }
+  }
+  out += '"';
+  return out;
+}
+
+std::string toml_value(const std::vector<std::string>& v) {
+  std::string out = "[";
+  for (const std::string& s : v) {
+    if (out.size() > 1) out += ", ";
+    out += toml_value(s);
+  }
+  out += ']';
+  return out;
+}
+
 OptionReader::OptionReader(const toml::table& table, std::string key_prefix, std::string file,
-                           std::vector<ConfigError>* errors)
-    : table_(table), prefix_(std::move(key_prefix)), file_(std::move(file)), errors_(errors) {}
+                           std::vector<ConfigError>* errors, std::vector<OptionDoc>* docs)
+    : table_(table),
+      prefix_(std::move(key_prefix)),
+      file_(std::move(file)),
+      errors_(errors),
+      docs_(docs) {}
+
+void OptionReader::describe(std::string_view key, std::string type, std::string def,
+                            std::string range, Help help) {
+  if (docs_ == nullptr) return;
+  OptionDoc d;
+  d.key = join_key(prefix_, key);
+  d.type = std::move(type);
+  if (help.instead_of_default.empty())
+    d.default_value = std::move(def);
+  else
+    d.instead_of_default = std::move(help.instead_of_default);
+  d.range = std::move(range);
+  d.help = std::move(help.text);
+  docs_->push_back(std::move(d));
+}
 
 const toml::node* OptionReader::lookup(std::string_view key) {
   seen_.emplace_back(key);
@@ -114,7 +159,8 @@ void OptionReader::error(std::string_view key, std::string message) {
   error_at(table_.get(key), key, std::move(message));
 }
 
-bool OptionReader::get_bool(std::string_view key, bool def) {
+bool OptionReader::get_bool(std::string_view key, bool def, Help help) {
+  describe(key, "boolean", def ? "true" : "false", "", std::move(help));
   const toml::node* n = lookup(key);
   if (n == nullptr) return def;
   if (auto v = n->value_exact<bool>()) return *v;
@@ -123,7 +169,9 @@ bool OptionReader::get_bool(std::string_view key, bool def) {
 }
 
 std::int64_t OptionReader::get_int(std::string_view key, std::int64_t def, std::int64_t min,
-                                   std::int64_t max) {
+                                   std::int64_t max, Help help) {
+  describe(key, "integer", std::to_string(def), std::to_string(min) + "–" + std::to_string(max),
+           std::move(help));
   const toml::node* n = lookup(key);
   if (n == nullptr) return def;
   auto v = n->value_exact<std::int64_t>();
@@ -140,7 +188,14 @@ std::int64_t OptionReader::get_int(std::string_view key, std::int64_t def, std::
   return *v;
 }
 
-double OptionReader::get_number(std::string_view key, double def, double min, double max) {
+double OptionReader::get_number(std::string_view key, double def, double min, double max,
+                                Help help) {
+  if (docs_ != nullptr) {
+    std::ostringstream d, r;
+    d << def;
+    r << min << "–" << max;
+    describe(key, "number", d.str(), r.str(), std::move(help));
+  }
   const toml::node* n = lookup(key);
   if (n == nullptr) return def;
   std::optional<double> v;
@@ -159,7 +214,8 @@ double OptionReader::get_number(std::string_view key, double def, double min, do
   return *v;
 }
 
-std::string OptionReader::get_string(std::string_view key, std::string def) {
+std::string OptionReader::get_string(std::string_view key, std::string def, Help help) {
+  describe(key, "string", toml_value(def), "", std::move(help));
   const toml::node* n = lookup(key);
   if (n == nullptr) return def;
   if (auto v = n->value_exact<std::string>()) {
@@ -175,9 +231,16 @@ std::string OptionReader::get_string(std::string_view key, std::string def) {
 }
 
 std::string OptionReader::get_enum(std::string_view key, std::string def,
-                                   std::span<const std::string_view> allowed) {
+                                   std::span<const std::string_view> allowed, Help help) {
+  if (docs_ != nullptr) {
+    std::string values;
+    for (auto a : allowed) values += (values.empty() ? "`" : ", `") + std::string(a) + "`";
+    describe(key, "string", toml_value(def), values, std::move(help));
+  }
   const toml::node* n = table_.get(key);
-  std::string v = get_string(key, def);
+  std::vector<OptionDoc>* docs = std::exchange(docs_, nullptr);  // described above
+  std::string v = get_string(key, def, "");
+  docs_ = docs;
   if (n == nullptr || !n->is_string()) return v;
   if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return v;
   std::string list;
@@ -187,8 +250,10 @@ std::string OptionReader::get_enum(std::string_view key, std::string def,
 }
 
 std::vector<std::string> OptionReader::get_string_array(std::string_view key,
-                                                        std::vector<std::string> def,
+                                                        std::vector<std::string> def, Help help,
                                                         std::size_t max) {
+  describe(key, "array of strings", toml_value(def), "at most " + std::to_string(max),
+           std::move(help));
   const toml::node* n = lookup(key);
   if (n == nullptr) return def;
   const toml::array* arr = n->as_array();
@@ -220,7 +285,10 @@ std::vector<std::string> OptionReader::get_string_array(std::string_view key,
   return out;
 }
 
-Millis OptionReader::get_duration(std::string_view key, Millis def, Millis min, Millis max) {
+Millis OptionReader::get_duration(std::string_view key, Millis def, Millis min, Millis max,
+                                  Help help) {
+  describe(key, "duration", toml_value(format_duration(def)),
+           format_duration(min) + "–" + format_duration(max), std::move(help));
   const toml::node* n = lookup(key);
   if (n == nullptr) return def;
   auto s = n->value_exact<std::string>();
@@ -245,8 +313,16 @@ Millis OptionReader::get_duration(std::string_view key, Millis def, Millis min, 
 }
 
 std::size_t OptionReader::for_each_table(
-    std::string_view key, const std::function<void(OptionReader&, std::size_t)>& each,
+    std::string_view key, Help help, const std::function<void(OptionReader&, std::size_t)>& each,
     std::size_t max) {
+  if (docs_ != nullptr) {
+    if (help.instead_of_default.empty()) help.instead_of_default = "none";
+    describe(key, "array of tables", "", "at most " + std::to_string(max), std::move(help));
+    static const toml::table kNoElement;
+    std::vector<ConfigError> ignored;  // the element's required keys are missing
+    OptionReader element(kNoElement, join_key(prefix_, key) + "[]", file_, &ignored, docs_);
+    each(element, 0);
+  }
   const toml::node* n = lookup(key);
   if (n == nullptr) return 0;
   const toml::array* arr = n->as_array();
@@ -279,6 +355,21 @@ std::size_t OptionReader::for_each_table(
     ++count;
   }
   return count;
+}
+
+void OptionReader::for_each_key(std::string_view name,
+                                const std::function<void(std::string_view)>& each) {
+  if (docs_ != nullptr) {
+    each("<" + std::string(name) + ">");
+    return;
+  }
+  for (auto&& [k, v] : table_) each(k.str());
+}
+
+OptionReader OptionReader::sub(std::string_view key) {
+  static const toml::table kAbsent;
+  const toml::table* t = get_table(key);
+  return OptionReader(t != nullptr ? *t : kAbsent, join_key(prefix_, key), file_, errors_, docs_);
 }
 
 void OptionReader::mark_known(std::string_view key) {

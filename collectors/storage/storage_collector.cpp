@@ -34,7 +34,11 @@ std::optional<ProbeConfig> read_probe(OptionReader& p, DirectoryCheck* check,
   using std::chrono::milliseconds;
   ProbeConfig c;
   bool ok = true;
-  c.path = p.get_string("path", "");
+  c.path = p.get_string("path", "",
+                        {"absolute directory to probe, one probe per path; must exist (checked "
+                         "by a helper process for at most 1 s: a path that does not answer is "
+                         "accepted and reported stuck)",
+                         "none: required"});
   std::string who = "probe \"" + c.path + "\": ";
   if (c.path.empty()) {
     p.error("path", "probe: path is required");
@@ -59,7 +63,8 @@ std::optional<ProbeConfig> read_probe(OptionReader& p, DirectoryCheck* check,
     }
   }
   std::vector<std::string> names =
-      p.get_string_array("operations", {"stat", "write", "fsync", "read"});
+      p.get_string_array("operations", {"stat", "write", "fsync", "read"},
+                         "the operations timed, each once per cycle, of stat, write, fsync, read");
   std::set<ProbeOp> ops;
   for (const std::string& name : names) {
     std::optional<ProbeOp> op = parse_probe_op(name);
@@ -77,15 +82,18 @@ std::optional<ProbeConfig> read_probe(OptionReader& p, DirectoryCheck* check,
   }
   c.operations.assign(ops.begin(), ops.end());  // the enum's order is the cycle's order
   c.interval = p.get_duration("interval", milliseconds(10000), milliseconds(100),
-                              milliseconds(24LL * 3600 * 1000));
-  c.timeout = p.get_duration("timeout", milliseconds(5000), milliseconds(10),
-                             milliseconds(24LL * 3600 * 1000));
+                              milliseconds(24LL * 3600 * 1000), "time between probe cycles");
+  c.timeout = p.get_duration(
+      "timeout", milliseconds(5000), milliseconds(10), milliseconds(24LL * 3600 * 1000),
+      "an operation not returned by then counts ETIMEDOUT and its helper is abandoned; the path "
+      "is reported stuck while the kernel holds that helper; at most interval");
   if (c.timeout > c.interval) {
     p.error("timeout", who + "timeout " + format_duration(c.timeout) + " is longer than interval " +
                            format_duration(c.interval));
     ok = false;
   }
-  std::string size_text = p.get_string("size", "4KiB");
+  std::string size_text =
+      p.get_string("size", "4KiB", "bytes written and read per cycle (B, KiB, MiB; at most 1MiB)");
   std::optional<std::size_t> size = parse_size(size_text);
   if (!size || *size == 0) {
     p.error("size", who + "size \"" + size_text + "\" is not a size such as \"4KiB\"");
@@ -124,9 +132,12 @@ std::optional<std::size_t> parse_size(std::string_view text) {
 
 StorageOptions read_storage_options(OptionReader& r, DirectoryCheck* check) {
   StorageOptions out;
-  out.devices = sources::read_name_filter(r, "devices_include", "devices_exclude", "",
-                                          std::string(kDefaultDevicesExclude));
-  std::string mountstats = r.get_string("mountstats", out.mountstats);
+  out.devices = sources::read_name_filter(r, "block device", "devices_include", "devices_exclude",
+                                          "", std::string(kDefaultDevicesExclude));
+  std::string mountstats =
+      r.get_string("mountstats", out.mountstats,
+                   "NFS statistics file, relative to the procfs root; \"1/mountstats\" in a "
+                   "container sharing the host's PID namespace");
   std::filesystem::path rel(mountstats);
   bool escapes = std::any_of(rel.begin(), rel.end(), [](const auto& part) { return part == ".."; });
   if (mountstats.empty() || rel.is_absolute() || escapes) {
@@ -137,10 +148,13 @@ StorageOptions read_storage_options(OptionReader& r, DirectoryCheck* check) {
     out.mountstats = mountstats;
   }
   // NFS has about 70 operations (v3 and v4.2 together).
-  out.nfs_operations = r.get_string_array("nfs_operations", out.nfs_operations, kMaxNfsOperations);
+  out.nfs_operations = r.get_string_array(
+      "nfs_operations", out.nfs_operations,
+      "NFS operations exported per mount (names as in mountstats); bounds the series count",
+      kMaxNfsOperations);
   const auto check_until = std::chrono::steady_clock::now() + kPathCheckLimit;
   r.for_each_table(
-      "probe",
+      "probe", "an active latency probe of a directory, on a helper process of its own",
       [&](OptionReader& p, std::size_t) {
         if (std::optional<ProbeConfig> c = read_probe(p, check, check_until, out.probes)) {
           out.probes.push_back(std::move(*c));

@@ -268,12 +268,18 @@ class Merge {
 
 TextfileOptions read_textfile_options(OptionReader& r) {
   TextfileOptions o;
-  o.directory = r.get_string("directory", o.directory);
+  o.directory = r.get_string("directory", o.directory,
+                             "absolute directory whose *.prom files are exported (a missing "
+                             "default directory is not an error)");
   if (o.directory.empty() || o.directory[0] != '/')
     r.error("directory", "must be an absolute path");
-  o.max_file_bytes = r.get_int("max_file_bytes", o.max_file_bytes, 1, 64 << 20);
-  o.max_files = r.get_int("max_files", o.max_files, 1, 10000);
-  o.max_total_bytes = r.get_int("max_total_bytes", o.max_total_bytes, 1, std::int64_t{1} << 30);
+  o.max_file_bytes = r.get_int("max_file_bytes", o.max_file_bytes, 1, 64 << 20,
+                               "larger files are refused (too_large)");
+  o.max_files = r.get_int("max_files", o.max_files, 1, 10000,
+                          "files beyond this many, in name order, are not read (too_many_files)");
+  o.max_total_bytes =
+      r.get_int("max_total_bytes", o.max_total_bytes, 1, std::int64_t{1} << 30,
+                "bytes of all files together; a file that would pass it is refused (budget)");
   return o;
 }
 

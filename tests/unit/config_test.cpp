@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <toml++/toml.h>
 #include <unistd.h>
@@ -37,12 +38,12 @@ std::vector<CollectorSpec> TestCatalog() {
   b.default_timeout = 5s;
   b.read_options = typed_options<BetaOptions>([](OptionReader& r) {
     BetaOptions o;
-    o.library = r.get_string("library", "libfoo.so.1");
-    o.depth = r.get_int("depth", 4, 1, 16);
-    r.for_each_table("probe", [&o](OptionReader& p, std::size_t) {
-      o.probe_paths.push_back(p.get_string("path", ""));
+    o.library = r.get_string("library", "libfoo.so.1", "the library");
+    o.depth = r.get_int("depth", 4, 1, 16, "how deep");
+    r.for_each_table("probe", "a probe", [&o](OptionReader& p, std::size_t) {
+      o.probe_paths.push_back(p.get_string("path", "", {"the path", "none: required"}));
       if (o.probe_paths.back().empty()) p.error("path", "is required");
-      p.get_int("size", 1, 1, 10);
+      p.get_int("size", 1, 1, 10, "bytes");
     });
     return o;
   });
@@ -349,6 +350,38 @@ TEST(ConfigTest, LoadsFromFile) {
   ASSERT_TRUE(r.config);
   EXPECT_EQ(r.config->collectors[0].interval, 20s);
   EXPECT_EQ(r.config->source, path.string());
+}
+
+TEST(ConfigTest, DescribingReadsEveryKeyOnce) {
+  static const auto catalog = TestCatalog();
+  std::map<std::string, OptionDoc> docs;
+  for (OptionDoc& d : describe_config(catalog)) {
+    std::string key = d.key;
+    EXPECT_TRUE(docs.emplace(key, std::move(d)).second) << key << " is described twice";
+  }
+  ASSERT_TRUE(docs.count("collectors.beta.depth"));
+  const OptionDoc& depth = docs["collectors.beta.depth"];
+  EXPECT_EQ(depth.type, "integer");
+  EXPECT_EQ(depth.default_value, "4");
+  EXPECT_EQ(depth.range, "1–16");
+  EXPECT_EQ(depth.help, "how deep");
+  EXPECT_EQ(docs["collectors.beta.enabled"].default_value, "false");
+  EXPECT_EQ(docs["collectors.beta.interval"].default_value, "\"30s\"");
+  EXPECT_EQ(docs["collectors.alpha.timeout"].range, "10ms–1m");
+  EXPECT_EQ(docs["collectors.beta.library"].default_value, "\"libfoo.so.1\"");
+  EXPECT_EQ(docs["collectors.beta.probe"].type, "array of tables");
+  // An element's keys, though the file has no element.
+  ASSERT_TRUE(docs.count("collectors.beta.probe[].path"));
+  EXPECT_EQ(docs["collectors.beta.probe[].path"].default_value, "");
+  EXPECT_EQ(docs["collectors.beta.probe[].path"].instead_of_default, "none: required");
+  EXPECT_EQ(docs["log.level"].range,
+            "`trace`, `debug`, `info`, `warn`, `error`, `critical`, `off`");
+  EXPECT_EQ(docs["server.listen"].default_value, "[\":9842\"]");
+  // Every table, the expectations too, and the keys that are any name.
+  EXPECT_TRUE(docs.count("expect.accelerator.models.<model>"));
+  EXPECT_TRUE(docs.count("expect.thresholds.<alert>.<duration key>"));
+  EXPECT_TRUE(docs.count("expect.pcie[].device"));
+  for (const auto& [key, d] : docs) EXPECT_FALSE(d.help.empty()) << key << " has no description";
 }
 
 }  // namespace

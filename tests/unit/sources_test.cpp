@@ -413,8 +413,9 @@ TEST(NameFilter, ConfigurationErrorsNameTheKey) {
       "devices_include = \"(\"\ndevices_exclude = \"a{2,1}\"\ninterfaces_include = \"(?=x)\"\n");
   std::vector<ConfigError> errors;
   OptionReader r(t, "collectors.storage", "n.toml", &errors);
-  NameFilterSpec devices = read_name_filter(r, "devices_include", "devices_exclude");
-  NameFilterSpec nics = read_name_filter(r, "interfaces_include", "interfaces_exclude", "", "^lo$");
+  NameFilterSpec devices = read_name_filter(r, "device", "devices_include", "devices_exclude");
+  NameFilterSpec nics =
+      read_name_filter(r, "interface", "interfaces_include", "interfaces_exclude", "", "^lo$");
   r.finish();
   ASSERT_EQ(errors.size(), 3u);
   EXPECT_EQ(errors[0].key, "collectors.storage.devices_include");

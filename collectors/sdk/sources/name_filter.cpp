@@ -32,12 +32,17 @@ std::string pattern_error(std::string_view pattern) {
   return {};
 }
 
-NameFilterSpec read_name_filter(OptionReader& r, std::string_view include_key,
-                                std::string_view exclude_key, std::string include_default,
-                                std::string exclude_default) {
+NameFilterSpec read_name_filter(OptionReader& r, std::string_view what,
+                                std::string_view include_key, std::string_view exclude_key,
+                                std::string include_default, std::string exclude_default) {
   NameFilterSpec spec;
-  spec.include = r.get_string(include_key, std::move(include_default));
-  spec.exclude = r.get_string(exclude_key, std::move(exclude_default));
+  const std::string noun(what);
+  spec.include = r.get_string(include_key, std::move(include_default),
+                              "RE2 regular expression, searched anywhere in the " + noun +
+                                  " name, of those to export (anchor with ^ and $); \"\": all");
+  spec.exclude = r.get_string(exclude_key, std::move(exclude_default),
+                              "RE2 regular expression, searched anywhere in the " + noun +
+                                  " name, of those not to export; \"\": none");
   if (std::string e = pattern_error(spec.include); !e.empty()) r.error(include_key, e);
   if (std::string e = pattern_error(spec.exclude); !e.empty()) r.error(exclude_key, e);
   return spec;

@@ -36,10 +36,11 @@ struct NameFilterSpec {
 };
 
 // Reads and validates `<include_key>` and `<exclude_key>`, with the given
-// defaults; errors are reported at each key.
-NameFilterSpec read_name_filter(OptionReader& r, std::string_view include_key,
-                                std::string_view exclude_key, std::string include_default = "",
-                                std::string exclude_default = "");
+// defaults; errors are reported at each key. `what` names what is
+// filtered in their description ("block device").
+NameFilterSpec read_name_filter(OptionReader& r, std::string_view what,
+                                std::string_view include_key, std::string_view exclude_key,
+                                std::string include_default = "", std::string exclude_default = "");
 
 // Why `pattern` is not usable, or "" when it is.
 std::string pattern_error(std::string_view pattern);
