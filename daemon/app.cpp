@@ -18,6 +18,7 @@
 #include "asio.hpp"
 #include "check_client.hpp"
 #include "config.hpp"
+#include "config_reference.hpp"
 #include "http_server.hpp"
 #include "logging.hpp"
 #include "node_health.hpp"
@@ -160,6 +161,18 @@ int list_metrics(std::span<const CollectorSpec> catalog, std::string_view format
                         (spec.enabled_by_default ? " On by default." : " Off by default.");
     print(spec.metrics(), "Collector " + std::string(spec.name), about);
   }
+  return 0;
+}
+
+// --list-options: every configuration key, as the calls that read it
+// describe it. Like --list-metrics, from the specs alone: no file is read,
+// no path checked.
+int list_options(std::span<const CollectorSpec> catalog, std::string_view format) {
+  if (format != "text" && format != "markdown") {
+    std::cerr << "--format: text or markdown, not " << format << "\n";
+    return 2;
+  }
+  std::cout << (format == "markdown" ? options_markdown(catalog) : options_text(catalog));
   return 0;
 }
 
@@ -739,7 +752,7 @@ int run(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
   // file-system call on a configured path (nodewatch/helper.hpp). The
   // configuration's check of probe paths needs it already.
   std::string launcher_error;
-  if (!cmd.list_metrics) launcher_error = helper::start_launcher();
+  if (!cmd.list_metrics && !cmd.list_options) launcher_error = helper::start_launcher();
   setup_logging(cmd.log_level.empty() ? "info" : cmd.log_level);
   if (!launcher_error.empty())
     spdlog::error(
@@ -754,6 +767,7 @@ int run(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
   // The declared families do not depend on the configuration: nothing is
   // read for them, not even the file (whose probe paths would be checked).
   if (cmd.list_metrics) return list_metrics(catalog, cmd.list_format);
+  if (cmd.list_options) return list_options(catalog, cmd.list_format);
   if (cmd.check || cmd.learn_expected) {
     // Nothing on stdout but the verdict or the file; the log only says
     // what went wrong.

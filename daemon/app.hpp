@@ -18,7 +18,8 @@ struct CommandLine {
   bool check_config = false;
   bool once = false;
   bool list_metrics = false;         // print every metric family that can be exported, and exit
-  std::string list_format = "text";  // --list-metrics as text or markdown
+  bool list_options = false;         // print every configuration key, and exit
+  std::string list_format = "text";  // --list-metrics, --list-options as text or markdown
   // --check: the node verdict (exit 0 healthy, 1 unhealthy, 2 undecided);
   // --learn-expected: the expect file of this node. Both ask the running
   // daemon first, unless `local`.

@@ -36,8 +36,11 @@ int main(int argc, char** argv) {
   app.add_option("--output", cmd.output, "With --check: table, json or line")->default_str("table");
   app.add_flag("--list-metrics", cmd.list_metrics,
                "Print every metric family nodewatchd can export (name and type) and exit");
+  app.add_flag("--list-options", cmd.list_options,
+               "Print every configuration key (key, type, default) and exit");
   app.add_option("--format", cmd.list_format,
-                 "With --list-metrics: text (name and type) or markdown (docs/metrics.md)")
+                 "With --list-metrics: text (name and type) or markdown (docs/metrics.md); with "
+                 "--list-options: text or markdown (docs/configuration.md)")
       ->default_str("text");
   app.add_option("--listen", cmd.listen,
                  "Address to listen on (repeatable; overrides server.listen), e.g. 127.0.0.1:9842");
