@@ -5,10 +5,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include <toml++/toml.h>
 #include <unistd.h>
 
+#include "app.hpp"
 #include "config.hpp"
 #include "support/daemon_process.hpp"
 
@@ -382,6 +384,104 @@ TEST(ConfigTest, DescribingReadsEveryKeyOnce) {
   EXPECT_TRUE(docs.count("expect.thresholds.<alert>.<duration key>"));
   EXPECT_TRUE(docs.count("expect.pcie[].device"));
   for (const auto& [key, d] : docs) EXPECT_FALSE(d.help.empty()) << key << " has no description";
+}
+
+// The lines of a TOML file that are TOML commented out ("#key = value",
+// "#[table]", and the lines of an array that one of them opens), without
+// their '#'; prose comments ("# text") stay comments.
+std::string uncomment(std::istream& in) {
+  std::string out, line;
+  bool in_array = false;
+  while (std::getline(in, line)) {
+    bool toml_line = line.size() > 1 && line[0] == '#' && line[1] != ' ' && line[1] != '#';
+    if (in_array || toml_line) {
+      line.erase(0, 1);
+      std::string trimmed = line.substr(0, line.find_last_not_of(' ') + 1);
+      in_array = in_array
+                     ? trimmed.find_first_not_of(' ') != trimmed.size() - 1 || trimmed.back() != ']'
+                     : !trimmed.empty() && trimmed.back() == '[';
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+// A value as TOML writes it, with durations in one form ("60s" is "1m").
+std::string canonical(const toml::node& n, bool duration) {
+  if (auto s = n.value_exact<std::string>()) {
+    std::optional<Millis> d = duration ? parse_duration(*s) : std::nullopt;
+    return toml_value(d ? format_duration(*d) : *s);
+  }
+  if (const toml::array* a = n.as_array()) {
+    std::string out = "[";
+    for (const toml::node& el : *a) out += (out.size() > 1 ? ", " : "") + canonical(el, duration);
+    return out + "]";
+  }
+  std::ostringstream out;
+  n.visit([&](const auto& v) {
+    if constexpr (toml::is_value<decltype(v)>) out << v;
+  });
+  return out.str();
+}
+
+// Whether `key` is described by `pattern`, where a component "<name>"
+// stands for any one.
+bool matches(const std::vector<std::string>& key, const std::string& pattern) {
+  std::vector<std::string> parts;
+  std::stringstream ss(pattern);
+  for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
+  if (parts.size() != key.size()) return false;
+  for (std::size_t i = 0; i < key.size(); ++i)
+    if (parts[i] != key[i] && !(parts[i].size() > 2 && parts[i].front() == '<')) return false;
+  return true;
+}
+
+void check_shown(const toml::table& t, std::vector<std::string> path,
+                 const std::vector<OptionDoc>& docs) {
+  for (auto&& [k, v] : t) {
+    std::vector<std::string> key = path;
+    key.emplace_back(k.str());
+    if (const toml::table* sub = v.as_table()) {
+      check_shown(*sub, key, docs);
+      continue;
+    }
+    std::string dotted;
+    for (const std::string& c : key) dotted += (dotted.empty() ? "" : ".") + c;
+    if (const toml::array* a = v.as_array(); a != nullptr && a->is_array_of_tables()) {
+      key.back() += "[]";
+      for (const toml::node& el : *a) check_shown(*el.as_table(), key, docs);
+      continue;
+    }
+    auto d = std::find_if(docs.begin(), docs.end(),
+                          [&](const OptionDoc& d) { return matches(key, d.key); });
+    if (d == docs.end()) {
+      ADD_FAILURE() << "packaging/nodewatch.toml:" << v.source().begin.line << ": " << dotted
+                    << " is not a configuration key";
+      continue;
+    }
+    if (d->default_value.empty()) continue;  // no default: the value is an example
+    const bool duration = d->type == "duration";
+    toml::table def = toml::parse("v = " + d->default_value);
+    EXPECT_EQ(canonical(v, duration), canonical(*def.get("v"), duration))
+        << "packaging/nodewatch.toml:" << v.source().begin.line << ": " << dotted
+        << " shows another value than its default";
+  }
+}
+
+// packaging/nodewatch.toml shows every key it names with its default,
+// commented out: each is a key that is read, and its value the one the
+// reader takes by default (an expectation, a probe or a rail, which have
+// none, shows an example).
+TEST(ConfigTest, ShippedFileShowsKeysWithTheirDefaults) {
+  std::ifstream in(NODEWATCH_TESTS_SOURCE_DIR "/../packaging/nodewatch.toml");
+  ASSERT_TRUE(in) << "packaging/nodewatch.toml";
+  std::string text = uncomment(in);
+  toml::table shown = toml::parse(text, std::string_view("packaging/nodewatch.toml"));
+  const std::vector<OptionDoc> docs = describe_config(builtin_collectors());
+  check_shown(shown, {}, docs);
+  // The file shows something of every collector.
+  for (const CollectorSpec& spec : builtin_collectors())
+    EXPECT_TRUE(shown["collectors"][spec.name].is_table()) << spec.name;
 }
 
 }  // namespace
