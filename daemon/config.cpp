@@ -144,8 +144,6 @@ void report_unknown_collectors(const toml::table& collectors,
   }
 }
 
-const toml::table kEmpty;
-
 // [collectors.<name>]: the common keys, then the collector's own options.
 CollectorConfig read_collector(const CollectorSpec& spec, OptionReader& all) {
   CollectorConfig cc;
