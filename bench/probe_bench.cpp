@@ -1,5 +1,5 @@
 // What a storage probe cycle costs with its system calls made by a helper
-// process (nodewatch/helper.hpp), against the same calls made in the
+// process (nodewatch/fs_helper.hpp), against the same calls made in the
 // daemon's own thread, in the same run.
 //
 // One cycle is what a probe with every operation does (storage/probe.hpp):
@@ -37,7 +37,7 @@
 #include <memory>
 #include <string>
 
-#include "nodewatch/helper.hpp"
+#include "nodewatch/fs_helper.hpp"
 #include "ratio_reporter.hpp"
 
 namespace nodewatch {

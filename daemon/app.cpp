@@ -22,7 +22,7 @@
 #include "http_server.hpp"
 #include "logging.hpp"
 #include "node_health.hpp"
-#include "nodewatch/helper.hpp"
+#include "nodewatch/fs_helper.hpp"
 #include "router.hpp"
 #include "scheduler.hpp"
 #include "self_metrics.hpp"
@@ -749,7 +749,7 @@ int learn(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
 int run(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
   // First, while this process has one thread and no descriptor but its
   // standard ones: the launcher of the helper processes that make every
-  // file-system call on a configured path (nodewatch/helper.hpp). The
+  // file-system call on a configured path (nodewatch/fs_helper.hpp). The
   // configuration's check of probe paths needs it already.
   std::string launcher_error;
   if (!cmd.list_metrics && !cmd.list_options) launcher_error = helper::start_launcher();

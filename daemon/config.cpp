@@ -1,6 +1,6 @@
 #include "config.hpp"
 
-#include "nodewatch/helper.hpp"
+#include "nodewatch/fs_helper.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -261,7 +261,7 @@ ConfigResult load_config(const std::string& path, bool must_exist,
   };
   // A regular file only. A directory would read as an empty file (the
   // defaults, "configuration OK"); a FIFO or a device would block the open
-  // or never end. Read by a helper within its timeout (helper.hpp): a
+  // or never end. Read by a helper within its timeout (fs_helper.hpp): a
   // configuration on a hung mount fails the reload, and --check-config,
   // instead of freezing them.
   helper::OperatorFile f = helper::read_operator_file(path, kMaxConfigBytes);

@@ -1,6 +1,6 @@
 #include "expect.hpp"
 
-#include "nodewatch/helper.hpp"
+#include "nodewatch/fs_helper.hpp"
 
 #include <sys/stat.h>
 
@@ -337,7 +337,7 @@ Expectations read_expectations(OptionReader& r, const std::string& config_file,
     return e;
   };
   // A regular file only (a FIFO or a device would block or never end), read
-  // by a helper within its timeout (helper.hpp).
+  // by a helper within its timeout (fs_helper.hpp).
   helper::OperatorFile f = helper::read_operator_file(file, kMaxExpectFileBytes);
   if (!f.ok) {
     if (f.error == "not a regular file") {

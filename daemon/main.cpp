@@ -4,11 +4,11 @@
 #include <iostream>
 
 #include "app.hpp"
-#include "nodewatch/helper.hpp"
+#include "nodewatch/fs_helper.hpp"
 #include "version.hpp"
 
 int main(int argc, char** argv) {
-  // A replacement helper launcher (nodewatch/helper.hpp) runs from here and
+  // A replacement helper launcher (nodewatch/fs_helper.hpp) runs from here and
   // never returns.
   nodewatch::helper::launcher_entry(argc, argv);
   nodewatch::CommandLine cmd;

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "daemon_metrics.hpp"
-#include "nodewatch/helper.hpp"
+#include "nodewatch/fs_helper.hpp"
 #include "version.hpp"
 
 namespace nodewatch {

@@ -1,6 +1,6 @@
 #include "web_config.hpp"
 
-#include "nodewatch/helper.hpp"
+#include "nodewatch/fs_helper.hpp"
 
 #include <algorithm>
 #include <array>
@@ -429,7 +429,7 @@ WebConfigResult parse_web_config(std::string_view text, const std::string& file)
 }
 
 WebConfigResult load_web_config(const std::string& path) {
-  // Read by a helper within its timeout, regular files only (helper.hpp).
+  // Read by a helper within its timeout, regular files only (fs_helper.hpp).
   helper::OperatorFile f = helper::read_operator_file(path, kMaxConfigBytes);
   if (!f.ok) {
     WebConfigResult r;

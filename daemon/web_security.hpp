@@ -36,7 +36,7 @@
 #include <boost/asio/ssl.hpp>
 
 #include "asio.hpp"
-#include "nodewatch/helper.hpp"
+#include "nodewatch/fs_helper.hpp"
 #include "web_config.hpp"
 
 namespace nodewatch {

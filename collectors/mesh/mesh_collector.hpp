@@ -27,7 +27,7 @@
 
 #include "mesh/mesh_service.hpp"
 #include "nodewatch/collector.hpp"
-#include "nodewatch/helper.hpp"
+#include "nodewatch/fs_helper.hpp"
 
 namespace nodewatch {
 

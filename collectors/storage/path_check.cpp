@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <utility>
 
-#include "nodewatch/helper.hpp"
+#include "nodewatch/fs_helper.hpp"
 
 namespace nodewatch::storage {
 

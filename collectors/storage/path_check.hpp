@@ -1,7 +1,7 @@
 #pragma once
 // The configuration's check of a probe path (it must exist and be a
 // directory), which a path on a hung mount cannot hang: the stat() is made
-// by a helper process (nodewatch/helper.hpp) and given at most `limit`; a
+// by a helper process (nodewatch/fs_helper.hpp) and given at most `limit`; a
 // path that does not answer is accepted, and its probe will report stuck.
 //
 // A path whose last check's helper is still held by the kernel is not

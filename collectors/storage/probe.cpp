@@ -12,7 +12,7 @@
 #include <mutex>
 #include <utility>
 
-#include "nodewatch/helper.hpp"
+#include "nodewatch/fs_helper.hpp"
 #include "nodewatch/sources/fs.hpp"
 
 namespace nodewatch::storage {

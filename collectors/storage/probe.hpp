@@ -22,7 +22,7 @@
 // operation "create" and the cycle's other operations are skipped.
 //
 // Every system call on the path is made by a helper process
-// (nodewatch/helper.hpp; its key is "probe:" and the probe file's path), so
+// (nodewatch/fs_helper.hpp; its key is "probe:" and the probe file's path), so
 // that a hung mount can never hold the daemon: the probe's thread only
 // waits on the helper's socket, for at most `timeout` per operation. The
 // duration observed is the one the helper measured around the system calls

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <string_view>
 
-#include "nodewatch/helper.hpp"
+#include "nodewatch/fs_helper.hpp"
 #include "storage/storage_metrics.hpp"
 
 namespace nodewatch::storage {

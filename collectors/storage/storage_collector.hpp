@@ -72,7 +72,7 @@ inline constexpr std::size_t kMaxHeldDescriptors = 4096;
 //    (of stat, write, fsync, read), interval, timeout (not above interval),
 //    size ("4KiB", at most 1 MiB).
 // Bounds of the lists (a longer one is a configuration error): each probe
-// has a helper process of its own (32 per daemon, helper.hpp); NFS has
+// has a helper process of its own (32 per daemon, fs_helper.hpp); NFS has
 // about 70 operations.
 inline constexpr std::size_t kMaxProbes = 16;
 inline constexpr std::size_t kMaxNfsOperations = 128;

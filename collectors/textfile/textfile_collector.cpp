@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "nodewatch/helper.hpp"
+#include "nodewatch/fs_helper.hpp"
 #include "nodewatch/options.hpp"
 #include "textfile/textfile_metrics.hpp"
 #include "textfile/textfile_parse.hpp"

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "nodewatch/collector.hpp"
-#include "nodewatch/helper.hpp"
+#include "nodewatch/fs_helper.hpp"
 #include "nodewatch/sources/fs.hpp"
 #include "nodewatch/sources/mount_watch.hpp"
 #include "nodewatch/unique_fd.hpp"
@@ -53,7 +53,7 @@ struct TextfileOptions {
 TextfileOptions read_textfile_options(OptionReader& r);
 
 // The directory is listed and its files read by a helper process
-// (nodewatch/helper.hpp, key "textfile:" and the directory), because it may
+// (nodewatch/fs_helper.hpp, key "textfile:" and the directory), because it may
 // sit on a network or user-space file system that can hang: the reads are
 // the sources layer's (FsRoot::read_regular: O_NONBLOCK, fstat on the
 // descriptor read) made there. A directory that does not answer within the

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include <cmath>  // before support/collector_test.hpp
-#include "nodewatch/helper.hpp"
+#include "nodewatch/fs_helper.hpp"
 
 #include "storage/path_check.hpp"
 #include "storage/probe.hpp"

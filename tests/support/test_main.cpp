@@ -1,4 +1,4 @@
-// The tests' main(): the helper launcher (nodewatch/helper.hpp) is forked
+// The tests' main(): the helper launcher (nodewatch/fs_helper.hpp) is forked
 // first, while the test process has one thread, as nodewatchd's main()
 // does; then GoogleTest runs.
 
@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "nodewatch/helper.hpp"
+#include "nodewatch/fs_helper.hpp"
 
 int main(int argc, char** argv) {
   nodewatch::helper::launcher_entry(argc, argv);  // a replacement launcher stays there

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "config.hpp"
-#include "nodewatch/helper.hpp"
+#include "nodewatch/fs_helper.hpp"
 #include "nodewatch/services.hpp"
 #include "nodewatch/sources/fs.hpp"
 #include "storage/path_check.hpp"

@@ -1,5 +1,5 @@
 // Tests of the helper processes that make the file-system calls on paths
-// that may hang (nodewatch/helper.hpp): the calls against a real directory,
+// that may hang (nodewatch/fs_helper.hpp): the calls against a real directory,
 // what a helper process holds, abandonment at the deadline and on cancel,
 // the bound on helpers, a helper that dies, and the frame reader. A mount
 // that hangs in the kernel (state D) is the FUSE tests' (hung_mount_test).
@@ -20,8 +20,8 @@
 #include <thread>
 #include <vector>
 
-#include "../collectors/sdk/helper_wire.hpp"
-#include "nodewatch/helper.hpp"
+#include "../collectors/sdk/fs_helper_wire.hpp"
+#include "nodewatch/fs_helper.hpp"
 #include "support/daemon_process.hpp"
 #include "support/eventually.hpp"
 

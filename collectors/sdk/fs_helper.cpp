@@ -1,4 +1,4 @@
-#include "nodewatch/helper.hpp"
+#include "nodewatch/fs_helper.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -24,7 +24,7 @@
 #include <set>
 #include <vector>
 
-#include "helper_wire.hpp"
+#include "fs_helper_wire.hpp"
 #include "nodewatch/unique_fd.hpp"
 
 namespace nodewatch::helper {

@@ -1,5 +1,5 @@
 #pragma once
-// The helper protocol's encoding (nodewatch/helper.hpp): a frame is a
+// The helper protocol's encoding (nodewatch/fs_helper.hpp): a frame is a
 // 32-bit length (host order: both ends are the same binary) and that many
 // bytes; the first byte of a request is its operation, the fields follow as
 // fixed-size integers and length-prefixed byte strings. A Reader never
