@@ -30,7 +30,7 @@ mkdir -p "$src"
 rm -rf "$src/debian"
 cp -r "$root/packaging/debian" "$src/debian"
 # The revision the binary reports: the checkout's, as a plain build has it
-# (debian/rules passes it to CMake).
+# (CMake reads it from the environment; the tree built here is no checkout).
 NODEWATCH_REVISION=$(cd "$root" && git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 export NODEWATCH_REVISION
 # All cores (debhelper builds with one job unless told).
