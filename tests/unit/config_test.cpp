@@ -397,9 +397,10 @@ std::string uncomment(std::istream& in) {
     if (in_array || toml_line) {
       line.erase(0, 1);
       std::string trimmed = line.substr(0, line.find_last_not_of(' ') + 1);
-      in_array = in_array
-                     ? trimmed.find_first_not_of(' ') != trimmed.size() - 1 || trimmed.back() != ']'
-                     : !trimmed.empty() && trimmed.back() == '[';
+      std::size_t first = trimmed.find_first_not_of(' ');
+      bool closes =
+          first != std::string::npos && trimmed.compare(first, std::string::npos, "]") == 0;
+      in_array = in_array ? !closes : !trimmed.empty() && trimmed.back() == '[';
     }
     out += line + "\n";
   }
