@@ -15,8 +15,8 @@ constexpr std::string_view kIntroduction = R"(# Configuration reference
 
 One TOML file, `/etc/nodewatch/nodewatch.toml` unless `--config` names
 another; every key has a default, so an empty file is valid.
-`packaging/nodewatch.toml` is the default configuration with every key
-commented. Unknown keys, wrong types and out-of-range values are errors that
+`packaging/nodewatch.toml` is the default configuration: the keys an
+operator sets most, commented, with the defaults listed here. Unknown keys, wrong types and out-of-range values are errors that
 name the key with its line and column; `nodewatchd --check-config` checks a
 file and exits. A reload (SIGHUP, `systemctl reload nodewatch`) is all or
 nothing: a file with any error is refused whole and the running
