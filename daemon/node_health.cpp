@@ -174,8 +174,8 @@ void NodeHealth::evaluate(const SnapshotSet& set, const std::vector<CollectorSta
     }
   }
   Samples samples = parsed_.samples_of(set);
-  auto report =
-      std::make_shared<const NodeReport>(make_report(engine_, samples, collectors, pool_->clock().now(), &series_));
+  auto report = std::make_shared<const NodeReport>(
+      make_report(engine_, samples, collectors, pool_->clock().now(), &series_));
   std::lock_guard lock(mu_);
   ++evaluations_;
   // A refresh evaluates its input again: as new counts as newer.

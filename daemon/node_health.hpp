@@ -52,8 +52,7 @@ class SnapshotSamples {
   std::map<std::string, Parsed, std::less<>> cache_;
 };
 
-// One evaluation at `now` and its rendering: what the worker publishes,
-// and what --once and --check compute in place.
+// One evaluation at `now` and its rendering: what the worker publishes.
 // `series`, when given, keeps the node families' rendered heads from one
 // evaluation to the next.
 NodeReport make_report(VerdictEngine& engine, const Samples& samples,

@@ -476,8 +476,10 @@ TEST(Verdict, TheApplicationXidsOfTheThresholdsFileAreNoProblem) {
   EXPECT_EQ(application_xids(), want);
   for (const std::string& xid : application_xids()) {
     VerdictEngine engine(Expectations{});
-    EXPECT_EQ(Problems(Evaluate(engine, "nodewatch_kernel_xid_events_total{pci_bus_id=\"0000:1a:00.0\","
-                                        "xid=\"" + xid + "\"} 3\n")),
+    EXPECT_EQ(Problems(Evaluate(engine,
+                                "nodewatch_kernel_xid_events_total{pci_bus_id=\"0000:1a:00.0\","
+                                "xid=\"" +
+                                    xid + "\"} 3\n")),
               "")
         << xid;
   }
@@ -486,8 +488,10 @@ TEST(Verdict, TheApplicationXidsOfTheThresholdsFileAreNoProblem) {
   while (want.contains(std::to_string(code)) || code == 79) ++code;
   std::string other = std::to_string(code);
   VerdictEngine engine(Expectations{});
-  EXPECT_EQ(Problems(Evaluate(engine, "nodewatch_kernel_xid_events_total{pci_bus_id=\"0000:1a:00.0\","
-                                      "xid=\"" + other + "\"} 3\n")),
+  EXPECT_EQ(Problems(Evaluate(engine,
+                              "nodewatch_kernel_xid_events_total{pci_bus_id=\"0000:1a:00.0\","
+                              "xid=\"" +
+                                  other + "\"} 3\n")),
             "kernel 0000:1a:00.0 xid_" + other + " reset_gpu\n");
 }
 
@@ -882,8 +886,7 @@ TEST(NodeHealth, ResultsOfJobsDueTogetherAreEvaluatedOnceOnThePoolThatHadThem) {
   clock.set(due);
   ASSERT_TRUE(testing::Eventually([&] { return health.evaluations() == 1; }, 5s));
   // The next is the refresh: no evaluation of its own for the later results.
-  ASSERT_TRUE(
-      testing::Eventually([&] { return clock.next() == due + NodeHealth::kRefresh; }, 5s));
+  ASSERT_TRUE(testing::Eventually([&] { return clock.next() == due + NodeHealth::kRefresh; }, 5s));
   EXPECT_EQ(health.evaluations(), 1u);
   std::lock_guard lock(mu);
   ASSERT_EQ(collected_on.size(), 3u);
@@ -911,8 +914,7 @@ TEST(NodeHealth, GoesWhileAnEvaluationIsPostedAndThePoolRunsOn) {
     health.changed();
     ASSERT_TRUE(testing::Eventually([&] { return health.evaluations() == 1; }, 5s));
     health.changed();  // posted kMinGap after the first: still pending below
-    ASSERT_TRUE(
-        testing::Eventually([&] { return clock.next() == t0 + NodeHealth::kMinGap; }, 5s));
+    ASSERT_TRUE(testing::Eventually([&] { return clock.next() == t0 + NodeHealth::kMinGap; }, 5s));
   }
   std::atomic<bool> ran{false};
   pool.post_at(t0 + NodeHealth::kMinGap, [&] { ran = true; });
