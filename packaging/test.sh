@@ -31,6 +31,9 @@ if command -v ccache >/dev/null; then
   # leaves it out) can then take the plain build's objects. A warning the
   # cache replays still fails the build (build(), below).
   export CCACHE_IGNOREOPTIONS=-Werror
+  # ccache keys an object on the locale too, and debhelper builds the
+  # package under LC_ALL=C.UTF-8: the other builds run under the same.
+  export LC_ALL=C.UTF-8
   ccache --zero-stats >/dev/null
 fi
 
