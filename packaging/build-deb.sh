@@ -31,7 +31,7 @@ rm -rf "$src/debian"
 cp -r "$root/packaging/debian" "$src/debian"
 # The revision the binary reports: the checkout's, as a plain build has it
 # (CMake reads it from the environment; the tree built here is no checkout).
-NODEWATCH_REVISION=$(cd "$root" && git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+NODEWATCH_REVISION=$("$root/packaging/revision.sh")
 export NODEWATCH_REVISION
 # All cores (debhelper builds with one job unless told).
 export DEB_BUILD_OPTIONS="${DEB_BUILD_OPTIONS:+$DEB_BUILD_OPTIONS }parallel=$(nproc)"

@@ -38,7 +38,7 @@ grep -qx /etc/nodewatch/nodewatch.toml /var/lib/dpkg/info/nodewatch.conffiles ||
 /usr/sbin/nodewatchd --check-config --config /etc/nodewatch/nodewatch.toml | grep -q '^configuration OK' ||
   fail "the installed nodewatchd refuses the installed configuration"
 # The revision it reports is the checkout's, as a plain build reports it.
-rev=$(cd "$root" && git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+rev=$("$root/packaging/revision.sh")
 version=$(/usr/sbin/nodewatchd --version) || fail "nodewatchd --version"
 [[ $version == *"(revision $rev)"* ]] || fail "nodewatchd --version says '$version', not revision $rev"
 grep -q '^Documentation=man:nodewatchd(8)' /lib/systemd/system/nodewatch.service ||
