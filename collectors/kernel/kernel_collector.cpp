@@ -1,5 +1,7 @@
 #include "kernel/kernel_collector.hpp"
 
+#include <sys/stat.h>
+
 #include <string>
 #include <utility>
 
@@ -15,6 +17,20 @@ bool absolute(const std::string& p) {
   return !p.empty() && p[0] == '/';
 }
 
+// What is at `path` when it is there and not a regular file ("a directory",
+// "a symbolic link", ...), else "". The state is renamed over its path: a
+// device, a FIFO or a link there would be replaced by a regular file.
+std::string not_regular(const std::string& path) {
+  struct ::stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return {};
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISLNK(st.st_mode)) return "a symbolic link";
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "a device";
+  if (S_ISFIFO(st.st_mode)) return "a FIFO";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  return "not a regular file";
+}
+
 }  // namespace
 
 KernelOptions read_kernel_options(OptionReader& r) {
@@ -26,9 +42,13 @@ KernelOptions read_kernel_options(OptionReader& r) {
   o.state_file = r.get_string(
       "state_file", o.state_file,
       "absolute file keeping the boot id, the last record counted and the counts across "
-      "restarts (\"\": none kept); its directory is made if missing (its last component only)");
+      "restarts (\"\": none kept); its directory is made if missing (its last component only); "
+      "something there other than a regular file (a device, a FIFO, a link) is refused");
   if (!o.state_file.empty() && (!absolute(o.state_file) || o.state_file.back() == '/'))
     r.error("state_file", "must be an absolute file path, or \"\" to keep no state");
+  else if (std::string what = o.state_file.empty() ? "" : not_regular(o.state_file); !what.empty())
+    r.error("state_file", o.state_file + " is " + what +
+                              ", not a regular file: the state would be written over it");
   o.max_devices = r.get_int("max_devices", o.max_devices, 1, 4096,
                             "distinct devices per event; the rest count as device=\"other\"");
   o.edac = r.get_bool("edac", o.edac, "read host memory errors from EDAC sysfs");

@@ -162,7 +162,8 @@ void KernelLogService::save() {
   std::lock_guard lock(mu_);
   if (file != options_.state_file) return;  // a reload moved it meanwhile: dirty_ is set
   if (err != 0) {
-    counters_.state_error = "cannot be written: " + std::string(std::strerror(err));
+    counters_.state_error = err == EEXIST ? std::string("not a regular file: never written over")
+                                          : "cannot be written: " + std::string(std::strerror(err));
     dirty_ = true;  // tried again at the next save
   } else {
     counters_.state_error.clear();

@@ -163,6 +163,10 @@ int write_state_file(const std::string& path, const KernelState& state) {
     done += static_cast<std::size_t>(w);
   }
   if (::fsync(fd.get()) != 0 || fd.close() != 0) return fail(errno);
+  // Never over a device, a FIFO, a link or a directory (/dev/null named by
+  // mistake would become a regular file for the whole node).
+  struct ::stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return fail(EEXIST);
   if (::rename(tmp.c_str(), path.c_str()) != 0) return fail(errno);
   UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (d.get() >= 0) ::fsync(d.get());

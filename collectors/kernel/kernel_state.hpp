@@ -25,7 +25,8 @@
 // never trusted in part. Written atomically: a temporary file of its own
 // in the same directory (<path>.XXXXXX), fsync, rename, fsync of the
 // directory. A missing directory is made (its last component only, mode
-// 0755).
+// 0755). A path that is there and is not a regular file (a device, a
+// FIFO, a symbolic link, a directory) is never replaced.
 
 #include <cstdint>
 #include <map>
@@ -58,7 +59,8 @@ std::string serialize_state(const KernelState& state);
 std::optional<KernelState> parse_state(std::string_view text, std::string* why);
 
 // Writes `state` to `path` atomically; 0 or the errno of the step that
-// failed (the old file is then left as it was).
+// failed (the old file is then left as it was); EEXIST when `path` is there
+// and is not a regular file.
 int write_state_file(const std::string& path, const KernelState& state);
 
 }  // namespace nodewatch::kernel

@@ -274,6 +274,33 @@ TEST(KernelState, TwoWritersOfOnePathEachRenameAWholeState) {
   EXPECT_TRUE(parse_state(ReadFile(path), &why)) << why;  // never a torn mix of two
 }
 
+// A FIFO, a symbolic link (to a regular file) and a directory in `dir`,
+// each standing where a state file could be named.
+std::vector<std::filesystem::path> not_regular_paths(const TempDir& dir) {
+  const auto fifo = dir.path() / "fifo";
+  EXPECT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  const auto target = dir.write("target", "not a state\n");
+  const auto link = dir.path() / "link";
+  std::filesystem::create_symlink(target, link);
+  const auto directory = dir.path() / "directory";
+  std::filesystem::create_directories(directory / "inside");
+  return {fifo, link, directory};
+}
+
+TEST(KernelState, APathThatIsNotARegularFileIsNeverReplaced) {
+  TempDir dir;
+  for (const auto& path : not_regular_paths(dir)) {
+    SCOPED_TRACE(path.string());
+    const auto type = std::filesystem::symlink_status(path).type();
+    EXPECT_EQ(write_state_file(path.string(), sample_state()), EEXIST);
+    EXPECT_EQ(std::filesystem::symlink_status(path).type(), type) << "left as it was";
+  }
+  EXPECT_EQ(ReadFile(dir.path() / "target"), "not a state\n");
+  std::size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++entries;
+  EXPECT_EQ(entries, 4u) << "no temporary file left";
+}
+
 // A matcher for the counting tests: "EVENT <name> <device>" messages.
 std::optional<KernelEvent> test_matcher(const KmsgRecord& r) {
   if (r.message.rfind("EVENT ", 0) != 0) return std::nullopt;
@@ -676,6 +703,24 @@ TEST(KernelLogService, AMissingLogIsAnErrorNotACrash) {
       << s.snapshot().read_error;
 }
 
+TEST(KernelLogService, AStatePathThatIsNotARegularFileIsNeverReplaced) {
+  // The configuration refuses such a path; one made after it was checked
+  // is still never written over.
+  ServiceFiles f;
+  f.append(1, "Out of memory: Killed process 1 (x) total-vm:1kB");
+  ASSERT_EQ(::mkfifo(f.state.c_str(), 0600), 0) << std::strerror(errno);
+  {
+    KernelLogService s(f.options());
+    EXPECT_NE(s.snapshot().state_refused.find("not a regular file"), std::string::npos)
+        << s.snapshot().state_refused;
+    ASSERT_TRUE(soon([&] { return !s.snapshot().state_error.empty(); }));
+    EXPECT_NE(s.snapshot().state_error.find("not a regular file"), std::string::npos)
+        << s.snapshot().state_error;
+    EXPECT_EQ(oom_kills(s), 1u);
+  }  // stopped: saved again, and refused again
+  EXPECT_TRUE(std::filesystem::is_fifo(std::filesystem::symlink_status(f.state)));
+}
+
 // EDAC from the fixture trees of tests/fixtures/edac (README.md there:
 // i10nm_edac with dimmN directories, amd64_edac with rankN).
 std::filesystem::path edac_fixture(const char* tree) {
@@ -983,6 +1028,29 @@ TEST(KernelConfig, PathsMustBeAbsoluteAndDevicesBounded) {
     ASSERT_EQ(r.errors.size(), 1u);
     EXPECT_EQ(r.errors[0].line, 2);
     EXPECT_EQ(r.errors[0].key.rfind("collectors.kernel.", 0), 0u) << r.errors[0].key;
+  }
+}
+
+TEST(KernelConfig, AStatePathThatIsNotARegularFileIsRefused) {
+  std::vector<CollectorSpec> catalog = {kernel_collector_spec()};
+  auto parse = [&](const std::filesystem::path& state) {
+    return parse_config("[collectors.kernel]\nstate_file = \"" + state.string() + "\"\n",
+                        "nodewatch.toml", catalog);
+  };
+  TempDir dir;
+  for (const auto& path : not_regular_paths(dir)) {
+    SCOPED_TRACE(path.string());
+    ConfigResult r = parse(path);
+    EXPECT_FALSE(r.config);
+    ASSERT_EQ(r.errors.size(), 1u);
+    EXPECT_EQ(r.errors[0].key, "collectors.kernel.state_file");
+    EXPECT_NE(r.errors[0].message.find("not a regular file"), std::string::npos)
+        << r.errors[0].message;
+  }
+  // A regular file, or none yet: taken.
+  for (const auto& path : {dir.write("kernel-log.state", ""), dir.path() / "none"}) {
+    ConfigResult r = parse(path);
+    EXPECT_TRUE(r.config) << (r.errors.empty() ? "" : r.errors[0].str());
   }
 }
 
