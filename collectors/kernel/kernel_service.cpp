@@ -1,6 +1,7 @@
 #include "kernel/kernel_service.hpp"
 
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -105,7 +106,14 @@ KernelLogService::~KernelLogService() {
     // The eventfd cannot be full after one write: nothing to do.
   }
   if (thread_.joinable()) thread_.join();
+  // No collection is left to count a failure of this last save: said here,
+  // in the words the scheduler logs a periodic one with.
   save();
+  std::lock_guard lock(mu_);
+  if (!counters_.state_error.empty() && dirty_)
+    spdlog::warn(
+        "kernel: state_write_error: {}: {} (at stop: the counts since the last save are lost)",
+        options_.state_file, counters_.state_error);
 }
 
 void KernelLogService::apply(const std::string& state_file, std::size_t max_devices) {

@@ -47,7 +47,9 @@ class KernelLogService {
   static constexpr std::size_t kRecordsPerPass = 4096;
 
   explicit KernelLogService(KernelLogOptions options);
-  // Stops the thread (within milliseconds) and saves the state.
+  // Stops the thread (within milliseconds) and saves the state; a save
+  // that fails then is logged (state_write_error), there being no
+  // collection after it to count it.
   ~KernelLogService();
   KernelLogService(const KernelLogService&) = delete;
   KernelLogService& operator=(const KernelLogService&) = delete;

@@ -41,6 +41,7 @@
 #include "support/collector_test.hpp"
 #include "support/daemon_process.hpp"
 #include "support/kernel_state_checksum.hpp"
+#include "support/log_capture.hpp"
 
 namespace nodewatch::kernel {
 namespace {
@@ -719,6 +720,33 @@ TEST(KernelLogService, AStatePathThatIsNotARegularFileIsNeverReplaced) {
     EXPECT_EQ(oom_kills(s), 1u);
   }  // stopped: saved again, and refused again
   EXPECT_TRUE(std::filesystem::is_fifo(std::filesystem::symlink_status(f.state)));
+}
+
+TEST(KernelLogService, ASaveThatFailsAtStopIsLogged) {
+  ServiceFiles f;
+  const auto state_dir = f.dir.path() / "state";
+  KernelLogOptions o = f.options();
+  o.state_file = (state_dir / "kernel-log.state").string();
+  const std::string oom = "Out of memory: Killed process 1 (x) total-vm:1kB";
+  f.append(1, oom);
+  nodewatch::testing::LogCapture log;
+  {
+    KernelLogService s(o);
+    ASSERT_TRUE(soon([&] { return std::filesystem::exists(o.state_file); }));
+    // The directory becomes a file (as good as a full disk): every save
+    // from now on fails, the one at stop too.
+    std::filesystem::remove_all(state_dir);
+    std::ofstream(state_dir) << "in the way\n";
+    f.append(2, oom);
+    ASSERT_TRUE(soon([&] { return oom_kills(s) == 2; }));
+    EXPECT_EQ(log.text().find("state_write_error"), std::string::npos)
+        << "a periodic failure is the collection's to count and log";
+  }
+  const std::string text = log.text();
+  EXPECT_NE(text.find("warning kernel: state_write_error: " + o.state_file +
+                      ": cannot be written: Not a directory (at stop"),
+            std::string::npos)
+      << text;
 }
 
 // EDAC from the fixture trees of tests/fixtures/edac (README.md there:
