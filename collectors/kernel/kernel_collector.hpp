@@ -34,7 +34,8 @@
 // counts are still exported), state_refused (once: a state file that was
 // corrupt or of another version, so counting started afresh),
 // state_write_error (each collection while the state cannot be saved),
-// malformed_record (records whose prefix did not parse), edac_read_error
+// malformed_record (records whose prefix did not parse, or whose number
+// does not fit 64 bits: never counted as an event), edac_read_error
 // (an EDAC attribute that could not be read or parsed: that value is left
 // out).
 

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cctype>
+#include <charconv>
 #include <string>
 
 namespace nodewatch::kernel {
@@ -71,15 +72,27 @@ std::optional<std::string> pci_at(string_view s, bool function, std::size_t* use
   return out;
 }
 
-// A leading number.
-std::optional<std::uint64_t> number_at(string_view s, std::size_t* used = nullptr) {
+// A leading number, all its digits. One past 64 bits is no number the
+// kernel printed: `*too_long` is set (the record is malformed, never its
+// first digits taken for the number).
+std::optional<std::uint64_t> number_at(string_view s, std::size_t* used = nullptr,
+                                       bool* too_long = nullptr) {
   std::size_t i = 0;
-  std::uint64_t v = 0;
-  while (i < s.size() && is_digit(s[i]) && i < 19)
-    v = v * 10 + static_cast<std::uint64_t>(s[i++] - '0');
+  while (i < s.size() && is_digit(s[i])) ++i;
   if (i == 0) return std::nullopt;
+  std::uint64_t v = 0;
+  if (std::from_chars(s.data(), s.data() + i, v).ec != std::errc()) {
+    if (too_long != nullptr) *too_long = true;
+    return std::nullopt;
+  }
   if (used != nullptr) *used = i;
   return v;
+}
+
+KernelEvent malformed() {
+  KernelEvent e;
+  e.malformed = true;
+  return e;
 }
 
 // dev_printk's "<driver> <device>: " and netdev_printk's
@@ -136,7 +149,9 @@ std::optional<KernelEvent> nvidia_xid(string_view m) {
   if (!pci) return std::nullopt;
   std::size_t close = s.find("): ", used);
   if (close == string_view::npos) return std::nullopt;
-  auto xid = number_at(s.substr(close + 3));
+  bool too_long = false;
+  auto xid = number_at(s.substr(close + 3), nullptr, &too_long);
+  if (too_long) return malformed();
   if (!xid) return std::nullopt;
   return event("nvidia_xid", *pci, std::to_string(*xid));
 }
@@ -153,7 +168,9 @@ std::optional<KernelEvent> nvidia_sxid(string_view m) {
   if (!pci || !starts(s.substr(used), "): ")) return std::nullopt;
   s.remove_prefix(used + 3);
   std::size_t n = 0;
-  auto sxid = number_at(s, &n);
+  bool too_long = false;
+  auto sxid = number_at(s, &n, &too_long);
+  if (too_long) return malformed();
   if (!sxid) return std::nullopt;
   string_view rest = s.substr(n);
   if (starts(rest, ", ")) rest.remove_prefix(2);
@@ -284,7 +301,10 @@ std::optional<KernelEvent> host(string_view m) {
     string_view rest = m.substr(colon + 2);
     std::size_t n = 0;
     std::uint64_t count = 1;
-    if (auto c = number_at(rest, &n); c && n < rest.size() && rest[n] == ' ') {
+    bool too_long = false;
+    auto c = number_at(rest, &n, &too_long);
+    if (too_long) return malformed();
+    if (c && n < rest.size() && rest[n] == ' ') {
       // The kernel's count is a u16 (edac_raw_error_desc.error_count): a
       // larger number is not one it printed.
       if (*c > 65535) return std::nullopt;
@@ -304,8 +324,10 @@ std::optional<KernelEvent> host(string_view m) {
                         "Memory cgroup out of memory: Killed process ", "Killed process "}) {
     if (!starts(m, p)) continue;
     std::size_t n = 0;
-    if (number_at(m.substr(p.size()), &n) && starts(m.substr(p.size() + n), " ("))
+    bool too_long = false;
+    if (number_at(m.substr(p.size()), &n, &too_long) && starts(m.substr(p.size() + n), " ("))
       return event("oom_kill");
+    if (too_long) return malformed();
   }
   return std::nullopt;
 }

@@ -35,7 +35,10 @@ namespace nodewatch::kernel {
 const std::vector<std::string_view>& kernel_event_names();
 
 // The event in a record's message, if any. Does not look at the facility
-// (KernelLog takes facility 0 only).
+// (KernelLog takes facility 0 only). A record of an event's shape whose
+// number (XID, SXID, EDAC count, pid) does not fit 64 bits is no record the
+// kernel printed: an event with `malformed` set, which KernelLog counts as
+// a malformed record, never as the event.
 std::optional<KernelEvent> match_kernel_event(std::string_view message);
 
 // The matcher KernelLog takes.

@@ -41,6 +41,10 @@ std::optional<KernelEvent> KernelLog::feed(const KmsgRecord& r) {
   if (r.facility != 0) return std::nullopt;  // user space: never an event
   std::optional<KernelEvent> e = match_(r);
   if (!e) return std::nullopt;
+  if (e->malformed) {
+    ++malformed_;
+    return std::nullopt;
+  }
   e->device = device_key(e->event, e->device);
   state_.counts.events[{e->event, e->device}] += e->count;
   if (!e->code.empty() && (e->event == "nvidia_xid" || e->event == "nvidia_sxid")) {

@@ -29,6 +29,7 @@ struct KernelEvent {
   std::string device;       // PCI address, interface or block device; "" for none
   std::string code;         // the XID or SXID number, for those two events
   std::uint64_t count = 1;  // errors the record reports ("EDAC MC1: 262 CE ..."), else 1
+  bool malformed = false;   // of an event's shape, but not as the kernel prints it: no event
 };
 
 using Matcher = std::function<std::optional<KernelEvent>(const KmsgRecord&)>;
@@ -49,6 +50,8 @@ class KernelLog {
   void set_max_devices(std::size_t n) { max_devices_ = n; }
   // Records fed that were counted before (a restart re-reads the buffer).
   std::uint64_t skipped() const { return skipped_; }
+  // Records the matcher found malformed (KernelEvent::malformed).
+  std::uint64_t malformed() const { return malformed_; }
   // The monotonic timestamp of the last record fed, in microseconds.
   std::optional<std::uint64_t> last_ts_usec() const { return last_ts_; }
   // True when the state came from the file (same boot), false when afresh.
@@ -61,6 +64,7 @@ class KernelLog {
   Matcher match_;
   std::size_t max_devices_;
   std::uint64_t skipped_ = 0;
+  std::uint64_t malformed_ = 0;
   std::optional<std::uint64_t> last_ts_;
   bool continued_ = false;
 };

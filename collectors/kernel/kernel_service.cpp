@@ -194,7 +194,9 @@ void KernelLogService::run() {
           }
           std::uint64_t before = log_.state().last_seq.value_or(0);
           bool had = log_.state().last_seq.has_value();
+          const std::uint64_t malformed = log_.malformed();
           log_.feed(*r);
+          counters_.malformed += log_.malformed() - malformed;
           if (!had || log_.state().last_seq.value_or(0) != before) dirty_ = true;
           if (log_.last_ts_usec())
             counters_.last_record_unix =

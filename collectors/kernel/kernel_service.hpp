@@ -58,7 +58,8 @@ class KernelLogService {
     KernelState state;
     bool continued = false;  // the counts continue a saved state of this boot
     std::optional<double> last_record_unix;
-    std::uint64_t malformed = 0;  // records whose prefix did not parse
+    std::uint64_t malformed = 0;  // records refused: a prefix that did not parse, a number
+                                  // past 64 bits (kernel_events.hpp)
     std::uint64_t overruns = 0;   // reads that found records overwritten
     std::uint64_t passes = 0;     // reads of what was available (tests)
     std::string state_refused;    // why the state file was not trusted at start; "" if it was

@@ -570,6 +570,36 @@ TEST(KernelEvents, AnXidIsCountedByGpuAndNumber) {
   EXPECT_EQ((c.events.at({"nvidia_xid", "0000:18:00.0"})), 2u);
 }
 
+TEST(KernelEvents, AnOverLongNumberIsAMalformedRecordNotItsFirstDigits) {
+  const std::string nines(23, '9');
+  KernelLog log(std::nullopt, "b", match_kernel_record);
+  std::uint64_t seq = 0;
+  for (const std::string& m : {
+           "NVRM: Xid (PCI:0000:18:00): " + nines + ", pid=1, name=x, GPU has fallen off the bus.",
+           "nvidia-nvswitch0: SXid (PCI:0000:c3:00.0): " + nines + ", Fatal, Link 28",
+           "EDAC MC1: " + nines + " CE memory read error on X (channel:1)",
+           "Out of memory: Killed process " + nines + " (python3) total-vm:1kB",
+       }) {
+    SCOPED_TRACE(m);
+    auto e = match_kernel_event(m);
+    ASSERT_TRUE(e);
+    EXPECT_TRUE(e->malformed);
+    KmsgRecord r;
+    r.seq = seq++;
+    r.message = m;
+    EXPECT_FALSE(log.feed(r));
+  }
+  EXPECT_EQ(log.malformed(), 4u);
+  EXPECT_TRUE(log.state().counts.events.empty());
+  EXPECT_TRUE(log.state().counts.xids.empty());
+  EXPECT_TRUE(log.state().counts.sxids.empty());
+  // The largest number that fits is still one.
+  auto e = match_kernel_event("NVRM: Xid (PCI:0000:18:00): 18446744073709551615, x");
+  ASSERT_TRUE(e);
+  EXPECT_FALSE(e->malformed);
+  EXPECT_EQ(e->code, "18446744073709551615");
+}
+
 TEST(KernelEvents, NamesThatAreNotLabelSafeAreOther) {
   auto e = match_kernel_event("EXT4-fs error (device we\"ird): ext4_find_entry:1: inode #2");
   ASSERT_TRUE(e);
@@ -980,6 +1010,21 @@ TEST(KernelCollector, OneTimeErrorsAreCountedOnceEvenByARebuiltCollector) {
   EXPECT_EQ(ErrorCount(again, "malformed_record"), 0u);
   EXPECT_EQ(Event(again, "oom_kill", ""), 1);
   EXPECT_EQ(services.made_of<KernelLogService>(), 1u);
+}
+
+TEST(KernelCollector, AnOverLongXidIsAMalformedRecord) {
+  CollectorNode node;
+  std::ofstream(node.kmsg, std::ios::app)
+      << "3,28,3800000000,-;NVRM: Xid (PCI:0000:18:00): " << std::string(23, '9')
+      << ", pid=1, name=x, GPU has fallen off the bus.\n";
+  Services services;
+  auto c = node.collector(&services);
+  MetricSink s(c->metrics());
+  CollectOnce(*c, s);
+  EXPECT_EQ(ErrorCount(s, "malformed_record"), 1u);
+  EXPECT_FALSE(
+      HasSeries(s, "nodewatch_kernel_xid_events_total", {"0000:18:00.0", std::string(19, '9')}));
+  EXPECT_FALSE(HasSeries(s, "nodewatch_kernel_events_total", {"nvidia_xid", "0000:18:00.0"}));
 }
 
 TEST(KernelCollector, ARebuiltCollectorTakesOverTheReaderWithItsNewOptions) {
