@@ -118,6 +118,7 @@ void KernelCollector::collect_log(const CollectContext& ctx, MetricSink& out) {
   const std::string& state_file = options.state_file;
 
   if (!news.state_refused.empty()) out.error("state_refused", state_file, news.state_refused);
+  if (!news.state_dropped.empty()) out.error("state_entry_dropped", state_file, news.state_dropped);
   if (!s.state_error.empty()) out.error("state_write_error", state_file, s.state_error);
   if (news.malformed > 0) out.error("malformed_record", news.malformed);
   if (!s.read_error.empty()) out.error("log_unreadable", options.kmsg_path, s.read_error);

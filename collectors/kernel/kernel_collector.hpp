@@ -32,7 +32,9 @@
 // Errors (nodewatch_collector_errors_total{collector="kernel",reason}):
 // log_unreadable (each collection while the log cannot be read; the saved
 // counts are still exported), state_refused (once: a state file that was
-// corrupt or of another version, so counting started afresh),
+// corrupt, of another version, not to be trusted where it lies, or ahead
+// of the log, so counting started afresh), state_entry_dropped (once: saved
+// counts of no known event, or of an XID that is no number),
 // state_write_error (each collection while the state cannot be saved),
 // malformed_record (records whose prefix did not parse, or whose number
 // does not fit 64 bits: never counted as an event), edac_read_error

@@ -1,5 +1,7 @@
 #include "kernel/kernel_log.hpp"
 
+#include <algorithm>
+#include <charconv>
 #include <utility>
 
 namespace nodewatch::kernel {
@@ -32,10 +34,12 @@ std::optional<KernelEvent> KernelLog::feed(const KmsgRecord& r) {
     ++skipped_;  // counted before this restart
     return std::nullopt;
   }
+  auto& lost = state_.counts.lost;
   if (state_.last_seq && r.seq > *state_.last_seq + 1)
-    state_.counts.lost += r.seq - *state_.last_seq - 1;
+    lost = add_saturating(lost, r.seq - *state_.last_seq - 1);
   else if (!state_.last_seq)
-    state_.counts.lost += r.seq;  // a boot's first record is 0: those before were overwritten
+    lost =
+        add_saturating(lost, r.seq);  // a boot's first record is 0: those before were overwritten
   state_.last_seq = r.seq;
   last_ts_ = r.ts_usec;
   if (r.facility != 0) return std::nullopt;  // user space: never an event
@@ -46,12 +50,99 @@ std::optional<KernelEvent> KernelLog::feed(const KmsgRecord& r) {
     return std::nullopt;
   }
   e->device = device_key(e->event, e->device);
-  state_.counts.events[{e->event, e->device}] += e->count;
+  auto& n = state_.counts.events[{e->event, e->device}];
+  n = add_saturating(n, e->count);
   if (!e->code.empty() && (e->event == "nvidia_xid" || e->event == "nvidia_sxid")) {
     auto& table = e->event == "nvidia_xid" ? state_.counts.xids : state_.counts.sxids;
-    table[{e->device, e->code}] += e->count;
+    auto& c = table[{e->device, e->code}];
+    c = add_saturating(c, e->count);
   }
   return e;
+}
+
+namespace {
+
+// A code as the matcher writes one: std::to_string of a 64-bit number.
+bool code_ok(const std::string& code) {
+  std::uint64_t v = 0;
+  auto [end, ec] = std::from_chars(code.data(), code.data() + code.size(), v);
+  return !code.empty() && ec == std::errc() && end == code.data() + code.size() &&
+         std::to_string(v) == code;
+}
+
+// Folds the devices of `table` past `max_devices` distinct ones of one
+// group into "other". `group` names a key's group (the event; one group
+// for a table of codes), `device` its device.
+template <class GroupOf, class DeviceOf, class Rekey>
+void fold_devices(std::map<KernelCounts::Key, std::uint64_t>& table, std::size_t max_devices,
+                  GroupOf group, DeviceOf device, Rekey rekey) {
+  std::map<std::string, std::vector<std::string>> devices;  // group -> its devices, in order
+  for (const auto& [key, n] : table) {
+    const std::string& d = device(key);
+    auto& list = devices[group(key)];
+    if (!d.empty() && d != "other") list.push_back(d);
+  }
+  for (auto& [g, list] : devices) {
+    std::sort(list.begin(), list.end());
+    list.erase(std::unique(list.begin(), list.end()), list.end());
+  }
+  std::map<KernelCounts::Key, std::uint64_t> out;
+  for (const auto& [key, n] : table) {
+    const auto& list = devices[group(key)];
+    const std::string& d = device(key);
+    const bool kept = d.empty() || d == "other" ||
+                      std::lower_bound(list.begin(), list.end(), d) - list.begin() <
+                          static_cast<std::ptrdiff_t>(max_devices);
+    auto& slot = out[kept ? key : rekey(key)];
+    slot = add_saturating(slot, n);
+  }
+  table = std::move(out);
+}
+
+}  // namespace
+
+std::vector<std::string> sanitize_state(KernelState& state,
+                                        const std::vector<std::string_view>& event_names,
+                                        std::size_t max_devices) {
+  std::vector<std::string> dropped;
+  auto& events = state.counts.events;
+  for (auto it = events.begin(); it != events.end();) {
+    const bool known =
+        std::find(event_names.begin(), event_names.end(), it->first.first) != event_names.end();
+    if (known) {
+      ++it;
+      continue;
+    }
+    dropped.push_back("unknown event \"" + it->first.first + "\"");
+    it = events.erase(it);
+  }
+  for (auto* table : {&state.counts.xids, &state.counts.sxids}) {
+    const char* what = table == &state.counts.xids ? "XID" : "SXID";
+    for (auto it = table->begin(); it != table->end();) {
+      if (code_ok(it->first.second)) {
+        ++it;
+        continue;
+      }
+      dropped.push_back(std::string(what) + " \"" + it->first.second + "\" is not a number");
+      it = table->erase(it);
+    }
+  }
+  using Key = KernelCounts::Key;
+  fold_devices(
+      events, max_devices, [](const Key& k) { return k.first; },
+      [](const Key& k) -> const std::string& { return k.second; },
+      [](const Key& k) {
+        return Key{k.first, "other"};
+      });
+  for (auto* table : {&state.counts.xids, &state.counts.sxids}) {
+    fold_devices(
+        *table, max_devices, [](const Key&) { return std::string(); },
+        [](const Key& k) -> const std::string& { return k.first; },
+        [](const Key& k) {
+          return Key{"other", k.second};
+        });
+  }
+  return dropped;
 }
 
 std::vector<std::string> split_records(std::string_view text) {

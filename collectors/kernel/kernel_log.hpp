@@ -38,7 +38,7 @@ class KernelLog {
  public:
   // `saved`: the state file's content, if any; `boot_id`: this boot's.
   // At most `max_devices` distinct devices per event; the rest count as
-  // device "other".
+  // device "other". Counts saturate at 2^64-1 (add_saturating).
   KernelLog(std::optional<KernelState> saved, std::string boot_id, Matcher match,
             std::size_t max_devices = 64);
 
@@ -68,6 +68,23 @@ class KernelLog {
   std::optional<std::uint64_t> last_ts_;
   bool continued_ = false;
 };
+
+// What a saved state holds that counting could not have made, taken out
+// before the state is trusted (its syntax is parse_state's): events not in
+// `event_names` and XIDs or SXIDs that are not a number as the matcher
+// writes one are dropped, each with its reason in the answer; past
+// `max_devices` distinct devices of one event (or one table of XIDs or
+// SXIDs), the devices after the first `max_devices` in name order are
+// folded into "other", as counting folds them. Counts add up saturating.
+std::vector<std::string> sanitize_state(KernelState& state,
+                                        const std::vector<std::string_view>& event_names,
+                                        std::size_t max_devices);
+
+// a + b, or the largest count where that would wrap: a counter never steps
+// back to 0.
+inline std::uint64_t add_saturating(std::uint64_t a, std::uint64_t b) {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
 
 // The records in a file that holds /dev/kmsg records one after another (a
 // fixture, or a saved copy): a record starts at each line that does not

@@ -1,8 +1,10 @@
 #include "kernel/kernel_service.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,25 +31,61 @@ double clock_seconds(clockid_t id) {
 // A state file is a few hundred bytes a device; anything larger is not ours.
 constexpr std::size_t kMaxStateBytes = 4 << 20;
 
+// Why a state file is not to be trusted where it lies, "" when it is: in a
+// directory others can write to without the sticky bit, anyone could have
+// put it there.
+std::string untrusted_directory(const std::filesystem::path& file) {
+  const std::string dir = file.parent_path().string();
+  struct ::stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return {};
+  if ((st.st_mode & S_IWOTH) == 0 || (st.st_mode & S_ISVTX) != 0) return {};
+  return "its directory " + dir + " is writable by others, without the sticky bit";
+}
+
 // The saved state, or nullopt with why in `*why` ("" when there is none).
-// Read through the sources layer: a FIFO or a directory under the name is
-// refused at once, never waited on.
+// Opened without following a link and with O_NONBLOCK: a FIFO or a
+// directory under the name is refused at once, never waited on; so is a
+// file that another user owns.
 std::optional<KernelState> load_state(const std::string& path, std::string* why) {
   why->clear();
   if (path.empty()) return std::nullopt;
-  const std::filesystem::path p(path);
-  sources::FsRoot::FileRead r =
-      sources::FsRoot(p.parent_path()).read_regular(p.filename().string(), kMaxStateBytes);
-  if (!r.ok()) {
-    if (r.status != sources::Status::kAbsent)
+  auto refuse = [&](const std::string& reason) -> std::optional<KernelState> {
+    *why = path + " refused, counting afresh: " + reason;
+    return std::nullopt;
+  };
+  if (std::string bad = untrusted_directory(path); !bad.empty()) return refuse(bad);
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    if (errno != ENOENT)
       *why = path + ": " +
-             (r.err == EINVAL ? std::string("not a regular file") : std::strerror(r.err));
+             (errno == ELOOP ? std::string("not a regular file (a symbolic link)")
+                             : std::strerror(errno));
+    return std::nullopt;
+  }
+  struct ::stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid != ::geteuid()) {
+    ::close(fd);
+    return refuse("owned by uid " + std::to_string(st.st_uid) + ", not by this process's uid " +
+                  std::to_string(::geteuid()));
+  }
+  sources::FsRoot::FileRead r = sources::FsRoot::read_regular_fd(fd, kMaxStateBytes);
+  if (!r.ok()) {
+    *why =
+        path + ": " + (r.err == EINVAL ? std::string("not a regular file") : std::strerror(r.err));
     return std::nullopt;
   }
   std::string reason;
   auto s = parse_state(r.text, &reason);
-  if (!s) *why = path + " refused, counting afresh: " + reason;
+  if (!s) return refuse(reason);
   return s;
+}
+
+// What sanitize_state() dropped, as one line.
+std::string dropped_text(const std::vector<std::string>& dropped) {
+  std::string out = std::to_string(dropped.size()) + " saved count(s) dropped: ";
+  for (std::size_t i = 0; i < dropped.size() && i < 3; ++i) out += (i ? "; " : "") + dropped[i];
+  if (dropped.size() > 3) out += "; ...";
+  return out;
 }
 
 // Why the log cannot be read, with what to do where the kernel refused.
@@ -73,30 +111,50 @@ std::string read_boot_id(const std::string& path) {
 KernelLogService::KernelLogService(KernelLogOptions options)
     : options_(std::move(options)),
       boot_id_(read_boot_id(options_.boot_id_path)),
-      log_(
-          [&]() -> std::optional<KernelState> {
-            if (options_.state_file.empty()) return std::nullopt;
-            if (boot_id_.empty()) {
-              // Without the boot id a restart cannot be told from a reboot:
-              // a saved state could be another boot's, and this one's would
-              // mislead the next start. Counts are kept in memory only.
-              counters_.state_refused = options_.boot_id_path +
-                                        ": no boot id to be read; the counts are not kept "
-                                        "across restarts";
-              return std::nullopt;
-            }
-            std::string why;
-            auto s = load_state(options_.state_file, &why);
-            counters_.state_refused = why;
-            return s;
-          }(),
-          boot_id_, match_kernel_record, options_.max_devices) {
+      log_(load_saved(), boot_id_, match_kernel_record, options_.max_devices) {
   counters_.continued = log_.continued();
   boot_unix_ = clock_seconds(CLOCK_REALTIME) - clock_seconds(CLOCK_MONOTONIC);
   // Without an eventfd (out of descriptors) the thread polls for stop_
   // every 100 ms instead: the stop is never lost.
   stop_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   thread_ = std::thread([this] { run(); });
+}
+
+std::optional<KernelState> KernelLogService::load_saved() {
+  if (options_.state_file.empty()) return std::nullopt;
+  if (boot_id_.empty()) {
+    // Without the boot id a restart cannot be told from a reboot: a saved
+    // state could be another boot's, and this one's would mislead the next
+    // start. Counts are kept in memory only.
+    counters_.state_refused =
+        options_.boot_id_path + ": no boot id to be read; the counts are not kept across restarts";
+    refusal_news_ = counters_.state_refused;
+    return std::nullopt;
+  }
+  std::string why;
+  auto s = load_state(options_.state_file, &why);
+  counters_.state_refused = refusal_news_ = why;
+  if (s && s->boot_id == boot_id_) {
+    const std::vector<std::string> dropped =
+        sanitize_state(*s, kernel_event_names(), options_.max_devices);
+    if (!dropped.empty()) dropped_news_ = dropped_text(dropped);
+    saved_seq_ = s->last_seq;
+  }
+  return s;
+}
+
+void KernelLogService::distrust_saved_seq(std::optional<std::uint64_t> newest) {
+  std::lock_guard lock(mu_);
+  counters_.state_refused = options_.state_file + " refused, counting afresh: its last_seq " +
+                            std::to_string(*saved_seq_) + " is ahead of the newest record in " +
+                            options_.kmsg_path + " (" +
+                            (newest ? std::to_string(*newest) : std::string("none")) + ")";
+  refusal_news_ = counters_.state_refused;
+  log_ = KernelLog(std::nullopt, boot_id_, match_kernel_record, options_.max_devices);
+  counters_.continued = false;
+  counters_.last_record_unix.reset();
+  saved_seq_.reset();
+  dirty_ = true;
 }
 
 KernelLogService::~KernelLogService() {
@@ -144,10 +202,8 @@ KernelLogService::News KernelLogService::take_news() {
   News n;
   n.malformed = counters_.malformed - malformed_told_;
   malformed_told_ = counters_.malformed;
-  if (!refusal_told_) {
-    n.state_refused = counters_.state_refused;
-    refusal_told_ = true;
-  }
+  n.state_refused = std::exchange(refusal_news_, std::string());
+  n.state_dropped = std::exchange(dropped_news_, std::string());
   return n;
 }
 
@@ -182,16 +238,18 @@ void KernelLogService::run() {
   KmsgReader reader(options_.kmsg_path);  // kmsg_path never changes (the service's key)
   auto last_save = std::chrono::steady_clock::now();
   std::string poll_error;
+  std::optional<std::uint64_t> newest;  // the newest record read
   for (;;) {
     bool more = false;
     int err = reader.read_available(
-        [this](std::string_view raw) {
+        [this, &newest](std::string_view raw) {
           std::optional<KmsgRecord> r = parse_kmsg_record(raw);
           std::lock_guard lock(mu_);
           if (!r) {
             ++counters_.malformed;
             return;
           }
+          newest = std::max(newest.value_or(0), r->seq);
           std::uint64_t before = log_.state().last_seq.value_or(0);
           bool had = log_.state().last_seq.has_value();
           const std::uint64_t malformed = log_.malformed();
@@ -203,6 +261,16 @@ void KernelLogService::run() {
                 boot_unix_ + static_cast<double>(*log_.last_ts_usec()) / 1e6;
         },
         kRecordsPerPass, &more);
+    // Read through once: a saved last_seq past the newest record is no
+    // record of this log; what was skipped by it is read again, afresh.
+    if (saved_seq_ && err == 0 && !more) {
+      if (!newest || *newest < *saved_seq_) {
+        distrust_saved_seq(newest);
+        reader.close();
+        continue;
+      }
+      saved_seq_.reset();
+    }
     {
       std::lock_guard lock(mu_);
       ++counters_.passes;

@@ -10,10 +10,16 @@
 // kernel_state.hpp), which is saved when counts changed, at most every
 // `save_interval`, and when the service stops.
 //
-// A state file that is refused (corrupt, torn, another version) is not
-// trusted: counting starts afresh and why is kept (state_refused) for the
-// collector to report. One that cannot be written is kept as state_error
-// while it lasts; the counts go on in memory.
+// A state file that is refused (corrupt, torn, another version; owned by
+// another user, or in a directory others can write to without the sticky
+// bit; of this boot but with a last_seq past the newest record of the log,
+// found when the log has been read through once) is not trusted: counting
+// starts afresh, from the log's first record, and why is kept
+// (state_refused) for the collector to report. Of one that is trusted, the
+// counts that counting could not have made are dropped (sanitize_state:
+// reported as state_entry_dropped) and its devices bounded by max_devices.
+// One that cannot be written is kept as state_error while it lasts; the
+// counts go on in memory.
 
 #include <sys/types.h>
 
@@ -78,6 +84,7 @@ class KernelLogService {
   struct News {
     std::uint64_t malformed = 0;
     std::string state_refused;
+    std::string state_dropped;  // saved counts not trusted (sanitize_state), as one line
   };
   News take_news();
   bool wait_first_pass(std::chrono::steady_clock::time_point until) const;
@@ -91,6 +98,12 @@ class KernelLogService {
  private:
   void run();
   void save();
+  // The state file's content, checked (load_state, sanitize_state); sets
+  // what is to be said about it. Called by the constructor.
+  std::optional<KernelState> load_saved();
+  // Drops the saved state whose last_seq is past `newest`, the newest
+  // record of the log: counting starts afresh.
+  void distrust_saved_seq(std::optional<std::uint64_t> newest);
 
   KernelLogOptions options_;
   std::string boot_id_;  // "" when it cannot be read: no state is loaded or saved
@@ -99,7 +112,9 @@ class KernelLogService {
   Snapshot
       counters_;  // all but `state`, under mu_ (before log_: its constructor sets state_refused)
   std::uint64_t malformed_told_ = 0;
-  bool refusal_told_ = false;
+  std::string refusal_news_;  // not yet taken by take_news()
+  std::string dropped_news_;
+  std::optional<std::uint64_t> saved_seq_;  // the loaded last_seq, until the log was read through
   KernelLog log_;
   bool dirty_ = false;
   double boot_unix_ = 0;

@@ -22,11 +22,11 @@
 // A file that does not parse whole (another version, a line of another
 // shape, a name with characters outside [A-Za-z0-9:._+-], a repeated fact,
 // a checksum that does not match: a torn or edited file) is refused whole:
-// never trusted in part. Written atomically: a temporary file of its own
-// in the same directory (<path>.XXXXXX), fsync, rename, fsync of the
-// directory. A missing directory is made (its last component only, mode
-// 0755). A path that is there and is not a regular file (a device, a
-// FIFO, a symbolic link, a directory) is never replaced.
+// never trusted in part. What parses is checked before it is trusted (the
+// service: kernel_service.hpp; sanitize_state in kernel_log.hpp). Written atomically: a temporary
+// file of its own in the same directory (<path>.XXXXXX), fsync, rename, fsync of the directory. A
+// missing directory is made (its last component only, mode 0755). A path that is there and is not a
+// regular file (a device, a FIFO, a symbolic link, a directory) is never replaced.
 
 #include <cstdint>
 #include <map>

@@ -37,6 +37,9 @@ class KmsgReader {
   // which is read again on the caller's schedule.
   int poll_fd() const { return device_ ? fd_.get() : -1; }
   bool is_open() const { return fd_.get() >= 0; }
+  // Closes the log: the next read_available() opens it again, from its
+  // first record.
+  void close() { fd_.reset(); }
   // EPIPE answers so far: reads that found records overwritten.
   std::uint64_t overruns() const { return overruns_; }
   const std::string& path() const { return path_; }
