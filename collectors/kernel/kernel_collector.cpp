@@ -37,7 +37,7 @@ KernelOptions read_kernel_options(OptionReader& r) {
   KernelOptions o;
   o.kmsg_path = r.get_string("kmsg_path", o.kmsg_path,
                              "the kernel log device, absolute (or a file of its records, read "
-                             "again every second: fixtures)");
+                             "as it grows, every second: fixtures)");
   if (!absolute(o.kmsg_path)) r.error("kmsg_path", "must be an absolute path");
   o.state_file = r.get_string(
       "state_file", o.state_file,

@@ -16,7 +16,6 @@
 
 #include "kernel/kernel_events.hpp"
 #include "kernel/kmsg.hpp"
-#include "kernel/kmsg_reader.hpp"
 #include "nodewatch/sources/fs.hpp"
 
 namespace nodewatch::kernel {
@@ -234,6 +233,63 @@ void KernelLogService::save() {
   }
 }
 
+void KernelLogService::take_record(std::string_view raw, Pass* pass) {
+  std::optional<KmsgRecord> r = parse_kmsg_record(raw);
+  std::lock_guard lock(mu_);
+  if (!r) {
+    ++counters_.malformed;
+    ++pass->malformed;
+    return;
+  }
+  pass->newest = std::max(pass->newest.value_or(0), r->seq);
+  std::uint64_t before = log_.state().last_seq.value_or(0);
+  bool had = log_.state().last_seq.has_value();
+  const std::uint64_t malformed = log_.malformed();
+  log_.feed(*r);
+  counters_.malformed += log_.malformed() - malformed;
+  pass->malformed += log_.malformed() - malformed;
+  pass->good += 1 - (log_.malformed() - malformed);
+  if (!had || log_.state().last_seq.value_or(0) != before) dirty_ = true;
+  if (log_.last_ts_usec())
+    counters_.last_record_unix = boot_unix_ + static_cast<double>(*log_.last_ts_usec()) / 1e6;
+}
+
+void KernelLogService::log_malformed(const Pass& pass) {
+  malformed_unlogged_ += pass.malformed;
+  good_unlogged_ += pass.good;
+  const auto now = std::chrono::steady_clock::now();
+  if (malformed_unlogged_ == 0 ||
+      (malformed_logged_ && now - *malformed_logged_ < kMalformedLogEvery))
+    return;
+  spdlog::warn("kernel: malformed_record: {}: {} record(s) refused{}{}", options_.kmsg_path,
+               malformed_unlogged_, malformed_logged_ ? " in the last minute" : "",
+               good_unlogged_ == 0 ? ", and none read well-formed: is it the kernel log?" : "");
+  malformed_logged_ = now;
+  malformed_unlogged_ = 0;
+  good_unlogged_ = 0;
+}
+
+bool KernelLogService::wait_for_records(const KmsgReader& reader, bool junk,
+                                        std::string* poll_error) {
+  // A device is polled; a file, or a source of malformed records alone (not
+  // the kernel log: /dev/zero), is read again every file_poll.
+  const bool device = reader.poll_fd() >= 0 && !junk;
+  pollfd p[2] = {{stop_fd_.get(), POLLIN, 0}, {reader.poll_fd(), POLLIN, 0}};
+  auto wait = device ? options_.save_interval : options_.file_poll;
+  if (stop_fd_.get() < 0)
+    wait = std::min<std::chrono::milliseconds>(wait, std::chrono::milliseconds(100));
+  int n = ::poll(p, device ? 2 : 1, static_cast<int>(wait.count()));
+  if (stop_.load() || (n > 0 && (p[0].revents & POLLIN) != 0)) return true;
+  if (n < 0 && errno != EINTR) {
+    // Not expected of poll on two descriptors; said, then a pause, and on.
+    *poll_error = std::string("poll: ") + std::strerror(errno);
+    ::poll(nullptr, 0, 100);
+  } else {
+    poll_error->clear();
+  }
+  return false;
+}
+
 void KernelLogService::run() {
   KmsgReader reader(options_.kmsg_path);  // kmsg_path never changes (the service's key)
   auto last_save = std::chrono::steady_clock::now();
@@ -241,26 +297,13 @@ void KernelLogService::run() {
   std::optional<std::uint64_t> newest;  // the newest record read
   for (;;) {
     bool more = false;
-    int err = reader.read_available(
-        [this, &newest](std::string_view raw) {
-          std::optional<KmsgRecord> r = parse_kmsg_record(raw);
-          std::lock_guard lock(mu_);
-          if (!r) {
-            ++counters_.malformed;
-            return;
-          }
-          newest = std::max(newest.value_or(0), r->seq);
-          std::uint64_t before = log_.state().last_seq.value_or(0);
-          bool had = log_.state().last_seq.has_value();
-          const std::uint64_t malformed = log_.malformed();
-          log_.feed(*r);
-          counters_.malformed += log_.malformed() - malformed;
-          if (!had || log_.state().last_seq.value_or(0) != before) dirty_ = true;
-          if (log_.last_ts_usec())
-            counters_.last_record_unix =
-                boot_unix_ + static_cast<double>(*log_.last_ts_usec()) / 1e6;
-        },
-        kRecordsPerPass, &more);
+    Pass pass;
+    pass.newest = newest;
+    const std::uint64_t refused = reader.refused();
+    int err = reader.read_available([&](std::string_view raw) { take_record(raw, &pass); },
+                                    kRecordsPerPass, &more);
+    pass.malformed += reader.refused() - refused;
+    newest = pass.newest;
     // Read through once: a saved last_seq past the newest record is no
     // record of this log; what was skipped by it is read again, afresh.
     if (saved_seq_ && err == 0 && !more) {
@@ -274,30 +317,23 @@ void KernelLogService::run() {
     {
       std::lock_guard lock(mu_);
       ++counters_.passes;
+      counters_.malformed += reader.refused() - refused;
       counters_.overruns = reader.overruns();
       counters_.read_error = err != 0 ? read_error_text(err) : poll_error;
     }
     passed_.notify_all();
+    log_malformed(pass);
     if (stop_.load()) return;
     auto now = std::chrono::steady_clock::now();
     if (now - last_save >= options_.save_interval) {
       save();
       last_save = now;
     }
-    if (more) continue;  // a storm: the next records at once, stop and save looked at between
-    pollfd p[2] = {{stop_fd_.get(), POLLIN, 0}, {reader.poll_fd(), POLLIN, 0}};
-    auto wait = reader.poll_fd() >= 0 ? options_.save_interval : options_.file_poll;
-    if (stop_fd_.get() < 0)
-      wait = std::min<std::chrono::milliseconds>(wait, std::chrono::milliseconds(100));
-    int n = ::poll(p, reader.poll_fd() >= 0 ? 2 : 1, static_cast<int>(wait.count()));
-    if (stop_.load() || (n > 0 && (p[0].revents & POLLIN) != 0)) return;
-    if (n < 0 && errno != EINTR) {
-      // Not expected of poll on two descriptors; said, then a pause, and on.
-      poll_error = std::string("poll: ") + std::strerror(errno);
-      ::poll(nullptr, 0, 100);
-    } else {
-      poll_error.clear();
-    }
+    // A storm: the next records at once, stop and save looked at between;
+    // but never a source of nothing but malformed records.
+    const bool junk = pass.good == 0 && pass.malformed > 0;
+    if (more && !junk) continue;
+    if (wait_for_records(reader, junk, &poll_error)) return;
   }
 }
 

@@ -2,13 +2,17 @@
 // The kernel log read on a thread of its own, for as long as the kernel
 // collector's service lives (it outlives reloads, and takes a reload's new
 // state file and device bound: apply()): the whole ring buffer at start,
-// then each record as it comes (a device is polled; a file of records, a
-// fixture, is read again every `file_poll`). A pass reads at most
+// then each record as it comes (a device is polled; what was appended to a
+// file of records, a fixture, is read every `file_poll`). A pass reads at most
 // kRecordsPerPass records before it looks at the stop request and the save
 // timer again, so that a log storm can neither hold the stop nor the save. Counted once
 // across restarts through the state file (kernel_log.hpp,
 // kernel_state.hpp), which is saved when counts changed, at most every
-// `save_interval`, and when the service stops.
+// `save_interval`, and when the service stops. A pass that found nothing
+// but malformed records (a path that is no kernel log: /dev/zero) is not
+// followed at once by the next, even with more to read: the next comes
+// after `file_poll`; and they are logged, once and then at most once a
+// minute.
 //
 // A state file that is refused (corrupt, torn, another version; owned by
 // another user, or in a directory others can write to without the sticky
@@ -34,6 +38,7 @@
 
 #include "kernel/kernel_log.hpp"
 #include "kernel/kernel_state.hpp"
+#include "kernel/kmsg_reader.hpp"
 #include "nodewatch/unique_fd.hpp"
 
 namespace nodewatch::kernel {
@@ -96,7 +101,21 @@ class KernelLogService {
   KernelLogOptions options() const;
 
  private:
+  // What one read of the log found.
+  struct Pass {
+    std::uint64_t good = 0;       // records parsed and fed
+    std::uint64_t malformed = 0;  // refused: too long, or malformed
+    std::optional<std::uint64_t> newest;
+  };
+  static constexpr std::chrono::seconds kMalformedLogEvery{60};
+
   void run();
+  void take_record(std::string_view raw, Pass* pass);
+  // One warning when malformed records are first refused, then at most one
+  // a minute while more are.
+  void log_malformed(const Pass& pass);
+  // Until records may be there (or `junk`: file_poll); true when stopped.
+  bool wait_for_records(const KmsgReader& reader, bool junk, std::string* poll_error);
   void save();
   // The state file's content, checked (load_state, sanitize_state); sets
   // what is to be said about it. Called by the constructor.
@@ -114,6 +133,10 @@ class KernelLogService {
   std::uint64_t malformed_told_ = 0;
   std::string refusal_news_;  // not yet taken by take_news()
   std::string dropped_news_;
+  // The run thread's alone:
+  std::uint64_t malformed_unlogged_ = 0;
+  std::uint64_t good_unlogged_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> malformed_logged_;
   std::optional<std::uint64_t> saved_seq_;  // the loaded last_seq, until the log was read through
   KernelLog log_;
   bool dirty_ = false;

@@ -408,7 +408,7 @@ TEST(KernelLog, RecordsOfAFileAreSplitAtLinesThatDoNotStartWithASpace) {
   EXPECT_EQ(parse_kmsg_record(records[2])->message, "third without newline");
 }
 
-TEST(KmsgReader, AFileOfRecordsIsReadWholeEachTime) {
+TEST(KmsgReader, AFileOfRecordsIsReadFromWhereItLeftOff) {
   TempDir dir;
   auto path = dir.write("kmsg", "6,1,10,-;first\n SUBSYSTEM=pci\n3,2,20,-;second\n");
   KmsgReader reader(path.string());
@@ -416,14 +416,56 @@ TEST(KmsgReader, AFileOfRecordsIsReadWholeEachTime) {
   auto collect = [&](std::string_view r) { seen.emplace_back(r); };
   ASSERT_EQ(reader.read_available(collect), 0);
   ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], "6,1,10,-;first\n SUBSYSTEM=pci\n");
   EXPECT_EQ(reader.poll_fd(), -1);  // a file is read again on the caller's schedule
   { std::ofstream(path, std::ios::app) << "4,3,30,-;third\n"; }
   seen.clear();
   ASSERT_EQ(reader.read_available(collect), 0);
-  ASSERT_EQ(seen.size(), 3u);  // whole again: the counting skips what it had
-  EXPECT_EQ(parse_kmsg_record(seen[2])->message, "third");
+  ASSERT_EQ(seen.size(), 1u) << "what was appended, not the whole file again";
+  EXPECT_EQ(parse_kmsg_record(seen[0])->message, "third");
+  seen.clear();
+  ASSERT_EQ(reader.read_available(collect), 0);
+  EXPECT_TRUE(seen.empty());
+  // A line being written is not taken before its end.
+  { std::ofstream(path, std::ios::app) << "4,4,40,-;fou"; }
+  ASSERT_EQ(reader.read_available(collect), 0);
+  EXPECT_TRUE(seen.empty());
+  { std::ofstream(path, std::ios::app) << "rth\n"; }
+  ASSERT_EQ(reader.read_available(collect), 0);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(parse_kmsg_record(seen[0])->message, "fourth");
+  // Rewritten shorter: read again from its start.
+  { std::ofstream(path, std::ios::trunc) << "6,0,1,-;another boot\n"; }
+  seen.clear();
+  ASSERT_EQ(reader.read_available(collect), 0);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(parse_kmsg_record(seen[0])->message, "another boot");
   KmsgReader missing((dir.path() / "none").string());
   EXPECT_EQ(missing.read_available(collect), ENOENT);
+}
+
+TEST(KmsgReader, ARecordLongerThanTheKernelsIsRefusedAndCounted) {
+  // The largest record the kernel formats is 8 KiB with its newline.
+  const std::string prefix = "6,2,2,-;";
+  const std::string largest =
+      prefix + std::string(KmsgReader::kRecordLimit - prefix.size() - 1, 'x') + "\n";
+  TempDir dir;
+  auto path = dir.write(
+      "kmsg", "6,1,1,-;one\n" + largest + "6,3,3,-;" + std::string(9000, 'y') + "\n" +
+                  "6,4,4,-;two\n" + "6,5,5,-;many lines\n" + std::string(3, ' ') +
+                  std::string(3000, 'k') + "\n " + std::string(3000, 'k') + "\n " +
+                  std::string(3000, 'k') + "\n" + "6,6,6,-;three\n" + std::string(40000, 'z') +
+                  "\n6,7,7,-;four\n");
+  KmsgReader reader(path.string());
+  std::vector<std::string> seen;
+  ASSERT_EQ(reader.read_available([&](std::string_view r) { seen.emplace_back(r); }), 0);
+  ASSERT_EQ(seen.size(), 5u);
+  EXPECT_EQ(seen[0], "6,1,1,-;one\n");
+  EXPECT_EQ(seen[1], largest);
+  EXPECT_EQ(seen[2], "6,4,4,-;two\n");
+  EXPECT_EQ(seen[3], "6,6,6,-;three\n");
+  EXPECT_EQ(seen[4], "6,7,7,-;four\n");
+  EXPECT_EQ(reader.refused(), 3u) << "a long line, long continuation lines, no prefix at all";
 }
 
 TEST(KmsgReader, TheRealKernelLog) {
@@ -862,6 +904,41 @@ TEST(KernelLogService, AStateFileOthersCouldHaveWrittenIsRefused) {
   start(0755);
   ASSERT_EQ(::chown(o.state_file.c_str(), 65534, 65534), 0) << std::strerror(errno);
   EXPECT_EQ(loaded("owned by uid 65534"), 0u);
+}
+
+TEST(KernelLogService, ARecordLongerThanTheKernelsIsMalformed) {
+  ServiceFiles f;
+  f.append(1, "Out of memory: Killed process 1 (x) total-vm:1kB " + std::string(9000, 'x'));
+  f.append(2, "Out of memory: Killed process 2 (x) total-vm:1kB");
+  KernelLogService s(f.options());
+  ASSERT_TRUE(s.wait_first_pass(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
+  EXPECT_EQ(oom_kills(s), 1u);
+  EXPECT_EQ(s.snapshot().malformed, 1u);
+  EXPECT_EQ(s.take_news().malformed, 1u);
+}
+
+TEST(KernelLogService, ASourceOfMalformedRecordsAloneIsLoggedAndBounded) {
+  // /dev/zero named as the kernel log: each read is 16 KiB of zeros, past
+  // any record. One pass, a line, then a pause of file_poll, not a core.
+  if (::access("/dev/zero", R_OK) != 0) GTEST_SKIP() << "NOT CHECKED: no /dev/zero here";
+  ServiceFiles f;
+  KernelLogOptions o = f.options();
+  o.kmsg_path = "/dev/zero";
+  o.state_file.clear();
+  o.file_poll = std::chrono::seconds(2);
+  nodewatch::testing::LogCapture log;
+  KernelLogService s(o);
+  ASSERT_TRUE(s.wait_first_pass(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // what must not happen meanwhile
+  const auto snap = s.snapshot();
+  EXPECT_EQ(snap.passes, 1u);
+  EXPECT_EQ(snap.malformed, KernelLogService::kRecordsPerPass);
+  const std::string text = log.text();
+  EXPECT_NE(text.find("warning kernel: malformed_record: /dev/zero: 4096 record(s) refused, and "
+                      "none read well-formed"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("malformed_record"), text.rfind("malformed_record")) << "one line";
 }
 
 // EDAC from the fixture trees of tests/fixtures/edac (README.md there:
