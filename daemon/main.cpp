@@ -1,7 +1,13 @@
 // nodewatchd: command line parsing only; everything else is in the core library.
 
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
+#include <exception>
 #include <iostream>
+#include <string_view>
 
 #include "app.hpp"
 #include "nodewatch/fs_helper.hpp"
@@ -58,5 +64,17 @@ int main(int argc, char** argv) {
   cmd.config_explicit = config->count() > 0;
   cmd.roots.sysfs = sysfs;
   cmd.roots.procfs = procfs;
-  return nodewatch::run(cmd, nodewatch::builtin_collectors());
+  try {
+    return nodewatch::run(cmd, nodewatch::builtin_collectors());
+  } catch (const std::exception& e) {
+    // What the daemon could not get from the system at start (a descriptor
+    // for its signals or its event loop): a message and 1, never an abort.
+    std::cerr << "nodewatchd: cannot run: " << e.what() << "\n";
+    rlimit nofile{};
+    if (std::string_view(e.what()).find(std::strerror(EMFILE)) != std::string_view::npos &&
+        ::getrlimit(RLIMIT_NOFILE, &nofile) == 0)
+      std::cerr << "nodewatchd: at most " << nofile.rlim_cur
+                << " open files (RLIMIT_NOFILE); raise the limit\n";
+    return 1;
+  }
 }

@@ -603,5 +603,30 @@ TEST(DaemonTest, BadCommandLineAndBadListenFailClearly) {
   }
 }
 
+TEST(DaemonTest, TooFewFileDescriptorsExitOneWithAMessage) {
+  // RLIMIT_NOFILE 8 (set by prlimit, util-linux, before it runs the
+  // binary): the daemon and --once cannot get a descriptor they need at
+  // start; they say so and exit 1, never abort.
+  if (::access("/usr/bin/prlimit", X_OK) != 0)
+    GTEST_SKIP() << "NOT CHECKED: /usr/bin/prlimit (util-linux) is missing";
+  TempDir dir;
+  auto config = dir.write("c.toml", "");
+  for (bool once : {true, false}) {
+    SCOPED_TRACE(once ? "--once" : "the daemon");
+    DaemonProcess::Options o;
+    o.program = "/usr/bin/prlimit";
+    o.args = {"--nofile=8", BinaryPath().string(), "--config", config.string()};
+    if (once) {
+      o.args.push_back("--once");
+    } else {
+      o.args.insert(o.args.end(), {"--listen", "127.0.0.1:0"});
+    }
+    DaemonProcess d(o, dir.path() / "log");
+    EXPECT_EQ(d.wait(30s), 1) << d.log();
+    EXPECT_NE(d.log().find("nodewatchd: cannot run: "), std::string::npos) << d.log();
+    EXPECT_NE(d.log().find("at most 8 open files (RLIMIT_NOFILE)"), std::string::npos) << d.log();
+  }
+}
+
 }  // namespace
 }  // namespace nodewatch
