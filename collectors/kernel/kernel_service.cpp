@@ -314,9 +314,12 @@ void KernelLogService::run() {
       }
       saved_seq_.reset();
     }
+    // Not announced while the first read-through that checks last_seq goes
+    // on: the first collection never sees counts that are about to go.
+    const bool checking = saved_seq_ && err == 0 && more;
     {
       std::lock_guard lock(mu_);
-      ++counters_.passes;
+      if (!checking) ++counters_.passes;
       counters_.malformed += reader.refused() - refused;
       counters_.overruns = reader.overruns();
       counters_.read_error = err != 0 ? read_error_text(err) : poll_error;

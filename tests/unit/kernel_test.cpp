@@ -450,12 +450,12 @@ TEST(KmsgReader, ARecordLongerThanTheKernelsIsRefusedAndCounted) {
   const std::string largest =
       prefix + std::string(KmsgReader::kRecordLimit - prefix.size() - 1, 'x') + "\n";
   TempDir dir;
-  auto path = dir.write(
-      "kmsg", "6,1,1,-;one\n" + largest + "6,3,3,-;" + std::string(9000, 'y') + "\n" +
-                  "6,4,4,-;two\n" + "6,5,5,-;many lines\n" + std::string(3, ' ') +
-                  std::string(3000, 'k') + "\n " + std::string(3000, 'k') + "\n " +
-                  std::string(3000, 'k') + "\n" + "6,6,6,-;three\n" + std::string(40000, 'z') +
-                  "\n6,7,7,-;four\n");
+  auto path =
+      dir.write("kmsg", "6,1,1,-;one\n" + largest + "6,3,3,-;" + std::string(9000, 'y') + "\n" +
+                            "6,4,4,-;two\n" + "6,5,5,-;many lines\n" + std::string(3, ' ') +
+                            std::string(3000, 'k') + "\n " + std::string(3000, 'k') + "\n " +
+                            std::string(3000, 'k') + "\n" + "6,6,6,-;three\n" +
+                            std::string(40000, 'z') + "\n6,7,7,-;four\n");
   KmsgReader reader(path.string());
   std::vector<std::string> seen;
   ASSERT_EQ(reader.read_available([&](std::string_view r) { seen.emplace_back(r); }), 0);
@@ -865,6 +865,28 @@ TEST(KernelLogService, ASavedSeqAheadOfTheLogIsNotTrusted) {
   ASSERT_TRUE(trusted.wait_first_pass(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
   EXPECT_TRUE(trusted.snapshot().continued);
   EXPECT_EQ(oom_kills(trusted), 9u);
+}
+
+TEST(KernelLogService, ASavedSeqAheadOfALongLogIsNeverServed) {
+  // More records than one pass reads: the first pass is announced once the
+  // whole log was read and last_seq checked, never with the saved counts.
+  ServiceFiles f;
+  const std::size_t records = KernelLogService::kRecordsPerPass + 1000;
+  {
+    std::ofstream out(f.kmsg, std::ios::app);
+    for (std::size_t seq = 0; seq < records; ++seq)
+      out << "3," << seq << ",1000,-;Out of memory: Killed process 1 (x) total-vm:1kB\n";
+  }
+  KernelState ahead = boot_state(1000000);
+  ahead.counts.events[{"oom_kill", ""}] = 5;
+  ASSERT_EQ(write_state_file(f.state, ahead), 0);
+  KernelLogService s(f.options());
+  ASSERT_TRUE(s.wait_first_pass(std::chrono::steady_clock::now() + std::chrono::seconds(10)));
+  // Afresh from the first pass on (which, as always, may be one pass's
+  // records of a long log), never the saved 5.
+  EXPECT_FALSE(s.snapshot().continued);
+  EXPECT_GE(oom_kills(s), KernelLogService::kRecordsPerPass);
+  EXPECT_TRUE(soon([&] { return oom_kills(s) == records; })) << oom_kills(s);
 }
 
 TEST(KernelLogService, AStateFileOthersCouldHaveWrittenIsRefused) {
