@@ -586,6 +586,26 @@ TEST(DaemonTest, CheckConfig) {
   }
 }
 
+TEST(DaemonTest, CheckConfigRefusesAStatePathThatIsNotARegularFile) {
+  // A FIFO where the state file is named (a device such as /dev/null the
+  // same): refused by the check, and the FIFO left as it was.
+  TempDir dir;
+  const auto fifo = dir.path() / "state";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  auto config =
+      dir.write("c.toml", "[collectors.kernel]\nstate_file = \"" + fifo.string() +
+                              "\"\nkmsg_path = \"" + (dir.path() / "kmsg").string() + "\"\n");
+  DaemonProcess::Options o;
+  o.args = {"--check-config", "--config", config.string()};
+  DaemonProcess d(o, dir.path() / "log");
+  EXPECT_EQ(d.wait(5s), 1);
+  EXPECT_NE(d.log().find("collectors.kernel.state_file: " + fifo.string() +
+                         " is a FIFO, not a regular file"),
+            std::string::npos)
+      << d.log();
+  EXPECT_TRUE(std::filesystem::is_fifo(std::filesystem::symlink_status(fifo)));
+}
+
 TEST(DaemonTest, BadCommandLineAndBadListenFailClearly) {
   TempDir dir;
   {
