@@ -1,0 +1,1 @@
+"""The compressed soak of bench/soak.sh (Python 3 standard library only)."""
