@@ -11,7 +11,10 @@ faults cannot delay it), SCRAPES_PER_SECOND full scrapes, each checked:
   other counter restarts with the process;
 - no series that was there in the scrape before missing, unless its
   collector is down in this scrape (nodewatch_collector_up, its snapshot is
-  withdrawn: docs/architecture.md), its source churns on purpose
+  withdrawn: docs/architecture.md), it is a GPU's that is down in this
+  scrape (nodewatch_accelerator_up 0 for its uuid: a GPU whose driver call
+  did not answer in time keeps only _info and _up, docs/collectors.md,
+  accelerator), its source churns on purpose
   (faults.CHURNED_PREFIXES), it is one of this machine's network
   interfaces (the nic collector reads the host's, which other programs
   create and remove), it is a node verdict's problem (one series per
@@ -63,6 +66,8 @@ class Checker:
     def check(self, epoch, series, types):
         up = {client.label(k, "collector"): v for k, v in series.items()
               if k.startswith("nodewatch_collector_up{")}
+        gpu_up = {client.label(k, "uuid"): v for k, v in series.items()
+                  if k.startswith("nodewatch_accelerator_up{")}
         kernel = {k: v for k, v in series.items()
                   if k.startswith("nodewatch_kernel_") and is_counter(k, types)}
         if self.prev and self.prev[0] == epoch:
@@ -75,9 +80,13 @@ class Checker:
                     continue
                 if now is None:
                     c = owner(name, up)
+                    uuid = client.label(k, "uuid")
+                    if uuid is not None and gpu_up.get(uuid) != 1:
+                        continue
                     if c is None or up.get(c) == 1:
                         self.violation(f"series vanished: {k}" +
-                                       (f" (collector {c} up)" if c else ""))
+                                       (f" (collector {c} up" if c else "") +
+                                       (", its GPU up)" if uuid else ")" if c else ""))
                 elif now < v and is_counter(k, types):
                     self.violation(f"counter decreased: {k} {v:g} -> {now:g}")
         elif self.prev:
