@@ -106,7 +106,8 @@ def state_disk_full(s, rng):
 
 def fd_limit(s, rng):
     """RLIMIT_NOFILE lowered to a few descriptors above those open, for
-    10 s, with connections coming and going; then restored."""
+    10 s; idle connections take what is left, so that new connections and
+    the collectors' reads meet EMFILE; then restored."""
     stats = s.node.stats()
     if stats is None:
         raise Skip("no daemon")
@@ -118,8 +119,11 @@ def fd_limit(s, rng):
     soft, hard = old.stdout.split()
     low = stats[1] + 8
     subprocess.run(["prlimit", "--pid", str(pid), f"--nofile={low}:{hard}"], check=True)
+    held = []
     try:
-        # New connections (each a descriptor) from an address of their own.
+        # Idle connections (each a descriptor in the daemon, once accepted)
+        # from addresses of their own, then new ones coming and going.
+        held = _sockets(s, ["127.0.2.2", "127.0.2.3"], 6)
         c = client.Client(s.node, "127.0.2.1", 2)
         end = time.monotonic() + 10
         answered = failed = 0
@@ -134,7 +138,10 @@ def fd_limit(s, rng):
     finally:
         if s.node.pid == pid:
             subprocess.run(["prlimit", "--pid", str(pid), f"--nofile={soft}:{hard}"])
-    return f"limit {low} (was {soft}): {answered} new connections answered, {failed} not"
+        for sock in held:
+            sock.close()
+    return (f"limit {low} (was {soft}), {len(held)} idle connections: {answered} new "
+            f"connections answered, {failed} not")
 
 
 # --- hostile HTTP clients ---------------------------------------------------
