@@ -303,7 +303,7 @@ class Soak:
                     and client.label(k, "pci_bus_id") == XID_DEVICE
                     and client.label(k, "xid") == XID_CODE), None)
         self.kernel_result = {"injected": self.kmsg.injected,
-                              "counted": final.get(xid, 0) if xid else 0}
+                              "counted": int(final.get(xid, 0)) if xid else 0}
         if xid:
             expected[xid] = expected.get(xid, 0) + self.kmsg.injected
         ev = next((k for k in baseline if k.startswith("nodewatch_kernel_events_total{")
@@ -315,7 +315,12 @@ class Soak:
             self.violation(f"{self.kmsg.injected} XID {XID_CODE} records injected, none counted")
         for k in sorted(set(expected) | set(final)):
             if expected.get(k) != final.get(k):
-                self.violation(f"kernel count {k}: expected {expected.get(k)}, counted {final.get(k)}")
+                self.violation(f"kernel count {k}: expected {number(expected.get(k))}, "
+                               f"counted {number(final.get(k))}")
+
+
+def number(v):
+    return "none" if v is None else f"{v:g}"
 
 
 def main():
