@@ -19,13 +19,15 @@
 # tmpfs unmounted and the scratch directory removed on exit. Exit status 0
 # without a violation, 3 with one. Not part of the test suite.
 #
-# Usage: bench/soak.sh [--binary PATH] [--minutes N] [--seed N] [--report FILE.json] [--out PATH] [--reload-every S]
+# Usage: bench/soak.sh [--binary PATH] [--minutes N] [--seed N] [--report FILE.json] [--out PATH]
+#                      [--reload-every S] [--faults K,K...]
 #   --binary PATH      nodewatchd to run (default: build/daemon/nodewatchd)
 #   --minutes N        how long (default 60)
 #   --report FILE.json the report as JSON, and its summary as FILE.md
 #   --out PATH         also write the summary to PATH
 #   --reload-every S   a valid reload at least every S seconds (default 60)
 #   --seed N           the fault schedule's seed (default random, printed)
+#   --faults K,K...    only these fault kinds (default all; bench/README.md)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -35,6 +37,7 @@ reload_every=60
 out=""
 report=""
 seed=""
+only=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --binary) binary=$2; shift 2 ;;
@@ -43,7 +46,8 @@ while [[ $# -gt 0 ]]; do
     --out) out=$2; shift 2 ;;
     --report) report=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
-    -h|--help) sed -n '/^# Usage:/,/^#   --seed/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --faults) only=$2; shift 2 ;;
+    -h|--help) sed -n '/^# Usage:/,/^#   --faults/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "soak.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -77,5 +81,6 @@ fi
 status=0
 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$root/bench" python3 -m soak --binary "$binary" --scratch "$scratch" \
   --fixtures "$fixtures" --fake-nvml "$fake_nvml" --minutes "$minutes" \
-  --reload-every "$reload_every" --out "$out" --report "$report" ${seed:+--seed "$seed"} || status=$?
+  --reload-every "$reload_every" --out "$out" --report "$report" ${seed:+--seed "$seed"} \
+  ${only:+--faults "$only"} || status=$?
 exit "$status"

@@ -253,7 +253,7 @@ class Soak:
         """Faults in rounds: each round every kind once, in an order drawn
         from the seed, a random gap between two; a valid reload also every
         --reload-every seconds."""
-        kinds = list(faults.KINDS)
+        kinds = self.args.faults.split(",") if self.args.faults else list(faults.KINDS)
         last_reload = time.monotonic()
         while True:
             rng.shuffle(kinds)
@@ -335,7 +335,11 @@ def main():
     p.add_argument("--out", default="")
     p.add_argument("--report", default="")
     p.add_argument("--no-tls", action="store_true")
+    p.add_argument("--faults", default="")
     a = p.parse_args()
+    unknown = set(filter(None, a.faults.split(","))) - set(faults.KINDS)
+    if unknown:
+        p.error(f"unknown fault kinds {', '.join(sorted(unknown))}; known: {', '.join(faults.KINDS)}")
     if a.seed is None:
         a.seed = random.SystemRandom().randrange(1 << 31)
     log(f"seed {a.seed} (--seed {a.seed} runs the same schedule again)")
