@@ -14,11 +14,15 @@ faults cannot delay it), SCRAPES_PER_SECOND full scrapes, each checked:
   withdrawn: docs/architecture.md), it is a GPU's that is down in this
   scrape (nodewatch_accelerator_up 0 for its uuid: a GPU whose driver call
   did not answer in time keeps only _info and _up, docs/collectors.md,
-  accelerator), its source churns on purpose
+  accelerator), its collector counted an error since the scrape before
+  (nodewatch_collector_errors_total: a partial failure leaves the value
+  out and counts it, docs/developing.md), its source churns on purpose
   (faults.CHURNED_PREFIXES), it is one of this machine's network
   interfaces (the nic collector reads the host's, which other programs
   create and remove), it is a node verdict's problem (one series per
-  current problem), or it is a GPM ratio (none from collections closer
+  current problem), a job's or a GPU process's (jobs come and go, and a
+  process whose job could not be read is shown under job "unknown" until
+  it can), or it is a GPM ratio (none from collections closer
   than 100 ms apart, docs/collectors.md, accelerator: at the soak's 100 ms
   interval a late collection is followed by an early one).
 """
@@ -33,13 +37,21 @@ from .faults import CHURNED_PREFIXES
 SCRAPES_PER_SECOND = 5
 SCRAPE_TIMEOUT = 1.0
 # Series whose coming and going is their meaning, or out of the soak's hands.
-VOLATILE_PREFIXES = CHURNED_PREFIXES + ("nodewatch_nic_", "nodewatch_node_problem")
+VOLATILE_PREFIXES = CHURNED_PREFIXES + ("nodewatch_nic_", "nodewatch_node_problem",
+                                         "nodewatch_accelerator_job_info",
+                                         "nodewatch_accelerator_process_")
 GPM_SUFFIXES = ("_active_ratio", "_occupancy_ratio", "_bandwidth_ratio")
 
 
+# Families named outside their collector's prefix (docs/collectors.md).
+BORROWED = (("nodewatch_memory_", "kernel"), ("nodewatch_nvlink_", "interconnect"),
+            ("nodewatch_accelerator_nvlink_", "interconnect"))
+
+
 def owner(name, collectors):
-    if name.startswith("nodewatch_memory_"):
-        return "kernel"
+    for prefix, c in BORROWED:
+        if name.startswith(prefix):
+            return c
     for c in collectors:
         if name.startswith(f"nodewatch_{c}_"):
             return c
@@ -56,6 +68,7 @@ class Checker:
         self.t0, self.out = t0, out
         self.prev = None  # (epoch, series, types)
         self.last_kernel = {}  # the kernel counters of the last scrape
+        self.errors = {}  # collector -> its errors counted, in the last scrape
         self.violations = []
 
     def violation(self, what):
@@ -68,6 +81,11 @@ class Checker:
               if k.startswith("nodewatch_collector_up{")}
         gpu_up = {client.label(k, "uuid"): v for k, v in series.items()
                   if k.startswith("nodewatch_accelerator_up{")}
+        errors = {}
+        for k, v in series.items():
+            if k.startswith("nodewatch_collector_errors_total{"):
+                c = client.label(k, "collector")
+                errors[c] = errors.get(c, 0) + v
         kernel = {k: v for k, v in series.items()
                   if k.startswith("nodewatch_kernel_") and is_counter(k, types)}
         if self.prev and self.prev[0] == epoch:
@@ -83,10 +101,14 @@ class Checker:
                     uuid = client.label(k, "uuid")
                     if uuid is not None and gpu_up.get(uuid) != 1:
                         continue
+                    if c is not None and errors.get(c, 0) > self.errors.get(c, 0):
+                        continue
                     if c is None or up.get(c) == 1:
-                        self.violation(f"series vanished: {k}" +
-                                       (f" (collector {c} up" if c else "") +
-                                       (", its GPU up)" if uuid else ")" if c else ""))
+                        why = ""
+                        if c:
+                            why = (f" (collector {c} up, its errors {self.errors.get(c, 0):g} "
+                                   f"-> {errors.get(c, 0):g}" + (", its GPU up)" if uuid else ")"))
+                        self.violation(f"series vanished: {k}{why}")
                 elif now < v and is_counter(k, types):
                     self.violation(f"counter decreased: {k} {v:g} -> {now:g}")
         elif self.prev:
@@ -98,6 +120,7 @@ class Checker:
                     self.violation(f"kernel counter went back across the restart: {k} {v:g} -> {now:g}")
         self.prev = (epoch, series, types)
         self.last_kernel = kernel
+        self.errors = errors
 
 
 def run(node, t0, down, epoch, stop, result_path, out=sys.stdout):
