@@ -16,7 +16,9 @@ faults cannot delay it), SCRAPES_PER_SECOND full scrapes, each checked:
   did not answer in time keeps only _info and _up, docs/collectors.md,
   accelerator), its collector counted an error since the scrape before
   (nodewatch_collector_errors_total: a partial failure leaves the value
-  out and counts it, docs/developing.md), its source churns on purpose
+  out and counts it, docs/developing.md), it is a textfile's family while
+  a file is refused (nodewatch_textfile_file_valid 0: which families the
+  refused file held cannot be told), its source churns on purpose
   (faults.CHURNED_PREFIXES), it is one of this machine's network
   interfaces (the nic collector reads the host's, which other programs
   create and remove), it is a node verdict's problem (one series per
@@ -52,6 +54,8 @@ def owner(name, collectors):
     for prefix, c in BORROWED:
         if name.startswith(prefix):
             return c
+    if not name.startswith(("nodewatch_", "process_")):
+        return "textfile"  # the files' own families
     for c in collectors:
         if name.startswith(f"nodewatch_{c}_"):
             return c
@@ -81,6 +85,10 @@ class Checker:
               if k.startswith("nodewatch_collector_up{")}
         gpu_up = {client.label(k, "uuid"): v for k, v in series.items()
                   if k.startswith("nodewatch_accelerator_up{")}
+        # A file refused in this scrape (a read error, half-written): its
+        # families are not served, and which they are cannot be told.
+        refused = any(v == 0 for k, v in series.items()
+                      if k.startswith("nodewatch_textfile_file_valid{"))
         errors = {}
         for k, v in series.items():
             if k.startswith("nodewatch_collector_errors_total{"):
@@ -102,6 +110,8 @@ class Checker:
                     if uuid is not None and gpu_up.get(uuid) != 1:
                         continue
                     if c is not None and errors.get(c, 0) > self.errors.get(c, 0):
+                        continue
+                    if c == "textfile" and refused:
                         continue
                     if c is None or up.get(c) == 1:
                         why = ""
