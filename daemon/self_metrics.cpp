@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "daemon_metrics.hpp"
 #include "nodewatch/fs_helper.hpp"
 #include "version.hpp"
@@ -71,11 +73,12 @@ ProcessStats read_process_stats() {
   std::string stat = read_small_file("/proc/self/stat");
   // The command name is in parentheses and may contain spaces: parse after the last ')'.
   auto close = stat.rfind(')');
-  if (close != std::string::npos) {
+  if (close != std::string::npos && close + 2 <= stat.size()) {
     std::istringstream in(stat.substr(close + 2));
     std::string field;
     std::vector<std::string> f;
     while (in >> field) f.push_back(field);
+    s.stat_read = f.size() >= 22;  // up to rss, field 24
     // f[0] is field 3 (state): utime is field 14, stime 15, starttime 22, vsize 23, rss 24.
     auto at = [&](int field_no) -> double {
       std::size_t i = static_cast<std::size_t>(field_no - 3);
@@ -99,6 +102,7 @@ ProcessStats read_process_stats() {
     }
     closedir(d);
     s.open_fds = n - 1;  // the directory stream's own descriptor
+    s.fds_read = true;
   }
   rlimit rl{};
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0) s.max_fds = static_cast<double>(rl.rlim_cur);
@@ -171,7 +175,23 @@ std::string SelfMetrics::render(const std::vector<CollectorStatus>& statuses,
              static_cast<double>(helper::abandoned("textfile:")));
 
   MetricSink proc(process_table());
-  ProcessStats p = read_process_stats();
+  const ProcessStats now = read_process_stats();
+  if (now.stat_read) {
+    process_.cpu_seconds = now.cpu_seconds;
+    process_.resident_bytes = now.resident_bytes;
+    process_.virtual_bytes = now.virtual_bytes;
+  }
+  if (now.fds_read) process_.open_fds = now.open_fds;
+  process_.max_fds = now.max_fds;
+  const bool unread = !now.stat_read || !now.fds_read;
+  if (unread && !process_unread_)
+    spdlog::warn("process metrics: {} could not be read (no descriptor left?); "
+                 "serving the figures last read until it can",
+                 !now.stat_read && !now.fds_read ? "/proc/self/stat and /proc/self/fd"
+                 : !now.stat_read                ? "/proc/self/stat"
+                                                 : "/proc/self/fd");
+  process_unread_ = unread;
+  const ProcessStats& p = process_;
   proc.add(families::kProcessCpuSecondsTotal, {}, p.cpu_seconds);
   proc.add(families::kProcessResidentMemoryBytes, {}, p.resident_bytes);
   proc.add(families::kProcessVirtualMemoryBytes, {}, p.virtual_bytes);

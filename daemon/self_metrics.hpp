@@ -17,6 +17,22 @@
 
 namespace nodewatch {
 
+// Reads /proc/self: CPU seconds, RSS and virtual size, open fds; exposed for tests.
+// stat_read and fds_read say whether /proc/self/stat and /proc/self/fd
+// could be read (not with every descriptor in use: EMFILE); the figures
+// of a part not read are 0.
+struct ProcessStats {
+  double cpu_seconds = 0;
+  double resident_bytes = 0;
+  double virtual_bytes = 0;
+  double open_fds = 0;
+  double max_fds = 0;
+  double start_time_seconds = 0;
+  bool stat_read = false;
+  bool fds_read = false;
+};
+ProcessStats read_process_stats();
+
 class SelfMetrics {
  public:
   SelfMetrics();
@@ -45,17 +61,11 @@ class SelfMetrics {
   bool reload_ok_ = true;
   double reload_success_ts_ = 0;
   double start_time_ = 0;
+  // The last figures read: a part that cannot be read is served as it was
+  // last read, not as 0 (a counter that went back to 0 is a reset to
+  // Prometheus), and said once in the log until it is read again.
+  mutable ProcessStats process_;
+  mutable bool process_unread_ = false;
 };
-
-// Reads /proc/self: CPU seconds, RSS and virtual size, open fds; exposed for tests.
-struct ProcessStats {
-  double cpu_seconds = 0;
-  double resident_bytes = 0;
-  double virtual_bytes = 0;
-  double open_fds = 0;
-  double max_fds = 0;
-  double start_time_seconds = 0;
-};
-ProcessStats read_process_stats();
 
 }  // namespace nodewatch
