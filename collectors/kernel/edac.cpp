@@ -63,7 +63,14 @@ std::string text_label(std::string text, const std::string& subject, const char*
 EdacRead read_edac(const sources::FsRoot& sys) {
   EdacRead out;
   sources::Listing mcs = sys.list(kMc);
-  if (!mcs.ok()) return out;  // EDAC not loaded: nothing, not an error
+  if (!mcs.ok()) {
+    // EDAC not loaded (absent) is nothing, not an error; a listing that
+    // failed (EMFILE, EIO) is one: the series it would have given are
+    // left out, and counted.
+    if (mcs.status == sources::Status::kError)
+      out.errors.emplace_back("mc", std::string(kMc) + ": " + sources::errno_name(mcs.err));
+    return out;
+  }
   std::vector<std::pair<unsigned, std::string>> names;
   for (const std::string& n : mcs.names) {
     if (auto i = index_of(n, "mc")) names.emplace_back(*i, n);

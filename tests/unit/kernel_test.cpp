@@ -1051,6 +1051,18 @@ TEST(Edac, BadValuesAreSkippedAndNamed) {
   EXPECT_TRUE(none.errors.empty());
 }
 
+// A listing of the controllers that fails (no descriptor left) is an
+// error, not "no EDAC": its series go, and the collector counts why.
+TEST(Edac, AListingThatFailsIsAnError) {
+  auto faults = std::make_shared<sources::Faults>();
+  faults->inject("devices/system/edac/mc", EMFILE);
+  EdacRead r = read_edac(sources::FsRoot(edac_fixture("sys"), faults));
+  EXPECT_TRUE(r.controllers.empty());
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].first, "mc");
+  EXPECT_NE(r.errors[0].second.find("EMFILE"), std::string::npos) << r.errors[0].second;
+}
+
 // --- The collector, over the modelled node's log (tests/fixtures/kernel/
 // kmsg-node.txt) and the i10nm_edac tree (tests/fixtures/edac/sys). ---
 
