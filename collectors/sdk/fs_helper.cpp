@@ -132,17 +132,25 @@ class Handles {
   std::set<int> set_;
 };
 
+// A stat answer's fields (StatInfo), all zero when there is none.
+Writer& put_stat(Writer& w, const struct ::stat& st) {
+  return w.u32(st.st_mode)
+      .u64(static_cast<std::uint64_t>(st.st_size))
+      .i64(st.st_mtim.tv_sec)
+      .i64(st.st_mtim.tv_nsec)
+      .u64(st.st_dev)
+      .u64(st.st_ino)
+      .u32(st.st_uid);
+}
+
 void serve_stat(Reader& r, Writer& w) {
   std::string path(r.bytes());
+  bool follow = r.u8() != 0;
   if (!r.done()) ::_exit(3);
   struct ::stat st {};
   auto t0 = Clock::now();
-  int err = ::stat(path.c_str(), &st) == 0 ? 0 : errno;
-  answer(w, err, t0)
-      .u32(st.st_mode)
-      .u64(static_cast<std::uint64_t>(st.st_size))
-      .i64(st.st_mtim.tv_sec)
-      .i64(st.st_mtim.tv_nsec);
+  int rc = follow ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st);
+  put_stat(answer(w, rc == 0 ? 0 : errno, t0), st);
 }
 
 void serve_open(Reader& r, Writer& w, Handles& handles) {
@@ -152,8 +160,68 @@ void serve_open(Reader& r, Writer& w, Handles& handles) {
   if (!r.done() || (flags & ~kOpenFlags) != 0) ::_exit(3);
   auto t0 = Clock::now();
   int fd_or_err = retry_open(path, flags, static_cast<mode_t>(mode & 07777));
+  struct ::stat st {};
+  if (fd_or_err >= 0) {
+    handles.add(fd_or_err);
+    if (::fstat(fd_or_err, &st) != 0) st = {};
+  }
+  put_stat(answer(w, fd_or_err < 0 ? -fd_or_err : 0, t0).i32(fd_or_err < 0 ? -1 : fd_or_err), st);
+}
+
+// Opens `path` only if it is still the regular file (device, inode) named,
+// never opening or following anything else: the name is looked up with
+// O_PATH (which opens nothing: a FIFO cannot block it, a device sees
+// nothing), the file it names is checked, and that very file is then
+// opened through /proc/self/fd. Something else at the name answers ESTALE,
+// and what it is is in the answer either way. Where /proc is not mounted,
+// the name is opened with O_NONBLOCK and checked afterwards.
+int open_same(const std::string& path, int flags, std::uint64_t dev, std::uint64_t ino,
+              struct ::stat* st) {
+  auto same = [&] { return S_ISREG(st->st_mode) && st->st_dev == dev && st->st_ino == ino; };
+  int pinned = retry_open(path, O_PATH | O_NOFOLLOW, 0);
+  if (pinned < 0) return pinned;
+  UniqueFd hold(pinned);
+  if (::fstat(pinned, st) != 0) return -errno;
+  if (!same()) return -ESTALE;
+  int fd = retry_open("/proc/self/fd/" + std::to_string(pinned), flags & ~O_NOFOLLOW, 0);
+  if (fd != -ENOENT || ::access("/proc/self/fd", F_OK) == 0) return fd;
+  fd = retry_open(path, flags | O_NOFOLLOW | O_NONBLOCK, 0);
+  if (fd < 0) return fd;
+  int err = ::fstat(fd, st) != 0 ? errno : (same() ? 0 : ESTALE);
+  if (err == 0 && (flags & O_NONBLOCK) == 0 &&
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0)
+    err = errno;
+  if (err == 0) return fd;
+  ::close(fd);
+  return -err;
+}
+
+void serve_open_same(Reader& r, Writer& w, Handles& handles) {
+  std::string path(r.bytes());
+  std::int32_t flags = r.i32();
+  std::uint64_t dev = r.u64();
+  std::uint64_t ino = r.u64();
+  if (!r.done() || (flags & ~kOpenFlags) != 0 || (flags & (O_CREAT | O_EXCL)) != 0) ::_exit(3);
+  auto t0 = Clock::now();
+  struct ::stat st {};
+  int fd_or_err = open_same(path, flags, dev, ino, &st);
   if (fd_or_err >= 0) handles.add(fd_or_err);
-  answer(w, fd_or_err < 0 ? -fd_or_err : 0, t0).i32(fd_or_err < 0 ? -1 : fd_or_err);
+  put_stat(answer(w, fd_or_err < 0 ? -fd_or_err : 0, t0).i32(fd_or_err < 0 ? -1 : fd_or_err), st);
+}
+
+// Removes `path` only if it is the regular file (device, inode) named;
+// ESTALE otherwise. What is at the name is in the answer.
+void serve_unlink_same(Reader& r, Writer& w) {
+  std::string path(r.bytes());
+  std::uint64_t dev = r.u64();
+  std::uint64_t ino = r.u64();
+  if (!r.done()) ::_exit(3);
+  auto t0 = Clock::now();
+  struct ::stat st {};
+  int err = ::lstat(path.c_str(), &st) == 0 ? 0 : errno;
+  if (err == 0 && !(S_ISREG(st.st_mode) && st.st_dev == dev && st.st_ino == ino)) err = ESTALE;
+  if (err == 0 && ::unlink(path.c_str()) != 0) err = errno;
+  put_stat(answer(w, err, t0), st);
 }
 
 void serve_close(Reader& r, Writer& w, Handles& handles) {
@@ -298,6 +366,8 @@ void dispatch(Op op, Reader& r, Writer& w, Handles& handles) {
     case Op::kFadviseDontneed: serve_fadvise_dontneed(r, w, handles); return;
     case Op::kList: serve_list(r, w); return;
     case Op::kReadRegular: serve_read_regular(r, w); return;
+    case Op::kOpenSame: serve_open_same(r, w, handles); return;
+    case Op::kUnlinkSame: serve_unlink_same(r, w); return;
   }
   ::_exit(3);
 }
@@ -934,19 +1004,39 @@ Answer broken_unless(bool ok, Answer a) {
 
 }  // namespace
 
-Answer Fs::stat(const std::string& path, const Deadline& d, StatInfo* out) {
-  if (auto err = fault(path)) return Answer{Failure::kNone, *err, {}};
-  std::string reply;
-  Answer a = call(Writer().u8(static_cast<std::uint8_t>(Op::kStat)).bytes(path).frame(), d, &reply);
-  if (!a.answered()) return a;
-  Reader r(reply);
+namespace {
+
+// Reads a stat answer's fields (put_stat); false when they do not parse.
+bool read_stat(Reader& r, StatInfo* out) {
   StatInfo info;
   info.mode = static_cast<mode_t>(r.u32());
   info.size = r.u64();
   std::int64_t sec = r.i64();
   std::int64_t nsec = r.i64();
   info.mtime_seconds = static_cast<double>(sec) + static_cast<double>(nsec) / 1e9;
-  if (!r.done()) {
+  info.dev = r.u64();
+  info.ino = r.u64();
+  info.uid = static_cast<uid_t>(r.u32());
+  if (!r.ok()) return false;
+  if (out != nullptr) *out = info;
+  return true;
+}
+
+}  // namespace
+
+Answer Fs::stat(const std::string& path, const Deadline& d, StatInfo* out, bool follow_links) {
+  if (auto err = fault(path)) return Answer{Failure::kNone, *err, {}};
+  std::string reply;
+  Answer a = call(Writer()
+                      .u8(static_cast<std::uint8_t>(Op::kStat))
+                      .bytes(path)
+                      .u8(follow_links ? 1 : 0)
+                      .frame(),
+                  d, &reply);
+  if (!a.answered()) return a;
+  Reader r(reply);
+  StatInfo info;
+  if (!read_stat(r, &info) || !r.done()) {
     abandon();
     return broken_unless(false, a);
   }
@@ -954,7 +1044,24 @@ Answer Fs::stat(const std::string& path, const Deadline& d, StatInfo* out) {
   return a;
 }
 
-Answer Fs::open(const std::string& path, int flags, mode_t mode, const Deadline& d, int* handle) {
+// The answer of an open: the handle and the fstat() of what was opened (or
+// found).
+Answer Fs::opened(const Answer& a, const std::string& reply, int* handle, StatInfo* st) {
+  if (!a.answered()) return a;
+  Reader r(reply);
+  std::int32_t h = r.i32();
+  StatInfo info;
+  if (!read_stat(r, &info) || !r.done() || (a.err == 0 && h < 0)) {
+    abandon();
+    return broken_unless(false, a);
+  }
+  *handle = a.err == 0 ? h : -1;
+  if (st != nullptr) *st = info;
+  return a;
+}
+
+Answer Fs::open(const std::string& path, int flags, mode_t mode, const Deadline& d, int* handle,
+                StatInfo* opened_file) {
   *handle = -1;
   if (auto err = fault(path)) return Answer{Failure::kNone, *err, {}};
   std::string reply;
@@ -965,14 +1072,43 @@ Answer Fs::open(const std::string& path, int flags, mode_t mode, const Deadline&
                       .u32(mode)
                       .frame(),
                   d, &reply);
+  return opened(a, reply, handle, opened_file);
+}
+
+Answer Fs::open_same(const std::string& path, int flags, const StatInfo& file, const Deadline& d,
+                     int* handle, StatInfo* found) {
+  *handle = -1;
+  *found = StatInfo{};
+  if (auto err = fault(path)) return Answer{Failure::kNone, *err, {}};
+  std::string reply;
+  Answer a = call(Writer()
+                      .u8(static_cast<std::uint8_t>(Op::kOpenSame))
+                      .bytes(path)
+                      .i32(flags & ~O_CLOEXEC)
+                      .u64(file.dev)
+                      .u64(file.ino)
+                      .frame(),
+                  d, &reply);
+  return opened(a, reply, handle, found);
+}
+
+Answer Fs::unlink_same(const std::string& path, const StatInfo& file, const Deadline& d,
+                       StatInfo* found) {
+  if (auto err = fault(path)) return Answer{Failure::kNone, *err, {}};
+  std::string reply;
+  Answer a = call(Writer()
+                      .u8(static_cast<std::uint8_t>(Op::kUnlinkSame))
+                      .bytes(path)
+                      .u64(file.dev)
+                      .u64(file.ino)
+                      .frame(),
+                  d, &reply);
   if (!a.answered()) return a;
   Reader r(reply);
-  std::int32_t h = r.i32();
-  if (!r.done() || (a.err == 0 && h < 0)) {
+  if (!read_stat(r, found) || !r.done()) {
     abandon();
     return broken_unless(false, a);
   }
-  *handle = a.err == 0 ? h : -1;
   return a;
 }
 

@@ -23,6 +23,8 @@ enum class Op : std::uint8_t {
   kFadviseDontneed,
   kList,
   kReadRegular,
+  kOpenSame,
+  kUnlinkSame,
 };
 
 class Writer {

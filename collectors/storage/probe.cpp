@@ -4,13 +4,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
+#include <random>
 #include <utility>
+
+#include <spdlog/spdlog.h>
 
 #include "nodewatch/fs_helper.hpp"
 #include "nodewatch/sources/fs.hpp"
@@ -24,6 +30,12 @@ constexpr std::size_t kAlignment = 4096;  // O_DIRECT: a multiple of every logic
 // How often a probe whose path has a call in flight from its predecessor
 // (a reload) looks again, within the operation's timeout.
 constexpr std::chrono::milliseconds kBusyRetry{50};
+// How many names a creation tries when something else is at the name.
+constexpr int kNameTries = 3;
+// How many of the files a path's probes made are remembered (ProbeRecord::made).
+constexpr std::size_t kMadeRemembered = 16;
+// How long a stopping probe tries to remove its file (at most its timeout).
+constexpr std::chrono::milliseconds kRemoveWithin{1000};
 
 std::size_t round_up(std::size_t n, std::size_t to) {
   return (n + to - 1) / to * to;
@@ -31,6 +43,20 @@ std::size_t round_up(std::size_t n, std::size_t to) {
 
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// "a FIFO", "a directory", ...: what was found at a probe file's name.
+std::string_view file_type(mode_t mode) {
+  switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFDIR: return "a directory";
+    case S_IFIFO: return "a FIFO";
+    case S_IFLNK: return "a symbolic link";
+    case S_IFSOCK: return "a socket";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    default: return "a file of unknown type";
+  }
 }
 
 }  // namespace
@@ -52,6 +78,10 @@ struct ProbeRecord {
   // By operation: its last attempt was abandoned at its timeout (it has
   // not answered since).
   std::array<bool, kProbeOpCount> timed_out{};
+  // The last files the path's probes made (device, inode), newest last:
+  // one found at a name a predecessor took is not reported as something
+  // put there.
+  std::deque<std::pair<std::uint64_t, std::uint64_t>> made;
 };
 
 namespace {
@@ -83,6 +113,7 @@ class Runner {
       : shared_(std::move(shared)),
         record_(std::move(record)),
         config_(std::move(config)),
+        base_(file),
         file_(std::move(file)),
         fs_(std::move(key)) {
     capacity_ = round_up(std::max<std::size_t>(config_.size, 1), kAlignment);
@@ -101,6 +132,7 @@ class Runner {
       shared_->cv.wait_until(lock, cycle + config_.interval, [&] { return shared_->stop.load(); });
       if (shared_->stop) break;
     }
+    remove_file();
     std::lock_guard lock(shared_->mu);
     shared_->done = true;
     shared_->cv.notify_all();
@@ -154,21 +186,107 @@ class Runner {
     if (o != nullptr && o->answered() && o->err == 0) o->add(a);
   }
 
+  // Opens the probe's own file again (never what was put in its place:
+  // then replaced_ says what is there).
   bool open_handle(int flags, Outcome* o) {
+    if (!own_) {
+      o->err = ENOENT;
+      return false;
+    }
     int h = -1;
-    if (!o->add(fs_.open(file_, flags | O_NOFOLLOW, 0644, deadline(), &h))) return false;
+    helper::StatInfo found;
+    bool ok = o->add(fs_.open_same(file_, flags | O_NOFOLLOW, *own_, deadline(), &h, &found));
+    // ESTALE with what is there: not the file made (an NFS server's ESTALE
+    // comes without it, and counts as the operation's error).
+    if (o->answered() && o->err == ESTALE && found.ino != 0) replaced_ = found;
+    if (!ok) return false;
     handle_ = h;
     handle_generation_ = fs_.generation();
     return true;
   }
 
-  // Creates the file with `size` bytes once (not timed).
+  // A name for the probe file when the one it had is taken by something
+  // else: the first name and a random suffix.
+  std::string other_name() const {
+    std::random_device rd;
+    std::uint64_t r = (std::uint64_t{rd()} << 32) | rd();
+    char suffix[17];
+    std::snprintf(suffix, sizeof suffix, "%016llx", static_cast<unsigned long long>(r));
+    return base_ + "." + suffix;
+  }
+
+  // `found` is at the probe file's name and the probe did not make it (a
+  // FIFO, a directory, a link or a file someone put there): it is left
+  // alone, said in the log (unless a predecessor on the path made it), and
+  // the probe takes another name.
+  void found_other(const helper::StatInfo& found) {
+    bool predecessors = false;
+    {
+      std::lock_guard lock(record_->mu);
+      predecessors = std::find(record_->made.begin(), record_->made.end(),
+                               std::pair{found.dev, found.ino}) != record_->made.end();
+    }
+    std::string next = other_name();
+    if (!predecessors) {
+      spdlog::warn(
+          "storage probe {}: {} owned by uid {} is at {}, not made by the probe: left alone; "
+          "probing {} instead",
+          config_.path, file_type(found.mode), found.uid, file_, next);
+    }
+    file_ = std::move(next);
+    own_.reset();
+    created_ = false;
+  }
+
+  // Holds the probe file open for writing in handle_: the one it made
+  // before when it is still there, else a new one (O_EXCL: never a file
+  // found at the name). Something else at the name: found_other().
+  bool open_file(Outcome* o) {
+    for (int tries = 0; tries < kNameTries; ++tries) {
+      *o = Outcome{};
+      if (own_) {
+        if (open_handle(O_WRONLY, o)) return true;
+        if (!o->answered()) return false;
+        if (o->err == ENOENT) {
+          own_.reset();  // removed: made again
+        } else if (replaced_) {
+          found_other(*std::exchange(replaced_, std::nullopt));
+        } else {
+          return false;  // the file system's error
+        }
+        continue;
+      }
+      int h = -1;
+      helper::StatInfo made;
+      if (o->add(fs_.open(file_, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644, deadline(), &h,
+                          &made))) {
+        handle_ = h;
+        handle_generation_ = fs_.generation();
+        own_ = made;
+        std::lock_guard lock(record_->mu);
+        record_->made.emplace_back(made.dev, made.ino);
+        if (record_->made.size() > kMadeRemembered) record_->made.pop_front();
+        return true;
+      }
+      if (!o->answered() || o->err != EEXIST) return false;
+      helper::StatInfo found;
+      if (!o->add(fs_.stat(file_, deadline(), &found, false))) {
+        if (o->answered() && o->err == ENOENT) continue;  // gone again: the name is free
+        return false;
+      }
+      found_other(found);
+    }
+    o->err = EEXIST;
+    return false;
+  }
+
+  // Makes the probe file hold `size` bytes (not timed).
   bool ensure_file() {
     if (created_) return true;
     begin();
     Outcome o;
-    if (open_handle(O_WRONLY | O_CREAT, &o)) {
-      // Truncating keeps a file left by a run with a larger size from staying larger.
+    if (open_file(&o)) {
+      // Truncating keeps a file left by a larger size from staying larger.
       if (o.add(fs_.ftruncate(handle_, static_cast<off_t>(config_.size), deadline())))
         o.add(fs_.pwrite(handle_, content_, 0, deadline()));
       close_handle(&o);
@@ -178,6 +296,18 @@ class Runner {
     return created_;
   }
 
+  // The probe's file goes with it (a successor makes its own), unless the
+  // path does not answer: then it stays, as after a crash.
+  void remove_file() {
+    if (!own_) return;
+    auto until = Clock::now() + std::min<Clock::duration>(config_.timeout, kRemoveWithin);
+    for (;;) {
+      helper::Answer a = fs_.unlink_same(file_, *own_, helper::Deadline{until, nullptr});
+      if (a.failure != helper::Failure::kBusy || Clock::now() + kBusyRetry >= until) return;
+      std::this_thread::sleep_for(kBusyRetry);
+    }
+  }
+
   void fill_content() {
     // Different content every cycle, so that no layer can skip the write.
     ++generation_;
@@ -185,9 +315,13 @@ class Runner {
     std::memcpy(content_.data(), &g, std::min(sizeof(g), config_.size));
   }
 
+  // lstat(): a link put in place of the file is not followed.
   Outcome do_stat() {
     Outcome o;
-    o.add(fs_.stat(file_, deadline()));
+    helper::StatInfo st;
+    if (o.add(fs_.stat(file_, deadline(), &st, false)) &&
+        !(S_ISREG(st.mode) && own_ && st.same_file(*own_)))
+      replaced_ = st;
     return o;
   }
 
@@ -264,21 +398,40 @@ class Runner {
     }
   }
 
+  Outcome run_op(ProbeOp op) {
+    begin();
+    switch (op) {
+      case ProbeOp::kStat: return do_stat();
+      case ProbeOp::kWrite: return do_write();
+      case ProbeOp::kFsync: return do_fsync();
+      case ProbeOp::kRead: return do_read();
+      case ProbeOp::kCreate:
+      case ProbeOp::kCount: break;
+    }
+    return Outcome{};
+  }
+
+  // The operation, on a new file once more when something was put in place
+  // of the probe's (what it found was not measured); false when that
+  // failed too.
+  bool run_op_on_own_file(ProbeOp op, Outcome* o) {
+    for (int tries = 0; tries < 2; ++tries) {
+      *o = run_op(op);
+      if (!replaced_) return true;
+      close_handle(nullptr);
+      found_other(*std::exchange(replaced_, std::nullopt));
+      if (!ensure_file()) return false;
+    }
+    return false;
+  }
+
   void run_cycle() {
     if (!path_free()) return;  // stuck: reported by snapshot(), nothing started
     if (!ensure_file()) return;
     for (ProbeOp op : config_.operations) {
       if (shared_->stop) break;
-      begin();
       Outcome o;
-      switch (op) {
-        case ProbeOp::kStat: o = do_stat(); break;
-        case ProbeOp::kWrite: o = do_write(); break;
-        case ProbeOp::kFsync: o = do_fsync(); break;
-        case ProbeOp::kRead: o = do_read(); break;
-        case ProbeOp::kCreate:
-        case ProbeOp::kCount: break;
-      }
+      if (!run_op_on_own_file(op, &o)) break;
       end(op, o, true);
       if (!o.answered()) break;  // the helper is gone: the rest waits for the next cycle
       if (o.err == ENOENT) created_ = false;  // removed under us: created again next cycle
@@ -290,8 +443,13 @@ class Runner {
   std::shared_ptr<Probe::Shared> shared_;
   std::shared_ptr<ProbeRecord> record_;
   ProbeConfig config_;
-  std::string file_;
+  std::string base_;  // the probe file's first name
+  std::string file_;  // its name now
   helper::Fs fs_;
+  // The file the probe made (device and inode), when it made one.
+  std::optional<helper::StatInfo> own_;
+  // What an operation found at the name instead of the probe's file.
+  std::optional<helper::StatInfo> replaced_;
   std::string content_;       // what the write step writes: `size` bytes
   std::size_t capacity_ = 0;  // what the read step asks for: `size`, aligned for O_DIRECT
   Clock::time_point op_started_;

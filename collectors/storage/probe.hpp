@@ -6,9 +6,22 @@
 // The probe file is <path>/.nodewatch-probe-<hostname>: probes from many
 // nodes on one shared file system never collide. It is created once with
 // `size` bytes and afterwards rewritten in place at offset 0 (it never grows
-// past `size`); nothing else under the path is touched. One cycle runs the
-// configured operations in this order:
-//   stat   stat() of the probe file (a LOOKUP/GETATTR on NFS);
+// past `size`), and removed when the probe stops; nothing else under the
+// path is touched.
+//
+// The name is predictable and the directory is often writable by many (a
+// shared scratch space), so the probe opens only the file it made: it
+// creates with O_EXCL (never a file found there), keeps the file's device
+// and inode, and every later open looks the name up without opening what
+// it names (O_PATH, no link followed), checks that it is that file, and
+// only then opens it (helper::Fs::open_same). A FIFO, a directory, a link
+// or another file at the name is neither opened nor changed: it is logged
+// with its type and owner, and the probe goes on at
+// <path>/.nodewatch-probe-<hostname>.<16 random hex digits> (an operation
+// that found it is not counted, and is run once more on the new file).
+//
+// One cycle runs the configured operations in this order:
+//   stat   lstat() of the probe file (a LOOKUP/GETATTR on NFS);
 //   write  open(O_WRONLY) and pwrite() of `size` bytes at offset 0 (and
 //          close(), unless fsync is probed too);
 //   fsync  fsync() of the written file, then close() (an open of its own
@@ -34,7 +47,7 @@
 // snapshot().stuck is true from such a timeout until that operation
 // answers again (success or errno): a stat answered from the client's
 // attribute cache does not clear a read that hangs. Where the wait is killable (NFS's
-// RPC waits, a FIFO in place of the file), the SIGKILL ends the helper at
+// RPC waits, a lease held on the file), the SIGKILL ends the helper at
 // once and each cycle starts a new one, which times out again while the
 // mount hangs. Where it is not (a FUSE request the server has read: state
 // D), the kernel holds the abandoned helper; meanwhile nothing else is
@@ -131,6 +144,8 @@ class Probe {
 
   const ProbeConfig& config() const { return config_; }
   const std::string& file_name() const { return file_name_; }
+  // The probe file's first name under the path (the one it uses unless
+  // something else is there).
   std::string file_path() const;
 
   // A copy of the state of the configured operations and of "create",
@@ -197,8 +212,8 @@ class ProbeRegistry : public std::enable_shared_from_this<ProbeRegistry> {
   std::map<std::string, Path, std::less<>> paths_;
 };
 
-// The probe file name for this host: ".nodewatch-probe-<hostname>", with
-// characters other than [A-Za-z0-9._-] replaced by '_'.
+// The probe file's first name for this host: ".nodewatch-probe-<hostname>",
+// with characters other than [A-Za-z0-9._-] replaced by '_'.
 std::string probe_file_name(std::string_view hostname);
 
 }  // namespace nodewatch::storage

@@ -138,6 +138,12 @@ struct StatInfo {
   mode_t mode = 0;
   std::uint64_t size = 0;
   double mtime_seconds = 0;
+  // Which file it is and whose: a caller that made a file tells it from
+  // one put in its place.
+  std::uint64_t dev = 0;
+  std::uint64_t ino = 0;
+  uid_t uid = 0;
+  bool same_file(const StatInfo& o) const { return dev == o.dev && ino == o.ino; }
 };
 
 // The file-system calls of one key, made by one helper process started on
@@ -159,9 +165,25 @@ class Fs {
 
   const std::string& key() const { return key_; }
 
-  Answer stat(const std::string& path, const Deadline& d, StatInfo* out = nullptr);
-  // O_CLOEXEC is added; `handle` is the helper's descriptor.
-  Answer open(const std::string& path, int flags, mode_t mode, const Deadline& d, int* handle);
+  // stat(), or lstat() when `follow_links` is false.
+  Answer stat(const std::string& path, const Deadline& d, StatInfo* out = nullptr,
+              bool follow_links = true);
+  // O_CLOEXEC is added; `handle` is the helper's descriptor; `opened`, when
+  // given, gets the fstat() of the file opened.
+  Answer open(const std::string& path, int flags, mode_t mode, const Deadline& d, int* handle,
+              StatInfo* opened = nullptr);
+  // Opens `path` (`flags` without O_CREAT or O_EXCL) only if it still names
+  // the regular file `file` (same device and inode), without following a
+  // link or opening anything else there first: a FIFO, a device or a
+  // directory put at the name is neither opened nor waited on. Something
+  // else at the name answers ESTALE; `found` gets what the name led to
+  // (zeros when the lookup failed).
+  Answer open_same(const std::string& path, int flags, const StatInfo& file, const Deadline& d,
+                   int* handle, StatInfo* found);
+  // Removes `path` only if it names the regular file `file`; ESTALE, with
+  // `found` (if given) saying what is there, otherwise.
+  Answer unlink_same(const std::string& path, const StatInfo& file, const Deadline& d,
+                     StatInfo* found = nullptr);
   Answer close(int handle, const Deadline& d);
   // All of `data` at `offset` (a short write that makes no progress: EIO).
   Answer pwrite(int handle, std::string_view data, off_t offset, const Deadline& d);
@@ -191,6 +213,7 @@ class Fs {
  private:
   struct Process;
   Answer call(std::string_view request, const Deadline& d, std::string* reply);
+  Answer opened(const Answer& a, const std::string& reply, int* handle, StatInfo* st);
   std::optional<int> fault(const std::string& path) const;
 
   std::string key_;

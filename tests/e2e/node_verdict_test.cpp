@@ -14,6 +14,7 @@
 #include "support/e2e_node.hpp"
 #include "support/eventually.hpp"
 #include "support/http_client.hpp"
+#include "support/lease.hpp"
 
 namespace nodewatch {
 namespace {
@@ -23,6 +24,7 @@ using testing::DaemonProcess;
 using testing::E2ENodeArgs;
 using testing::E2ENodeOptions;
 using testing::Eventually;
+using testing::Lease;
 using testing::ReadFile;
 using testing::Request;
 using testing::TempDir;
@@ -327,8 +329,8 @@ TEST(NodeVerdict, CheckAsksTheRunningDaemonAndNodeHealthFollowsTheFault) {
       << asked.out;
   EXPECT_EQ(ReadFile(inits), before) << "--check opened NVML although the daemon runs";
 
-  // The probe file becomes a FIFO that no one writes: the read waits, the
-  // probe is stuck (as on a hung mount; the real one: hung_mount_test).
+  // A lease is held on the probe file: the read's open() waits, the probe
+  // is stuck (as on a hung mount; the real one: hung_mount_test).
   std::filesystem::path file;
   ASSERT_TRUE(Eventually(
       [&] {
@@ -337,8 +339,8 @@ TEST(NodeVerdict, CheckAsksTheRunningDaemonAndNodeHealthFollowsTheFault) {
         return !file.empty();
       },
       5s));
-  ASSERT_EQ(::mkfifo((scratch.path() / "fifo").c_str(), 0644), 0);
-  std::filesystem::rename(scratch.path() / "fifo", file);
+  Lease lease(file);
+  ASSERT_TRUE(lease.held()) << lease.error();
   const std::string stuck =
       JsonProblem("storage", probe_dir.string(), "probe_stuck", "check_storage");
   ASSERT_TRUE(Eventually(
@@ -373,7 +375,7 @@ TEST(NodeVerdict, CheckAsksTheRunningDaemonAndNodeHealthFollowsTheFault) {
   EXPECT_NE(metrics->body.find("nodewatch_node_healthy{subsystem=\"storage\"} 0\n"),
             std::string::npos);
   EXPECT_EQ(ReadFile(inits), before) << "--check opened NVML although the daemon runs";
-  std::filesystem::remove(file);  // the probe makes its file again
+  lease.release();
   d.signal(SIGTERM);
   EXPECT_TRUE(d.wait(10s));
 }

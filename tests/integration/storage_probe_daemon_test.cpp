@@ -1,6 +1,7 @@
 // The storage collector against real storage: the real nodewatchd binary
-// with a probe whose file is replaced by a FIFO that no one writes (an
-// open() that waits, interruptibly), a probe on a file system
+// with a probe whose file a lease is held on (an open() that waits,
+// killably), probes of directories where someone put a FIFO or a directory
+// at the probe file's name, a probe on a file system
 // remounted read-only, and agreement with Debian's prometheus-node-exporter
 // on the same procfs tree.
 
@@ -21,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -32,6 +34,7 @@
 #include "support/daemon_process.hpp"
 #include "support/eventually.hpp"
 #include "support/http_client.hpp"
+#include "support/lease.hpp"
 #include "support/scrape.hpp"
 
 namespace nodewatch {
@@ -45,6 +48,7 @@ using storage::StorageCollector;
 using storage::StorageOptions;
 using testing::DaemonProcess;
 using testing::LastSuccess;
+using testing::Lease;
 using testing::ReadFile;
 using testing::Request;
 using testing::SampleValue;
@@ -83,7 +87,7 @@ std::optional<double> scrape_value(std::uint16_t port, const std::string& series
 // Hung storage
 
 TEST(StorageProbeDaemon, ABlockingProbeFileTimesOutWithoutHurtingAnythingElse) {
-  // A FIFO in place of the probe file: the read's open() waits, as on a
+  // A lease held on the probe file: the read's open() waits, as on a
   // hung NFS mount, killably (a FUSE request the server has read is not:
   // hung_mount_test). The helper is abandoned at the probe's timeout and
   // its SIGKILL ends it: each cycle counts ETIMEDOUT on a new helper, and
@@ -109,13 +113,11 @@ TEST(StorageProbeDaemon, ABlockingProbeFileTimesOutWithoutHurtingAnythingElse) {
   ASSERT_TRUE(Eventually([&] { return scrape_value(*port, read_success) == 1.0; }, 10s)) << d.log();
   EXPECT_EQ(scrape_value(*port, stuck), 0.0);
 
-  // The probe file becomes a FIFO with no writer: each read's open() waits.
-  // Renamed over it, so that no cycle sees the file missing (which would
-  // make the next cycle's create wait instead of the read).
+  // A lease is taken on the probe file: each read's open() waits.
   std::filesystem::path file = data / (".nodewatch-probe-" + hostname());
   ASSERT_TRUE(std::filesystem::is_regular_file(file)) << file;
-  ASSERT_EQ(::mkfifo((dir.path() / "fifo").c_str(), 0644), 0);
-  std::filesystem::rename(dir.path() / "fifo", file);
+  auto lease = std::make_unique<Lease>(file);
+  ASSERT_TRUE(lease->held()) << lease->error();
   // Timed out within one probe interval plus the timeout, exported within
   // one collector interval after that.
   ASSERT_TRUE(Eventually([&] { return scrape_value(*port, timeouts) >= 1.0; }, 5s)) << d.log();
@@ -140,15 +142,15 @@ TEST(StorageProbeDaemon, ABlockingProbeFileTimesOutWithoutHurtingAnythingElse) {
   EXPECT_EQ(scrape_value(*port, "nodewatch_helper_processes{state=\"abandoned\"}").value_or(9), 0.0)
       << "a helper killed in an interruptible wait is gone at once";
 
-  // The FIFO goes: the probe makes its file again by itself.
-  std::filesystem::remove(file);
+  // The lease is given back: the probe reads again by itself.
+  lease.reset();
   ASSERT_TRUE(Eventually([&] { return scrape_value(*port, read_success) == 1.0; }, 5s)) << d.log();
   EXPECT_TRUE(std::filesystem::is_regular_file(file));
   EXPECT_EQ(scrape_value(*port, stuck), 0.0);
 
   // Waiting again, then SIGTERM: the daemon exits within 5 s all the same.
-  std::filesystem::remove(file);
-  ASSERT_EQ(::mkfifo(file.c_str(), 0644), 0);
+  lease = std::make_unique<Lease>(file);
+  ASSERT_TRUE(lease->held()) << lease->error();
   std::this_thread::sleep_for(1200ms);  // a cycle is waiting on its helper now or soon
   auto t0 = std::chrono::steady_clock::now();
   d.signal(SIGTERM);
@@ -158,6 +160,71 @@ TEST(StorageProbeDaemon, ABlockingProbeFileTimesOutWithoutHurtingAnythingElse) {
   std::printf(
       "exit after SIGTERM with a probe waiting: %.0f ms\n",
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+}
+
+// Someone who may write a probed directory (a shared scratch space) puts a
+// FIFO, or a directory, at the probe file's name before the daemon starts.
+// The FIFO must not hold the probe (an open() of it waits for a writer) nor
+// the directory leave it failing: each probe gives its verdict on a file of
+// its own, leaves what it found as it was, and the log says what that is.
+TEST(StorageProbeDaemon, AFifoOrADirectoryAtTheProbeFileNameFailsNothing) {
+  TempDir dir;
+  const std::filesystem::path with_fifo = dir.path() / "scratch";
+  const std::filesystem::path with_dir = dir.path() / "training";
+  const std::string name = ".nodewatch-probe-" + hostname();
+  std::filesystem::create_directories(with_fifo);
+  std::filesystem::create_directories(with_dir / name);
+  ASSERT_EQ(::mkfifo((with_fifo / name).c_str(), 0666), 0);
+  const uid_t nobody = ::geteuid() == 0 ? 65534 : ::geteuid();
+  for (const auto& p : {with_fifo / name, with_dir / name})
+    ASSERT_EQ(::lchown(p.c_str(), nobody, -1), 0);
+  std::string probes;
+  for (const auto& p : {with_fifo, with_dir}) {
+    probes += "[[collectors.storage.probe]]\npath = \"" + p.string() +
+              "\"\noperations = [\"stat\", \"write\", \"read\"]\ninterval = \"500ms\"\n"
+              "timeout = \"300ms\"\n";
+  }
+  auto config =
+      dir.write("nodewatch.toml",
+                "[collectors.storage]\ninterval = \"500ms\"\ntimeout = \"400ms\"\n" + probes);
+  DaemonProcess d(on_storage_fixture(config), dir.path() / "log");
+  auto port = d.port();
+  ASSERT_TRUE(port) << d.log();
+  for (const auto& p : {with_fifo, with_dir}) {
+    SCOPED_TRACE(p);
+    const std::string path = "{path=\"" + p.string() + "\"";
+    for (const char* op : {"stat", "write", "read"}) {
+      const std::string success =
+          "nodewatch_storage_probe_success" + path + ",operation=\"" + op + "\"}";
+      EXPECT_TRUE(Eventually([&] { return scrape_value(*port, success) == 1.0; }, 10s)) << op;
+    }
+    EXPECT_EQ(scrape_value(*port, "nodewatch_storage_probe_stuck" + path + "}"), 0.0);
+    auto r = Request(*port, "GET", "/metrics");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->body.find("nodewatch_storage_probe_errors_total" + path), std::string::npos)
+        << r->body;
+  }
+  struct stat st {};
+  ASSERT_EQ(::lstat((with_fifo / name).c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(st.st_uid, nobody);
+  ASSERT_EQ(::lstat((with_dir / name).c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_TRUE(std::filesystem::is_empty(with_dir / name));
+  const std::string owner = " owned by uid " + std::to_string(nobody) + " is at ";
+  EXPECT_NE(d.log().find("a FIFO" + owner + (with_fifo / name).string()), std::string::npos)
+      << d.log();
+  EXPECT_NE(d.log().find("a directory" + owner + (with_dir / name).string()), std::string::npos)
+      << d.log();
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(5s), 0) << d.log();
+  // Each probe removed its own file on the way out; what was there stays.
+  for (const auto& p : {with_fifo, with_dir}) {
+    std::vector<std::string> left;
+    for (const auto& e : std::filesystem::directory_iterator(p))
+      left.push_back(e.path().filename().string());
+    EXPECT_EQ(left, std::vector<std::string>{name}) << p;
+  }
 }
 
 // The daemon's helper launcher killed (by hand, or by the OOM killer): its

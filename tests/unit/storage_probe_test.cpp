@@ -8,12 +8,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>  // before support/collector_test.hpp
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
@@ -32,6 +35,8 @@
 #include "support/collector_test.hpp"
 #include "support/daemon_process.hpp"
 #include "support/eventually.hpp"
+#include "support/lease.hpp"
+#include "support/log_capture.hpp"
 
 namespace nodewatch::storage {
 namespace {
@@ -39,6 +44,7 @@ namespace {
 using namespace std::chrono_literals;
 using nodewatch::testing::CollectOnce;
 using nodewatch::testing::Eventually;
+using nodewatch::testing::ReadFile;
 using nodewatch::testing::TempDir;
 using nodewatch::testing::Value;
 
@@ -270,10 +276,168 @@ TEST(Probe, FileRemovedUnderItIsCreatedAgain) {
   }));
 }
 
+// What a test put somewhere, to check that it is left as it was.
+struct Planted {
+  struct stat st {};
+  explicit Planted(const std::filesystem::path& p) { EXPECT_EQ(::lstat(p.c_str(), &st), 0) << p; }
+  bool same(const std::filesystem::path& p) const {
+    struct stat now {};
+    return ::lstat(p.c_str(), &now) == 0 && now.st_ino == st.st_ino && now.st_mode == st.st_mode &&
+           now.st_size == st.st_size && now.st_uid == st.st_uid &&
+           now.st_mtim.tv_sec == st.st_mtim.tv_sec && now.st_mtim.tv_nsec == st.st_mtim.tv_nsec;
+  }
+};
+
+// The uid a test gives what it plants (another user's, when it may).
+uid_t planter_uid() {
+  return ::geteuid() == 0 ? 65534 : ::geteuid();
+}
+
+// The regular files under `dir` whose name starts with `prefix`.
+std::vector<std::filesystem::path> files_named(const std::filesystem::path& dir,
+                                               const std::string& prefix) {
+  std::vector<std::filesystem::path> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.is_regular_file() && !e.is_symlink() &&
+        e.path().filename().string().rfind(prefix, 0) == 0)
+      out.push_back(e.path());
+  }
+  return out;
+}
+
+TEST(Probe, AFifoOrADirectoryAtItsFileNameIsLeftAloneLoggedAndProbedAround) {
+  // The probe file's first name is predictable: anyone who may write the
+  // probed directory (a shared scratch space) can put something there
+  // first. A FIFO must not hold the probe (an open() of it waits for a
+  // writer), a directory must not leave it failing; neither is touched, and
+  // the log says what was found, whose it is, and which name is probed
+  // instead. Bounded in time: a probe that waits on the FIFO never succeeds.
+  nodewatch::testing::LogCapture log;
+  TempDir fifo_dir, dir_dir;
+  const std::string name = probe_file_name("h");
+  const std::filesystem::path fifo = fifo_dir.path() / name;
+  const std::filesystem::path subdir = dir_dir.path() / name;
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0666), 0);
+  std::filesystem::create_directory(subdir);
+  std::ofstream(subdir / "inside") << "x";
+  for (const auto& p : {fifo, subdir}) ASSERT_EQ(::lchown(p.c_str(), planter_uid(), -1), 0);
+  const Planted fifo_was(fifo), subdir_was(subdir), inside_was(subdir / "inside");
+
+  StorageOptions o;
+  for (const TempDir* d : {&fifo_dir, &dir_dir}) {
+    ProbeConfig pc;
+    pc.path = d->path().string();
+    pc.operations = {ProbeOp::kStat, ProbeOp::kWrite, ProbeOp::kFsync, ProbeOp::kRead};
+    pc.interval = 100ms;
+    pc.timeout = 200ms;
+    o.probes.push_back(pc);
+  }
+  auto c = std::make_unique<StorageCollector>(fixture_roots(), o, "h");
+  for (const auto& probe : c->probes()) {
+    SCOPED_TRACE(probe->config().path);
+    ASSERT_TRUE(Eventually(
+        [&] {
+          ProbeSnapshot s = probe->snapshot();
+          for (ProbeOp op : probe->config().operations)
+            if (!s.ops[static_cast<std::size_t>(op)].success) return false;
+          return true;
+        },
+        5s));
+    ProbeSnapshot s = probe->snapshot();
+    EXPECT_FALSE(s.stuck);
+    for (const auto& op : s.ops) EXPECT_TRUE(op.errors.empty());
+    // The probe's own file is beside what was there.
+    EXPECT_EQ(files_named(probe->config().path, name + ".").size(), 1u);
+  }
+  EXPECT_TRUE(fifo_was.same(fifo));
+  EXPECT_TRUE(subdir_was.same(subdir));
+  EXPECT_TRUE(inside_was.same(subdir / "inside"));
+  const std::string uid = "owned by uid " + std::to_string(planter_uid());
+  const std::string text = log.text();
+  EXPECT_NE(text.find("a FIFO " + uid + " is at " + fifo.string() + ", not made by the probe"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("a directory " + uid + " is at " + subdir.string()), std::string::npos)
+      << text;
+  // Stopped, each probe removes its own file and only that.
+  c.reset();
+  EXPECT_TRUE(files_named(fifo_dir.path(), name + ".").empty());
+  EXPECT_TRUE(files_named(dir_dir.path(), name + ".").empty());
+  EXPECT_TRUE(fifo_was.same(fifo));
+  EXPECT_TRUE(subdir_was.same(subdir));
+}
+
+TEST(Probe, WhatIsPutInPlaceOfItsFileIsNeitherOpenedNorWritten) {
+  // Renamed over the probe's file between two cycles: a FIFO (an open()
+  // would wait), a regular file of someone else's (a write would clobber
+  // it), a link to a file elsewhere. None is opened or changed; each is
+  // logged once and the probe carries on with a file of its own.
+  nodewatch::testing::LogCapture log;
+  TempDir dir, elsewhere;
+  const std::filesystem::path victim = elsewhere.write("victim", "precious\n");
+  StorageOptions o;
+  ProbeConfig pc;
+  pc.path = dir.path().string();
+  pc.operations = {ProbeOp::kWrite, ProbeOp::kRead, ProbeOp::kStat};
+  pc.interval = 100ms;
+  pc.timeout = 200ms;
+  o.probes = {pc};
+  StorageCollector c(fixture_roots(), o, "h");
+  const Probe& p = *c.probes()[0];
+  auto writes = [&] {
+    return p.snapshot().ops[static_cast<std::size_t>(ProbeOp::kWrite)].histogram->count();
+  };
+  struct Case {
+    const char* what;
+    std::function<void(const std::filesystem::path&)> make;
+  };
+  const std::vector<Case> cases = {
+      {"a FIFO", [](const auto& at) { ASSERT_EQ(::mkfifo(at.c_str(), 0666), 0); }},
+      {"a regular file", [](const auto& at) { std::ofstream(at) << "someone else's\n"; }},
+      {"a symbolic link", [&](const auto& at) { std::filesystem::create_symlink(victim, at); }},
+  };
+  const Planted victim_was(victim);
+  std::vector<std::pair<std::filesystem::path, Planted>> planted;
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    // The probe's file: the one regular file of its name the test did not put there.
+    std::vector<std::filesystem::path> own;
+    ASSERT_TRUE(Eventually([&] {
+      own = files_named(dir.path(), probe_file_name("h"));
+      std::erase_if(own, [&](const auto& f) {
+        return std::any_of(planted.begin(), planted.end(),
+                           [&](const auto& e) { return e.first == f; });
+      });
+      return own.size() == 1 && writes() > 0;
+    }));
+    const std::filesystem::path own_file = own.at(0);
+    const std::filesystem::path tmp = elsewhere.path() / "planted";
+    k.make(tmp);
+    if (::testing::Test::HasFatalFailure()) return;
+    std::filesystem::rename(tmp, own_file);
+    planted.emplace_back(own_file, Planted(own_file));
+    const std::uint64_t before = writes();
+    ASSERT_TRUE(Eventually([&] {
+      return writes() >= before + 2 &&
+             p.snapshot().ops[static_cast<std::size_t>(ProbeOp::kRead)].success;
+    }));
+    EXPECT_NE(log.text().find(std::string(k.what) + " owned by uid " + std::to_string(::geteuid()) +
+                              " is at " + own_file.string()),
+              std::string::npos)
+        << log.text();
+  }
+  for (const auto& [at, was] : planted) EXPECT_TRUE(was.same(at)) << at;
+  EXPECT_TRUE(victim_was.same(victim));
+  EXPECT_EQ(ReadFile(victim), "precious\n");
+  ProbeSnapshot s = p.snapshot();
+  EXPECT_FALSE(s.stuck);
+  for (const auto& op : s.ops) EXPECT_TRUE(op.errors.empty());
+}
+
 TEST(Probe, AKillableWaitTimesOutEachCycleIsStuckAndRecoversByItself) {
-  // A FIFO with no writer in place of the file: the read's open() waits,
-  // the helper is abandoned at the timeout, and since a FIFO's wait is
-  // killable (as NFS's RPC waits are) the SIGKILL ends it: each cycle counts
+  // A lease held on the probe file: the read's open() waits for it to be
+  // given back, the helper is abandoned at the timeout, and since that wait
+  // is killable (as NFS's RPC waits are) the SIGKILL ends it: each cycle counts
   // ETIMEDOUT on a new helper, the probe is stuck until an operation
   // answers again, the path's key is never held for long (a FUSE request
   // the server has read is not killable: hung_mount_test), and nothing
@@ -292,8 +456,8 @@ TEST(Probe, AKillableWaitTimesOutEachCycleIsStuckAndRecoversByItself) {
   auto timeouts = [&] { return errno_count(p, {ProbeOp::kRead, ProbeOp::kCreate}, "ETIMEDOUT"); };
   ASSERT_TRUE(Eventually([&] { return read_state().success; }));
   const std::uint64_t reads_before = read_state().histogram->count();
-  std::filesystem::remove(p.file_path());
-  ASSERT_EQ(::mkfifo(p.file_path().c_str(), 0644), 0);
+  nodewatch::testing::Lease lease(p.file_path());
+  ASSERT_TRUE(lease.held()) << lease.error();
   ASSERT_TRUE(Eventually([&] { return timeouts() >= 3; }));
   EXPECT_FALSE(read_state().success);
   EXPECT_TRUE(p.snapshot().stuck);
@@ -310,8 +474,8 @@ TEST(Probe, AKillableWaitTimesOutEachCycleIsStuckAndRecoversByItself) {
   EXPECT_GE(exported, 3);
   EXPECT_EQ(Value(sink, "nodewatch_storage_probe_stuck", {pc.path}), 1);
   EXPECT_LE(helper::abandoned("probe:" + p.file_path()), 1u) << "abandoned helpers piled up";
-  // The FIFO goes: the probe makes its file again by itself.
-  std::filesystem::remove(p.file_path());
+  // The lease is given back: the probe reads again by itself.
+  lease.release();
   ASSERT_TRUE(Eventually([&] { return read_state().success; }));
   EXPECT_TRUE(std::filesystem::is_regular_file(p.file_path()));
   EXPECT_TRUE(Eventually([&] { return helper::abandoned("probe:" + p.file_path()) == 0; }));
@@ -320,29 +484,34 @@ TEST(Probe, AKillableWaitTimesOutEachCycleIsStuckAndRecoversByItself) {
 
 TEST(Probe, AReplacementWaitsForItsPredecessorsCallInsteadOfStartingAnother) {
   // A reload replaces the probe while its call is in flight (here the
-  // create's open() of a FIFO, waiting for a reader): the new probe starts
-  // no helper call on the path until the old one's ends; the old one stops
+  // read's open() of a file a lease is held on): the new probe starts no
+  // helper call on the path until the old one's ends; the old one stops
   // promptly all the same (its wait is interrupted and its helper
-  // abandoned), and the new one then takes over.
+  // abandoned), and the new one then takes over with a file of its own,
+  // saying nothing of the one its predecessor made.
+  nodewatch::testing::LogCapture log;
   auto registry = std::make_shared<ProbeRegistry>();
   TempDir dir;
   ProbeConfig pc;
   pc.path = dir.path().string();
   pc.operations = {ProbeOp::kRead};
-  pc.interval = 5s;
+  pc.interval = 100ms;
   pc.timeout = 5s;
   const std::string file = "nodewatch-probe-predecessor-test";
-  const std::string fifo = pc.path + "/" + file;
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
   auto read_of = [](const Probe& p) {
     return p.snapshot().ops[static_cast<std::size_t>(ProbeOp::kRead)];
   };
   std::shared_ptr<Probe> first = registry->acquire(pc, file);
   const std::string key = first->helper_key();
+  ASSERT_TRUE(Eventually([&] { return read_of(*first).success; }));
+  nodewatch::testing::Lease lease(first->file_path());
+  ASSERT_TRUE(lease.held()) << lease.error();
   // The call is in flight from before its helper is spawned (busy first,
   // then running): wait for both, or the count below misses the first's.
   ASSERT_TRUE(Eventually([&] { return helper::busy(key) && helper::running() > 0; }));
   const std::size_t running_with_first = helper::running();
+  // The path's record goes on from one probe to the next: its reads so far.
+  const std::uint64_t reads = read_of(*first).histogram->count();
 
   ProbeConfig changed = pc;
   changed.size = 8192;
@@ -350,20 +519,28 @@ TEST(Probe, AReplacementWaitsForItsPredecessorsCallInsteadOfStartingAnother) {
   ASSERT_NE(next.get(), first.get());
   std::this_thread::sleep_for(300ms);
   EXPECT_EQ(helper::running(), running_with_first) << "a second helper was started on the path";
-  EXPECT_FALSE(read_of(*next).observed);
+  EXPECT_EQ(read_of(*next).histogram->count(), reads);
 
-  std::filesystem::remove(fifo);  // the old call's open() waits on, on the FIFO's inode
   auto t0 = std::chrono::steady_clock::now();
   first->request_stop();
   EXPECT_TRUE(first->finish(std::chrono::steady_clock::now() + 1s))
       << "a probe waiting on its helper must stop promptly";
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
   first.reset();
-  ASSERT_TRUE(Eventually([&] { return read_of(*next).success; }));
-  EXPECT_TRUE(std::filesystem::is_regular_file(fifo));
-  EXPECT_EQ(std::filesystem::file_size(fifo), 8192u);
-  // The cancelled create was nobody's failure.
+  ASSERT_TRUE(Eventually([&] {
+    ProbeOpState r = read_of(*next);
+    return r.histogram->count() > reads && r.success;
+  }));
+  lease.release();
+  // The new probe's file, of its size, wherever the old one's was left.
+  std::size_t of_new_size = 0;
+  for (const auto& f : files_named(dir.path(), file))
+    of_new_size += std::filesystem::file_size(f) == 8192u ? 1 : 0;
+  EXPECT_EQ(of_new_size, 1u);
+  EXPECT_EQ(log.text().find("not made by the probe"), std::string::npos) << log.text();
+  // The cancelled read was nobody's failure.
   EXPECT_TRUE(next->snapshot().ops[static_cast<std::size_t>(ProbeOp::kCreate)].errors.empty());
+  EXPECT_TRUE(read_of(*next).errors.empty());
 }
 
 // ---------------------------------------------------------------------------
