@@ -338,10 +338,21 @@ void serve_list(Reader& r, Writer& w) {
 void serve_read_regular(Reader& r, Writer& w) {
   std::string path(r.bytes());
   std::uint64_t max = r.u64();
+  bool follow = r.u8() != 0;
   if (!r.done() || max > kMaxFrameBytes - 4096) ::_exit(3);
   auto t0 = Clock::now();
-  sources::FsRoot::FileRead f =
-      sources::FsRoot(path).read_regular("", static_cast<std::size_t>(max));
+  sources::FsRoot::FileRead f;
+  if (follow) {
+    f = sources::FsRoot(path).read_regular("", static_cast<std::size_t>(max));
+  } else {
+    int fd = retry_open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW, 0);
+    if (fd >= 0) {
+      f = sources::FsRoot::read_regular_fd(fd, static_cast<std::size_t>(max));
+    } else {
+      f.err = -fd;
+      f.status = sources::classify_errno(-fd);
+    }
+  }
   answer(w, f.ok() ? 0 : f.err, t0);
   double mtime = f.info ? f.info->mtime_seconds : 0;
   std::uint64_t mtime_bits = 0;
@@ -1214,7 +1225,7 @@ sources::Listing Fs::list(const std::string& dir, const Deadline& d, Answer* ans
 }
 
 sources::FsRoot::FileRead Fs::read_regular(const std::string& path, std::size_t max_bytes,
-                                           const Deadline& d, Answer* answer) {
+                                           const Deadline& d, Answer* answer, bool follow_links) {
   sources::FsRoot::FileRead f;
   auto errno_answer = [&f](int err) {
     f.err = err;
@@ -1226,9 +1237,13 @@ sources::FsRoot::FileRead Fs::read_regular(const std::string& path, std::size_t 
     return f;
   }
   std::string reply;
-  *answer = call(
-      Writer().u8(static_cast<std::uint8_t>(Op::kReadRegular)).bytes(path).u64(max_bytes).frame(),
-      d, &reply);
+  *answer = call(Writer()
+                     .u8(static_cast<std::uint8_t>(Op::kReadRegular))
+                     .bytes(path)
+                     .u64(max_bytes)
+                     .u8(follow_links ? 1 : 0)
+                     .frame(),
+                 d, &reply);
   if (!answer->answered()) {
     errno_answer(EIO);
     return f;

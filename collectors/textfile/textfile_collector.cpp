@@ -16,6 +16,7 @@
 
 #include "nodewatch/fs_helper.hpp"
 #include "nodewatch/options.hpp"
+#include "nodewatch/text.hpp"
 #include "textfile/textfile_metrics.hpp"
 #include "textfile/textfile_parse.hpp"
 
@@ -95,6 +96,9 @@ Input input_of(sources::FsRoot::FileRead r, std::int64_t max_bytes) {
   if (r.info && !r.info->regular) {
     in.error = "not a regular file";
     in.reason = "not_regular_file";
+  } else if (!r.info && r.err == ELOOP) {
+    in.error = "a symbolic link (not followed)";  // opened with no link followed
+    in.reason = "not_regular_file";
   } else if (r.info && r.err == EFBIG && r.info->size > static_cast<std::uint64_t>(max_bytes)) {
     in.error = "larger than max_file_bytes (" + std::to_string(max_bytes) + ")";
     in.reason = "too_large";
@@ -111,8 +115,8 @@ Input input_of(sources::FsRoot::FileRead r, std::int64_t max_bytes) {
 Input read_input(helper::Fs& fs, const std::string& dir, const std::string& name,
                  std::int64_t max_bytes, const helper::Deadline& d) {
   helper::Answer a;
-  sources::FsRoot::FileRead r =
-      fs.read_regular(dir + "/" + name, static_cast<std::size_t>(max_bytes), d, &a);
+  sources::FsRoot::FileRead r = fs.read_regular(
+      dir + "/" + name, static_cast<std::size_t>(max_bytes), d, &a, /*follow_links=*/false);
   if (!a.answered()) unanswered(dir, a.failure);
   return input_of(std::move(r), max_bytes);
 }
@@ -159,8 +163,10 @@ bool at_or_above(std::string_view mount_point, std::string_view dir) {
 }
 
 // One file of the directory: read in the daemon beneath `dirfd` when it
-// is open, else (or for a link or a mount in the directory, which the
-// helper follows) by the helper.
+// is open, else (or for a mount in the directory, or a kernel without
+// openat2) by the helper. Neither follows a link: the file's name is
+// the directory's own entry, and a link there, wherever it leads, is
+// refused (ELOOP).
 Input read_file(helper::Fs& fs, const std::string& dir, int dirfd, const std::string& name,
                 std::int64_t max_bytes, const helper::Deadline& deadline) {
   int fd = -1;
@@ -172,7 +178,7 @@ Input read_file(helper::Fs& fs, const std::string& dir, int dirfd, const std::st
     return input_of(sources::FsRoot::read_regular_fd(fd, static_cast<std::size_t>(max_bytes)),
                     max_bytes);
   }
-  if (dirfd >= 0 && !helper_may(errno)) {
+  if (dirfd >= 0 && (errno == ELOOP || !helper_may(errno))) {
     sources::FsRoot::FileRead failed;
     failed.err = errno;
     failed.status = sources::classify_errno(errno);
@@ -401,7 +407,7 @@ void TextfileCollector::collect(const CollectContext& ctx, MetricSink& out) {
     const double mtime = in.mtime;
     const Verdict v = merge.take(in);
     // The scheduler logs a refusal when it starts and when it ends.
-    if (!v.error.empty()) out.error(v.reason, name, v.error);
+    if (!v.error.empty()) out.error(v.reason, text::escaped(name), v.error);
     if (mtime > 0) out.add(families::kFileMtimeSeconds, {name}, mtime);
     out.add(families::kFileValid, {name}, v.error.empty() ? 1 : 0);
   }

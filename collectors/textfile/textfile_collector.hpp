@@ -13,6 +13,15 @@
 // that does not end in .prom, then rename): a half-written file without its
 // final newline is refused anyway.
 //
+// The daemon may run as root and anyone who may write the directory can
+// put a link in it: a file is opened without following a link at its own
+// name (wherever the link leads: out of the directory, or to another file
+// of it, which is read under its own name), and such a link is refused as
+// not a regular file. The configured directory itself may be a link (the
+// operator's). A refusal is logged with the file's name escaped
+// (text::escaped) and what was wrong, never the file's content
+// (textfile_parse.hpp).
+//
 // Families with the same name in several files are merged (one file per GPU
 // writing the same metric with a different label is the usual pattern).
 
@@ -71,9 +80,11 @@ TextfileOptions read_textfile_options(OptionReader& r);
 // following a symlink (openat2 RESOLVE_NO_SYMLINKS: a link may lead
 // anywhere) and each file beneath it without a symlink or a mount crossed
 // (RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV). What cannot be opened so (a
-// link, a mount inside the directory, a kernel without openat2) is read
-// by the helper as before. The mount table is read again when mountinfo's
-// poll() says it changed. Injected faults (tests) always take the helper.
+// directory reached through a link, a mount inside the directory, a kernel
+// without openat2) is read by the helper, which opens each file with
+// O_NOFOLLOW; a link in the directory is refused by both. The mount table
+// is read again when mountinfo's poll() says it changed. Injected faults
+// (tests) always take the helper.
 class TextfileCollector final : public Collector {
  public:
   explicit TextfileCollector(TextfileOptions options,

@@ -164,7 +164,8 @@ struct Parser {
     };
     auto t = std::find_if(std::begin(kTypes), std::end(kTypes),
                           [&](const auto& k) { return k.first == rest; });
-    if (t == std::end(kTypes)) return fail("unknown type \"" + std::string(rest) + "\"");
+    if (t == std::end(kTypes))
+      return fail("unknown type (counter, gauge, histogram, summary or untyped)");
     if (!f->samples.empty()) return fail("TYPE of " + name + " after its samples");
     if (typed_.count(name) != 0) return fail("second TYPE for " + name);
     typed_.insert(name);
@@ -192,7 +193,7 @@ struct Parser {
         while (i < line.size() && name_char(line[i], i == start, false)) ++i;
         std::string lname(line.substr(start, i - start));
         if (!valid_name(lname, false) || lname.rfind("__", 0) == 0)
-          return fail("invalid label name \"" + lname + "\"");
+          return fail("invalid label name");
         if (!label_names.insert(lname).second) return fail("label " + lname + " given twice");
         skip_blanks(line, i);
         if (i >= line.size() || line[i] != '=') return fail("expected '=' after label " + lname);
@@ -216,7 +217,7 @@ struct Parser {
             else if (e == '\\' || e == '"')
               value += e;
             else
-              return fail("bad escape \\" + std::string(1, e) + " in label " + lname);
+              return fail("bad escape in the value of label " + lname);
           } else {
             value += c;
           }
@@ -239,7 +240,7 @@ struct Parser {
     skip_blanks(line, i);
     std::size_t vend = line.find_first_of(" \t", i);
     std::string_view value = line.substr(i, vend == std::string_view::npos ? line.npos : vend - i);
-    if (!parse_value(value, &s.value)) return fail("invalid value \"" + std::string(value) + "\"");
+    if (!parse_value(value, &s.value)) return fail("invalid value");
     if (vend != std::string_view::npos) {
       std::size_t k = vend;
       skip_blanks(line, k);

@@ -43,7 +43,10 @@ struct Family {
 
 struct ParseResult {
   std::vector<Family> families;
-  std::string error;  // empty when the file is valid; else "line N: what"
+  // Empty when the file is valid; else "line N: what". It quotes nothing
+  // of the file but metric and label names that passed the format's rules:
+  // it is logged, and the file may hold what its writer should not see.
+  std::string error;
   bool ok() const { return error.empty(); }
 };
 

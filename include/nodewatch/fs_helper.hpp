@@ -194,10 +194,13 @@ class Fs {
   Answer ftruncate(int handle, off_t len, const Deadline& d);
   Answer fadvise_dontneed(int handle, const Deadline& d);
   // The sources layer's listing and regular-file read (fs.hpp), made by the
-  // helper; `answer` says whether it was answered at all.
+  // helper; `answer` says whether it was answered at all. With
+  // `follow_links` false, a link at the path's last component is not
+  // followed: the read answers ELOOP, with no info.
   sources::Listing list(const std::string& dir, const Deadline& d, Answer* answer);
   sources::FsRoot::FileRead read_regular(const std::string& path, std::size_t max_bytes,
-                                         const Deadline& d, Answer* answer);
+                                         const Deadline& d, Answer* answer,
+                                         bool follow_links = true);
 
   // Abandons the running helper now (a caller that stops for good while it
   // may be in the kernel).

@@ -48,4 +48,31 @@ inline std::string label_value(std::string_view raw) {
   return out;
 }
 
+// A name from the file system (any bytes but '/' and NUL) as a log may
+// show it on one line: backslash, control characters and, in a name that is
+// not valid UTF-8, every non-ASCII byte escaped (as \\, \n, \t and \xNN).
+inline std::string escaped(std::string_view raw) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  const bool utf8 = is_valid_utf8(raw);
+  std::string out;
+  out.reserve(raw.size());
+  for (char c : raw) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f || (!utf8 && u >= 0x80)) {
+      out += "\\x";
+      out.push_back(kHex[u >> 4]);
+      out.push_back(kHex[u & 0xf]);
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 }  // namespace nodewatch::text

@@ -100,19 +100,20 @@ TEST(TextfileParse, RefusesEachMalformation) {
             "line 2: the last line does not end with a newline (a file still being written?)");
   EXPECT_EQ(ParseError("a 1 1700000000000\n"), "line 1: timestamps are not accepted in a textfile");
   EXPECT_EQ(ParseError("1a 1\n"), "line 1: invalid metric name");
-  EXPECT_EQ(ParseError("a{1b=\"x\"} 1\n"), "line 1: invalid label name \"\"");
-  EXPECT_EQ(ParseError("a{__name__=\"x\"} 1\n"), "line 1: invalid label name \"__name__\"");
+  EXPECT_EQ(ParseError("a{1b=\"x\"} 1\n"), "line 1: invalid label name");
+  EXPECT_EQ(ParseError("a{__name__=\"x\"} 1\n"), "line 1: invalid label name");
   EXPECT_EQ(ParseError("a{b=\"x\",b=\"y\"} 1\n"), "line 1: label b given twice");
-  EXPECT_EQ(ParseError("a{b=\"\\t\"} 1\n"), "line 1: bad escape \\t in label b");
+  EXPECT_EQ(ParseError("a{b=\"\\t\"} 1\n"), "line 1: bad escape in the value of label b");
   EXPECT_EQ(ParseError("a{b=\"x} 1\n"), "line 1: unterminated value of label b");
   EXPECT_EQ(ParseError("a{b=\"\xff\"} 1\n"), "line 1: label b is not valid UTF-8");
   EXPECT_EQ(ParseError("a{b=x} 1\n"), "line 1: expected '\"' for label b");
-  EXPECT_EQ(ParseError("a one\n"), "line 1: invalid value \"one\"");
+  EXPECT_EQ(ParseError("a one\n"), "line 1: invalid value");
   EXPECT_EQ(ParseError("a 1\nb 1\na 2\n"), "line 3: family a appears in two separate blocks");
   EXPECT_EQ(ParseError("a 1\n# TYPE a gauge\n"), "line 2: TYPE of a after its samples");
   EXPECT_EQ(ParseError("# TYPE a gauge\n# TYPE a counter\n"), "line 2: second TYPE for a");
   EXPECT_EQ(ParseError("# HELP a x\n# HELP a y\n"), "line 2: second HELP for a");
-  EXPECT_EQ(ParseError("# TYPE a gauges\n"), "line 1: unknown type \"gauges\"");
+  EXPECT_EQ(ParseError("# TYPE a gauges\n"),
+            "line 1: unknown type (counter, gauge, histogram, summary or untyped)");
   EXPECT_EQ(ParseError("a{b=\"1\"} 1\na{b=\"1\"} 2\n"), "line 2: duplicate series a");
   EXPECT_EQ(ParseError("# TYPE h histogram\nh_bucket 1\n"),
             "line 2: histogram bucket h_bucket without a valid le label");
@@ -459,34 +460,81 @@ TEST(TextfileCollector, ALocalDirectoryIsReadInTheDaemonWithoutAHelper) {
   EXPECT_EQ(Errors(sink, "not_regular_file"), 1u);
 }
 
-TEST(TextfileCollector, ASymlinkOnTheWayIsFollowedByTheHelper) {
+// Anyone who may write the directory can put a link in it; the daemon may
+// run as root. A link is never followed, wherever it leads: out of the
+// directory (a file only root may read would be served on /metrics), or to
+// a file of the same directory (that file is read under its own name). Each
+// is refused and counted as not a regular file, and what is logged says
+// what was wrong, never what the file holds. An operator's link to the
+// directory itself is followed (it is the configured path).
+TEST(TextfileCollector, LinksInTheDirectoryAreNotFollowed) {
   Dir d;
-  if (!UnderLocalMounts(d)) GTEST_SKIP() << d.dir.path() << " is not on a local file system here";
   TempDir elsewhere;
-  elsewhere.write("linked.prom", "linked_value 7\n");
+  const std::string secret = "root:$6$salt$hash:19000:0:99999:7:::\n";
+  elsewhere.write("shadow", secret);
+  elsewhere.write("secret.prom", "secret_value 42\n");
+  ::chmod((elsewhere.path() / "shadow").c_str(), 0600);
   d.dir.write("plain.prom", "plain_value 1\n");
-  std::filesystem::create_symlink(elsewhere.path() / "linked.prom", d.dir.path() / "linked.prom");
-  {
-    // A file that is a link: the others in the daemon, that one by the helper.
-    TextfileCollector c(d.options());
-    MetricSink sink(c.metrics());
-    CollectOnce(c, sink);
-    EXPECT_TRUE(c.read_in_process());
-    EXPECT_NE(c.helper_pid(), 0);
-    EXPECT_NE(sink.render().find("linked_value 7\n"), std::string::npos);
-    EXPECT_NE(sink.render().find("plain_value 1\n"), std::string::npos);
-  }
-  // The directory reached through a link: all of it by the helper.
+  std::filesystem::create_symlink(elsewhere.path() / "secret.prom", d.dir.path() / "out.prom");
+  std::filesystem::create_symlink(elsewhere.path() / "shadow", d.dir.path() / "shadow.prom");
+  std::filesystem::create_symlink("plain.prom", d.dir.path() / "same.prom");
+  // A link to the directory itself: the configured path, followed.
   TempDir links;
   std::filesystem::create_symlink(d.dir.path(), links.path() / "textfile");
-  TextfileOptions o;
-  o.directory = (links.path() / "textfile").string();
-  TextfileCollector c(o);
+  TextfileOptions through_link;
+  through_link.directory = (links.path() / "textfile").string();
+  struct Way {
+    const char* name;
+    TextfileOptions options;
+    std::shared_ptr<sources::Faults> faults;  // any: the helper reads
+  };
+  const std::vector<Way> ways = {
+      {"in the daemon where it may", d.options(), nullptr},
+      {"by the helper", d.options(), std::make_shared<sources::Faults>()},
+      {"through a linked directory", through_link, nullptr},
+  };
+  for (const Way& w : ways) {
+    SCOPED_TRACE(w.name);
+    TextfileCollector c(w.options, w.faults);
+    MetricSink sink(c.metrics());
+    CollectOnce(c, sink);
+    const std::string text = sink.render();
+    EXPECT_NE(text.find("plain_value 1\n"), std::string::npos) << text;
+    EXPECT_EQ(text.find("secret_value"), std::string::npos) << text;
+    EXPECT_EQ(text.find("19000"), std::string::npos) << text;
+    EXPECT_EQ(Errors(sink, "not_regular_file"), 3u);
+    for (const char* f : {"out.prom", "shadow.prom", "same.prom"}) {
+      EXPECT_EQ(Get(sink, "nodewatch_textfile_file_valid", f), 0) << f;
+      EXPECT_EQ(Failure(sink, "not_regular_file", f), "a symbolic link (not followed)") << f;
+    }
+    EXPECT_EQ(Get(sink, "nodewatch_textfile_file_valid", "plain.prom"), 1);
+    EXPECT_EQ(sink.failures().size(), 3u);
+  }
+}
+
+// A refused file's content stays out of the log: the detail says which
+// line and what was wrong, never the bytes found there; the file's name is
+// logged escaped (it may hold a newline or a terminal's escape sequence).
+TEST(TextfileCollector, ARefusedFileIsLoggedWithoutItsContent) {
+  Dir d;
+  const std::string bad = "evil\n\x1b[2Jname.prom";
+  d.dir.write("shadow.prom", "root:$6$salt$hash:19000:0:99999:7:::\n");
+  d.dir.write("labels.prom", "metric{pa$$word=\"x\"} 1\n");
+  d.dir.write("type.prom", "# TYPE metric s3cr3t\n");
+  d.dir.write(bad, "broken{ 1\n");
+  TextfileCollector c(d.options());
   MetricSink sink(c.metrics());
   CollectOnce(c, sink);
-  EXPECT_FALSE(c.read_in_process());
-  EXPECT_NE(sink.render().find("linked_value 7\n"), std::string::npos);
-  EXPECT_NE(sink.render().find("plain_value 1\n"), std::string::npos);
+  ASSERT_EQ(Errors(sink, "parse_error"), 4u);
+  for (const auto& [key, detail] : sink.failures()) {
+    SCOPED_TRACE(key.second);
+    EXPECT_EQ(detail.rfind("line 1: ", 0), 0u) << detail;
+    for (const char* content : {"$6$", "19000", "pa$$word", "s3cr3t", "salt"})
+      EXPECT_EQ(detail.find(content), std::string::npos) << detail;
+    for (char ch : key.second) EXPECT_GE(static_cast<unsigned char>(ch), 0x20) << key.second;
+  }
+  EXPECT_NE(Failure(sink, "parse_error", "evil\\n\\x1b[2Jname.prom"), "<none>");
+  EXPECT_EQ(Get(sink, "nodewatch_textfile_file_valid", bad), 0);  // the label: the name itself
 }
 
 TEST(TextfileCollector, RelativeDirectoryIsAConfigurationError) {
