@@ -17,7 +17,8 @@
 # Run as root (the state disk is a tmpfs it mounts; as another user that
 # fault is skipped). Traffic stays on loopback; the daemon is stopped, the
 # tmpfs unmounted and the scratch directory removed on exit. Exit status 0
-# without a violation, 3 with one. Not part of the test suite.
+# without a violation, 3 with one. The test command (packaging/test.sh)
+# runs it for 2 minutes.
 #
 # Usage: bench/soak.sh [--binary PATH] [--minutes N] [--seed N] [--report FILE.json] [--out PATH]
 #                      [--reload-every S] [--faults K,K...]

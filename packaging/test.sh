@@ -3,8 +3,9 @@
 # suite: unit, integration and end-to-end tests (warnings are errors), the
 # tests of concurrent code under ThreadSanitizer, the unit tests under
 # Address- and UndefinedBehaviorSanitizer, every parser's libFuzzer harness
-# for a few seconds, and the packaging checks. Ends with one line
-# "N passed, N failed, N skipped". Exit status 0 only when everything passed.
+# for a few seconds, the packaging checks, and a 2-minute soak of the daemon
+# under faults. Ends with one line "N passed, N failed, N skipped". Exit
+# status 0 only when everything passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -154,6 +155,27 @@ else
   failed=$((failed + 1)); failures+=("ThreadSanitizer build")
 fi
 
+# The short soak: the plain build's daemon for 2 minutes under faults
+# drawn at random (bench/soak.sh; bench/README.md), its invariants checked
+# by a scraper of its own. It runs beside the sanitizer build and tests and
+# the packaging checks, which leave it the time it waits on timers and
+# sockets, and is waited for at the end; its report is build/soak/.
+mkdir -p build/soak
+bench/soak.sh --binary build/daemon/nodewatchd --minutes 2 --report build/soak/report.json \
+  >build/soak/soak.log 2>&1 &
+soak_pid=$!
+# soak_result: the soak's summary, and its exit status.
+soak_result() {
+  local rc=0
+  wait "$soak_pid" || rc=$?
+  if [[ -f build/soak/report.md ]]; then
+    grep -E '^# Soak|^Independent scraper|^Kernel log|^RSS|^No violation|^- ' build/soak/report.md
+  else
+    tail -20 build/soak/soak.log
+  fi
+  return $rc
+}
+
 echo "== build (AddressSanitizer, UndefinedBehaviorSanitizer, libFuzzer; Clang)"
 # Built with Clang, every object with libFuzzer's coverage instrumentation,
 # so that the unit tests and the fuzz harnesses (tests/fuzz) share one tree.
@@ -176,6 +198,8 @@ check "system calls of nodewatchd and its helpers within the unit's SystemCallFi
 
 check "the Debian package: dpkg-buildpackage, lintian, dpkg -i, remove, purge" packaging/verify-deb.sh
 took "the packaging checks"
+check "2 minutes of nodewatchd under faults, no invariant broken (bench/soak.sh, build/soak/)" soak_result
+took "the rest of the soak"
 if [[ -n "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ]]; then
   ccache --show-stats 2>/dev/null | grep -Ei '^ *(hits|misses|cache size)' | sed 's/^/ccache: /'
 fi
