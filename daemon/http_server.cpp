@@ -226,7 +226,7 @@ class Session : public HttpServer::SessionBase,
     }
     const bool keep = request_.keep_alive() && !shared_.stopping;
     const std::string target(request_.target());
-    if (!shared_.rate.allow()) {
+    if (!shared_.rate.allow(peer)) {
       HttpResponse res = plain_response(http::status::too_many_requests, request_.version(),
                                         "Too Many Requests\n");
       res.set(http::field::retry_after, "1");

@@ -27,7 +27,8 @@
 // the web configuration (web_security.hpp): each connection takes the
 // WebSecurity current when it is accepted. A TLS handshake must complete
 // within read_timeout (a client that stalls in it is dropped) and one that
-// fails is counted. A request is then, in order: rate limited (429),
+// fails is counted. A request is then, in order: rate limited (429, by its
+// client address's bucket),
 // authenticated (401 with WWW-Authenticate; /-/healthy may be exempted),
 // and handed to the Handler.
 

@@ -22,8 +22,8 @@
 //     headers                         added to every response; only the
 //                                     security headers the toolkit allows
 //   basic_auth_users:                 user: bcrypt hash ($2a$, $2b$, $2y$)
-//   rate_limit:                       interval (Go duration), burst: one token
-//                                     bucket for the server; past it, 429
+//   rate_limit:                       interval (Go duration), burst: a token
+//                                     bucket per client address; past it, 429
 //
 // Parsing is strict: an unknown key, a wrong type or value is an error with
 // the file's line and column, as in the main configuration. The files the
@@ -74,7 +74,8 @@ struct WebConfig {
   std::vector<std::pair<std::string, std::string>> headers;
   std::map<std::string, std::string> basic_auth_users;  // user -> bcrypt hash
   bool http2_asked = false;  // http2: true written (it is the default; never served)
-  // rate_limit: one token bucket for the whole server; interval 0 is off.
+  // rate_limit: a token bucket per client address (RateLimiter,
+  // web_security.hpp); interval 0 is off.
   std::chrono::nanoseconds rate_interval{0};
   int rate_burst = 0;
   bool operator==(const WebConfig&) const = default;

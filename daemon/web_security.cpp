@@ -381,7 +381,7 @@ bool Authenticator::verify(const std::string& password, const std::string& hash)
   return CRYPTO_memcmp(out, hash.data(), n) == 0;
 }
 
-std::string Authenticator::client_key(const asio::ip::address& a) {
+std::string client_key(const asio::ip::address& a) {
   if (a.is_v6() && !a.to_v6().is_v4_mapped()) {
     asio::ip::address_v6::bytes_type b = a.to_v6().to_bytes();
     std::fill(b.begin() + 8, b.end(), 0);
@@ -522,20 +522,31 @@ void RateLimiter::configure(std::chrono::nanoseconds interval, int burst) {
   if (interval == interval_ && burst_ == burst) return;
   interval_ = interval;
   burst_ = burst;
-  tokens_ = burst;
-  last_ = {};
+  buckets_.clear();
+  by_key_.clear();
 }
 
-bool RateLimiter::allow(std::chrono::steady_clock::time_point now) {
+bool RateLimiter::allow(const asio::ip::address& client, std::chrono::steady_clock::time_point now) {
   if (interval_.count() <= 0) return true;
-  if (last_ != std::chrono::steady_clock::time_point{}) {
-    const double earned = std::chrono::duration<double>(now - last_).count() /
-                          std::chrono::duration<double>(interval_).count();
-    tokens_ = std::min(burst_, tokens_ + earned);
+  std::string key = client_key(client);
+  auto found = by_key_.find(key);
+  if (found == by_key_.end()) {
+    if (buckets_.size() >= kMaxClients) {
+      by_key_.erase(buckets_.back().key);
+      buckets_.pop_back();
+    }
+    buckets_.push_front(Bucket{key, burst_, now});
+    found = by_key_.emplace(std::move(key), buckets_.begin()).first;
+  } else {
+    buckets_.splice(buckets_.begin(), buckets_, found->second);
   }
-  last_ = now;
-  if (tokens_ < 1) return false;
-  tokens_ -= 1;
+  Bucket& b = *found->second;
+  const double earned = std::chrono::duration<double>(now - b.last).count() /
+                        std::chrono::duration<double>(interval_).count();
+  b.tokens = std::min(burst_, b.tokens + std::max(0.0, earned));
+  b.last = now;
+  if (b.tokens < 1) return false;
+  b.tokens -= 1;
   return true;
 }
 

@@ -25,12 +25,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <boost/asio/ssl.hpp>
@@ -167,8 +169,6 @@ class Authenticator {
   };
   void run();
   static bool verify(const std::string& password, const std::string& hash);
-  // The key of `a`'s standing: the address, or its /64 for IPv6.
-  static std::string client_key(const asio::ip::address& a);
   // Under mu_: the standing of `client` decayed to `now`.
   Standing& standing(const std::string& client, Clock::time_point now) const;
   // Under mu_: the queued job to run next (withdrawn ones are answered and
@@ -190,21 +190,45 @@ class Authenticator {
   std::thread thread_;
 };
 
+// What a client address is known by (an Authenticator's standing, a rate
+// limit's bucket): the address, or its /64 for IPv6, which one host
+// usually holds whole; an IPv4 address seen through a dual-stack socket is
+// that IPv4 address.
+std::string client_key(const asio::ip::address& a);
+
 // The user and password of a "Basic <base64>" Authorization value.
 std::optional<std::pair<std::string, std::string>> parse_basic_authorization(std::string_view v);
 
-// A token bucket: `interval` per token, `burst` tokens at most.
+// The rate limit: a token bucket per client address (an IPv4 address, or
+// an IPv6 /64, as the Authenticator keys its standings), `interval` per
+// token, `burst` tokens at most. So clients that spend their tokens, with
+// credentials or without, never spend those of another address: a scraper
+// keeps its own burst whatever the others send. At most kMaxClients
+// addresses are kept; a new one past that forgets the address heard from
+// longest ago, which comes back with a full bucket, so a flood of
+// addresses costs bounded memory (about 100 bytes an address) and the
+// clients still sending keep their buckets. Not thread-safe: the io
+// thread's.
 class RateLimiter {
  public:
+  static constexpr std::size_t kMaxClients = 4096;
   void configure(std::chrono::nanoseconds interval, int burst);
-  // True when a request may go on now (takes a token).
-  bool allow(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+  // True when a request from `client` may go on now (takes a token).
+  bool allow(const asio::ip::address& client,
+             std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+  // The addresses whose buckets are kept now.
+  std::size_t clients() const { return buckets_.size(); }
 
  private:
+  struct Bucket {
+    std::string key;
+    double tokens = 0;
+    std::chrono::steady_clock::time_point last{};
+  };
   std::chrono::nanoseconds interval_{0};
   double burst_ = 0;
-  double tokens_ = 0;
-  std::chrono::steady_clock::time_point last_{};
+  std::list<Bucket> buckets_;  // the address heard from last first
+  std::unordered_map<std::string, std::list<Bucket>::iterator> by_key_;
 };
 
 }  // namespace nodewatch

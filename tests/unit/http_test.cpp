@@ -7,7 +7,10 @@
 #include "router.hpp"
 #include "self_metrics.hpp"
 #include "snapshot_store.hpp"
+#include "support/daemon_process.hpp"
 #include "support/http_client.hpp"
+#include "support/tls.hpp"
+#include "web_security.hpp"
 
 namespace nodewatch {
 namespace {
@@ -360,6 +363,50 @@ TEST_F(HttpLongIdleTest, TricklingAfterAKeepAliveResponseIsDroppedAtTheReadTimeo
   std::string rest = c.read_all();
   EXPECT_EQ(rest.find("200 OK"), std::string::npos);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 2500ms);
+}
+
+// rate_limit with basic authentication: a bucket per client address, so
+// that clients without credentials spend their own tokens, not those of
+// the scraper that has them. (With one bucket for the server, the 401s of
+// five such clients took every token and the scraper got 429.)
+class HttpRateLimitTest : public HttpTest {
+ protected:
+  void SetUp() override {
+    dir_.write("web.yml", "basic_auth_users:\n  prom: '" + testing::BcryptHash("scrape", 4) +
+                              "'\nrate_limit:\n  interval: 1h\n  burst: 3\n");
+    Start(HttpLimits{});
+    WebSecurity::Built b = WebSecurity::build((dir_.path() / "web.yml").string());
+    ASSERT_TRUE(b.security) << (b.errors.empty() ? "" : b.errors[0]);
+    std::promise<void> set;
+    asio::post(io_, [&] {
+      server_->set_security(b.security);
+      set.set_value();
+    });
+    set.get_future().get();
+  }
+
+  // One GET /metrics from the loopback address 127.0.0.`host`.
+  int Get(int host, const std::string& extra_headers = "") {
+    TestConnection c(port_, 5s, (127u << 24) | static_cast<std::uint32_t>(host));
+    if (!c.connected() || !c.send("GET /metrics HTTP/1.1\r\nHost: x\r\n" + extra_headers +
+                                  "Connection: close\r\n\r\n"))
+      return 0;
+    auto r = c.read_response();
+    return r ? r->status : 0;
+  }
+
+  testing::TempDir dir_;
+};
+
+TEST_F(HttpRateLimitTest, ClientsWithoutCredentialsSpendOnlyTheirOwnTokens) {
+  for (int host = 2; host <= 6; ++host) {
+    std::vector<int> got;
+    for (int i = 0; i < 4; ++i) got.push_back(Get(host));
+    EXPECT_EQ(got, (std::vector<int>{401, 401, 401, 429})) << "from 127.0.0." << host;
+  }
+  const std::string auth = "Authorization: Basic " + testing::Base64("prom:scrape") + "\r\n";
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Get(1, auth), 200) << "scrape " << i;
+  EXPECT_EQ(Get(1, auth), 429) << "the scraper has its own burst, no more";
 }
 
 TEST(HttpParsingTest, AcceptEncoding) {

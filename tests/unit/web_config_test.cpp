@@ -361,20 +361,54 @@ TEST(Authenticator, AnIpv6ClientIsItsSlash64) {
 
 TEST(RateLimiter, ABurstThenOneAnInterval) {
   RateLimiter r;
-  EXPECT_TRUE(r.allow());  // off by default
+  const auto a = asio::ip::make_address("192.0.2.1");
+  EXPECT_TRUE(r.allow(a));  // off by default
   r.configure(std::chrono::nanoseconds(100ms), 3);
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_TRUE(r.allow(t0));
-  EXPECT_TRUE(r.allow(t0));
-  EXPECT_TRUE(r.allow(t0));
-  EXPECT_FALSE(r.allow(t0));
-  EXPECT_FALSE(r.allow(t0 + 50ms));
-  EXPECT_TRUE(r.allow(t0 + 110ms));
-  EXPECT_FALSE(r.allow(t0 + 120ms));
-  EXPECT_TRUE(r.allow(t0 + 10s));  // never more than the burst saved up
-  EXPECT_TRUE(r.allow(t0 + 10s));
-  EXPECT_TRUE(r.allow(t0 + 10s));
-  EXPECT_FALSE(r.allow(t0 + 10s));
+  EXPECT_TRUE(r.allow(a, t0));
+  EXPECT_TRUE(r.allow(a, t0));
+  EXPECT_TRUE(r.allow(a, t0));
+  EXPECT_FALSE(r.allow(a, t0));
+  EXPECT_FALSE(r.allow(a, t0 + 50ms));
+  EXPECT_TRUE(r.allow(a, t0 + 110ms));
+  EXPECT_FALSE(r.allow(a, t0 + 120ms));
+  EXPECT_TRUE(r.allow(a, t0 + 10s));  // never more than the burst saved up
+  EXPECT_TRUE(r.allow(a, t0 + 10s));
+  EXPECT_TRUE(r.allow(a, t0 + 10s));
+  EXPECT_FALSE(r.allow(a, t0 + 10s));
+}
+
+// Each address has its bucket (an IPv6 /64 one between them); the table
+// keeps kMaxClients addresses, forgetting the one heard from longest ago.
+TEST(RateLimiter, ABucketPerAddressInABoundedTable) {
+  RateLimiter r;
+  r.configure(std::chrono::nanoseconds(1h), 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto scraper = asio::ip::make_address("192.0.2.1");
+  EXPECT_TRUE(r.allow(scraper, t0));
+  EXPECT_FALSE(r.allow(scraper, t0));
+  EXPECT_TRUE(r.allow(asio::ip::make_address("192.0.2.2"), t0));
+  EXPECT_TRUE(r.allow(asio::ip::make_address("2001:db8:0:1::1"), t0));
+  EXPECT_FALSE(r.allow(asio::ip::make_address("2001:db8:0:1::2"), t0)) << "the same /64";
+  EXPECT_FALSE(r.allow(asio::ip::make_address("::ffff:192.0.2.2"), t0)) << "the same IPv4 host";
+  EXPECT_EQ(r.clients(), 3u);
+  // A flood of new addresses: the table stays bounded; the scraper, heard
+  // from again during it, keeps its (empty) bucket, and the address it
+  // pushed out comes back with a full one.
+  for (std::uint32_t i = 0; i < 2 * RateLimiter::kMaxClients; ++i) {
+    EXPECT_TRUE(r.allow(asio::ip::address_v4(0x0a000000u + i), t0));
+    if (i % 1000 == 0) {
+      EXPECT_FALSE(r.allow(scraper, t0));
+    }
+    ASSERT_LE(r.clients(), RateLimiter::kMaxClients);
+  }
+  EXPECT_EQ(r.clients(), RateLimiter::kMaxClients);
+  EXPECT_FALSE(r.allow(scraper, t0));
+  EXPECT_TRUE(r.allow(asio::ip::make_address("192.0.2.2"), t0));
+  // A new configuration starts every bucket afresh.
+  r.configure(std::chrono::nanoseconds(1h), 2);
+  EXPECT_EQ(r.clients(), 0u);
+  EXPECT_TRUE(r.allow(scraper, t0));
 }
 
 }  // namespace
