@@ -279,6 +279,9 @@ class Session : public HttpServer::SessionBase,
   void send(HttpResponse res, std::string target, bool keep_alive) {
     if (shared_.stopping) keep_alive = false;
     res.keep_alive(keep_alive);
+    // Every body is text the server chose its type for (some of it echoes
+    // what a client sent): a browser must not guess another.
+    res.set("X-Content-Type-Options", "nosniff");
     for (const auto& [name, value] : security_->config().headers) res.set(name, value);
     if (shared_.observer) shared_.observer(target, res.result_int());
     response_ = std::make_shared<HttpResponse>(std::move(res));
@@ -623,7 +626,8 @@ void HttpServer::refuse(tcp::socket socket, std::string_view reason) {
   // cannot stall the io thread.
   static constexpr std::string_view kBusy =
       "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
-      "Content-Length: 22\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many connections\r\n";
+      "Content-Length: 22\r\nRetry-After: 1\r\nX-Content-Type-Options: nosniff\r\n"
+      "Connection: close\r\n\r\ntoo many connections\r\n";
   boost::system::error_code ec;
   socket.non_blocking(true, ec);
   socket.write_some(asio::buffer(kBusy.data(), kBusy.size()), ec);

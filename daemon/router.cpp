@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "config.hpp"
+#include "expect.hpp"
 #include "version.hpp"
 
 namespace nodewatch {
@@ -166,8 +167,10 @@ HttpResponse Router::metrics(const HttpRequest& req, std::string_view query) con
       if (!known) {
         std::string enabled;
         for (const auto& s : statuses) enabled += (enabled.empty() ? "" : ", ") + s.name;
+        // The name is the client's: echoed with its control characters
+        // escaped, as a JSON string is (a CR LF, a NUL, a terminal's escape).
         return text_response(http::status::bad_request,
-                             "unknown or disabled collector \"" + name +
+                             "unknown or disabled collector \"" + escape_string(name) +
                                  "\" (enabled: " + (enabled.empty() ? "none" : enabled) + ")\n");
       }
     }

@@ -131,6 +131,31 @@ TEST_F(HttpTest, CollectAndExcludeFilters) {
   EXPECT_NE(unknown->body.find("gamma"), std::string::npos);
 }
 
+// A collector name the 400 echoes reaches the client with its control
+// characters escaped (a CR LF, a NUL, a terminal's escape), and every
+// response tells browsers not to sniff a type from what a client wrote.
+TEST_F(HttpTest, AnEchoedCollectorNameIsEscapedAndNothingIsSniffed) {
+  auto r = Request(port_, "GET", "/metrics?collect[]=a%0D%0AX-Injected:%201%00%1B%5B2J%22%5C");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(r->headers["x-content-type-options"], "nosniff");
+  const std::string body = r->body.substr(0, r->body.size() - 1);  // the closing line feed
+  for (char c : body)
+    EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+        << "control character " << static_cast<int>(c) << " in " << body;
+  EXPECT_NE(body.find("\"a\\r\\nX-Injected: 1\\u0000\\u001b[2J\\\"\\\\\""), std::string::npos)
+      << body;
+  for (const char* target : {"/metrics", "/", "/-/healthy", "/nowhere"}) {
+    auto other = Request(port_, "GET", target);
+    ASSERT_TRUE(other);
+    EXPECT_EQ(other->headers["x-content-type-options"], "nosniff") << target;
+  }
+  auto big = Request(port_, "GET", "/", "X-Filler: " + std::string(9000, 'a') + "\r\n");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 431);
+  EXPECT_EQ(big->headers["x-content-type-options"], "nosniff");
+}
+
 TEST_F(HttpTest, HeaderTooLargeIs431) {
   std::string big = "X-Filler: " + std::string(9000, 'a') + "\r\n";
   auto r = Request(port_, "GET", "/metrics", big);
@@ -328,6 +353,7 @@ TEST_F(HttpPerClientTest, ConnectionsPastTheClientsShareAreRefusedAtOnce) {
   std::string reply = third.read_all();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
   EXPECT_EQ(reply.rfind("HTTP/1.1 503", 0), 0u) << reply;
+  EXPECT_NE(reply.find("\r\nX-Content-Type-Options: nosniff\r\n"), std::string::npos) << reply;
   a.send("GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   a.read_all();
   for (int i = 0; i < 100 && ActiveConnections() > 1; ++i) std::this_thread::sleep_for(5ms);
