@@ -182,10 +182,37 @@ class Session : public HttpServer::SessionBase,
     // One deadline covers the whole request: header and body. A client that
     // trickles bytes cannot extend it.
     beast::get_lowest_layer(stream_).expires_after(shared_.limits.read_timeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
-                       self->on_read(ec);
-                     });
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+                              self->on_header(ec);
+                            });
+  }
+
+  // RFC 9110 §10.1.1: a client that sent "Expect: 100-continue" waits for
+  // a 100 (Continue) before it sends the body (curl for a second, others
+  // until their timeout); an HTTP/1.0 request's expectation is ignored. The
+  // interim response is written within the request's deadline.
+  void on_header(beast::error_code ec) {
+    if (ec || parser_->is_done()) {
+      on_read(ec);
+      return;
+    }
+    auto read_body = [self = this->shared_from_this()](beast::error_code e, std::size_t) {
+      if (e) {
+        self->on_read(e);
+        return;
+      }
+      http::async_read(self->stream_, self->buffer_, *self->parser_,
+                       [self](beast::error_code e2, std::size_t) { self->on_read(e2); });
+    };
+    const HttpRequest& head = parser_->get();
+    if (head.version() >= 11 && beast::iequals(head[http::field::expect], "100-continue")) {
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      asio::async_write(stream_, asio::buffer(kContinue.data(), kContinue.size()),
+                        std::move(read_body));
+      return;
+    }
+    read_body({}, 0);
   }
 
   void on_read(beast::error_code ec) {

@@ -30,7 +30,8 @@
 // fails is counted. A request is then, in order: rate limited (429, by its
 // client address's bucket),
 // authenticated (401 with WWW-Authenticate; /-/healthy may be exempted),
-// and handed to the Handler. Every response, the 503 of a refused
+// and handed to the Handler. A request with "Expect: 100-continue" and a
+// body gets its 100 (Continue) once its header is read. Every response, the 503 of a refused
 // connection included, carries X-Content-Type-Options: nosniff.
 
 #include <chrono>

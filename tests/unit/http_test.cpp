@@ -250,6 +250,34 @@ TEST_F(HttpTest, ATransferEncodingNotEndingInChunkedIs400AndCloses) {
   EXPECT_NE(r->status, 400);
 }
 
+// RFC 9110 §10.1.1: a client that asks for 100-continue waits for it
+// before it sends the body (curl for a second, others for good); the
+// final answer follows the body. An HTTP/1.0 request's expectation is
+// ignored.
+TEST_F(HttpTest, ABodyExpectingContinueGetsAnInterim100) {
+  TestConnection c(port_, 2s);
+  ASSERT_TRUE(c.send("POST /metrics HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                     "Content-Length: 5\r\n\r\n"));
+  auto interim = c.read_response();
+  ASSERT_TRUE(interim) << "no 100 Continue before the body";
+  EXPECT_EQ(interim->status, 100);
+  ASSERT_TRUE(c.send("hello"));
+  auto final_answer = c.read_response();
+  ASSERT_TRUE(final_answer);
+  EXPECT_EQ(final_answer->status, 405);
+  // Without a body to wait for, only the final answer.
+  ASSERT_TRUE(c.send("GET /-/healthy HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n"));
+  auto healthy = c.read_response();
+  ASSERT_TRUE(healthy);
+  EXPECT_EQ(healthy->status, 200);
+  TestConnection old(port_, 2s);
+  ASSERT_TRUE(old.send("POST /metrics HTTP/1.0\r\nExpect: 100-continue\r\n"
+                       "Content-Length: 5\r\n\r\nhello"));
+  auto r = old.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 405);
+}
+
 TEST_F(HttpTest, RequestsAreCountedByPathAndCode) {
   Request(port_, "GET", "/nope?x=1");
   Request(port_, "GET", "/other");
