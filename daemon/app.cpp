@@ -332,6 +332,7 @@ class Daemon {
     spdlog::info("nodewatch {} (revision {}) using {}; {} collector(s) enabled", kVersion,
                  kRevision, config_.source, jobs.size());
 
+    server_.set_first_round([this] { return ready_; });
     scheduler_.on_first_round([this] {
       if (!ready_) {
         // Ready means the first round and its verdict (once, in place: the

@@ -53,6 +53,7 @@ struct HttpServer::Shared {
   const bool& stopping;
   Authenticator* auth;
   RateLimiter& rate;
+  const std::function<bool()>& first_round;
 };
 
 namespace {
@@ -290,7 +291,41 @@ class Session : public HttpServer::SessionBase,
         });
   }
 
+  // How long a scrape waits for the first round (HttpServer::set_first_round).
+  std::chrono::milliseconds first_round_wait() const {
+    auto wait = HttpServer::kFirstRoundWait;
+    const std::string timeout(request_["X-Prometheus-Scrape-Timeout-Seconds"]);
+    char* end = nullptr;
+    const double seconds = std::strtod(timeout.c_str(), &end);
+    if (!timeout.empty() && end != nullptr && *end == '\0' && seconds > 0 && seconds < 1e6)
+      wait = std::min(wait, std::chrono::milliseconds(static_cast<long long>(seconds * 1000 - 500)));
+    return std::max(wait, std::chrono::milliseconds(0));
+  }
+
   void respond(bool keep) {
+    const std::string_view target = request_.target();
+    const bool scrape = target.substr(0, target.find('?')) == "/metrics" &&
+                        (request_.method() == http::verb::get ||
+                         request_.method() == http::verb::head);
+    if (scrape && shared_.first_round && !shared_.first_round()) {
+      if (!first_round_deadline_)
+        first_round_deadline_ = std::chrono::steady_clock::now() + first_round_wait();
+      if (std::chrono::steady_clock::now() < *first_round_deadline_ && !shared_.stopping) {
+        timer_.emplace(beast::get_lowest_layer(stream_).get_executor(),
+                       std::chrono::milliseconds(10));
+        timer_->async_wait([self = this->shared_from_this(), keep](beast::error_code) {
+          if (!self->dropped_) self->respond(keep);
+        });
+        return;
+      }
+      first_round_deadline_.reset();
+      HttpResponse res = plain_response(http::status::service_unavailable, request_.version(),
+                                        "not ready: first collection round in progress\n");
+      res.set(http::field::retry_after, "1");
+      send(std::move(res), std::string(target), keep);
+      return;
+    }
+    first_round_deadline_.reset();
     HttpResponse res;
     try {
       res = shared_.handler(request_);
@@ -351,6 +386,9 @@ class Session : public HttpServer::SessionBase,
   bool writing_ = false;
   bool checking_ = false;
   bool dropped_ = false;  // evicted: nothing more is sent
+  // A scrape waiting for the first round: until when, and its timer.
+  std::optional<std::chrono::steady_clock::time_point> first_round_deadline_;
+  std::optional<asio::steady_timer> timer_;
 };
 
 }  // namespace
@@ -366,7 +404,7 @@ HttpServer::HttpServer(asio::io_context& io, Handler handler, Observer observer)
       auth_(std::make_unique<Authenticator>()),
       shared_(std::make_unique<Shared>(Shared{handler_, observer_, tls_observer_, limits_, active_,
                                               sessions_, per_client_, drop_observer_, stopped_,
-                                              auth_.get(), rate_})) {}
+                                              auth_.get(), rate_, first_round_})) {}
 
 void HttpServer::set_security(std::shared_ptr<const WebSecurity> security) {
   security_ = std::move(security);

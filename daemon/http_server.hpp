@@ -92,6 +92,14 @@ class HttpServer {
   // them the server follows its files itself: web_security.hpp).
   void set_security(std::shared_ptr<const WebSecurity> security);
   std::shared_ptr<const WebSecurity> security() const { return security_; }
+  // Tells whether the first round of collection has finished. Until it
+  // has, a GET or HEAD of /metrics waits for it, checked every 10 ms, for
+  // at most kFirstRoundWait and 0.5 s less than the scrape timeout
+  // Prometheus sends (X-Prometheus-Scrape-Timeout-Seconds); past that it
+  // gets 503. So a scrape just after a start gets the first round's
+  // results, not a 200 that says every collector is down. None set: no wait.
+  static constexpr std::chrono::milliseconds kFirstRoundWait{5000};
+  void set_first_round(std::function<bool()> finished) { first_round_ = std::move(finished); }
   void set_tls_observer(TlsObserver o) { tls_observer_ = std::move(o); }
   void set_drop_observer(DropObserver o) { drop_observer_ = std::move(o); }
   Authenticator& authenticator() { return *auth_; }
@@ -145,6 +153,7 @@ class HttpServer {
   RateLimiter rate_;
   TlsObserver tls_observer_;
   DropObserver drop_observer_;
+  std::function<bool()> first_round_;
   std::unique_ptr<Shared> shared_;
   FailureLog web_failures_;  // the follower thread's
   std::thread web_thread_;

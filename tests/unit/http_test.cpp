@@ -42,6 +42,7 @@ class HttpTest : public ::testing::Test {
         io_, [this](const HttpRequest& r) { return router_->handle(r); },
         [this](std::string_view t, unsigned c) { self_.count_request(t, c); });
     server_->set_limits(limits);
+    server_->set_first_round([this] { return ready_.load(); });
     ASSERT_EQ(server_->listen({"127.0.0.1:0"}), "");
     port_ = server_->local_endpoints().at(0).port();
     work_.emplace(asio::make_work_guard(io_));
@@ -276,6 +277,41 @@ TEST_F(HttpTest, ABodyExpectingContinueGetsAnInterim100) {
   auto r = old.read_response();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 405);
+}
+
+// Before the first round of collection has finished, a scrape waits for
+// it (within its scrape timeout, at most kFirstRoundWait), and one it does
+// not finish for gets 503: never a 200 whose every collector reads down.
+TEST_F(HttpTest, AScrapeBeforeTheFirstRoundWaitsForIt) {
+  ready_ = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto scrape = std::async(std::launch::async, [&] { return Request(port_, "GET", "/metrics"); });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(scrape.wait_for(0s), std::future_status::timeout) << "answered before the round";
+  ready_ = true;
+  auto r = scrape.get();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 300ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  // Other paths do not wait.
+  ready_ = false;
+  auto healthy = Request(port_, "GET", "/-/healthy");
+  ASSERT_TRUE(healthy);
+  EXPECT_EQ(healthy->status, 200);
+}
+
+TEST_F(HttpTest, AScrapeTheFirstRoundDoesNotFinishForGets503) {
+  ready_ = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = Request(port_, "GET", "/metrics", "X-Prometheus-Scrape-Timeout-Seconds: 1\r\n");
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(r->body, "not ready: first collection round in progress\n");
+  // Within the scrape's own timeout, less the margin it leaves.
+  EXPECT_GE(took, 400ms);
+  EXPECT_LT(took, 1s);
 }
 
 TEST_F(HttpTest, RequestsAreCountedByPathAndCode) {
