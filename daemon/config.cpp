@@ -158,13 +158,16 @@ CollectorConfig read_collector(const CollectorSpec& spec, OptionReader& all) {
   cc.interval = r.get_duration("interval", cc.interval, Millis(100), Millis(24LL * 3600 * 1000),
                                "time between collections; served values are at most this old");
   // At most a minute: READY=1 waits for the first round, and the unit
-  // gives the start 90 s.
+  // gives the start 90 s. Not set, it is never longer than the interval
+  // (as Prometheus's scrape_timeout is the global one or the interval,
+  // whichever is shorter), so an interval alone is never refused for it.
   cc.timeout = r.get_duration(
-      "timeout", cc.timeout, Millis(10), Millis(60000),
+      "timeout", std::min(cc.timeout, cc.interval), Millis(10), Millis(60000),
       "a collection still running after this is failed and its metrics withdrawn; at most "
-      "interval (readiness waits for the first round)");
+      "interval, and not set, the interval when that is shorter than the default (readiness "
+      "waits for the first round)");
   if (cc.timeout > cc.interval) {
-    r.error(r.table().contains("timeout") ? "timeout" : "interval",
+    r.error("timeout",
             "timeout (" + format_duration(cc.timeout) + ") must not be longer than interval (" +
                 format_duration(cc.interval) + ")");
   }

@@ -237,9 +237,24 @@ TEST(ConfigTest, TimeoutMustNotExceedInterval) {
   ConfigError e = OnlyError("[collectors.alpha]\ninterval = \"5s\"\ntimeout = \"6s\"\n");
   EXPECT_EQ(e.key, "collectors.alpha.timeout");
   EXPECT_EQ(e.line, 3);
-  // Shortening only the interval below the default timeout names the interval.
-  ConfigError e2 = OnlyError("[collectors.alpha]\ninterval = \"5s\"\n");
-  EXPECT_EQ(e2.key, "collectors.alpha.interval");
+}
+
+// As Prometheus's scrape_timeout: a timeout not set is the default or the
+// interval, whichever is shorter; one set longer than the interval is
+// still refused.
+TEST(ConfigTest, AnUnsetTimeoutIsNeverLongerThanTheInterval) {
+  ConfigResult r = Parse("[collectors.alpha]\ninterval = \"1s\"\n");
+  ASSERT_TRUE(r.config) << r.errors.at(0).message;
+  EXPECT_EQ(r.config->collectors[0].interval, 1s);
+  EXPECT_EQ(r.config->collectors[0].timeout, 1s);
+  ConfigResult longer = Parse("[collectors.alpha]\ninterval = \"1m\"\n");
+  ASSERT_TRUE(longer.config);
+  EXPECT_EQ(longer.config->collectors[0].timeout, 10s);
+  ConfigError e = OnlyError("[collectors.alpha]\ninterval = \"1s\"\ntimeout = \"10s\"\n");
+  EXPECT_EQ(e.key, "collectors.alpha.timeout");
+  EXPECT_NE(e.message.find("timeout (10s) must not be longer than interval (1s)"),
+            std::string::npos)
+      << e.message;
 }
 
 TEST(ConfigTest, EveryErrorIsReported) {
