@@ -1278,14 +1278,23 @@ OperatorFile read_operator_file(const std::string& path, std::size_t max_bytes,
   if (ec) abs = path;
   sources::FsRoot::FileRead f;
   Answer a;
-  if (launcher_running()) {
-    Fs fs("file:" + abs.string());
-    f = fs.read_regular(abs.string(), max_bytes, Deadline{Clock::now() + timeout}, &a);
-  }
-  if (!launcher_running() || a.failure == Failure::kUnavailable) {
-    f = sources::FsRoot(abs).read_regular("", max_bytes);
+  // EFBIG from a file whose fstat() size was within the bound: it grew
+  // while being read (an editor or a deployment writing it). Read again,
+  // a few times, before saying so.
+  const auto grew = [&] { return f.err == EFBIG && f.info && f.info->size <= max_bytes; };
+  constexpr int kTries = 3;
+  int tries = 0;
+  do {
     a = Answer{};
-  }
+    if (launcher_running()) {
+      Fs fs("file:" + abs.string());
+      f = fs.read_regular(abs.string(), max_bytes, Deadline{Clock::now() + timeout}, &a);
+    }
+    if (!launcher_running() || a.failure == Failure::kUnavailable) {
+      f = sources::FsRoot(abs).read_regular("", max_bytes);
+      a = Answer{};
+    }
+  } while (a.failure == Failure::kNone && !f.ok() && grew() && ++tries < kTries);
   switch (a.failure) {
     case Failure::kNone: break;
     case Failure::kTimeout:
@@ -1312,6 +1321,9 @@ OperatorFile read_operator_file(const std::string& path, std::size_t max_bytes,
     out.error = "no such file";
   else if (f.err == EINVAL && f.info && !f.info->regular)
     out.error = "not a regular file";
+  else if (grew())
+    out.error = "changed while being read, " + std::to_string(kTries) +
+                " times (being written?); not read";
   else if (f.err == EFBIG)
     out.error = "larger than " + std::to_string(max_bytes) + " bytes";
   else

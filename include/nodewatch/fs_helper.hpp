@@ -232,7 +232,9 @@ class Fs {
 // costs a reload `timeout` and an error, never the daemon's io thread or
 // its exit; while that helper is held, later reads of the path are refused
 // at once. Without a launcher the file is read here (O_NONBLOCK, type
-// checked), which a local file allows.
+// checked), which a local file allows. A file that grows while it is read
+// is read again, up to three times, then refused as "changed while being
+// read" (not as larger than `max_bytes`, which it need not be).
 struct OperatorFile {
   bool ok = false;
   bool absent = false;  // ENOENT (or ENOTDIR): there is no such file

@@ -257,6 +257,18 @@ TEST(ConfigTest, AnUnsetTimeoutIsNeverLongerThanTheInterval) {
       << e.message;
 }
 
+// A file that grows while it is read (an editor writing it) is refused as
+// changed, not as larger than the bound. A procfs file stands for it: it
+// stat()s as 0 bytes and reads as more, every time.
+TEST(ConfigTest, AFileThatGrowsWhileReadIsRefusedAsChanged) {
+  static const auto catalog = TestCatalog();
+  ConfigResult r = load_config("/proc/self/status", true, catalog);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_NE(r.errors[0].message.find("changed while being read"), std::string::npos)
+      << r.errors[0].message;
+  EXPECT_EQ(r.errors[0].message.find("larger than"), std::string::npos) << r.errors[0].message;
+}
+
 TEST(ConfigTest, EveryErrorIsReported) {
   ConfigResult r = Parse("[server]\nmax_connections = -1\nbogus = 1\n[log]\nlevel = 3\n");
   EXPECT_FALSE(r.config);

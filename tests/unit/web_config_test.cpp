@@ -359,6 +359,15 @@ TEST(Authenticator, AnIpv6ClientIsItsSlash64) {
   EXPECT_EQ(f.auth.failures(asio::ip::make_address("127.0.7.2")), 0.0);
 }
 
+// A web configuration that grows while it is read is refused as changed
+// (a procfs file stands for it: it stat()s as 0 bytes and reads as more).
+TEST(WebConfig, AFileThatGrowsWhileReadIsRefusedAsChanged) {
+  WebConfigResult r = load_web_config("/proc/self/status");
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_NE(r.errors[0].message.find("changed while being read"), std::string::npos)
+      << r.errors[0].message;
+}
+
 TEST(RateLimiter, ABurstThenOneAnInterval) {
   RateLimiter r;
   const auto a = asio::ip::make_address("192.0.2.1");
