@@ -135,10 +135,22 @@ class Session : public HttpServer::SessionBase,
  private:
   void on_handshake(beast::error_code ec) {
     if constexpr (kTls) {
+      // Not failures: a handshake closed for a new connection's slot (it is
+      // counted as evicted), and one the server finished whose last write
+      // (a TLS 1.3 server's session tickets) met the reset of a client that
+      // closed right after its Finished.
+      SSL* ssl = stream_.native_handle();
+      if (ec && (dropped_ || SSL_is_init_finished(ssl) ||
+                 SSL_get_state(ssl) == TLS_ST_SW_SESSION_TICKET)) {
+        spdlog::debug("TLS connection closed {}: {}",
+                      dropped_ ? "for another's slot" : "after its handshake", ec.message());
+        close();
+        return;
+      }
       if (!ec && security_->client_cert_required_by_sans()) {
         // Allowed SANs with an optional client certificate: none sent is
         // not one of them.
-        X509* peer = SSL_get1_peer_certificate(stream_.native_handle());
+        X509* peer = SSL_get1_peer_certificate(ssl);
         if (peer == nullptr) ec = asio::error::access_denied;
         X509_free(peer);
       }

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <openssl/ssl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -143,7 +144,8 @@ TEST_F(TlsTest, HealthMayBeExemptedFromAuthentication) {
   auto d = Start(TlsWeb(), "healthy_without_auth = true\n");
   auto port = d->port();
   ASSERT_TRUE(port) << d->log();
-  EXPECT_EQ(Curl(*port, "/-/healthy", Ca(), dir_.path()).status, 200);
+  auto healthy = Curl(*port, "/-/healthy", Ca(), dir_.path());
+  EXPECT_EQ(healthy.status, 200) << "curl exit " << healthy.exit << "\n" << d->log();
   EXPECT_EQ(Curl(*port, "/-/ready", Ca(), dir_.path()).status, 401);
   EXPECT_EQ(Curl(*port, "/metrics", Ca(), dir_.path()).status, 401);
   // The node verdict too, so that `nodewatchd --check` can ask it: over
@@ -276,6 +278,70 @@ TEST_F(TlsTest, AStalledHandshakeIsDroppedAtTheReadTimeout) {
   auto m = Curl(*port, "/metrics", Ca(), dir_.path());
   EXPECT_EQ(SampleValue(m.body, "nodewatch_http_tls_handshake_errors_total{reason=\"timeout\"}"),
             1);
+}
+
+// nodewatch_http_tls_handshake_errors_total counts handshakes that did not
+// complete, once each: a TLS 1.3 client that closes right after a good
+// handshake (before the server's session tickets are written) is not one,
+// and a handshake closed for a new connection's slot counts as evicted
+// only.
+TEST_F(TlsTest, HandshakeErrorsAreOnlyThoseThatFailedAndCountedOnce) {
+  auto d = Start(TlsWeb("", /*users=*/false), "max_connections = 2\n");
+  auto port = d->port();
+  ASSERT_TRUE(port) << d->log();
+  // TLS 1.3 clients that reset the connection as soon as their handshake
+  // is done, before reading the server's session tickets.
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  ASSERT_NE(ctx, nullptr);
+  SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
+  ASSERT_EQ(SSL_CTX_load_verify_locations(ctx, pki_.Path("ca.crt").c_str(), nullptr), 1);
+  for (int i = 0; i < 10; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(*port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    SSL* ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, fd);
+    EXPECT_EQ(SSL_connect(ssl), 1);
+    linger reset{1, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+    ::close(fd);
+    SSL_free(ssl);
+  }
+  SSL_CTX_free(ctx);
+  std::this_thread::sleep_for(200ms);
+  // Two handshakes that stall, then a scrape that takes the slot of one.
+  // (From other addresses than the scrape's, each within its share.)
+  auto stall = [&](std::uint32_t from) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in src{};
+    src.sin_family = AF_INET;
+    src.sin_addr.s_addr = htonl(from);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src), 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(*port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::write(fd, "\x16\x03\x01", 3), 3);
+    return fd;
+  };
+  int s1 = stall(0x7f000002), s2 = stall(0x7f000003);
+  std::this_thread::sleep_for(400ms);
+  auto healthy = Curl(*port, "/-/healthy", Ca(), dir_.path());
+  EXPECT_EQ(healthy.status, 200) << "curl exit " << healthy.exit << "\n" << d->log();
+  std::this_thread::sleep_for(200ms);
+  auto m = Curl(*port, "/metrics", Ca(), dir_.path());
+  ::close(s1);
+  ::close(s2);
+  EXPECT_EQ(SampleValue(m.body, "nodewatch_http_connections_dropped_total{reason=\"evicted\"}"),
+            1)
+      << m.body;
+  EXPECT_EQ(SampleValue(m.body, "nodewatch_http_tls_handshake_errors_total{reason=\"failed\"}"),
+            0)
+      << m.body;
 }
 
 TEST_F(TlsTest, ABrokenWebConfigurationIsRefusedAtStartAndAtReload) {
