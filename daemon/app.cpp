@@ -653,7 +653,7 @@ int check(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
                                   std::chrono::milliseconds(2000));
       if (!f.connected) continue;
       if ((f.status == 200 || f.status == 503) && !f.node_status.empty()) {
-        std::cout << f.body;
+        std::cout << printable_body(f.body);
         if (cmd.output == "table")
           std::cout << "source: the running daemon at " << ep.url() << " (" << seconds_since(start)
                     << ")\n";

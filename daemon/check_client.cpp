@@ -57,6 +57,23 @@ struct Exchange : std::enable_shared_from_this<Exchange<Stream>> {
 
 }  // namespace
 
+std::string printable_body(std::string_view body) {
+  std::string out;
+  out.reserve(body.size());
+  for (char c : body) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 FetchResult fetch_local(const std::string& host, std::uint16_t port, bool tls,
                         const std::string& target, std::chrono::milliseconds timeout) {
   FetchResult out;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace nodewatch {
 
@@ -17,6 +18,13 @@ struct FetchResult {
   std::string node_status;  // the Nodewatch-Node-Status header
   std::string error;        // why there is no response
 };
+
+// `body` as `--check` prints it: whatever listens on the port wrote it
+// (the daemon, or, while it is down, anything else that bound the port),
+// so every control character but the line feed and the tab is shown as
+// \xNN, never handed to the terminal (an escape sequence, a carriage
+// return that overwrites a line).
+std::string printable_body(std::string_view body);
 
 FetchResult fetch_local(const std::string& host, std::uint16_t port, bool tls,
                         const std::string& target, std::chrono::milliseconds timeout);
