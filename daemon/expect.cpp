@@ -1,6 +1,7 @@
 #include "expect.hpp"
 
 #include "nodewatch/fs_helper.hpp"
+#include "nodewatch/text.hpp"
 
 #include <sys/stat.h>
 
@@ -66,7 +67,7 @@ std::string format_number(double v) {
 std::string toml_quote(std::string_view s) {
   // Appended, not "\"" + ... + "\"": GCC 12 at -O3 warns (-Wrestrict) on that.
   std::string out = "\"";
-  out += escape_string(s);
+  out += text::json_escaped(s);
   out += '"';
   return out;
 }
@@ -235,28 +236,6 @@ void read_body(OptionReader& r, Expectations* e) {
 }
 
 }  // namespace
-
-std::string escape_string(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  return out;
-}
 
 double Expectations::threshold(std::string_view name) const {
   if (auto it = thresholds.find(name); it != thresholds.end()) return it->second;

@@ -132,10 +132,6 @@ const std::map<std::string, ThresholdDefault, std::less<>>& threshold_defaults()
 // hardware class leave out.
 const std::set<std::string, std::less<>>& application_xids();
 
-// `s` escaped for the inside of a TOML basic string or a JSON string (the
-// same escapes: \" \\ \n \t \r, \u00XX for other control characters).
-std::string escape_string(std::string_view s);
-
 // "32GT/s" -> 32e9 transfers/s; "400Gb/s" -> 50e9 bytes/s ("Mb/s", "Tb/s"
 // too). nullopt when malformed.
 std::optional<double> parse_transfer_rate(std::string_view text);

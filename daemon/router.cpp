@@ -9,6 +9,7 @@
 
 #include "config.hpp"
 #include "expect.hpp"
+#include "nodewatch/text.hpp"
 #include "version.hpp"
 
 namespace nodewatch {
@@ -170,7 +171,7 @@ HttpResponse Router::metrics(const HttpRequest& req, std::string_view query) con
         // The name is the client's: echoed with its control characters
         // escaped, as a JSON string is (a CR LF, a NUL, a terminal's escape).
         return text_response(http::status::bad_request,
-                             "unknown or disabled collector \"" + escape_string(name) +
+                             "unknown or disabled collector \"" + text::json_escaped(name) +
                                  "\" (enabled: " + (enabled.empty() ? "none" : enabled) + ")\n");
       }
     }

@@ -12,6 +12,7 @@
 #include "interconnect/interconnect_metrics.hpp"
 #include "kernel/kernel_metrics.hpp"
 #include "nic/nic_metrics.hpp"
+#include "nodewatch/text.hpp"
 #include "pcie/pcie_metrics.hpp"
 #include "storage/storage_metrics.hpp"
 
@@ -125,8 +126,8 @@ std::string Verdict::json() const {
     const Problem& p = problems[i];
     out += (i ? "," : "");
     out += "{\"subsystem\":\"" + std::string(kSubsystems[p.subsystem]) + "\",\"component\":\"" +
-           escape_string(p.component) + "\",\"problem\":\"" + escape_string(p.problem) +
-           "\",\"action\":\"" + p.action + "\",\"detail\":\"" + escape_string(p.detail) + "\"}";
+           text::json_escaped(p.component) + "\",\"problem\":\"" + text::json_escaped(p.problem) +
+           "\",\"action\":\"" + p.action + "\",\"detail\":\"" + text::json_escaped(p.detail) + "\"}";
   }
   out += "]}\n";
   return out;

@@ -1,6 +1,7 @@
 #include "nodewatch/options.hpp"
 
 #include "nodewatch/collector.hpp"
+#include "nodewatch/text.hpp"
 
 #include <toml++/toml.h>
 #include <algorithm>
@@ -97,15 +98,7 @@ std::string format_duration(Millis d) {
 
 std::string toml_value(std::string_view s) {
   std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default: out += c;
-    }
-  }
+  out += text::json_escaped(s);
   out += '"';
   return out;
 }

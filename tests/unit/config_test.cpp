@@ -65,6 +65,17 @@ ConfigError OnlyError(std::string_view text) {
   return r.errors.empty() ? ConfigError{} : r.errors[0];
 }
 
+// A string as the configuration reference writes it parses back to itself:
+// quotes, backslashes and every control character escaped as TOML asks.
+TEST(ConfigTest, TomlValueParsesBackToTheString) {
+  const std::string s = "a\"b\\c\nd\te\rf\x01g\x7fh\x1b[31m";
+  const std::string v = toml_value(s);
+  EXPECT_EQ(v, "\"a\\\"b\\\\c\\nd\\te\\rf\\u0001g\\u007fh\\u001b[31m\"");
+  toml::table t;
+  ASSERT_NO_THROW(t = toml::parse("k = " + v)) << v;
+  EXPECT_EQ(t["k"].value<std::string>(), s);
+}
+
 TEST(ConfigTest, EmptyFileGivesDefaults) {
   ConfigResult r = Parse("");
   ASSERT_TRUE(r.config) << r.errors[0].str();
