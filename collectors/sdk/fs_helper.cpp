@@ -140,7 +140,8 @@ Writer& put_stat(Writer& w, const struct ::stat& st) {
       .i64(st.st_mtim.tv_nsec)
       .u64(st.st_dev)
       .u64(st.st_ino)
-      .u32(st.st_uid);
+      .u32(st.st_uid)
+      .u64(static_cast<std::uint64_t>(st.st_nlink));
 }
 
 void serve_stat(Reader& r, Writer& w) {
@@ -1028,6 +1029,7 @@ bool read_stat(Reader& r, StatInfo* out) {
   info.dev = r.u64();
   info.ino = r.u64();
   info.uid = static_cast<uid_t>(r.u32());
+  info.nlink = r.u64();
   if (!r.ok()) return false;
   if (out != nullptr) *out = info;
   return true;

@@ -238,9 +238,35 @@ class Runner {
     created_ = false;
   }
 
+  // `found`, at the probe file's first name, is what an earlier run of the
+  // daemon left there (it stopped without removing it, or predates the
+  // check of what is at the name): a regular file of the daemon's own user,
+  // with no other link and no more than a probe writes. One a predecessor
+  // on the path made in this process is its own, not a leftover.
+  bool leftover(const helper::StatInfo& found) const {
+    if (file_ != base_ || !S_ISREG(found.mode) || found.uid != ::geteuid() ||
+        found.nlink != 1 || found.size > config_.size)
+      return false;
+    std::lock_guard lock(record_->mu);
+    return std::find(record_->made.begin(), record_->made.end(),
+                     std::pair{found.dev, found.ino}) == record_->made.end();
+  }
+
+  // Removes the leftover `found` (only if it is still that file); false
+  // when the removal failed (its errno is the creation's).
+  bool remove_leftover(const helper::StatInfo& found, Outcome* o) {
+    if (o->add(fs_.unlink_same(file_, found, deadline()))) {
+      spdlog::info("storage probe {}: removed {}, left by an earlier run", config_.path, file_);
+      return true;
+    }
+    // Gone or changed meanwhile: the next creation sees what is there.
+    return o->answered() && (o->err == ENOENT || o->err == ESTALE);
+  }
+
   // Holds the probe file open for writing in handle_: the one it made
   // before when it is still there, else a new one (O_EXCL: never a file
-  // found at the name). Something else at the name: found_other().
+  // found at the name). A leftover of an earlier run at the first name is
+  // removed first; something else at the name: found_other().
   bool open_file(Outcome* o) {
     for (int tries = 0; tries < kNameTries; ++tries) {
       *o = Outcome{};
@@ -273,6 +299,10 @@ class Runner {
       if (!o->add(fs_.stat(file_, deadline(), &found, false))) {
         if (o->answered() && o->err == ENOENT) continue;  // gone again: the name is free
         return false;
+      }
+      if (leftover(found)) {
+        if (!remove_leftover(found, o)) return false;
+        continue;
       }
       found_other(found);
     }

@@ -19,6 +19,10 @@
 // with its type and owner, and the probe goes on at
 // <path>/.nodewatch-probe-<hostname>.<16 random hex digits> (an operation
 // that found it is not counted, and is run once more on the new file).
+// The exception is a leftover of an earlier run at the first name (an
+// unclean stop, or a version that never removed its file): a regular file
+// of the daemon's own user with one link and at most `size` bytes is
+// removed (unlink_same) and made afresh, logged at info level.
 //
 // One cycle runs the configured operations in this order:
 //   stat   lstat() of the probe file (a LOOKUP/GETATTR on NFS);

@@ -143,6 +143,7 @@ struct StatInfo {
   std::uint64_t dev = 0;
   std::uint64_t ino = 0;
   uid_t uid = 0;
+  std::uint64_t nlink = 0;  // its hard links
   bool same_file(const StatInfo& o) const { return dev == o.dev && ino == o.ino; }
 };
 

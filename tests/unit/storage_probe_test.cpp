@@ -367,6 +367,94 @@ TEST(Probe, AFifoOrADirectoryAtItsFileNameIsLeftAloneLoggedAndProbedAround) {
   EXPECT_TRUE(subdir_was.same(subdir));
 }
 
+// Probes `dirs` with the default size until every operation succeeded
+// without an error; the collector is still probing.
+std::unique_ptr<StorageCollector> probe_until_all_succeed(const std::vector<const TempDir*>& dirs) {
+  StorageOptions o;
+  for (const TempDir* d : dirs) {
+    ProbeConfig pc;
+    pc.path = d->path().string();
+    pc.operations = {ProbeOp::kStat, ProbeOp::kWrite, ProbeOp::kRead};
+    pc.interval = 100ms;
+    pc.timeout = 200ms;
+    o.probes.push_back(pc);
+  }
+  auto c = std::make_unique<StorageCollector>(fixture_roots(), o, "h");
+  for (const auto& probe : c->probes()) {
+    SCOPED_TRACE(probe->config().path);
+    EXPECT_TRUE(Eventually(
+        [&] {
+          ProbeSnapshot s = probe->snapshot();
+          for (ProbeOp op : probe->config().operations)
+            if (!s.ops[static_cast<std::size_t>(op)].success) return false;
+          return true;
+        },
+        5s));
+    for (const auto& op : probe->snapshot().ops) EXPECT_TRUE(op.errors.empty());
+  }
+  return c;
+}
+
+TEST(Probe, ALeftoverOfAnEarlierRunAtTheFirstNameIsRemovedAndTheNameUsed) {
+  // An earlier run that did not stop cleanly (or a version that never
+  // removed its file) left the probe file: a regular file of the daemon's
+  // user, one link, at most `size` bytes. It is removed, made afresh, and
+  // the probe stays at the first name; the log says so at info level, with
+  // no warning. A file with a second link, or larger than a probe writes,
+  // is not the probe's: left alone and probed around, as before.
+  nodewatch::testing::LogCapture log;
+  TempDir left_dir, linked_dir, big_dir, elsewhere;
+  const std::string name = probe_file_name("h");
+  const std::filesystem::path left = left_dir.write(name, std::string(100, 'x'));
+  const std::filesystem::path linked = linked_dir.write(name, "linked\n");
+  std::filesystem::create_hard_link(linked, elsewhere.path() / "second");
+  const std::filesystem::path big = big_dir.write(name, std::string(4097, 'b'));
+  const Planted linked_was(linked), big_was(big);
+
+  auto c = probe_until_all_succeed({&left_dir, &linked_dir, &big_dir});
+  // Made afresh at the first name, the only probe file there: the probe's
+  // `size` bytes, none of the leftover's.
+  EXPECT_TRUE(files_named(left_dir.path(), name) == std::vector<std::filesystem::path>{left});
+  const std::string now = ReadFile(left);
+  EXPECT_EQ(now.size(), 4096u);
+  EXPECT_EQ(now.find('x'), std::string::npos);
+  c.reset();
+  EXPECT_FALSE(std::filesystem::exists(left));
+  const std::string text = log.text();
+  EXPECT_NE(text.find("removed " + left.string() + ", left by an earlier run"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("is at " + left.string()), std::string::npos) << text;
+  // Not the probe's: untouched, and the probe went elsewhere.
+  for (const auto& [at, was] : {std::pair{linked, &linked_was}, std::pair{big, &big_was}}) {
+    EXPECT_TRUE(was->same(at)) << at;
+    EXPECT_NE(text.find("a regular file owned by uid " + std::to_string(::geteuid()) + " is at " +
+                        at.string() + ", not made by the probe"),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("removed " + at.string()), std::string::npos) << text;
+  }
+  EXPECT_EQ(ReadFile(elsewhere.path() / "second"), "linked\n");
+}
+
+TEST(Probe, ASmallFileOfAnotherUserAtTheFirstNameIsNoLeftover) {
+  if (::geteuid() != 0) GTEST_SKIP() << "chown to another user needs root";
+  nodewatch::testing::LogCapture log;
+  TempDir dir;
+  const std::filesystem::path other = dir.write(probe_file_name("h"), "theirs\n");
+  ASSERT_EQ(::lchown(other.c_str(), planter_uid(), -1), 0);
+  const Planted other_was(other);
+
+  probe_until_all_succeed({&dir}).reset();
+  EXPECT_TRUE(other_was.same(other));
+  EXPECT_EQ(ReadFile(other), "theirs\n");
+  const std::string text = log.text();
+  EXPECT_NE(text.find("a regular file owned by uid " + std::to_string(planter_uid()) + " is at " +
+                      other.string() + ", not made by the probe"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("left by an earlier run"), std::string::npos) << text;
+}
+
 TEST(Probe, WhatIsPutInPlaceOfItsFileIsNeitherOpenedNorWritten) {
   // Renamed over the probe's file between two cycles: a FIFO (an open()
   // would wait), a regular file of someone else's (a write would clobber
