@@ -210,8 +210,9 @@ void serve_open_same(Reader& r, Writer& w, Handles& handles) {
   put_stat(answer(w, fd_or_err < 0 ? -fd_or_err : 0, t0).i32(fd_or_err < 0 ? -1 : fd_or_err), st);
 }
 
-// Removes `path` only if it is the regular file (device, inode) named;
-// ESTALE otherwise. What is at the name is in the answer.
+// Removes `path` if it is the regular file (device, inode) named; ESTALE
+// otherwise. What is at the name is in the answer. The lstat() and the
+// unlink() are separate calls (fs_helper.hpp, Fs::unlink_same).
 void serve_unlink_same(Reader& r, Writer& w) {
   std::string path(r.bytes());
   std::uint64_t dev = r.u64();

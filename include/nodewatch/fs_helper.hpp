@@ -181,8 +181,12 @@ class Fs {
   // (zeros when the lookup failed).
   Answer open_same(const std::string& path, int flags, const StatInfo& file, const Deadline& d,
                    int* handle, StatInfo* found);
-  // Removes `path` only if it names the regular file `file`; ESTALE, with
-  // `found` (if given) saying what is there, otherwise.
+  // Removes `path` if it names the regular file `file`; ESTALE, with
+  // `found` (if given) saying what is there, otherwise. The check (lstat)
+  // and the unlink() are two calls, not one: what is at the name may be
+  // swapped between them, and then that is removed. Such a swap needs write
+  // access to the directory; in a sticky directory (a shared scratch space)
+  // no other user can swap a file of this process's user.
   Answer unlink_same(const std::string& path, const StatInfo& file, const Deadline& d,
                      StatInfo* found = nullptr);
   Answer close(int handle, const Deadline& d);
