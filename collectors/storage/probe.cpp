@@ -196,9 +196,12 @@ class Runner {
     int h = -1;
     helper::StatInfo found;
     bool ok = o->add(fs_.open_same(file_, flags | O_NOFOLLOW, *own_, deadline(), &h, &found));
-    // ESTALE with what is there: not the file made (an NFS server's ESTALE
-    // comes without it, and counts as the operation's error).
-    if (o->answered() && o->err == ESTALE && found.ino != 0) replaced_ = found;
+    // ESTALE with something else there: not the file made. An NFS server's
+    // ESTALE comes with nothing there or with the file made itself, and
+    // counts as the operation's error.
+    if (o->answered() && o->err == ESTALE && found.ino != 0 &&
+        !(S_ISREG(found.mode) && found.same_file(*own_)))
+      replaced_ = found;
     if (!ok) return false;
     handle_ = h;
     handle_generation_ = fs_.generation();
