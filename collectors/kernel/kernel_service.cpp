@@ -44,15 +44,23 @@ std::string untrusted_directory(const std::filesystem::path& file) {
 // The saved state, or nullopt with why in `*why` ("" when there is none).
 // Opened without following a link and with O_NONBLOCK: a FIFO or a
 // directory under the name is refused at once, never waited on; so is a
-// file that another user owns.
-std::optional<KernelState> load_state(const std::string& path, std::string* why) {
+// file that a user other than this process's or root owns (root's is
+// trusted: root could write this process's file anyway; and a file of the
+// daemon's, run under a dynamic uid, is root's when `--once` ran as root
+// beside it). `*keep` is set when the file is refused for its owner or its
+// directory: it is not this process's to write over.
+std::optional<KernelState> load_state(const std::string& path, std::string* why, bool* keep) {
   why->clear();
+  *keep = false;
   if (path.empty()) return std::nullopt;
   auto refuse = [&](const std::string& reason) -> std::optional<KernelState> {
     *why = path + " refused, counting afresh: " + reason;
     return std::nullopt;
   };
-  if (std::string bad = untrusted_directory(path); !bad.empty()) return refuse(bad);
+  if (std::string bad = untrusted_directory(path); !bad.empty()) {
+    *keep = true;
+    return refuse(bad);
+  }
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
     if (errno != ENOENT)
@@ -62,10 +70,11 @@ std::optional<KernelState> load_state(const std::string& path, std::string* why)
     return std::nullopt;
   }
   struct ::stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid != ::geteuid()) {
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid != ::geteuid() && st.st_uid != 0) {
     ::close(fd);
+    *keep = true;
     return refuse("owned by uid " + std::to_string(st.st_uid) + ", not by this process's uid " +
-                  std::to_string(::geteuid()));
+                  std::to_string(::geteuid()) + " or root");
   }
   sources::FsRoot::FileRead r = sources::FsRoot::read_regular_fd(fd, kMaxStateBytes);
   if (!r.ok()) {
@@ -131,7 +140,9 @@ std::optional<KernelState> KernelLogService::load_saved() {
     return std::nullopt;
   }
   std::string why;
-  auto s = load_state(options_.state_file, &why);
+  bool keep = false;
+  auto s = load_state(options_.state_file, &why, &keep);
+  if (keep) kept_file_ = options_.state_file;
   counters_.state_refused = refusal_news_ = why;
   if (s && s->boot_id == boot_id_) {
     const std::vector<std::string> dropped =
@@ -217,6 +228,17 @@ void KernelLogService::save() {
   {
     std::lock_guard lock(mu_);
     if (!dirty_ || options_.state_file.empty() || boot_id_.empty()) return;
+    if (options_.state_file == kept_file_) {
+      // Refused at start for its owner or its directory: left as it is
+      // (another user's counts, or not ours to replace).
+      if (!kept_told_)
+        spdlog::warn("kernel: {}: refused at start, so never written over; the counts are kept "
+                     "in memory only",
+                     kept_file_);
+      kept_told_ = true;
+      dirty_ = false;
+      return;
+    }
     copy = log_.state();
     file = options_.state_file;
     dirty_ = false;

@@ -15,11 +15,13 @@
 // minute.
 //
 // A state file that is refused (corrupt, torn, another version; owned by
-// another user, or in a directory others can write to without the sticky
+// a user other than this process's or root, or in a directory others can write to without the sticky
 // bit; of this boot but with a last_seq past the newest record of the log,
 // found when the log has been read through once) is not trusted: counting
 // starts afresh, from the log's first record, and why is kept
-// (state_refused) for the collector to report. Of one that is trusted, the
+// (state_refused) for the collector to report; one refused for its owner
+// or its directory is never written over (logged once), the counts are
+// kept in memory. Of one that is trusted, the
 // counts that counting could not have made are dropped (sanitize_state:
 // reported as state_entry_dropped) and its devices bounded by max_devices.
 // One that cannot be written is kept as state_error while it lasts; the
@@ -133,6 +135,8 @@ class KernelLogService {
   std::uint64_t malformed_told_ = 0;
   std::string refusal_news_;  // not yet taken by take_news()
   std::string dropped_news_;
+  std::string kept_file_;   // refused for its owner or its directory: never written over
+  bool kept_told_ = false;  // that it is not written has been logged
   // The run thread's alone:
   std::uint64_t malformed_unlogged_ = 0;
   std::uint64_t good_unlogged_ = 0;

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -913,9 +914,18 @@ TEST(KernelLogService, AStateFileOthersCouldHaveWrittenIsRefused) {
     }
     return s.snapshot().continued ? oom_kills(s) : 0;
   };
-  // A directory anyone can write to: anyone could have made the file.
+  auto text = [&] {
+    std::ifstream in(o.state_file);
+    std::stringstream out;
+    out << in.rdbuf();
+    return out.str();
+  };
+  // A directory anyone can write to: anyone could have made the file. It
+  // is left as it was: the service's stop does not save over it.
   start(0777);
+  const std::string saved_text = text();
   EXPECT_EQ(loaded("writable by others"), 0u);
+  EXPECT_EQ(text(), saved_text);
   // With the sticky bit (/tmp's mode) only the file's owner can replace it.
   start(01777);
   EXPECT_EQ(loaded(""), 7u);
@@ -926,6 +936,37 @@ TEST(KernelLogService, AStateFileOthersCouldHaveWrittenIsRefused) {
   start(0755);
   ASSERT_EQ(::chown(o.state_file.c_str(), 65534, 65534), 0) << std::strerror(errno);
   EXPECT_EQ(loaded("owned by uid 65534"), 0u);
+  EXPECT_EQ(text(), saved_text);  // another user's counts: never written over
+  struct ::stat st {};
+  ASSERT_EQ(::stat(o.state_file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u);
+}
+
+TEST(KernelLogService, AStateFileOfRootsIsTrustedByAnotherUser) {
+  // The daemon runs under a dynamic uid; `--once` run by root beside it
+  // leaves a file of root's. The daemon's next start continues it.
+  if (::geteuid() != 0) GTEST_SKIP() << "NOT CHECKED: running as another user needs root";
+  ServiceFiles f;
+  f.append(0, "Out of memory: Killed process 1 (x) total-vm:1kB");
+  KernelState saved = boot_state(0);
+  saved.counts.events[{"oom_kill", ""}] = 7;
+  ASSERT_EQ(write_state_file(f.state, saved), 0);
+  ASSERT_EQ(::chmod(f.dir.path().c_str(), 0755), 0);  // nobody reads the log and boot id there
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0) << std::strerror(errno);
+  if (pid == 0) {
+    // The child says what it found by its exit status alone.
+    if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) ::_exit(2);
+    KernelLogService s(f.options());
+    if (!s.wait_first_pass(std::chrono::steady_clock::now() + std::chrono::seconds(5))) ::_exit(3);
+    if (!s.snapshot().state_refused.empty()) ::_exit(4);
+    ::_exit(s.snapshot().continued && oom_kills(s) == 7 ? 0 : 5);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: no setresuid, 3: no first pass, 4: refused, 5: not "
+                                       "continued from the saved counts";
 }
 
 TEST(KernelLogService, ARecordLongerThanTheKernelsIsMalformed) {
