@@ -3,15 +3,29 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
-#include <cerrno>
-#include <cstring>
+#include <boost/system/system_error.hpp>
 #include <exception>
 #include <iostream>
-#include <string_view>
+#include <system_error>
 
 #include "app.hpp"
 #include "nodewatch/fs_helper.hpp"
 #include "version.hpp"
+
+namespace {
+
+// Whether `e` is the system's EMFILE, by its error code: the text is no
+// test (ENFILE's, "Too many open files in system", contains EMFILE's).
+// The event loop's errors are Boost's, which is no std::system_error.
+bool out_of_descriptors(const std::exception& e) {
+  if (const auto* s = dynamic_cast<const std::system_error*>(&e))
+    return s->code() == std::errc::too_many_files_open;
+  if (const auto* b = dynamic_cast<const boost::system::system_error*>(&e))
+    return b->code() == boost::system::errc::too_many_files_open;
+  return false;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // A replacement helper launcher (nodewatch/fs_helper.hpp) runs from here and
@@ -71,8 +85,7 @@ int main(int argc, char** argv) {
     // for its signals or its event loop): a message and 1, never an abort.
     std::cerr << "nodewatchd: cannot run: " << e.what() << "\n";
     rlimit nofile{};
-    if (std::string_view(e.what()).find(std::strerror(EMFILE)) != std::string_view::npos &&
-        ::getrlimit(RLIMIT_NOFILE, &nofile) == 0)
+    if (out_of_descriptors(e) && ::getrlimit(RLIMIT_NOFILE, &nofile) == 0)
       std::cerr << "nodewatchd: at most " << nofile.rlim_cur
                 << " open files (RLIMIT_NOFILE); raise the limit\n";
     return 1;
