@@ -160,6 +160,7 @@ void KernelLogService::distrust_saved_seq(std::optional<std::uint64_t> newest) {
                             options_.kmsg_path + " (" +
                             (newest ? std::to_string(*newest) : std::string("none")) + ")";
   refusal_news_ = counters_.state_refused;
+  dropped_news_.clear();  // of the state now refused as a whole: one report, the refusal
   log_ = KernelLog(std::nullopt, boot_id_, match_kernel_record, options_.max_devices);
   counters_.continued = false;
   counters_.last_record_unix.reset();

@@ -837,6 +837,7 @@ TEST(KernelLogService, ASavedSeqAheadOfTheLogIsNotTrusted) {
   // A state of this boot that claims a record the log never held.
   KernelState ahead = boot_state(1000);
   ahead.counts.events[{"oom_kill", ""}] = 5;
+  ahead.counts.events[{"reset_gpu", ""}] = 1;  // dropped by sanitize_state at start
   ASSERT_EQ(write_state_file(f.state, ahead), 0);
   {
     KernelLogService s(f.options());
@@ -846,7 +847,10 @@ TEST(KernelLogService, ASavedSeqAheadOfTheLogIsNotTrusted) {
     EXPECT_EQ(oom_kills(s), 3u);
     EXPECT_FALSE(s.snapshot().continued);
     EXPECT_EQ(s.snapshot().state.last_seq, 2u);
-    const std::string why = s.take_news().state_refused;
+    const KernelLogService::News news = s.take_news();
+    // The whole state refused: what was dropped of it is not said as well.
+    EXPECT_EQ(news.state_dropped, "");
+    const std::string why = news.state_refused;
     EXPECT_NE(why.find("last_seq 1000 is ahead of the newest record"), std::string::npos) << why;
     EXPECT_NE(why.find("(2)"), std::string::npos) << why;
   }
