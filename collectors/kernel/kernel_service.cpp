@@ -42,8 +42,9 @@ std::string untrusted_directory(const std::filesystem::path& file) {
 }
 
 // The saved state, or nullopt with why in `*why` ("" when there is none).
-// Opened without following a link and with O_NONBLOCK: a FIFO or a
-// directory under the name is refused at once, never waited on; so is a
+// Opened without following a link, with O_NONBLOCK and O_NOCTTY: a FIFO,
+// a terminal or a directory under the name is refused at once, never
+// waited on nor made this process's terminal; so is a
 // file that a user other than this process's or root owns (root's is
 // trusted: root could write this process's file anyway; and a file of the
 // daemon's, run under a dynamic uid, is root's when `--once` ran as root
@@ -61,7 +62,10 @@ std::optional<KernelState> load_state(const std::string& path, std::string* why,
     *keep = true;
     return refuse(bad);
   }
-  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+  int fd = -1;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | O_NOFOLLOW);
+  } while (fd < 0 && errno == EINTR);
   if (fd < 0) {
     if (errno != ENOENT)
       *why = path + ": " +
