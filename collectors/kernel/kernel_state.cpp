@@ -136,6 +136,11 @@ int write_state_file(const std::string& path, const KernelState& state) {
   const std::string text = serialize_state(state);
   std::string dir = path.substr(0, path.rfind('/') == std::string::npos ? 0 : path.rfind('/'));
   if (dir.empty()) dir = path.rfind('/') == 0 ? "/" : ".";
+  // Never over a device, a FIFO, a link or a directory (/dev/null named by
+  // mistake would become a regular file for the whole node); looked at
+  // first, so that such a path costs no temporary file at each save.
+  struct ::stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return EEXIST;
   // A temporary name of this write's own (mkostemp: O_EXCL), so that two
   // writers of one path (a daemon and a --once beside it) never write into
   // the same temporary file: each renames a whole state into place.
@@ -163,10 +168,6 @@ int write_state_file(const std::string& path, const KernelState& state) {
     done += static_cast<std::size_t>(w);
   }
   if (::fsync(fd.get()) != 0 || fd.close() != 0) return fail(errno);
-  // Never over a device, a FIFO, a link or a directory (/dev/null named by
-  // mistake would become a regular file for the whole node).
-  struct ::stat st {};
-  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return fail(EEXIST);
   if (::rename(tmp.c_str(), path.c_str()) != 0) return fail(errno);
   UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (d.get() >= 0) ::fsync(d.get());

@@ -60,7 +60,9 @@ std::optional<KernelState> parse_state(std::string_view text, std::string* why);
 
 // Writes `state` to `path` atomically; 0 or the errno of the step that
 // failed (the old file is then left as it was); EEXIST when `path` is there
-// and is not a regular file.
+// and is not a regular file. That is looked at (lstat) before the rename,
+// not atomically with it: a user who can write to the directory could
+// still put something else under the name between the two.
 int write_state_file(const std::string& path, const KernelState& state);
 
 }  // namespace nodewatch::kernel

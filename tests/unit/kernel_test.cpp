@@ -303,6 +303,14 @@ TEST(KernelState, APathThatIsNotARegularFileIsNeverReplaced) {
   EXPECT_EQ(entries, 4u) << "no temporary file left";
 }
 
+TEST(KernelState, APathThatIsNotARegularFileIsRefusedBeforeATemporaryFile) {
+  // In sysfs no file can be made, not even by root: EEXIST (not the
+  // EACCES of a temporary file) shows the path was looked at first.
+  if (!std::filesystem::is_directory("/sys/kernel"))
+    GTEST_SKIP() << "NOT CHECKED: no /sys/kernel here";
+  EXPECT_EQ(write_state_file("/sys/kernel", sample_state()), EEXIST);
+}
+
 // A matcher for the counting tests: "EVENT <name> <device>" messages.
 std::optional<KernelEvent> test_matcher(const KmsgRecord& r) {
   if (r.message.rfind("EVENT ", 0) != 0) return std::nullopt;
