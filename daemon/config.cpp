@@ -167,9 +167,9 @@ CollectorConfig read_collector(const CollectorSpec& spec, OptionReader& all) {
       "interval, and not set, the interval when that is shorter than the default (readiness "
       "waits for the first round)");
   if (cc.timeout > cc.interval) {
-    r.error("timeout",
-            "timeout (" + format_duration(cc.timeout) + ") must not be longer than interval (" +
-                format_duration(cc.interval) + ")");
+    r.error("timeout", "timeout (" + format_duration(cc.timeout) +
+                           ") must not be longer than interval (" + format_duration(cc.interval) +
+                           ")");
   }
   if (spec.read_options) cc.options = spec.read_options(r);
   r.finish();

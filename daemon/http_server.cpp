@@ -310,15 +310,16 @@ class Session : public HttpServer::SessionBase,
     char* end = nullptr;
     const double seconds = std::strtod(timeout.c_str(), &end);
     if (!timeout.empty() && end != nullptr && *end == '\0' && seconds > 0 && seconds < 1e6)
-      wait = std::min(wait, std::chrono::milliseconds(static_cast<long long>(seconds * 1000 - 500)));
+      wait =
+          std::min(wait, std::chrono::milliseconds(static_cast<long long>(seconds * 1000 - 500)));
     return std::max(wait, std::chrono::milliseconds(0));
   }
 
   void respond(bool keep) {
     const std::string_view target = request_.target();
-    const bool scrape = target.substr(0, target.find('?')) == "/metrics" &&
-                        (request_.method() == http::verb::get ||
-                         request_.method() == http::verb::head);
+    const bool scrape =
+        target.substr(0, target.find('?')) == "/metrics" &&
+        (request_.method() == http::verb::get || request_.method() == http::verb::head);
     if (scrape && shared_.first_round && !shared_.first_round()) {
       if (!first_round_deadline_)
         first_round_deadline_ = std::chrono::steady_clock::now() + first_round_wait();

@@ -185,11 +185,12 @@ std::string SelfMetrics::render(const std::vector<CollectorStatus>& statuses,
   process_.max_fds = now.max_fds;
   const bool unread = !now.stat_read || !now.fds_read;
   if (unread && !process_unread_)
-    spdlog::warn("process metrics: {} could not be read (no descriptor left?); "
-                 "serving the figures last read until it can",
-                 !now.stat_read && !now.fds_read ? "/proc/self/stat and /proc/self/fd"
-                 : !now.stat_read                ? "/proc/self/stat"
-                                                 : "/proc/self/fd");
+    spdlog::warn(
+        "process metrics: {} could not be read (no descriptor left?); "
+        "serving the figures last read until it can",
+        !now.stat_read && !now.fds_read ? "/proc/self/stat and /proc/self/fd"
+        : !now.stat_read                ? "/proc/self/stat"
+                                        : "/proc/self/fd");
   process_unread_ = unread;
   const ProcessStats& p = process_;
   proc.add(families::kProcessCpuSecondsTotal, {}, p.cpu_seconds);

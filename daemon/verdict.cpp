@@ -127,7 +127,8 @@ std::string Verdict::json() const {
     out += (i ? "," : "");
     out += "{\"subsystem\":\"" + std::string(kSubsystems[p.subsystem]) + "\",\"component\":\"" +
            text::json_escaped(p.component) + "\",\"problem\":\"" + text::json_escaped(p.problem) +
-           "\",\"action\":\"" + p.action + "\",\"detail\":\"" + text::json_escaped(p.detail) + "\"}";
+           "\",\"action\":\"" + p.action + "\",\"detail\":\"" + text::json_escaped(p.detail) +
+           "\"}";
   }
   out += "]}\n";
   return out;

@@ -526,7 +526,8 @@ void RateLimiter::configure(std::chrono::nanoseconds interval, int burst) {
   by_key_.clear();
 }
 
-bool RateLimiter::allow(const asio::ip::address& client, std::chrono::steady_clock::time_point now) {
+bool RateLimiter::allow(const asio::ip::address& client,
+                        std::chrono::steady_clock::time_point now) {
   if (interval_.count() <= 0) return true;
   std::string key = client_key(client);
   auto found = by_key_.find(key);

@@ -237,9 +237,10 @@ void KernelLogService::save() {
       // Refused at start for its owner or its directory: left as it is
       // (another user's counts, or not ours to replace).
       if (!kept_told_)
-        spdlog::warn("kernel: {}: refused at start, so never written over; the counts are kept "
-                     "in memory only",
-                     kept_file_);
+        spdlog::warn(
+            "kernel: {}: refused at start, so never written over; the counts are kept "
+            "in memory only",
+            kept_file_);
       kept_told_ = true;
       dirty_ = false;
       return;

@@ -15,17 +15,14 @@
 // minute.
 //
 // A state file that is refused (corrupt, torn, another version; owned by
-// a user other than this process's or root, or in a directory others can write to without the sticky
-// bit; of this boot but with a last_seq past the newest record of the log,
-// found when the log has been read through once) is not trusted: counting
-// starts afresh, from the log's first record, and why is kept
-// (state_refused) for the collector to report; one refused for its owner
-// or its directory is never written over (logged once), the counts are
-// kept in memory. Of one that is trusted, the
-// counts that counting could not have made are dropped (sanitize_state:
-// reported as state_entry_dropped) and its devices bounded by max_devices.
-// One that cannot be written is kept as state_error while it lasts; the
-// counts go on in memory.
+// a user other than this process's or root, or in a directory others can write to without the
+// sticky bit; of this boot but with a last_seq past the newest record of the log, found when the
+// log has been read through once) is not trusted: counting starts afresh, from the log's first
+// record, and why is kept (state_refused) for the collector to report; one refused for its owner or
+// its directory is never written over (logged once), the counts are kept in memory. Of one that is
+// trusted, the counts that counting could not have made are dropped (sanitize_state: reported as
+// state_entry_dropped) and its devices bounded by max_devices. One that cannot be written is kept
+// as state_error while it lasts; the counts go on in memory.
 
 #include <sys/types.h>
 

@@ -247,12 +247,12 @@ class Runner {
   // with no other link and no more than a probe writes. One a predecessor
   // on the path made in this process is its own, not a leftover.
   bool leftover(const helper::StatInfo& found) const {
-    if (file_ != base_ || !S_ISREG(found.mode) || found.uid != ::geteuid() ||
-        found.nlink != 1 || found.size > config_.size)
+    if (file_ != base_ || !S_ISREG(found.mode) || found.uid != ::geteuid() || found.nlink != 1 ||
+        found.size > config_.size)
       return false;
     std::lock_guard lock(record_->mu);
-    return std::find(record_->made.begin(), record_->made.end(),
-                     std::pair{found.dev, found.ino}) == record_->made.end();
+    return std::find(record_->made.begin(), record_->made.end(), std::pair{found.dev, found.ino}) ==
+           record_->made.end();
   }
 
   // Removes the leftover `found` (only if it is still that file); false

@@ -5,9 +5,9 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <openssl/ssl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -336,11 +336,9 @@ TEST_F(TlsTest, HandshakeErrorsAreOnlyThoseThatFailedAndCountedOnce) {
   auto m = Curl(*port, "/metrics", Ca(), dir_.path());
   ::close(s1);
   ::close(s2);
-  EXPECT_EQ(SampleValue(m.body, "nodewatch_http_connections_dropped_total{reason=\"evicted\"}"),
-            1)
+  EXPECT_EQ(SampleValue(m.body, "nodewatch_http_connections_dropped_total{reason=\"evicted\"}"), 1)
       << m.body;
-  EXPECT_EQ(SampleValue(m.body, "nodewatch_http_tls_handshake_errors_total{reason=\"failed\"}"),
-            0)
+  EXPECT_EQ(SampleValue(m.body, "nodewatch_http_tls_handshake_errors_total{reason=\"failed\"}"), 0)
       << m.body;
 }
 

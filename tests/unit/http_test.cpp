@@ -258,8 +258,9 @@ TEST_F(HttpTest, ATransferEncodingNotEndingInChunkedIs400AndCloses) {
 // ignored.
 TEST_F(HttpTest, ABodyExpectingContinueGetsAnInterim100) {
   TestConnection c(port_, 2s);
-  ASSERT_TRUE(c.send("POST /metrics HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
-                     "Content-Length: 5\r\n\r\n"));
+  ASSERT_TRUE(
+      c.send("POST /metrics HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+             "Content-Length: 5\r\n\r\n"));
   auto interim = c.read_response();
   ASSERT_TRUE(interim) << "no 100 Continue before the body";
   EXPECT_EQ(interim->status, 100);
@@ -273,8 +274,9 @@ TEST_F(HttpTest, ABodyExpectingContinueGetsAnInterim100) {
   ASSERT_TRUE(healthy);
   EXPECT_EQ(healthy->status, 200);
   TestConnection old(port_, 2s);
-  ASSERT_TRUE(old.send("POST /metrics HTTP/1.0\r\nExpect: 100-continue\r\n"
-                       "Content-Length: 5\r\n\r\nhello"));
+  ASSERT_TRUE(
+      old.send("POST /metrics HTTP/1.0\r\nExpect: 100-continue\r\n"
+               "Content-Length: 5\r\n\r\nhello"));
   auto r = old.read_response();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 405);
@@ -529,7 +531,9 @@ TEST(HttpParsingTest, MetricsQuery) {
 // that a terminal would act on.
 TEST(CheckClientTest, ABodyIsPrintedWithoutControlCharacters) {
   EXPECT_EQ(printable_body("healthy\n\tgpu0 ok\n"), "healthy\n\tgpu0 ok\n");
-  EXPECT_EQ(printable_body(std::string("a\x1b]0;owned\x07" "b\rc\0d\x7f", 17)),
+  EXPECT_EQ(printable_body(std::string("a\x1b]0;owned\x07"
+                                       "b\rc\0d\x7f",
+                                       17)),
             "a\\x1b]0;owned\\x07b\\x0dc\\x00d\\x7f");
   EXPECT_EQ(printable_body("caf\xc3\xa9"), "caf\xc3\xa9");  // UTF-8 is text
 }
