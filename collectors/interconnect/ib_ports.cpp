@@ -268,7 +268,7 @@ void IbPorts::collect(const CollectContext& ctx, MetricSink& out) {
 
   devices_.begin_cycle();
   held_.begin_cycle();
-  pma_cycle_ = false;
+  pma_held_.begin_cycle();
   counters_->begin_cycle();
   bool complete = true;
   for (const std::string& name : names) {
@@ -301,7 +301,7 @@ void IbPorts::collect(const CollectContext& ctx, MetricSink& out) {
   if (complete) {
     devices_.end_cycle();
     held_.end_cycle();
-    if (pma_cycle_) pma_held_.end_cycle();
+    pma_held_.end_cycle();
     counters_->end_cycle();
     // The listings of devices that are gone.
     std::erase_if(listings_, [&](const auto& kv) {
@@ -489,7 +489,11 @@ bool IbPorts::collect_port(const std::string& device, Port& port, bool netlink_o
     return false;
 
   // PMA counters: only every pma_interval.
-  if (!pma_due) out.still_failing(port.pma_failures);
+  if (!pma_due) {
+    out.still_failing(port.pma_failures);
+    pma_held_.keep_under(port.dir + "/counters/");
+    pma_held_.keep_under(port.dir + "/counters_ext/");
+  }
   if (pma_due) {
     port.pma_failures.clear();
     decltype(port.pma) pma{};
@@ -502,10 +506,6 @@ bool IbPorts::collect_port(const std::string& device, Port& port, bool netlink_o
       if (files.status == Status::kError)
         out.error("read_error", subject, sources::errno_name(files.err) + " listing " + sub);
       for (const std::string& f : files.names) {
-        if (!pma_cycle_) {
-          pma_held_.begin_cycle();
-          pma_cycle_ = true;
-        }
         Read r = pma_held_.read(port.dir + "/" + sub + "/" + f);
         if (gone(r)) return false;
         if (r.status == Status::kAbsent) continue;  // the file alone went away

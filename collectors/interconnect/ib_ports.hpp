@@ -133,8 +133,10 @@ class IbPorts {
   sources::HeldFiles held_;
   // PMA files, held between the collections that read them (every
   // pma_interval): each read is still a MAD to the port's firmware.
+  // A port's PMA files are read only when its PMA is due; in between they
+  // are kept (HeldFiles::keep_under), so that ports whose reads fall in
+  // different collections do not close each other's descriptors.
   sources::HeldFiles pma_held_;
-  bool pma_cycle_ = false;  // pma_held_'s cycle began in this collection
   std::unordered_map<std::string, sources::Listing> listings_;
   IbOptions options_;
   sources::NameFilter filter_;

@@ -503,6 +503,36 @@ TEST(InterconnectCollector, HotPlugAndHeldDescriptors) {
   EXPECT_EQ(c.ib().held_descriptors(), 0u);
 }
 
+TEST(InterconnectCollector, PortsWhosePmaIsDueAtOtherTimesKeepEachOthersDescriptors) {
+  // A device that appears half-way through the PMA interval reads its PMA
+  // counters in other collections than the rest. Each collection that
+  // reads some ports' PMA must not close the others' descriptors (they
+  // were, and were opened again on their next read: the count of held
+  // descriptors dropped by a device's worth for the interval).
+  TempTree t;
+  FakeClock clock;
+  IbOptions o;
+  o.pma_interval = std::chrono::seconds(30);
+  auto c = Make(t.sys(), nullptr, nullptr, o, clock.fn());
+  auto collect = [&] {
+    MetricSink s(c.metrics());
+    CollectOnce(c, s);
+    return c.ib().held_descriptors();
+  };
+  const std::size_t before = collect();
+  fs::copy(t.cls() / "mlx5_0", t.cls() / "mlx5_9", fs::copy_options::recursive);
+  clock.now += std::chrono::seconds(15);
+  const std::size_t with_new = collect();  // mlx5_9's PMA read, the others' not due
+  EXPECT_GT(with_new, before);
+  clock.now += std::chrono::seconds(15);
+  EXPECT_EQ(collect(), with_new);  // the others' PMA read, mlx5_9's not due
+  clock.now += std::chrono::seconds(15);
+  EXPECT_EQ(collect(), with_new);
+  // A device that goes still gives its descriptors back, PMA files included.
+  fs::remove_all(t.cls() / "mlx5_9");
+  EXPECT_EQ(collect(), before);
+}
+
 TEST(InterconnectCollector, PortAddedAndMalformedValues) {
   TempTree t;
   auto c = Make(t.sys());
@@ -768,6 +798,12 @@ TEST(InterconnectCollector, HeldDescriptorsDoNotLeak) {
     std::size_t mlx5_1 = 3;  // state, phys_state, rate
     for (const auto& e : fs::directory_iterator(t.cls() / "mlx5_1/ports/1/hw_counters"))
       mlx5_1 += e.path().filename() == "lifespan" ? 0 : 1;
+    // Its PMA files too, though its PMA is not due again yet.
+    for (const char* sub : {"counters", "counters_ext"}) {
+      const fs::path dir = t.cls() / "mlx5_1/ports/1" / sub;
+      if (fs::is_directory(dir))
+        mlx5_1 += static_cast<std::size_t>(std::distance(fs::directory_iterator(dir), {}));
+    }
     fs::remove_all(t.cls() / "mlx5_1");
     MetricSink after(c.metrics());
     CollectOnce(c, after);

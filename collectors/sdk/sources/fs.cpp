@@ -460,6 +460,12 @@ void HeldFiles::begin_cycle() {
   ++cycle_;
 }
 
+void HeldFiles::keep_under(std::string_view prefix) {
+  for (auto& [path, e] : files_) {
+    if (path.starts_with(prefix)) e.cycle = cycle_;
+  }
+}
+
 std::size_t HeldFiles::end_cycle() {
   std::size_t closed = 0;
   for (auto it = files_.begin(); it != files_.end();) {

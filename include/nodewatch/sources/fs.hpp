@@ -208,6 +208,10 @@ class HeldFiles {
   explicit HeldFiles(FsRoot root, std::size_t max_held = 4096);
   Read read(const std::string& rel, std::size_t max_bytes = kMaxAttributeBytes);
   void begin_cycle();
+  // Counts the files held below `prefix` (a directory and its "/") as read
+  // this cycle: those of a device whose values are read less often than
+  // it is collected.
+  void keep_under(std::string_view prefix);
   // Closes files not read this cycle; returns how many.
   std::size_t end_cycle();
   // Descriptors open now (a file whose open failed is remembered without one).
