@@ -224,7 +224,10 @@ class Runner {
   // the probe takes another name.
   void found_other(const helper::StatInfo& found) {
     bool predecessors = false;
-    {
+    // What the probe made is a regular file of the daemon's user: anything
+    // else only has the number of one it made and removed (a file system
+    // that reuses inode numbers).
+    if (S_ISREG(found.mode) && found.uid == ::geteuid()) {
       std::lock_guard lock(record_->mu);
       predecessors = std::find(record_->made.begin(), record_->made.end(),
                                std::pair{found.dev, found.ino}) != record_->made.end();
@@ -239,17 +242,23 @@ class Runner {
     file_ = std::move(next);
     own_.reset();
     created_ = false;
+    creation_unanswered_ = false;
   }
 
   // `found`, at the probe file's first name, is what an earlier run of the
   // daemon left there (it stopped without removing it, or predates the
-  // check of what is at the name): a regular file of the daemon's own user,
-  // with no other link and no more than a probe writes. One a predecessor
-  // on the path made in this process is its own, not a leftover.
+  // check of what is at the name), or at a name the probe chose what its
+  // unanswered creation made: a regular file of the daemon's own user, with
+  // no other link and no more than a probe writes. At the first name, one a
+  // predecessor on the path made in this process is its own, not a
+  // leftover; a chosen name is no predecessor's (and a file system that
+  // reuses inode numbers may give the file the number of one a predecessor
+  // made and removed).
   bool leftover(const helper::StatInfo& found) const {
-    if (file_ != base_ || !S_ISREG(found.mode) || found.uid != ::geteuid() || found.nlink != 1 ||
+    if (!S_ISREG(found.mode) || found.uid != ::geteuid() || found.nlink != 1 ||
         found.size > config_.size)
       return false;
+    if (file_ != base_) return creation_unanswered_;
     std::lock_guard lock(record_->mu);
     return std::find(record_->made.begin(), record_->made.end(), std::pair{found.dev, found.ino}) ==
            record_->made.end();
@@ -259,7 +268,10 @@ class Runner {
   // when the removal failed (its errno is the creation's).
   bool remove_leftover(const helper::StatInfo& found, Outcome* o) {
     if (o->add(fs_.unlink_same(file_, found, deadline()))) {
-      spdlog::info("storage probe {}: removed {}, left by an earlier run", config_.path, file_);
+      spdlog::info(
+          "storage probe {}: removed {}, left by {}", config_.path, file_,
+          creation_unanswered_ ? "its own creation that did not answer in time" : "an earlier run");
+      creation_unanswered_ = false;
       return true;
     }
     // Gone or changed meanwhile: the next creation sees what is there.
@@ -292,11 +304,15 @@ class Runner {
         handle_ = h;
         handle_generation_ = fs_.generation();
         own_ = made;
+        creation_unanswered_ = false;
         std::lock_guard lock(record_->mu);
         record_->made.emplace_back(made.dev, made.ino);
         if (record_->made.size() > kMadeRemembered) record_->made.pop_front();
         return true;
       }
+      // Unanswered, the creation may still have made the file: what is at
+      // the name next time may be the probe's own.
+      if (!o->answered()) creation_unanswered_ = true;
       if (!o->answered() || o->err != EEXIST) return false;
       helper::StatInfo found;
       if (!o->add(fs_.stat(file_, deadline(), &found, false))) {
@@ -489,6 +505,11 @@ class Runner {
   int handle_ = -1;  // the helper's descriptor the write and fsync steps share
   std::uint64_t handle_generation_ = 0;
   bool created_ = false;
+  // The last creation of the file at its name had no answer (its helper
+  // was abandoned): a file found there of the daemon's user, with no other
+  // link and no more than a probe writes, is taken for that creation's and
+  // removed, whichever name the probe has.
+  bool creation_unanswered_ = false;
   bool direct_ = true;
   bool fsync_probed_ = false;
   std::uint64_t generation_ = 0;

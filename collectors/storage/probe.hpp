@@ -22,7 +22,9 @@
 // The exception is a leftover of an earlier run at the first name (an
 // unclean stop, or a version that never removed its file): a regular file
 // of the daemon's own user with one link and at most `size` bytes is
-// removed (unlink_same) and made afresh, logged at info level.
+// removed (unlink_same) and made afresh, logged at info level; so is such
+// a file at whichever name the probe has after a creation that did not
+// answer in time (its helper, abandoned, may have made it).
 //
 // One cycle runs the configured operations in this order:
 //   stat   lstat() of the probe file (a LOOKUP/GETATTR on NFS);

@@ -37,6 +37,7 @@
 #include "support/eventually.hpp"
 #include "support/lease.hpp"
 #include "support/log_capture.hpp"
+#include "support/open_gate.hpp"
 
 namespace nodewatch::storage {
 namespace {
@@ -552,6 +553,60 @@ TEST(Probe, AKillableWaitTimesOutEachCycleIsStuckAndRecoversByItself) {
   EXPECT_TRUE(std::filesystem::is_regular_file(p.file_path()));
   EXPECT_TRUE(Eventually([&] { return helper::abandoned("probe:" + p.file_path()) == 0; }));
   EXPECT_FALSE(p.snapshot().stuck);  // an operation answered
+}
+
+TEST(Probe, AFileAnUnansweredCreationMadeIsTakenBackNotLeftBehind) {
+  // The probe's file is removed, and the creation of the next one makes
+  // the file but never answers (a gate on opens in the directory holds it
+  // after the kernel made the file, as a storage server that made the file
+  // and then stopped answering). The helper is abandoned; the next
+  // creation finds a file there. Under a name of the probe's own choosing
+  // (here the second: a FIFO holds the first), that file is the probe's:
+  // it is removed and made again under the same name, not warned about as
+  // someone else's and left behind with the probe moving to a third name.
+  TempDir dir;
+  nodewatch::testing::OpenGate gate(dir.path());
+  if (!gate.ok()) GTEST_SKIP() << gate.error();
+  nodewatch::testing::LogCapture log;
+  const std::string first = probe_file_name("h");
+  const std::filesystem::path fifo = dir.path() / first;
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0666), 0);
+  StorageOptions o;
+  ProbeConfig pc;
+  pc.path = dir.path().string();
+  pc.operations = {ProbeOp::kRead};
+  pc.interval = 100ms;
+  pc.timeout = 300ms;
+  o.probes = {pc};
+  StorageCollector c(fixture_roots(), o, "h");
+  const Probe& p = *c.probes()[0];
+  auto read_state = [&] { return p.snapshot().ops[static_cast<std::size_t>(ProbeOp::kRead)]; };
+  // The probe's file: the one regular file of its first name and a suffix.
+  std::vector<std::filesystem::path> own;
+  ASSERT_TRUE(Eventually([&] {
+    own = files_named(dir.path(), first + ".");
+    return read_state().success && own.size() == 1;
+  }));
+  const std::filesystem::path second = own.at(0);
+  gate.shut();
+  std::filesystem::remove(second);
+  const bool timed_out = Eventually(
+      [&] { return errno_count(p, {ProbeOp::kCreate}, "ETIMEDOUT") >= 1 && gate.held() >= 1; });
+  // A stat, not an open: the gate lets it by.
+  const bool made = std::filesystem::is_regular_file(second);
+  gate.open();
+  ASSERT_TRUE(timed_out) << "held opens: " << gate.held();
+  EXPECT_TRUE(made) << "the unanswered creation made the file";
+  ASSERT_TRUE(Eventually([&] { return read_state().success; }));
+
+  EXPECT_EQ(files_named(dir.path(), first + "."), std::vector<std::filesystem::path>{second});
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+  const std::string text = log.text();
+  EXPECT_NE(
+      text.find("removed " + second.string() + ", left by its own creation that did not answer"),
+      std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("a regular file owned by"), std::string::npos) << text;
 }
 
 TEST(Probe, AReplacementWaitsForItsPredecessorsCallInsteadOfStartingAnother) {
