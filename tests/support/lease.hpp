@@ -17,6 +17,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -59,6 +60,14 @@ class Lease {
   Lease& operator=(const Lease&) = delete;
 
   bool held() const { return held_; }
+  // Whether the file leased is the one at `file` now (not one removed and
+  // made again under its name meanwhile).
+  bool on(const std::filesystem::path& file) const {
+    struct stat a {
+    }, b{};
+    return fd_ >= 0 && ::fstat(fd_, &a) == 0 && ::stat(file.c_str(), &b) == 0 &&
+           a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+  }
   const std::string& error() const { return error_; }
   void release() {
     if (fd_ >= 0) {

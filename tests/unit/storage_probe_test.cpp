@@ -29,6 +29,7 @@
 #include "nodewatch/fs_helper.hpp"
 #include "nodewatch/services.hpp"
 #include "nodewatch/sources/fs.hpp"
+#include "nodewatch/unique_fd.hpp"
 #include "storage/path_check.hpp"
 #include "storage/probe.hpp"
 #include "storage/storage_collector.hpp"
@@ -48,6 +49,11 @@ using nodewatch::testing::Eventually;
 using nodewatch::testing::ReadFile;
 using nodewatch::testing::TempDir;
 using nodewatch::testing::Value;
+
+// The timeout of a probe of a path that does not hang: long enough that an
+// error or a stuck probe is the path's, not a loaded machine's (a helper
+// call under a sanitizer, beside other tests, took over 200 ms).
+constexpr std::chrono::milliseconds kNoHang = 2s;
 
 Roots fixture_roots() {
   std::filesystem::path base = nodewatch::testing::fixtures_dir() / "storage";
@@ -182,7 +188,7 @@ TEST(Probe, EveryOperationOnARealDirectory) {
   pc.path = dir.path().string();
   pc.operations = {ProbeOp::kStat, ProbeOp::kWrite, ProbeOp::kFsync, ProbeOp::kRead};
   pc.interval = 100ms;
-  pc.timeout = 100ms;
+  pc.timeout = kNoHang;
   pc.size = 6000;  // not a multiple of the block size: the O_DIRECT read still reads it all
   o.probes = {pc};
   StorageCollector c(fixture_roots(), o, "test-host");
@@ -241,7 +247,7 @@ TEST(Probe, OnlyTheConfiguredOperationsAreTimed) {
   pc.path = dir.path().string();
   pc.operations = {ProbeOp::kStat};
   pc.interval = 100ms;
-  pc.timeout = 100ms;
+  pc.timeout = kNoHang;
   o.probes = {pc};
   StorageCollector c(fixture_roots(), o, "h");
   ASSERT_TRUE(Eventually([&] {
@@ -261,7 +267,7 @@ TEST(Probe, FileRemovedUnderItIsCreatedAgain) {
   pc.path = dir.path().string();
   pc.operations = {ProbeOp::kStat, ProbeOp::kRead};
   pc.interval = 100ms;
-  pc.timeout = 100ms;
+  pc.timeout = kNoHang;
   o.probes = {pc};
   StorageCollector c(fixture_roots(), o, "h");
   const Probe& p = *c.probes()[0];
@@ -308,16 +314,17 @@ std::vector<std::filesystem::path> files_named(const std::filesystem::path& dir,
 
 // Probes `dirs` with the default size until every operation of `ops`
 // succeeded without an error; the collector is still probing.
-std::unique_ptr<StorageCollector> probe_until_all_succeed(
-    const std::vector<const TempDir*>& dirs,
-    std::vector<ProbeOp> ops = {ProbeOp::kStat, ProbeOp::kWrite, ProbeOp::kRead}) {
+std::unique_ptr<StorageCollector> probe_until_all_succeed(const std::vector<const TempDir*>& dirs,
+                                                          std::vector<ProbeOp> ops = {
+                                                              ProbeOp::kStat, ProbeOp::kWrite,
+                                                              ProbeOp::kRead}) {
   StorageOptions o;
   for (const TempDir* d : dirs) {
     ProbeConfig pc;
     pc.path = d->path().string();
     pc.operations = ops;
     pc.interval = 100ms;
-    pc.timeout = 200ms;
+    pc.timeout = kNoHang;
     o.probes.push_back(pc);
   }
   auto c = std::make_unique<StorageCollector>(fixture_roots(), o, "h");
@@ -453,7 +460,7 @@ TEST(Probe, WhatIsPutInPlaceOfItsFileIsNeitherOpenedNorWritten) {
   pc.path = dir.path().string();
   pc.operations = {ProbeOp::kWrite, ProbeOp::kRead, ProbeOp::kStat};
   pc.interval = 100ms;
-  pc.timeout = 200ms;
+  pc.timeout = kNoHang;
   o.probes = {pc};
   StorageCollector c(fixture_roots(), o, "h");
   const Probe& p = *c.probes()[0];
@@ -471,6 +478,7 @@ TEST(Probe, WhatIsPutInPlaceOfItsFileIsNeitherOpenedNorWritten) {
   };
   const Planted victim_was(victim);
   std::vector<std::pair<std::filesystem::path, Planted>> planted;
+  std::vector<UniqueFd> replaced;
   for (const Case& k : cases) {
     SCOPED_TRACE(k.what);
     // The probe's file: the one regular file of its name the test did not put there.
@@ -487,6 +495,11 @@ TEST(Probe, WhatIsPutInPlaceOfItsFileIsNeitherOpenedNorWritten) {
     const std::filesystem::path tmp = elsewhere.path() / "planted";
     k.make(tmp);
     if (::testing::Test::HasFatalFailure()) return;
+    // The probe's file stays open here until the end: were it freed, what
+    // the test plants next could get its inode number, and the probe take
+    // that for a file it made.
+    replaced.emplace_back(::open(own_file.c_str(), O_RDONLY | O_CLOEXEC));
+    ASSERT_GE(replaced.back().get(), 0) << own_file;
     std::filesystem::rename(tmp, own_file);
     planted.emplace_back(own_file, Planted(own_file));
     const std::uint64_t before = writes();
@@ -521,7 +534,9 @@ TEST(Probe, AKillableWaitTimesOutEachCycleIsStuckAndRecoversByItself) {
   pc.path = dir.path().string();
   pc.operations = {ProbeOp::kRead};
   pc.interval = 100ms;
-  pc.timeout = 50ms;
+  // Long enough for a creation to answer on a loaded machine under a
+  // sanitizer (one that does not is the next test's case).
+  pc.timeout = 200ms;
   o.probes = {pc};
   StorageCollector c(fixture_roots(), o, "h");
   const Probe& p = *c.probes()[0];
@@ -529,8 +544,13 @@ TEST(Probe, AKillableWaitTimesOutEachCycleIsStuckAndRecoversByItself) {
   auto timeouts = [&] { return errno_count(p, {ProbeOp::kRead, ProbeOp::kCreate}, "ETIMEDOUT"); };
   ASSERT_TRUE(Eventually([&] { return read_state().success; }));
   const std::uint64_t reads_before = read_state().histogram->count();
-  nodewatch::testing::Lease lease(p.file_path());
-  ASSERT_TRUE(lease.held()) << lease.error();
+  // On the probe's file as it is when the lease is granted: a write lease
+  // waits for the probe's helper to close it.
+  std::optional<nodewatch::testing::Lease> lease;
+  ASSERT_TRUE(Eventually([&] {
+    lease.emplace(p.file_path(), 1s);
+    return lease->held() && lease->on(p.file_path());
+  })) << lease->error();
   ASSERT_TRUE(Eventually([&] { return timeouts() >= 3; }));
   EXPECT_FALSE(read_state().success);
   EXPECT_TRUE(p.snapshot().stuck);
@@ -548,7 +568,7 @@ TEST(Probe, AKillableWaitTimesOutEachCycleIsStuckAndRecoversByItself) {
   EXPECT_EQ(Value(sink, "nodewatch_storage_probe_stuck", {pc.path}), 1);
   EXPECT_LE(helper::abandoned("probe:" + p.file_path()), 1u) << "abandoned helpers piled up";
   // The lease is given back: the probe reads again by itself.
-  lease.release();
+  lease->release();
   ASSERT_TRUE(Eventually([&] { return read_state().success; }));
   EXPECT_TRUE(std::filesystem::is_regular_file(p.file_path()));
   EXPECT_TRUE(Eventually([&] { return helper::abandoned("probe:" + p.file_path()) == 0; }));
@@ -631,8 +651,11 @@ TEST(Probe, AReplacementWaitsForItsPredecessorsCallInsteadOfStartingAnother) {
   std::shared_ptr<Probe> first = registry->acquire(pc, file);
   const std::string key = first->helper_key();
   ASSERT_TRUE(Eventually([&] { return read_of(*first).success; }));
-  nodewatch::testing::Lease lease(first->file_path());
-  ASSERT_TRUE(lease.held()) << lease.error();
+  std::optional<nodewatch::testing::Lease> lease;
+  ASSERT_TRUE(Eventually([&] {
+    lease.emplace(first->file_path(), 1s);
+    return lease->held() && lease->on(first->file_path());
+  })) << lease->error();
   // The call is in flight from before its helper is spawned (busy first,
   // then running): wait for both, or the count below misses the first's.
   ASSERT_TRUE(Eventually([&] { return helper::busy(key) && helper::running() > 0; }));
@@ -658,7 +681,7 @@ TEST(Probe, AReplacementWaitsForItsPredecessorsCallInsteadOfStartingAnother) {
     ProbeOpState r = read_of(*next);
     return r.histogram->count() > reads && r.success;
   }));
-  lease.release();
+  lease->release();
   // The new probe's file, of its size, wherever the old one's was left.
   std::size_t of_new_size = 0;
   for (const auto& f : files_named(dir.path(), file))
@@ -683,7 +706,7 @@ ProbeConfig quick_probe(const std::filesystem::path& dir) {
   pc.path = dir.string();
   pc.operations = {ProbeOp::kStat, ProbeOp::kWrite, ProbeOp::kRead};
   pc.interval = 100ms;
-  pc.timeout = 100ms;
+  pc.timeout = kNoHang;
   return pc;
 }
 
