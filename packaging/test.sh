@@ -169,7 +169,8 @@ soak_result() {
   local rc=0
   wait "$soak_pid" || rc=$?
   if [[ -f build/soak/report.md ]]; then
-    grep -E '^# Soak|^Independent scraper|^Kernel log|^RSS|^No violation|^- ' build/soak/report.md
+    grep -E '^# Soak|^[0-9.]+ s, seed|^Independent scraper|^Kernel log|^RSS|^No violation|^- ' \
+      build/soak/report.md
   else
     tail -20 build/soak/soak.log
   fi

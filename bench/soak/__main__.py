@@ -164,10 +164,11 @@ class Soak:
                 if st and not self.down.value:
                     quiet = now >= self.busy_until
                     self.samples.append((self.now() / 60, self.epoch.value,
-                                         (now - self.started_at) / 60, *st, quiet))
+                                         (now - self.started_at) / 60, *st, quiet,
+                                         self.node.descriptor_groups()))
                 next_sample += SAMPLE_SECONDS
             if now >= next_table and self.samples:
-                m, _, _, rss, fds, thr, _ = self.samples[-1]
+                m, _, _, rss, fds, thr, _, _ = self.samples[-1]
                 self.table(f"| {m:.1f} | {rss} | {fds} | {thr} | {self.load_done} | {self.load_failed} |")
                 next_table += TABLE_SECONDS
             time.sleep(0.2)
@@ -340,6 +341,10 @@ def main():
     unknown = set(filter(None, a.faults.split(","))) - set(faults.KINDS)
     if unknown:
         p.error(f"unknown fault kinds {', '.join(sorted(unknown))}; known: {', '.join(faults.KINDS)}")
+    # The report's folders now: a long run must not end unable to write it.
+    for path in (a.report, a.out):
+        if path:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     if a.seed is None:
         a.seed = random.SystemRandom().randrange(1 << 31)
     log(f"seed {a.seed} (--seed {a.seed} runs the same schedule again)")

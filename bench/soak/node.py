@@ -165,6 +165,29 @@ class Node:
         except (OSError, TypeError):
             return None
 
+    def descriptor_groups(self):
+        """The running daemon's open descriptors by what they are: the
+        directory of a file (below the scratch directory as "<scratch>"),
+        or the kind of a socket, pipe or anonymous inode; {} when it is not
+        running."""
+        groups = {}
+        fd_dir = f"/proc/{self.pid}/fd"
+        try:
+            names = os.listdir(fd_dir)
+        except (OSError, TypeError):
+            return {}
+        for n in names:
+            try:
+                target = os.readlink(os.path.join(fd_dir, n))
+            except OSError:
+                continue  # closed meanwhile
+            if target.startswith("/"):
+                key = os.path.dirname(target).replace(self.scratch, "<scratch>", 1)
+            else:
+                key = target.split(":[", 1)[0] if ":[" in target else target
+            groups[key] = groups.get(key, 0) + 1
+        return groups
+
     def tail_log(self, lines=20):
         try:
             with open(os.path.join(self.scratch, "daemon.log"), errors="replace") as f:

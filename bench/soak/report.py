@@ -37,13 +37,24 @@ def percentile(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
+def groups_changed(low, high, most=6):
+    """What the descriptors of two samples differ by, largest first:
+    "+63 <scratch>/node/sys/class/infiniband/mlx5_0/ports/1/counters, ..."."""
+    diff = {k: high.get(k, 0) - low.get(k, 0) for k in set(low) | set(high)}
+    diff = sorted(((d, k) for k, d in diff.items() if d), key=lambda e: (-abs(e[0]), e[1]))
+    if not diff:
+        return "the same descriptors by directory"
+    shown = ", ".join(f"{d:+d} {k}" for d, k in diff[:most])
+    return shown + (f" and {len(diff) - most} more" if len(diff) > most else "")
+
+
 def growth(s):
     """Slopes, and a violation for each threshold passed (RSS, descriptors,
     threads), on the quiet samples after each run's warm-up."""
     steady = {}
-    for m, epoch, age, rss, fds, thr, quiet in s.samples:
+    for m, epoch, age, rss, fds, thr, quiet, fd_groups in s.samples:
         if quiet and age >= WARMUP_MINUTES:
-            steady.setdefault(epoch, []).append((m, rss, fds, thr))
+            steady.setdefault(epoch, []).append((m, rss, fds, thr, fd_groups))
     groups = list(steady.values())
     slopes = {k: slope_per_hour([[(p[0], p[i]) for p in g] for g in groups])
               for k, i in (("rss_kib", 1), ("fds", 2), ("threads", 3))}
@@ -59,8 +70,12 @@ def growth(s):
     for g in groups:
         fds = [p[2] for p in g]
         if max(fds) - min(fds) > FDS_RANGE:
+            low = min(g, key=lambda p: p[2])
+            high = max(g, key=lambda p: p[2])
             s.violation(f"descriptors from {min(fds)} to {max(fds)} in one run of the daemon, "
-                        f"with no fault under way (more than {FDS_RANGE} apart)")
+                        f"with no fault under way (more than {FDS_RANGE} apart): "
+                        f"{low[2]} at {low[0]:.1f} min, {high[2]} at {high[0]:.1f} min; "
+                        f"{groups_changed(low[4], high[4])}")
         # A reload's thread lives while it reads the file, so a sample may
         # see it: growth is the least count of the last five samples above
         # that of the first five.
