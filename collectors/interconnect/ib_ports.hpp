@@ -19,7 +19,8 @@
 //    service, so that a rebuilt collector continues them;
 //  - counters/ and counters_ext/ (PMA): one firmware MAD per file read, so
 //    plain reads only every pma_interval; between reads the last values are
-//    emitted again, so that the series never disappear;
+//    emitted again, so that the series never disappear, and the port's PMA
+//    descriptors stay held (ports fall due in different collections);
 //  - libibverbs async events (ib_verbs.hpp): port-state transitions.
 //
 // Failure contract (nodewatch/collector.hpp); every partial failure is
