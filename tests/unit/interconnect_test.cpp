@@ -404,12 +404,16 @@ TEST(InterconnectCollector, RealNetlinkSourceFallsBackToTheSameValuesAsSysfs) {
   EXPECT_EQ(Value(a, kEcn, {"mlx5_1", "1"}), 120034);
 }
 
+IbOptions pma_every(std::chrono::seconds interval) {
+  IbOptions o;
+  o.pma_interval = interval;
+  return o;
+}
+
 TEST(InterconnectCollector, PmaCountersAreReadEveryPmaIntervalAndReemittedBetween) {
   TempTree t;
   FakeClock clock;
-  IbOptions o;
-  o.pma_interval = std::chrono::seconds(30);
-  auto c = Make(t.sys(), nullptr, nullptr, o, clock.fn());
+  auto c = Make(t.sys(), nullptr, nullptr, pma_every(std::chrono::seconds(30)), clock.fn());
   const std::vector<std::string> p{"mlx5_0", "1"};
   const fs::path port = t.cls() / "mlx5_0" / "ports" / "1";
   {
@@ -511,9 +515,7 @@ TEST(InterconnectCollector, PortsWhosePmaIsDueAtOtherTimesKeepEachOthersDescript
   // descriptors dropped by a device's worth for the interval).
   TempTree t;
   FakeClock clock;
-  IbOptions o;
-  o.pma_interval = std::chrono::seconds(30);
-  auto c = Make(t.sys(), nullptr, nullptr, o, clock.fn());
+  auto c = Make(t.sys(), nullptr, nullptr, pma_every(std::chrono::seconds(30)), clock.fn());
   auto collect = [&] {
     MetricSink s(c.metrics());
     CollectOnce(c, s);

@@ -72,6 +72,23 @@ std::uint64_t errno_count(const Probe& p, std::initializer_list<ProbeOp> ops, co
   return n;
 }
 
+// Options of one probe of `dir` that reads every 100 ms.
+StorageOptions one_read_probe(const TempDir& dir, std::chrono::milliseconds timeout) {
+  ProbeConfig pc;
+  pc.path = dir.path().string();
+  pc.operations = {ProbeOp::kRead};
+  pc.interval = 100ms;
+  pc.timeout = timeout;
+  StorageOptions o;
+  o.probes = {pc};
+  return o;
+}
+
+// The state of `p`'s read operation.
+ProbeOpState read_state_of(const Probe& p) {
+  return p.snapshot().ops[static_cast<std::size_t>(ProbeOp::kRead)];
+}
+
 ConfigResult parse(const std::string& probe_body) {
   static const std::vector<CollectorSpec> catalog = {storage_collector_spec()};
   return parse_config("[[collectors.storage.probe]]\n" + probe_body, "n.toml", catalog);
@@ -529,18 +546,12 @@ TEST(Probe, AKillableWaitTimesOutEachCycleIsStuckAndRecoversByItself) {
   // the server has read is not killable: hung_mount_test), and nothing
   // piles up.
   TempDir dir;
-  StorageOptions o;
-  ProbeConfig pc;
-  pc.path = dir.path().string();
-  pc.operations = {ProbeOp::kRead};
-  pc.interval = 100ms;
-  // Long enough for a creation to answer on a loaded machine under a
-  // sanitizer (one that does not is the next test's case).
-  pc.timeout = 200ms;
-  o.probes = {pc};
-  StorageCollector c(fixture_roots(), o, "h");
+  // The timeout: long enough for a creation to answer on a loaded machine
+  // under a sanitizer (one that does not is the next test's case).
+  StorageCollector c(fixture_roots(), one_read_probe(dir, 200ms), "h");
   const Probe& p = *c.probes()[0];
-  auto read_state = [&] { return p.snapshot().ops[static_cast<std::size_t>(ProbeOp::kRead)]; };
+  const std::string path = dir.path().string();
+  auto read_state = [&] { return read_state_of(p); };
   auto timeouts = [&] { return errno_count(p, {ProbeOp::kRead, ProbeOp::kCreate}, "ETIMEDOUT"); };
   ASSERT_TRUE(Eventually([&] { return read_state().success; }));
   const std::uint64_t reads_before = read_state().histogram->count();
@@ -561,11 +572,11 @@ TEST(Probe, AKillableWaitTimesOutEachCycleIsStuckAndRecoversByItself) {
   double exported = 0;
   for (const char* op : {"read", "create"}) {
     double v = 0;
-    if (sink.get("nodewatch_storage_probe_errors_total", {pc.path, op, "ETIMEDOUT"}, &v))
+    if (sink.get("nodewatch_storage_probe_errors_total", {path, op, "ETIMEDOUT"}, &v))
       exported += v;
   }
   EXPECT_GE(exported, 3);
-  EXPECT_EQ(Value(sink, "nodewatch_storage_probe_stuck", {pc.path}), 1);
+  EXPECT_EQ(Value(sink, "nodewatch_storage_probe_stuck", {path}), 1);
   EXPECT_LE(helper::abandoned("probe:" + p.file_path()), 1u) << "abandoned helpers piled up";
   // The lease is given back: the probe reads again by itself.
   lease->release();
@@ -591,16 +602,9 @@ TEST(Probe, AFileAnUnansweredCreationMadeIsTakenBackNotLeftBehind) {
   const std::string first = probe_file_name("h");
   const std::filesystem::path fifo = dir.path() / first;
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0666), 0);
-  StorageOptions o;
-  ProbeConfig pc;
-  pc.path = dir.path().string();
-  pc.operations = {ProbeOp::kRead};
-  pc.interval = 100ms;
-  pc.timeout = 300ms;
-  o.probes = {pc};
-  StorageCollector c(fixture_roots(), o, "h");
+  StorageCollector c(fixture_roots(), one_read_probe(dir, 300ms), "h");
   const Probe& p = *c.probes()[0];
-  auto read_state = [&] { return p.snapshot().ops[static_cast<std::size_t>(ProbeOp::kRead)]; };
+  auto read_state = [&] { return read_state_of(p); };
   // The probe's file: the one regular file of its first name and a suffix.
   std::vector<std::filesystem::path> own;
   ASSERT_TRUE(Eventually([&] {
