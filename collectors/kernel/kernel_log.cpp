@@ -29,6 +29,21 @@ std::string KernelLog::device_key(const std::string& event, const std::string& d
   return distinct >= max_devices_ ? "other" : device;
 }
 
+// The help of the XID and SXID families (kernel_metrics.hpp) states the bound.
+static_assert(kMaxCodesPerDevice == 256,
+              "say the new bound in kXidEventsTotal and kSxidEventsTotal");
+
+std::string KernelLog::code_key(const std::map<KernelCounts::Key, std::uint64_t>& table,
+                                const std::string& device, const std::string& code) {
+  if (table.count({device, code}) != 0) return code;
+  std::size_t distinct = 0;
+  for (auto it = table.lower_bound({device, std::string()});
+       it != table.end() && it->first.first == device; ++it) {
+    if (it->first.second != "other") ++distinct;
+  }
+  return distinct >= kMaxCodesPerDevice ? "other" : code;
+}
+
 std::optional<KernelEvent> KernelLog::feed(const KmsgRecord& r) {
   if (state_.last_seq && r.seq <= *state_.last_seq) {
     ++skipped_;  // counted before this restart
@@ -54,6 +69,7 @@ std::optional<KernelEvent> KernelLog::feed(const KmsgRecord& r) {
   n = add_saturating(n, e->count);
   if (!e->code.empty() && (e->event == "nvidia_xid" || e->event == "nvidia_sxid")) {
     auto& table = e->event == "nvidia_xid" ? state_.counts.xids : state_.counts.sxids;
+    e->code = code_key(table, e->device, e->code);
     auto& c = table[{e->device, e->code}];
     c = add_saturating(c, e->count);
   }
@@ -62,8 +78,10 @@ std::optional<KernelEvent> KernelLog::feed(const KmsgRecord& r) {
 
 namespace {
 
-// A code as the matcher writes one: std::to_string of a 64-bit number.
+// A code as the matcher writes one (std::to_string of a 64-bit number), or
+// as counting folds one past kMaxCodesPerDevice ("other").
 bool code_ok(const std::string& code) {
+  if (code == "other") return true;
   std::uint64_t v = 0;
   auto [end, ec] = std::from_chars(code.data(), code.data() + code.size(), v);
   return !code.empty() && ec == std::errc() && end == code.data() + code.size() &&
@@ -140,6 +158,13 @@ std::vector<std::string> sanitize_state(KernelState& state,
         [](const Key& k) -> const std::string& { return k.first; },
         [](const Key& k) {
           return Key{"other", k.second};
+        });
+    // A device's codes: the group is the device, the codes past the bound fold.
+    fold_devices(
+        *table, kMaxCodesPerDevice, [](const Key& k) { return k.first; },
+        [](const Key& k) -> const std::string& { return k.second; },
+        [](const Key& k) {
+          return Key{k.first, "other"};
         });
   }
   return dropped;

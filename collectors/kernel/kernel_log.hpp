@@ -34,6 +34,12 @@ struct KernelEvent {
 
 using Matcher = std::function<std::optional<KernelEvent>(const KmsgRecord&)>;
 
+// At most this many distinct XID (or SXID) codes are kept per device; the
+// rest count under code "other". NVIDIA's drivers define fewer than 200 XIDs:
+// past this, the records are not a driver's, and their codes must not grow
+// the series (or the state file) without bound.
+inline constexpr std::size_t kMaxCodesPerDevice = 256;
+
 class KernelLog {
  public:
   // `saved`: the state file's content, if any; `boot_id`: this boot's.
@@ -59,6 +65,9 @@ class KernelLog {
 
  private:
   std::string device_key(const std::string& event, const std::string& device) const;
+  // `code`, or "other" once `device` has kMaxCodesPerDevice others in `table`.
+  static std::string code_key(const std::map<KernelCounts::Key, std::uint64_t>& table,
+                              const std::string& device, const std::string& code);
 
   KernelState state_;
   Matcher match_;
@@ -71,11 +80,12 @@ class KernelLog {
 
 // What a saved state holds that counting could not have made, taken out
 // before the state is trusted (its syntax is parse_state's): events not in
-// `event_names` and XIDs or SXIDs that are not a number as the matcher
-// writes one are dropped, each with its reason in the answer; past
+// `event_names` and XIDs or SXIDs that are neither a number as the matcher
+// writes one nor "other" are dropped, each with its reason in the answer; past
 // `max_devices` distinct devices of one event (or one table of XIDs or
 // SXIDs), the devices after the first `max_devices` in name order are
-// folded into "other", as counting folds them. Counts add up saturating.
+// folded into "other", as counting folds them; so are a device's codes past
+// the first kMaxCodesPerDevice. Counts add up saturating.
 std::vector<std::string> sanitize_state(KernelState& state,
                                         const std::vector<std::string_view>& event_names,
                                         std::size_t max_devices);

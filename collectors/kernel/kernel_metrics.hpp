@@ -20,8 +20,8 @@ inline constexpr Family kXidEventsTotal{
     "nodewatch_kernel_xid_events_total",
     MetricType::kCounter,
     "",
-    "NVIDIA XID errors in the kernel log (NVRM: Xid), by GPU PCI address and XID code; also where "
-    "NVML is hung or absent.",
+    "NVIDIA XID errors in the kernel log (NVRM: Xid), by GPU PCI address and XID code (\"other\" "
+    "past 256 codes of one GPU); also where NVML is hung or absent.",
     {"pci_bus_id", "xid"}};
 
 inline constexpr Family kSxidEventsTotal{
@@ -29,7 +29,7 @@ inline constexpr Family kSxidEventsTotal{
     MetricType::kCounter,
     "",
     "NVIDIA NVSwitch SXID errors in the kernel log (nvidia-nvswitch: SXid), by NVSwitch PCI "
-    "address and SXID code.",
+    "address and SXID code (\"other\" past 256 codes of one NVSwitch).",
     {"pci_bus_id", "sxid"}};
 
 inline constexpr Family kLogLostRecordsTotal{

@@ -621,6 +621,50 @@ TEST(KernelEvents, AnXidIsCountedByGpuAndNumber) {
   EXPECT_EQ((c.events.at({"nvidia_xid", "0000:18:00.0"})), 2u);
 }
 
+TEST(KernelEvents, CodesPerDeviceAreBoundedAndTheRestCountAsOther) {
+  // A source of records that are not a driver's (NVIDIA defines fewer than
+  // 200 XIDs) must not grow the series or the state file without bound.
+  KernelLog log(std::nullopt, "b", match_kernel_record);
+  std::uint64_t seq = 0;
+  auto xid = [&](const char* bus, std::size_t code) {
+    KmsgRecord r;
+    r.seq = seq++;
+    r.message = "NVRM: Xid (PCI:" + std::string(bus) + "): " + std::to_string(code) + ", x";
+    return log.feed(r);
+  };
+  for (std::size_t code = 1; code <= kMaxCodesPerDevice + 10; ++code) xid("0000:18:00", code);
+  std::optional<KernelEvent> past = xid("0000:18:00", kMaxCodesPerDevice + 11);
+  ASSERT_TRUE(past);
+  EXPECT_EQ(past->code, "other");
+  EXPECT_TRUE(xid("0000:18:00", 1));  // one it has stays itself
+  xid("0000:2a:00", 999);             // per device
+  const KernelCounts& c = log.state().counts;
+  EXPECT_EQ((c.xids.at({"0000:18:00.0", "1"})), 2u);
+  EXPECT_EQ((c.xids.at({"0000:18:00.0", std::to_string(kMaxCodesPerDevice)})), 1u);
+  EXPECT_EQ(c.xids.count({"0000:18:00.0", std::to_string(kMaxCodesPerDevice + 1)}), 0u);
+  EXPECT_EQ((c.xids.at({"0000:18:00.0", "other"})), 11u);
+  EXPECT_EQ((c.xids.at({"0000:2a:00.0", "999"})), 1u);
+  EXPECT_EQ(c.xids.size(), kMaxCodesPerDevice + 2);
+  // Every record still counts as the device's event.
+  EXPECT_EQ((c.events.at({"nvidia_xid", "0000:18:00.0"})), kMaxCodesPerDevice + 12);
+}
+
+TEST(KernelState, LoadedCodesPerDeviceAreBoundedAsCountingBoundsThem) {
+  KernelState state;
+  for (std::size_t code = 1; code <= kMaxCodesPerDevice + 3; ++code)
+    state.counts.sxids[{"0000:c3:00.0", std::to_string(code)}] = 2;
+  state.counts.sxids[{"0000:c3:00.0", "other"}] = 1;
+  state.counts.sxids[{"0000:c4:00.0", "7"}] = 1;
+  EXPECT_TRUE(sanitize_state(state, {"nvidia_sxid"}, 64).empty());
+  const auto& t = state.counts.sxids;
+  EXPECT_EQ(t.size(), kMaxCodesPerDevice + 2);
+  // The first codes in name order are kept ("1", "10", "100", ...); the
+  // rest join "other", added up.
+  EXPECT_EQ((t.at({"0000:c3:00.0", "1"})), 2u);
+  EXPECT_EQ((t.at({"0000:c3:00.0", "other"})), 1u + 3 * 2);
+  EXPECT_EQ((t.at({"0000:c4:00.0", "7"})), 1u);
+}
+
 TEST(KernelEvents, AnOverLongNumberIsAMalformedRecordNotItsFirstDigits) {
   const std::string nines(23, '9');
   KernelLog log(std::nullopt, "b", match_kernel_record);
