@@ -663,30 +663,6 @@ nvml::Return get_reasons(const char* function, nvml::Device dev, unsigned long l
 // backend gets wrong is answered with another field's value.
 using nodewatch::testing::nvml_h::fi;
 
-// The NVML header a driver of `branch` came with; an older branch is taken
-// as the oldest header read, a newer one as 13.1 (13.2 changed the GPM
-// metric count, which is not modelled).
-std::string_view nvml_header_of(unsigned branch) {
-  struct Generation {
-    unsigned branch;
-    std::string_view header;
-  };
-  static constexpr std::array<Generation, 8> kGenerations = {{
-      {535, "12.2"},
-      {550, "12.4"},
-      {555, "12.5"},
-      {560, "12.6"},
-      {570, "12.8"},
-      {575, "12.9"},
-      {580, "13.0"},
-      {590, "13.1"},
-  }};
-  std::string_view header = kGenerations.front().header;
-  for (const Generation& g : kGenerations)
-    if (branch >= g.branch) header = g.header;
-  return header;
-}
-
 // What a driver of `branch` answers for field `id`: what that driver's
 // header defines `id` as, or nothing (INVALID_ARGUMENT) when it does not.
 enum class Meaning { kUnknown, kDerived, kClockEventNs, kPowerSmoothing };
@@ -696,7 +672,9 @@ struct FieldMeaning {
 };
 FieldMeaning meaning_of(unsigned branch, unsigned id) {
   namespace h = nodewatch::testing::nvml_h;
-  const std::string_view header = nvml_header_of(branch);
+  // (13.2 changed the GPM metric count, which is not modelled: R590 is
+  // answered as 13.1.)
+  const std::string_view header = h::header_of_branch(branch);
   const h::FieldId* f = h::defined(id, header);
   if (f == nullptr) return {Meaning::kUnknown};
   static constexpr std::array<std::string_view, 3> kClockEventTimes = {
