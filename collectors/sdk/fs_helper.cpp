@@ -1325,8 +1325,8 @@ OperatorFile read_operator_file(const std::string& path, std::size_t max_bytes,
   else if (f.err == EINVAL && f.info && !f.info->regular)
     out.error = "not a regular file";
   else if (grew())
-    out.error = "changed while being read, " + std::to_string(kTries) +
-                " times (being written?); not read";
+    out.error =
+        "changed while being read, " + std::to_string(kTries) + " times (being written?); not read";
   else if (f.err == EFBIG)
     out.error = "larger than " + std::to_string(max_bytes) + " bytes";
   else
