@@ -24,6 +24,7 @@ namespace nodewatch {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::ConnectLoopback;
 using testing::Curl;
 using testing::DaemonProcess;
 using testing::SampleValue;
@@ -258,12 +259,8 @@ TEST_F(TlsTest, AStalledHandshakeIsDroppedAtTheReadTimeout) {
   auto d = Start(TlsWeb("", /*users=*/false), "read_timeout = \"500ms\"\n");
   auto port = d->port();
   ASSERT_TRUE(port) << d->log();
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(*port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  int fd = ConnectLoopback(*port);
+  ASSERT_GE(fd, 0);
   const char hello_start[] = "\x16\x03\x01";  // a ClientHello that never finishes
   ASSERT_EQ(::write(fd, hello_start, 3), 3);
   const auto start = std::chrono::steady_clock::now();
@@ -296,12 +293,8 @@ TEST_F(TlsTest, HandshakeErrorsAreOnlyThoseThatFailedAndCountedOnce) {
   SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
   ASSERT_EQ(SSL_CTX_load_verify_locations(ctx, pki_.Path("ca.crt").c_str(), nullptr), 1);
   for (int i = 0; i < 10; ++i) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(*port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    int fd = ConnectLoopback(*port);
+    ASSERT_GE(fd, 0);
     SSL* ssl = SSL_new(ctx);
     SSL_set_fd(ssl, fd);
     EXPECT_EQ(SSL_connect(ssl), 1);
@@ -315,16 +308,8 @@ TEST_F(TlsTest, HandshakeErrorsAreOnlyThoseThatFailedAndCountedOnce) {
   // Two handshakes that stall, then a scrape that takes the slot of one.
   // (From other addresses than the scrape's, each within its share.)
   auto stall = [&](std::uint32_t from) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in src{};
-    src.sin_family = AF_INET;
-    src.sin_addr.s_addr = htonl(from);
-    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src), 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(*port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    int fd = ConnectLoopback(*port, from);
+    EXPECT_GE(fd, 0) << "from " << from;
     EXPECT_EQ(::write(fd, "\x16\x03\x01", 3), 3);
     return fd;
   };

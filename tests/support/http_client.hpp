@@ -161,6 +161,27 @@ inline std::optional<TestConnection::Response> Request(std::uint16_t port, std::
   return c.read_response(method == "HEAD");
 }
 
+// A TCP connection to 127.0.0.1:`port` from the loopback address `from`
+// (host order; 0: the kernel's choice), for a test that speaks raw bytes:
+// the descriptor, or -1 when the bind or the connect failed.
+inline int ConnectLoopback(std::uint16_t port, std::uint32_t from = 0) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in source{};
+  source.sin_family = AF_INET;
+  source.sin_addr.s_addr = htonl(from);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if ((from != 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&source), sizeof source) != 0) ||
+      ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // A loopback TCP port that was free a moment ago, for a child server (a
 // Prometheus, a node_exporter) that must be told its port up front.
 inline std::uint16_t FreeLoopbackPort() {
