@@ -218,22 +218,24 @@ class Runner {
     return base_ + "." + suffix;
   }
 
+  // Whether `found` is one of the last files the path's probes made. What
+  // they made is a regular file of the daemon's user: anything else only
+  // has the number of one made and removed (a file system that reuses
+  // inode numbers).
+  bool made_on_path(const helper::StatInfo& found) const {
+    if (!S_ISREG(found.mode) || found.uid != ::geteuid()) return false;
+    std::lock_guard lock(record_->mu);
+    return std::find(record_->made.begin(), record_->made.end(), std::pair{found.dev, found.ino}) !=
+           record_->made.end();
+  }
+
   // `found` is at the probe file's name and the probe did not make it (a
   // FIFO, a directory, a link or a file someone put there): it is left
   // alone, said in the log (unless a predecessor on the path made it), and
   // the probe takes another name.
   void found_other(const helper::StatInfo& found) {
-    bool predecessors = false;
-    // What the probe made is a regular file of the daemon's user: anything
-    // else only has the number of one it made and removed (a file system
-    // that reuses inode numbers).
-    if (S_ISREG(found.mode) && found.uid == ::geteuid()) {
-      std::lock_guard lock(record_->mu);
-      predecessors = std::find(record_->made.begin(), record_->made.end(),
-                               std::pair{found.dev, found.ino}) != record_->made.end();
-    }
     std::string next = other_name();
-    if (!predecessors) {
+    if (!made_on_path(found)) {
       spdlog::warn(
           "storage probe {}: {} owned by uid {} is at {}, not made by the probe: left alone; "
           "probing {} instead",
@@ -259,9 +261,7 @@ class Runner {
         found.size > config_.size)
       return false;
     if (file_ != base_) return creation_unanswered_;
-    std::lock_guard lock(record_->mu);
-    return std::find(record_->made.begin(), record_->made.end(), std::pair{found.dev, found.ino}) ==
-           record_->made.end();
+    return !made_on_path(found);
   }
 
   // Removes the leftover `found` (only if it is still that file); false
