@@ -245,6 +245,9 @@ write_config() {
   local file=$1 interval=$2 c
   shift 2
   printf '%s\n' "${extra[top]:-}" >"$file"
+  # No check socket: the daemons measured side by side would contend for
+  # the default one.
+  printf '[server]\ncheck_socket = ""\n' >>"$file"
   for c in accelerator pcie interconnect storage nic textfile kernel mesh; do
     printf '[collectors.%s]\n' "$c" >>"$file"
     if [[ " $* " == *" $c "* ]]; then

@@ -16,7 +16,7 @@
 #include <utility>
 
 #include "asio.hpp"
-#include "check_client.hpp"
+#include "check_socket.hpp"
 #include "config.hpp"
 #include "config_reference.hpp"
 #include "http_server.hpp"
@@ -220,6 +220,7 @@ class Daemon {
         server_(
             io_, [this](const HttpRequest& r) { return router_.handle(r); },
             [this](std::string_view target, unsigned code) { self_.count_request(target, code); }),
+        check_socket_(io_, [this](const HttpRequest& r) { return router_.handle(r); }),
         watchdog_(io_),
         drain_(io_) {}
 
@@ -331,6 +332,7 @@ class Daemon {
                    server_.security()->summary());
     spdlog::info("nodewatch {} (revision {}) using {}; {} collector(s) enabled", kVersion,
                  kRevision, config_.source, jobs.size());
+    open_check_socket();
 
     server_.set_first_round([this] { return ready_; });
     scheduler_.on_first_round([this] {
@@ -508,6 +510,7 @@ class Daemon {
       if (reload_security_) server_.set_security(std::move(reload_security_));
     }
     config_ = std::move(*r.config);
+    open_check_socket();
     node_.set_expectations(config_.expect);
     std::size_t kept =
         std::count_if(jobs.begin(), jobs.end(), [](const auto& j) { return j.keep; });
@@ -523,12 +526,28 @@ class Daemon {
     stopping_ = true;
     systemd::notify("STOPPING=1");
     server_.stop();
+    check_socket_.close();
     scheduler_.stop();
     watchdog_.cancel();
     signals_.cancel();
     // Let in-flight responses finish, but never for long.
     auto until = std::chrono::steady_clock::now() + kDrainGrace;
     drain_wait(until);
+  }
+
+  // Serves the configuration's check socket (kept when it names the one
+  // served). Without it the daemon runs on; --check then collects itself.
+  void open_check_socket() {
+    const std::string& path = config_.server.check_socket;
+    if (path == check_socket_.path() && !path.empty()) return;
+    std::string warning;
+    if (std::string err = check_socket_.open(path, &warning); !err.empty()) {
+      spdlog::warn("no check socket: {}; nodewatchd --check will collect a round itself", err);
+    } else if (!path.empty()) {
+      spdlog::info("check socket {} (nodewatchd --check)", path);
+      if (!warning.empty())
+        spdlog::warn("nodewatchd --check will not trust the check socket: {}", warning);
+    }
   }
 
   void drain_wait(std::chrono::steady_clock::time_point until) {
@@ -569,6 +588,7 @@ class Daemon {
   NodeHealth node_;
   Router router_;
   HttpServer server_;
+  CheckSocket check_socket_;
   asio::steady_timer watchdog_;
   asio::steady_timer drain_;
   bool ready_ = false;
@@ -584,31 +604,21 @@ class Daemon {
   bool socket_activated_ = false;
 };
 
-// The running daemon's addresses on this host, as the configuration (or
-// --listen) says it listens: a wildcard address is reached on loopback.
-struct LocalEndpoint {
-  std::string host;
-  std::uint16_t port = 0;
-  bool tls = false;
-  std::string url() const {
-    std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-    return std::string(tls ? "https" : "http") + "://" + h + ":" + std::to_string(port);
+// What the daemon serving the check socket answered for `target`, when it
+// did: nothing when no daemon serves it, or one that cannot be trusted
+// (said on stderr: --check then collects here).
+std::optional<FetchResult> ask_daemon(const Config& cfg, const std::string& target,
+                                      std::chrono::milliseconds timeout) {
+  const std::string& path = cfg.server.check_socket;
+  if (path.empty()) return std::nullopt;
+  FetchResult f = fetch_check_socket(path, target, timeout);
+  if (!f.untrusted.empty()) {
+    std::cerr << "not asking what listens on " << path << ": " << printable_body(f.untrusted)
+              << "; collecting here instead\n";
+    return std::nullopt;
   }
-};
-
-std::vector<LocalEndpoint> local_endpoints(const CommandLine& cmd, const Config& cfg) {
-  WebSecurity::Built web = WebSecurity::build(web_config_path(cmd, cfg));
-  bool tls = web.security && web.security->tls();
-  std::vector<LocalEndpoint> out;
-  for (const std::string& a : cmd.listen.empty() ? cfg.server.listen : cmd.listen) {
-    auto addr = parse_listen_address(a);
-    if (!addr) continue;
-    LocalEndpoint ep{addr->host, addr->port, tls};
-    if (ep.host.empty() || ep.host == "0.0.0.0") ep.host = "127.0.0.1";
-    if (ep.host == "::") ep.host = "::1";
-    out.push_back(std::move(ep));
-  }
-  return out;
+  if (!f.connected) return std::nullopt;
+  return f;
 }
 
 int exit_code_of(std::string_view health) {
@@ -647,26 +657,20 @@ int check(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
     return 2;
   }
   if (!cmd.local) {
-    for (const LocalEndpoint& ep : local_endpoints(cmd, *r.config)) {
-      FetchResult f = fetch_local(ep.host, ep.port, ep.tls,
-                                  "/-/node-health?" + std::string(format_param(cmd.output)),
-                                  std::chrono::milliseconds(2000));
-      if (!f.connected) continue;
-      if ((f.status == 200 || f.status == 503) && !f.node_status.empty()) {
-        std::cout << printable_body(f.body);
+    const std::string& path = r.config->server.check_socket;
+    if (auto f = ask_daemon(*r.config, "/-/node-health?" + std::string(format_param(cmd.output)),
+                            std::chrono::milliseconds(2000))) {
+      if ((f->status == 200 || f->status == 503) && !f->node_status.empty()) {
+        std::cout << printable_body(f->body);
         if (cmd.output == "table")
-          std::cout << "source: the running daemon at " << ep.url() << " (" << seconds_since(start)
+          std::cout << "source: the running daemon on " << path << " (" << seconds_since(start)
                     << ")\n";
         std::cout.flush();
-        return exit_code_of(f.node_status);
+        return exit_code_of(f->node_status);
       }
-      std::cerr << "the daemon at " << ep.url() << " gave no verdict ("
-                << (f.status != 0 ? "HTTP " + std::to_string(f.status) : f.error)
-                << (f.status == 401
-                        ? "; set server.healthy_without_auth = true to let --check ask it"
-                        : "")
+      std::cerr << "the daemon on " << path << " gave no verdict ("
+                << printable_body(f->status != 0 ? "HTTP " + std::to_string(f->status) : f->error)
                 << "); collecting here instead\n";
-      break;
     }
   }
   Daemon d(cmd, catalog, std::move(*r.config));
@@ -702,19 +706,16 @@ int learn(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
   std::string source;
   std::vector<std::string> notes;
   if (!cmd.local) {
-    for (const LocalEndpoint& ep : local_endpoints(cmd, *r.config)) {
-      FetchResult f =
-          fetch_local(ep.host, ep.port, ep.tls, "/metrics", std::chrono::milliseconds(5000));
-      if (!f.connected) continue;
-      if (f.status == 200) {
-        samples.add(f.body);
-        source = "the running daemon at " + ep.url();
-        break;
+    const std::string& path = r.config->server.check_socket;
+    if (auto f = ask_daemon(*r.config, "/metrics", std::chrono::milliseconds(5000))) {
+      if (f->status == 200) {
+        samples.add(f->body);
+        source = "the running daemon on " + path;
+      } else {
+        std::cerr << "the daemon on " << path << " answered "
+                  << printable_body(f->status != 0 ? "HTTP " + std::to_string(f->status) : f->error)
+                  << "; collecting here instead\n";
       }
-      std::cerr << "the daemon at " << ep.url() << " answered "
-                << (f.status != 0 ? "HTTP " + std::to_string(f.status) : f.error)
-                << "; collecting here instead\n";
-      break;
     }
   }
   std::optional<Daemon> d;

@@ -120,8 +120,20 @@ void read_server(OptionReader& r, ServerConfig& server, const std::string& file_
   }
   server.healthy_without_auth =
       r.get_bool("healthy_without_auth", server.healthy_without_auth,
-                 "/-/healthy and /-/node-health answer without credentials (a liveness probe, "
-                 "nodewatchd --check); everything else still needs them");
+                 "/-/healthy and /-/node-health answer without credentials (a liveness probe, a "
+                 "load balancer); everything else still needs them");
+  server.check_socket = r.get_string(
+      "check_socket", server.check_socket,
+      "the unix socket nodewatchd --check and --learn-expected ask the daemon on, in a "
+      "directory only the daemon's user and root may write; \"\": none (they then collect "
+      "one round themselves); see docs/verdict.md");
+  if (const std::string& p = server.check_socket;
+      !p.empty() && (p[0] != '/' || p.back() == '/' || p.size() > 107 ||
+                     std::filesystem::path(p).lexically_normal().string() != p)) {
+    r.error("check_socket", "\"" + p +
+                                "\" is not an absolute file path of at most 107 bytes without "
+                                "\".\" or \"..\" parts");
+  }
 }
 
 // The keys of [collectors] that name no collector, each an error that

@@ -47,6 +47,9 @@ struct ServerConfig {
   // absolute, or relative to the configuration file's directory; "" none.
   std::string web_config_file;
   bool healthy_without_auth = false;  // /-/healthy and /-/node-health answer without credentials
+  // The unix socket --check and --learn-expected ask (check_socket.hpp);
+  // "" none. In the unit's runtime directory (RuntimeDirectory=nodewatch).
+  std::string check_socket = "/run/nodewatch/check.sock";
 };
 
 struct LogConfig {

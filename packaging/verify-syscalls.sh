@@ -52,6 +52,8 @@ comm -23 "$tmp/allowed.all" "$tmp/denied.groups" >"$tmp/allowed"
 mkdir -p "$tmp/probe" "$tmp/textfile"
 echo 'verify_syscalls 1' >"$tmp/textfile/a.prom"
 cat >"$tmp/nodewatch.toml" <<EOF
+[server]
+check_socket = "$tmp/run/check.sock"
 [collectors.storage]
 interval = "1s"
 timeout = "900ms"
@@ -115,6 +117,10 @@ fi
 served=$(curl -fsS "http://127.0.0.1:$port/metrics")
 grep -q '^verify_syscalls 1' <<<"$served" ||
   { echo "the textfile input was not served" >&2; exit 1; }
+# The check socket: made, served (the peer's credentials read), removed.
+verdict=$(curl -sS --unix-socket "$tmp/run/check.sock" "http://localhost/-/node-health?format=line" || true)
+[[ "$verdict" =~ ^(healthy|unhealthy|unknown) ]] ||
+  { echo "the check socket gave no verdict: $verdict" >&2; cat "$tmp/log" >&2; exit 1; }
 if ((jobs)); then
   ok=0
   for _ in $(seq 1 50); do

@@ -83,9 +83,10 @@ class Node:
         nvml = ""
         if self.fake_nvml:
             nvml = f'[nvml]\nlibrary = "{self.fake_nvml}"\n'
-        server = ""
+        # Its own check socket, never the host's /run/nodewatch.
+        server = f'[server]\ncheck_socket = "{self.scratch}/check.sock"\n'
         if self.tls:
-            server = f'[server]\nweb_config_file = "{self.web_config}"\n'
+            server += f'web_config_file = "{self.web_config}"\n'
         collectors = ""
         for name, extra in (("accelerator", 'pod_resources_socket = ""\n'), ("pcie", ""),
                             ("interconnect", ""), ("storage", ""), ("nic", ""),

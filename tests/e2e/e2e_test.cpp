@@ -24,7 +24,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::DaemonProcess;
-using testing::KernelTestSection;
 using testing::ReadFile;
 using testing::Request;
 using testing::TempDir;

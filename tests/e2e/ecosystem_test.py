@@ -147,7 +147,7 @@ def main():
         os.makedirs(probe_dir)
         nw_port = free_port()
         with open(os.path.join(tmp, "nodewatch.toml"), "w") as f:
-            f.write(f'[server]\nlisten = ["127.0.0.1:{nw_port}"]\n'
+            f.write(f'[server]\nlisten = ["127.0.0.1:{nw_port}"]\ncheck_socket = ""\n'
                     f'[nvml]\nlibrary = "{a.fake_nvml}"\n'
                     f'[collectors.accelerator]\ninterval = "1s"\ntimeout = "1s"\n'
                     f'[collectors.interconnect]\ninterval = "1s"\ntimeout = "1s"\n'

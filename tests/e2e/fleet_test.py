@@ -321,7 +321,7 @@ class Fleet:
             conf = os.path.join(own, "nodewatch.toml")
             every = f'interval = "{COLLECT}"\ntimeout = "{COLLECT}"\n'
             with open(conf, "w") as f:
-                f.write(f'[server]\nlisten = ["{addr}:{port}"]\n'
+                f.write(f'[server]\nlisten = ["{addr}:{port}"]\ncheck_socket = ""\n'
                         f'[log]\nlevel = "warn"\n'
                         f'[nvml]\nlibrary = "{self.a.fake_nvml}"\n'
                         f'[collectors.accelerator]\n{every}'

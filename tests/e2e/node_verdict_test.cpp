@@ -4,11 +4,18 @@
 // attribute, a kernel log record, a probe file that blocks), and what
 // `nodewatchd --check` and /-/node-health say of it.
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <regex>
+#include <thread>
 
 #include "support/daemon_process.hpp"
 #include "support/e2e_node.hpp"
@@ -316,18 +323,23 @@ TEST(NodeVerdict, CheckAsksTheRunningDaemonAndNodeHealthFollowsTheFault) {
   const std::string before = ReadFile(inits);
   ASSERT_EQ(std::count(before.begin(), before.end(), '\n'), 1) << before;
 
+  // Over the daemon's check socket (tests/support/daemon_process.hpp puts
+  // it in the node's directory).
+  const std::string socket = (node.dir().path() / "check.sock").string();
   auto ask = [&](const std::string& output) {
-    return node.run(
-        {"--check", "--output", output, "--listen", "127.0.0.1:" + std::to_string(*port)},
-        {"FAKE_NVML_INIT_LOG=" + inits.string()});
+    return node.run({"--check", "--output", output}, {"FAKE_NVML_INIT_LOG=" + inits.string()});
   };
   auto asked = ask("table");
   EXPECT_EQ(asked.rc, 0) << asked.out << asked.log;
-  EXPECT_NE(
-      asked.out.find("source: the running daemon at http://127.0.0.1:" + std::to_string(*port)),
-      std::string::npos)
+  EXPECT_NE(asked.out.find("source: the running daemon on " + socket), std::string::npos)
       << asked.out;
   EXPECT_EQ(ReadFile(inits), before) << "--check opened NVML although the daemon runs";
+  auto learned = node.run({"--learn-expected"}, {"FAKE_NVML_INIT_LOG=" + inits.string()});
+  EXPECT_EQ(learned.rc, 0) << learned.log;
+  EXPECT_NE(learned.out.find("from the running daemon on " + socket), std::string::npos)
+      << learned.out;
+  EXPECT_NE(learned.out.find("nvlinks_active = 18"), std::string::npos) << learned.out;
+  EXPECT_EQ(ReadFile(inits), before) << "--learn-expected opened NVML although the daemon runs";
 
   // A lease is held on the probe file: the read's open() waits, the probe
   // is stuck (as on a hung mount; the real one: hung_mount_test).
@@ -378,6 +390,56 @@ TEST(NodeVerdict, CheckAsksTheRunningDaemonAndNodeHealthFollowsTheFault) {
   lease.release();
   d.signal(SIGTERM);
   EXPECT_TRUE(d.wait(10s));
+}
+
+// While no daemon runs, anyone may bind its port and answer "healthy":
+// --check never asks the port, only the check socket, and collects itself
+// where no daemon serves that.
+TEST(NodeVerdict, CheckNeverBelievesWhateverListensOnThePort) {
+  VerdictNode node("", std::regex_replace(std::string(kExpected), std::regex("nvlinks_active = 18"),
+                                          "nvlinks_active = 19"));
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  ASSERT_EQ(::listen(listener, 8), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::uint16_t port = ntohs(addr.sin_port);
+  std::atomic<int> asked{0};
+  std::thread impostor([&] {
+    for (;;) {
+      pollfd p{listener, POLLIN, 0};
+      if (::poll(&p, 1, 200) != 1) {
+        if (asked.load() < 0) return;
+        continue;
+      }
+      int c = ::accept(listener, nullptr, nullptr);
+      if (c < 0) return;
+      ++asked;
+      const std::string body = "healthy\x1b[2J\n";
+      const std::string res =
+          "HTTP/1.1 200 OK\r\nNodewatch-Node-Status: healthy\r\n"
+          "Content-Length: " +
+          std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+      char buf[4096];
+      (void)!::read(c, buf, sizeof buf);
+      (void)!::write(c, res.data(), res.size());
+      ::close(c);
+    }
+  });
+  auto r = node.run({"--check", "--listen", "127.0.0.1:" + std::to_string(port)});
+  const int impostor_asked = asked.load();
+  asked = -1000;
+  impostor.join();
+  ::close(listener);
+  EXPECT_EQ(impostor_asked, 0);
+  EXPECT_EQ(r.rc, 1) << r.out << r.log;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\nnvlink +unhealthy +[^\n]*links_inactive")))
+      << r.out;
+  EXPECT_NE(r.out.find("source: one collection round in this process"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos);
 }
 
 // A reload reads the expect file again: a new expectation changes the

@@ -26,11 +26,11 @@ namespace {
 using namespace std::chrono_literals;
 using testing::BinaryPath;
 using testing::DaemonProcess;
-using testing::KernelTestSection;
 using testing::ReadFile;
 using testing::Request;
 using testing::SampleValue;
 using testing::TempDir;
+using testing::TestSections;
 
 std::string FixtureArgsSys() {
   return (std::filesystem::path(NODEWATCH_FIXTURES_DIR) / "storage" / "sys").string();
@@ -147,8 +147,8 @@ TEST(DaemonTest, ReloadIsAllOrNothing) {
   EXPECT_EQ(reload_ok(), 1);
 
   // A broken file (one good change, one bad key) changes nothing.
-  dir.write("nodewatch.toml", "[collectors.storage]\ninterval = \"30s\"\nbogus = 1\n" +
-                                  KernelTestSection(dir.path()));
+  dir.write("nodewatch.toml",
+            "[collectors.storage]\ninterval = \"30s\"\nbogus = 1\n" + TestSections(dir.path()));
   d.signal(SIGHUP);
   ASSERT_TRUE(
       d.wait_log("reload rejected: .*nodewatch.toml:3:1: collectors.storage.bogus: unknown key"))
@@ -158,7 +158,7 @@ TEST(DaemonTest, ReloadIsAllOrNothing) {
 
   // A good file applies.
   dir.write("nodewatch.toml",
-            "[collectors.storage]\ninterval = \"30s\"\n" + KernelTestSection(dir.path()));
+            "[collectors.storage]\ninterval = \"30s\"\n" + TestSections(dir.path()));
   d.signal(SIGHUP);
   ASSERT_TRUE(d.wait_log("configuration reloaded"));
   EXPECT_EQ(reload_ok(), 1);
@@ -566,6 +566,7 @@ TEST(DaemonTest, CheckConfig) {
   {
     DaemonProcess::Options o;
     o.args = {"--check-config", "--config", bad.string()};
+    o.add_test_sections = false;  // the lines stay where the messages say
     DaemonProcess d(o, dir.path() / "log");
     EXPECT_EQ(d.wait(5s), 1);
     std::string log = d.log();

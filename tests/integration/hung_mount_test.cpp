@@ -50,7 +50,7 @@ using namespace std::chrono_literals;
 using nodewatch::testing::Eventually;
 using testing::DaemonProcess;
 using testing::HangFs;
-using testing::KernelTestSection;
+using testing::TestSections;
 using testing::LastSuccess;
 using testing::Request;
 using testing::SampleValue;
@@ -337,7 +337,7 @@ TEST_F(HungMount, AConfigurationOnTheHungMountFailsItsReadInsteadOfHoldingTheDae
     // daemon itself, from a local state directory.
     std::ofstream(backing_ / "nodewatch.toml")
         << "[collectors.pcie]\ninterval = \"1s\"\ntimeout = \"500ms\"\n"
-        << KernelTestSection(dir_.path());
+        << TestSections(dir_.path());
   }
   const std::filesystem::path cfg = mnt_ / "nodewatch.toml";
   DaemonProcess d(options(cfg, "127.0.0.1:0"), dir_.path() / "log");
@@ -366,7 +366,7 @@ TEST_F(HungMount, AConfigurationOnTheHungMountFailsItsReadInsteadOfHoldingTheDae
 
   DaemonProcess::Options check;
   check.args = {"--check-config", "--config", cfg.string()};
-  check.add_kernel_section = false;
+  check.add_test_sections = false;
   DaemonProcess checker(check, dir_.path() / "check.log");
   auto rc = checker.wait(15s);
   ASSERT_TRUE(rc) << "--check-config did not return with its configuration on a hung mount";

@@ -25,7 +25,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::DaemonProcess;
 using testing::Eventually;
-using testing::KernelTestSection;
+using testing::TestSections;
 using testing::ReadFile;
 using testing::Request;
 using testing::SampleValue;
@@ -86,7 +86,7 @@ class ReloadTest : public ::testing::Test {
            "[[collectors.storage.probe]]\npath = \"" +
            (dir_.path() / "probed").string() +
            "\"\noperations = [\"stat\"]\ninterval = \"100ms\"\ntimeout = \"100ms\"\n" +
-           KernelTestSection(dir_.path()) +
+           TestSections(dir_.path()) +
            "interval = \"200ms\"\ntimeout = \"200ms\"\nmax_devices = " +
            std::to_string(kernel_max_devices) + "\n";
   }

@@ -56,19 +56,42 @@ inline std::string ReadFile(const std::filesystem::path& p) {
   return ss.str();
 }
 
-// The [collectors.kernel] section every daemon a test starts runs with: the
-// kernel log of a modelled node (tests/fixtures/kernel/kmsg-node.txt) and a
-// state file in `dir`, never the host's /dev/kmsg or /var/lib/nodewatch. A
-// test that rewrites its configuration (a reload) adds it itself.
-inline std::string KernelTestSection(const std::filesystem::path& dir) {
+// The check socket every daemon a test starts serves, in `dir` (a test's
+// own directory), never the host's /run/nodewatch: the line of [server].
+inline std::string CheckSocketKey(const std::filesystem::path& dir) {
+  return "check_socket = \"" + (dir / "check.sock").string() + "\"\n";
+}
+
+// The kernel log every daemon a test starts reads: a modelled node's
+// (tests/fixtures/kernel/kmsg-node.txt), with a state file in `dir`, never
+// the host's /dev/kmsg or /var/lib/nodewatch. Its [collectors.kernel]
+// comes last, so that a test may add keys of its own to it.
+inline std::string KernelSection(const std::filesystem::path& dir) {
   return "\n[collectors.kernel]\nkmsg_path = \"" +
          (std::filesystem::path(NODEWATCH_FIXTURES_DIR) / "kernel" / "kmsg-node.txt").string() +
          "\"\nstate_file = \"" + (dir / "kernel-log.state").string() + "\"\n";
 }
 
-// Appends KernelTestSection to the file `--config` names in `args` when it
-// has no [collectors.kernel] of its own.
-inline void AddKernelTestSection(const std::vector<std::string>& args) {
+// Both, for a configuration without [server] or [collectors.kernel]; a
+// test that rewrites its configuration (a reload) adds them itself.
+inline std::string TestSections(const std::filesystem::path& dir) {
+  return "\n[server]\n" + CheckSocketKey(dir) + KernelSection(dir);
+}
+
+// `text` with CheckSocketKey(dir) in its [server] (added at the end when it
+// has none), unless it names a check socket itself.
+inline std::string WithCheckSocket(std::string text, const std::filesystem::path& dir) {
+  if (text.find("check_socket") != std::string::npos) return text;
+  const std::string header = "[server]\n";
+  // Where its line starts (the line feed before it, in the text).
+  const std::size_t at = ("\n" + text).find("\n" + header);
+  if (at == std::string::npos) return text + "\n" + header + CheckSocketKey(dir);
+  return text.insert(at + header.size(), CheckSocketKey(dir));
+}
+
+// Adds to the file `--config` names in `args` what TestSections() has and
+// it does not.
+inline void AddTestSections(const std::vector<std::string>& args) {
   for (std::size_t i = 0; i + 1 < args.size(); ++i) {
     if (args[i] != "--config") continue;
     const std::filesystem::path config = args[i + 1];
@@ -76,8 +99,10 @@ inline void AddKernelTestSection(const std::vector<std::string>& args) {
     if (!in) return;
     std::stringstream ss;
     ss << in.rdbuf();
-    if (ss.str().find("[collectors.kernel]") != std::string::npos) return;
-    std::ofstream(config, std::ios::app) << KernelTestSection(config.parent_path());
+    const std::filesystem::path dir = config.parent_path();
+    std::string text = WithCheckSocket(ss.str(), dir);
+    if (text.find("[collectors.kernel]") == std::string::npos) text += KernelSection(dir);
+    std::ofstream(config, std::ios::trunc) << text;
     return;
   }
 }
@@ -96,13 +121,13 @@ class DaemonProcess {
     // What to run: nodewatchd, or a wrapper that runs it (setpriv), which
     // then has nodewatchd and its arguments in `args`.
     std::filesystem::path program = BinaryPath();
-    // Whether to add KernelTestSection to the configuration (which reads
+    // Whether to add TestSections() to the configuration (which reads
     // the file: not for one on a hung mount).
-    bool add_kernel_section = true;
+    bool add_test_sections = true;
   };
 
   DaemonProcess(const Options& o, const std::filesystem::path& log_file) : log_(log_file) {
-    if (o.add_kernel_section) AddKernelTestSection(o.args);
+    if (o.add_test_sections) AddTestSections(o.args);
     pid_ = ::fork();
     if (pid_ == 0) {
       int err = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

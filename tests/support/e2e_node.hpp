@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -42,24 +43,25 @@ inline std::vector<std::string> E2ENodeArgs(const TempDir& dir, const E2ENodeOpt
   fs::create_directories(dir.path() / "node" / "textfile");
   for (const auto& e : fs::directory_iterator(kE2EFixtures / "textfile"))
     if (e.path().extension() == ".prom") fs::copy(e.path(), dir.path() / "node" / "textfile");
-  std::string kernel = KernelTestSection(dir.path());
+  std::string kernel = KernelSection(dir.path());
   if (!o.kmsg.empty()) {
     const std::string modelled = (kE2EFixtures / "kernel" / "kmsg-node.txt").string();
     kernel.replace(kernel.find(modelled), modelled.size(), o.kmsg.string());
   }
   // The accelerator collector loads the fake NVML (8 GPUs) built by the
   // tests; the configuration names it, as an operator would a driver path.
-  std::ofstream(dir.path() / "nodewatch.toml")
-      << ReadFile(std::filesystem::path(NODEWATCH_TESTS_SOURCE_DIR) / "e2e" / "nodewatch.toml")
-      << "\n[nvml]\nlibrary = \"" << FAKE_NVML_LIBRARY
-      << "\"\n[collectors.accelerator]\ninterval = \"1h\"\n"
-      // No kubelet: a machine running the tests may have one.
-      << "pod_resources_socket = \"\"\n"
-      << "[collectors.interconnect]\ninterval = \"1h\"\n[collectors.textfile]\ninterval = "
-         "\"1h\"\ndirectory = \""
-      << (dir.path() / "node" / "textfile").string() << "\"\n"
-      << kernel << "interval = \"1h\"\n"
-      << o.extra_config;
+  std::ostringstream config;
+  config << ReadFile(std::filesystem::path(NODEWATCH_TESTS_SOURCE_DIR) / "e2e" / "nodewatch.toml")
+         << "\n[nvml]\nlibrary = \"" << FAKE_NVML_LIBRARY
+         << "\"\n[collectors.accelerator]\ninterval = \"1h\"\n"
+         // No kubelet: a machine running the tests may have one.
+         << "pod_resources_socket = \"\"\n"
+         << "[collectors.interconnect]\ninterval = \"1h\"\n[collectors.textfile]\ninterval = "
+            "\"1h\"\ndirectory = \""
+         << (dir.path() / "node" / "textfile").string() << "\"\n"
+         << kernel << "interval = \"1h\"\n"
+         << o.extra_config;
+  std::ofstream(dir.path() / "nodewatch.toml") << WithCheckSocket(config.str(), dir.path());
   return {"--config", (dir.path() / "nodewatch.toml").string(),
           "--sysfs",  (dir.path() / "node" / "sys").string(),
           "--procfs", (dir.path() / "node" / "proc").string()};

@@ -323,6 +323,26 @@ TEST(ConfigTest, ListenAddresses) {
     EXPECT_FALSE(parse_listen_address(bad).has_value()) << bad;
 }
 
+// The check socket: an absolute, normal path a socket address can hold,
+// or "" for none.
+TEST(ConfigTest, CheckSocketPaths) {
+  EXPECT_EQ(Parse("").config->server.check_socket, "/run/nodewatch/check.sock");
+  EXPECT_EQ(Parse("[server]\ncheck_socket = \"\"\n").config->server.check_socket, "");
+  EXPECT_EQ(Parse("[server]\ncheck_socket = \"/run/x/c.sock\"\n").config->server.check_socket,
+            "/run/x/c.sock");
+  for (const std::string& bad :
+       std::vector<std::string>{"c.sock", "/run/x/", "/run/../tmp/c.sock", "/run/./c.sock",
+                                "/run//c.sock", "/" + std::string(107, 'a')}) {
+    ConfigResult r = Parse("[server]\ncheck_socket = \"" + bad + "\"\n");
+    EXPECT_FALSE(r.config) << bad;
+    ASSERT_EQ(r.errors.size(), 1u) << bad;
+    EXPECT_NE(r.errors[0].str().find("server.check_socket: \"" + bad +
+                                     "\" is not an absolute file path of at most 107 bytes"),
+              std::string::npos)
+        << r.errors[0].str();
+  }
+}
+
 TEST(ConfigTest, MissingFile) {
   static const auto catalog = TestCatalog();
   ConfigResult must = load_config("/nonexistent/nodewatch.toml", true, catalog);

@@ -3,7 +3,6 @@
 #include <future>
 #include <thread>
 
-#include "check_client.hpp"
 #include "http_server.hpp"
 #include "router.hpp"
 #include "self_metrics.hpp"
@@ -525,17 +524,6 @@ TEST(HttpParsingTest, MetricsQuery) {
   MetricsFilter g;
   EXPECT_NE(parse_metrics_query("collect[]=a&exclude[]=b", &g), "");
   EXPECT_EQ(url_decode("a%2Fb+c%zz%4"), "a/b c%zz%4");
-}
-
-// What --check prints of a body: its lines, and no control character
-// that a terminal would act on.
-TEST(CheckClientTest, ABodyIsPrintedWithoutControlCharacters) {
-  EXPECT_EQ(printable_body("healthy\n\tgpu0 ok\n"), "healthy\n\tgpu0 ok\n");
-  EXPECT_EQ(printable_body(std::string("a\x1b]0;owned\x07"
-                                       "b\rc\0d\x7f",
-                                       17)),
-            "a\\x1b]0;owned\\x07b\\x0dc\\x00d\\x7f");
-  EXPECT_EQ(printable_body("caf\xc3\xa9"), "caf\xc3\xa9");  // UTF-8 is text
 }
 
 TEST(HttpServerTest, ListenIsAllOrNothing) {
