@@ -7,6 +7,7 @@
 
 #include "kernel/edac.hpp"
 #include "kernel/kernel_metrics.hpp"
+#include "nodewatch/fs_helper.hpp"
 #include "nodewatch/options.hpp"
 
 namespace nodewatch {
@@ -17,18 +18,22 @@ bool absolute(const std::string& p) {
   return !p.empty() && p[0] == '/';
 }
 
-// What is at `path` when it is there and not a regular file ("a directory",
-// "a symbolic link", ...), else "". The state is renamed over its path: a
-// device, a FIFO or a link there would be replaced by a regular file.
-std::string not_regular(const std::string& path) {
-  struct ::stat st {};
-  if (::lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return {};
-  if (S_ISDIR(st.st_mode)) return "a directory";
-  if (S_ISLNK(st.st_mode)) return "a symbolic link";
-  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "a device";
-  if (S_ISFIFO(st.st_mode)) return "a FIFO";
-  if (S_ISSOCK(st.st_mode)) return "a socket";
-  return "not a regular file";
+// Why the state cannot be kept at `path`, or "". It is renamed over its
+// path: a device, a FIFO or a link there would be replaced by a regular
+// file. Asked through a helper: a state directory on a hung mount costs
+// the configuration's check a timeout, never a hang.
+std::string state_path_problem(const std::string& path) {
+  helper::OperatorPath at = helper::stat_operator_path(path, /*follow_links=*/false);
+  if (!at.answered) return path + ": " + at.error;
+  const mode_t m = at.info.mode;
+  if (at.err != 0 || S_ISREG(m)) return {};
+  const char* what = S_ISDIR(m)                 ? "a directory"
+                     : S_ISLNK(m)               ? "a symbolic link"
+                     : S_ISCHR(m) || S_ISBLK(m) ? "a device"
+                     : S_ISFIFO(m)              ? "a FIFO"
+                     : S_ISSOCK(m)              ? "a socket"
+                                                : "something else";
+  return path + " is " + what + ", not a regular file: the state would be written over it";
 }
 
 }  // namespace
@@ -46,9 +51,9 @@ KernelOptions read_kernel_options(OptionReader& r) {
       "something there other than a regular file (a device, a FIFO, a link) is refused");
   if (!o.state_file.empty() && (!absolute(o.state_file) || o.state_file.back() == '/'))
     r.error("state_file", "must be an absolute file path, or \"\" to keep no state");
-  else if (std::string what = o.state_file.empty() ? "" : not_regular(o.state_file); !what.empty())
-    r.error("state_file", o.state_file + " is " + what +
-                              ", not a regular file: the state would be written over it");
+  else if (std::string why = o.state_file.empty() ? "" : state_path_problem(o.state_file);
+           !why.empty())
+    r.error("state_file", why);
   o.max_devices = r.get_int("max_devices", o.max_devices, 1, 4096,
                             "distinct devices per event; the rest count as device=\"other\"");
   o.edac = r.get_bool("edac", o.edac, "read host memory errors from EDAC sysfs");

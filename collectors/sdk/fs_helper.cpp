@@ -1273,12 +1273,67 @@ sources::FsRoot::FileRead Fs::read_regular(const std::string& path, std::size_t 
   return f;
 }
 
+namespace {
+
+// Why an operator's file got no answer, as a sentence; "" when it did.
+std::string unanswered(Failure f, std::chrono::milliseconds timeout, std::string_view what) {
+  switch (f) {
+    case Failure::kNone: return "";
+    case Failure::kTimeout:
+    case Failure::kCancelled:
+      return "no answer from the file system within " +
+             std::to_string(static_cast<long long>(timeout.count())) + " ms (a hung mount?); not " +
+             std::string(what);
+    case Failure::kBlocked:
+      return "an earlier read of it is still held by the kernel (a hung mount?); not " +
+             std::string(what);
+    case Failure::kBusy: return "being read already (another reload); not " + std::string(what);
+    default: return "its read failed (" + std::string(failure_name(f)) + ")";
+  }
+}
+
+std::string absolute_path(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(path, ec);
+  return ec ? path : abs.string();
+}
+
+}  // namespace
+
+OperatorPath stat_operator_path(const std::string& path, bool follow_links,
+                                std::chrono::milliseconds timeout) {
+  OperatorPath out;
+  const std::string abs = absolute_path(path);
+  Answer a;
+  a.failure = Failure::kUnavailable;
+  if (launcher_running()) {
+    Fs fs("file:" + abs);
+    a = fs.stat(abs, Deadline{Clock::now() + timeout}, &out.info, follow_links);
+  }
+  if (a.failure == Failure::kUnavailable) {
+    struct ::stat st {};
+    const int rc = follow_links ? ::stat(abs.c_str(), &st) : ::lstat(abs.c_str(), &st);
+    a = Answer{};
+    a.err = rc == 0 ? 0 : errno;
+    if (rc == 0) {
+      out.info.mode = st.st_mode;
+      out.info.size = static_cast<std::uint64_t>(st.st_size);
+      out.info.dev = st.st_dev;
+      out.info.ino = st.st_ino;
+      out.info.uid = st.st_uid;
+      out.info.nlink = st.st_nlink;
+    }
+  }
+  out.error = unanswered(a.failure, timeout, "checked");
+  out.answered = out.error.empty();
+  out.err = a.err;
+  return out;
+}
+
 OperatorFile read_operator_file(const std::string& path, std::size_t max_bytes,
                                 std::chrono::milliseconds timeout) {
   OperatorFile out;
-  std::error_code ec;
-  std::filesystem::path abs = std::filesystem::absolute(path, ec);
-  if (ec) abs = path;
+  const std::filesystem::path abs = absolute_path(path);
   sources::FsRoot::FileRead f;
   Answer a;
   // EFBIG from a file whose fstat() size was within the bound: it grew
@@ -1298,22 +1353,8 @@ OperatorFile read_operator_file(const std::string& path, std::size_t max_bytes,
       a = Answer{};
     }
   } while (a.failure == Failure::kNone && !f.ok() && grew() && ++tries < kTries);
-  switch (a.failure) {
-    case Failure::kNone: break;
-    case Failure::kTimeout:
-    case Failure::kCancelled:
-      out.error = "no answer from the file system within " +
-                  std::to_string(static_cast<long long>(timeout.count())) +
-                  " ms (a hung mount?); not read";
-      return out;
-    case Failure::kBlocked:
-      out.error = "an earlier read of it is still held by the kernel (a hung mount?); not read";
-      return out;
-    case Failure::kBusy: out.error = "being read already (another reload); not read"; return out;
-    default:
-      out.error = "its read failed (" + std::string(failure_name(a.failure)) + ")";
-      return out;
-  }
+  out.error = unanswered(a.failure, timeout, "read");
+  if (!out.error.empty()) return out;
   if (f.ok()) {
     out.ok = true;
     out.text = std::move(f.text);

@@ -250,4 +250,16 @@ inline constexpr std::chrono::milliseconds kOperatorFileTimeout{5000};
 OperatorFile read_operator_file(const std::string& path, std::size_t max_bytes,
                                 std::chrono::milliseconds timeout = kOperatorFileTimeout);
 
+// What is at a path the operator names (lstat(), or stat() with
+// `follow_links`), asked the way read_operator_file() reads: by a helper of
+// key "file:<absolute path>" within `timeout`, here without a launcher.
+struct OperatorPath {
+  bool answered = false;  // false: `error` says why there is no answer
+  int err = 0;            // the call's errno when answered (ENOENT: nothing there)
+  StatInfo info;          // when answered with err 0
+  std::string error;      // when not answered: a sentence for the operator
+};
+OperatorPath stat_operator_path(const std::string& path, bool follow_links,
+                                std::chrono::milliseconds timeout = kOperatorFileTimeout);
+
 }  // namespace nodewatch::helper

@@ -50,13 +50,13 @@ using namespace std::chrono_literals;
 using nodewatch::testing::Eventually;
 using testing::DaemonProcess;
 using testing::HangFs;
-using testing::TestSections;
 using testing::LastSuccess;
 using testing::Request;
 using testing::SampleValue;
 using testing::ScrapeFor;
 using testing::ScrapeTimes;
 using testing::TempDir;
+using testing::TestSections;
 
 std::optional<double> scrape_value(std::uint16_t port, const std::string& series) {
   auto r = Request(port, "GET", "/metrics");
@@ -385,6 +385,29 @@ TEST_F(HungMount, AConfigurationOnTheHungMountFailsItsReadInsteadOfHoldingTheDae
   EXPECT_EQ(scrape_value(*port, reload_ok), 1.0);
   d.signal(SIGTERM);
   EXPECT_EQ(d.wait(5s), 0);
+}
+
+// The kernel collector's state file named on the hung mount: the
+// configuration's check looks at what is there through a helper
+// (helper::stat_operator_path), so --check-config ends with an error after
+// 5 s instead of never returning (before, an lstat() on the mount).
+TEST_F(HungMount, AStateFileOnTheHungMountFailsTheCheckInsteadOfHoldingIt) {
+  const std::filesystem::path state = mnt_ / "kernel-log.state";
+  auto cfg = dir_.write("nodewatch.toml",
+                        "[collectors.kernel]\nstate_file = \"" + state.string() + "\"\n");
+  fs_->hang();
+  DaemonProcess::Options check;
+  check.args = {"--check-config", "--config", cfg.string()};
+  check.add_test_sections = false;
+  DaemonProcess checker(check, dir_.path() / "check.log");
+  auto rc = checker.wait(15s);
+  fs_->answer();
+  ASSERT_TRUE(rc) << "--check-config did not return with the state file on a hung mount";
+  EXPECT_EQ(*rc, 1) << checker.log();
+  EXPECT_NE(checker.log().find("collectors.kernel.state_file: " + state.string() +
+                               ": no answer from the file system within 5000 ms"),
+            std::string::npos)
+      << checker.log();
 }
 
 // The web configuration on the hung mount: the daemon follows its files
