@@ -21,8 +21,17 @@ using tcp = asio::ip::tcp;
 struct HttpServer::SessionBase {
   // Where a connection is: waiting on its client (handshake, between
   // requests, reading one), waiting for its credentials to be checked,
-  // being served, or writing to its client.
-  enum class Phase { kHandshake, kIdle, kReading, kAuthenticating, kServing, kWriting };
+  // being served, its scrape waiting for the first round, or writing to
+  // its client.
+  enum class Phase {
+    kHandshake,
+    kIdle,
+    kReading,
+    kAuthenticating,
+    kServing,
+    kFirstRound,
+    kWriting
+  };
   virtual ~SessionBase() = default;
   virtual void close_if_idle() = 0;
   // Closes it now, whatever it is doing (a new connection needs its slot).
@@ -321,8 +330,11 @@ class Session : public HttpServer::SessionBase,
         target.substr(0, target.find('?')) == "/metrics" &&
         (request_.method() == http::verb::get || request_.method() == http::verb::head);
     if (scrape && shared_.first_round && !shared_.first_round()) {
-      if (!first_round_deadline_)
+      if (!first_round_deadline_) {
         first_round_deadline_ = std::chrono::steady_clock::now() + first_round_wait();
+        // Waiting on nothing it holds: a new connection may take its slot.
+        enter(Phase::kFirstRound);
+      }
       if (std::chrono::steady_clock::now() < *first_round_deadline_ && !shared_.stopping) {
         timer_.emplace(beast::get_lowest_layer(stream_).get_executor(),
                        std::chrono::milliseconds(10));
@@ -660,8 +672,9 @@ bool HttpServer::evict_one() {
   // whose response has waited longest, over a second, for its client to
   // read it; else one whose credentials wait in the checking queue, of the
   // address with the most failed checks (the longest waiting of those);
-  // else one that has waited on its client for less than kYoung (it may
-  // be a scraper whose request is on its way: under a flood of new
+  // else one whose scrape waits for the first round (the longest waiting
+  // of those); else one that has waited on its client for less than kYoung
+  // (it may be a scraper whose request is on its way: under a flood of new
   // connections that take slots from queued checks, it would otherwise be
   // the first taken). One being served, one whose check is running, and a
   // write that is progressing are never taken.
@@ -674,12 +687,14 @@ bool HttpServer::evict_one() {
     int kind;
     double failures = 0;
     if (s->phase == Phase::kHandshake || s->phase == Phase::kIdle || s->phase == Phase::kReading) {
-      kind = now - s->since >= kYoung ? 0 : 3;
+      kind = now - s->since >= kYoung ? 0 : 4;
     } else if (s->phase == Phase::kWriting && now - s->since >= std::chrono::seconds(1)) {
       kind = 1;
     } else if (s->phase == Phase::kAuthenticating && s->pending && s->pending->queued()) {
       kind = 2;
       failures = -auth_->failures(s->peer);
+    } else if (s->phase == Phase::kFirstRound) {
+      kind = 3;
     } else {
       continue;
     }

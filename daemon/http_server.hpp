@@ -15,7 +15,8 @@
 //     of the one whose response has waited longest (over 1 s) for its
 //     client to read it, else of one whose credentials wait in the checking
 //     queue (of the address with the most failed checks first; its check
-//     is withdrawn), else of one that has waited on its client for less
+//     is withdrawn), else of one whose scrape waits for the first round,
+//     else of one that has waited on its client for less
 //     than 250 ms; a connection being served, one whose bcrypt is running
 //     and a write that progresses are never taken. Only when every slot is
 //     busy so does a new connection get the 503. So misbehaving clients,

@@ -394,6 +394,31 @@ TEST_F(HttpLimitsTest, ANewConnectionTakesTheSlotOfTheOneWaitingLongest) {
   EXPECT_EQ(still->status, 200);
 }
 
+// Every slot held by a scrape that waits for the first round (which may
+// take a collector's timeout): a new connection takes the slot of the one
+// waiting longest, which is closed unanswered; the other is answered when
+// the round ends. (Before, such a scrape counted as being served: every
+// new connection got 503 until the round ended.)
+TEST_F(HttpLimitsTest, AScrapeWaitingForTheFirstRoundGivesUpItsSlot) {
+  ready_ = false;
+  TestConnection a(port_, 5s);
+  ASSERT_TRUE(a.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::this_thread::sleep_for(20ms);
+  TestConnection b(port_, 5s);
+  ASSERT_TRUE(b.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"));
+  for (int i = 0; i < 100 && ActiveConnections() < 2; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(ActiveConnections(), 2u);
+  std::this_thread::sleep_for(50ms);  // both past reading, waiting for the round
+  auto healthy = Request(port_, "GET", "/-/healthy");
+  ASSERT_TRUE(healthy);
+  EXPECT_EQ(healthy->status, 200);
+  EXPECT_EQ(a.read_all(), "") << "the longest waiting is closed without an answer";
+  ready_ = true;
+  auto scraped = b.read_response();
+  ASSERT_TRUE(scraped);
+  EXPECT_EQ(scraped->status, 200);
+}
+
 // One address past max_connections_per_client: refused at once with 503,
 // and served again once one of its connections closes.
 class HttpPerClientTest : public HttpTest {
