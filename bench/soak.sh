@@ -83,5 +83,11 @@ status=0
 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$root/bench" python3 -m soak --binary "$binary" --scratch "$scratch" \
   --fixtures "$fixtures" --fake-nvml "$fake_nvml" --minutes "$minutes" \
   --reload-every "$reload_every" --out "$out" --report "$report" ${seed:+--seed "$seed"} \
-  ${only:+--faults "$only"} || status=$?
+  ${only:+--faults "$only"} &
+soak=$!
+# Stopped by a signal, the soak stops its daemon before this removes its
+# scratch (killed with the shell alone, the daemon ran on).
+trap 'kill -TERM "$soak" 2>/dev/null' TERM INT
+wait "$soak" || status=$?
+while kill -0 "$soak" 2>/dev/null; do wait "$soak" || status=$?; done
 exit "$status"

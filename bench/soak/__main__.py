@@ -7,6 +7,7 @@ import argparse
 import multiprocessing
 import os
 import random
+import signal
 import subprocess
 import sys
 import threading
@@ -349,6 +350,9 @@ def main():
         a.seed = random.SystemRandom().randrange(1 << 31)
     log(f"seed {a.seed} (--seed {a.seed} runs the same schedule again)")
     s = Soak(a)
+    # Stopped by a signal (SIGTERM from soak.sh, a CI limit), it still stops
+    # its daemon and unmounts its state disk: SystemExit runs the finally.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
         return s.run()
     finally:
