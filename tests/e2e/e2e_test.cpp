@@ -18,6 +18,7 @@
 #include "support/daemon_process.hpp"
 #include "support/e2e_node.hpp"
 #include "support/http_client.hpp"
+#include "support/paths.hpp"
 
 namespace nodewatch {
 namespace {

@@ -6,6 +6,7 @@
 
 #include "support/daemon_process.hpp"
 #include "support/http_client.hpp"
+#include "support/paths.hpp"
 #include "support/tls.hpp"
 
 namespace nodewatch {

@@ -19,6 +19,7 @@
 #include "app.hpp"
 #include "support/daemon_process.hpp"
 #include "support/http_client.hpp"
+#include "support/paths.hpp"
 
 namespace nodewatch {
 namespace {

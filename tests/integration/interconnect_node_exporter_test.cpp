@@ -25,6 +25,7 @@
 
 #include "support/daemon_process.hpp"
 #include "support/http_client.hpp"
+#include "support/paths.hpp"
 
 namespace nodewatch::testing {
 namespace {

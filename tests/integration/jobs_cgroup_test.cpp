@@ -31,6 +31,7 @@
 #include "support/daemon_process.hpp"
 #include "support/fake_nvml.hpp"
 #include "support/fake_pod_resources.hpp"
+#include "support/paths.hpp"
 
 namespace nodewatch::accelerator {
 namespace {

@@ -46,6 +46,7 @@
 #include "nodewatch/unique_fd.hpp"
 #include "support/daemon_process.hpp"
 #include "support/http_client.hpp"
+#include "support/paths.hpp"
 #include "support/shell.hpp"
 
 namespace nodewatch::mesh {
@@ -251,7 +252,7 @@ TEST(MeshNetns, FourNodesFindTheSlowLossyPairAndRefuseForgedProbes) {
   // once (for: 0s) and a floor above any jitter of a loaded machine.
   std::uint16_t prom_port = testing::FreeLoopbackPort();
   const std::string rules = (dir.path() / "rules.yml").string();
-  const std::string src = NODEWATCH_TESTS_SOURCE_DIR "/..";
+  const std::string src = std::string(NODEWATCH_TESTS_SOURCE_DIR) + "/..";
   MustRun("python3 " + src +
           "/alerts/render.py --set NodewatchMeshLatencyInconsistent.for=0s "
           "--set NodewatchMeshPacketLoss.for=0s "

@@ -18,6 +18,7 @@
 #include "support/daemon_process.hpp"
 #include "support/eventually.hpp"
 #include "support/http_client.hpp"
+#include "support/paths.hpp"
 
 namespace nodewatch {
 namespace {
@@ -25,11 +26,11 @@ namespace {
 using namespace std::chrono_literals;
 using testing::DaemonProcess;
 using testing::Eventually;
-using testing::TestSections;
 using testing::ReadFile;
 using testing::Request;
 using testing::SampleValue;
 using testing::TempDir;
+using testing::TestSections;
 namespace fs = std::filesystem;
 
 const fs::path kFixtures = NODEWATCH_FIXTURES_DIR;
@@ -86,8 +87,7 @@ class ReloadTest : public ::testing::Test {
            "[[collectors.storage.probe]]\npath = \"" +
            (dir_.path() / "probed").string() +
            "\"\noperations = [\"stat\"]\ninterval = \"100ms\"\ntimeout = \"100ms\"\n" +
-           TestSections(dir_.path()) +
-           "interval = \"200ms\"\ntimeout = \"200ms\"\nmax_devices = " +
+           TestSections(dir_.path()) + "interval = \"200ms\"\ntimeout = \"200ms\"\nmax_devices = " +
            std::to_string(kernel_max_devices) + "\n";
   }
 

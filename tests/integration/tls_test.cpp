@@ -18,6 +18,7 @@
 #include "support/daemon_process.hpp"
 #include "support/eventually.hpp"
 #include "support/http_client.hpp"
+#include "support/paths.hpp"
 #include "support/tls.hpp"
 
 namespace nodewatch {

@@ -15,6 +15,7 @@
 
 #include "nodewatch/collector.hpp"
 #include "nodewatch/metric.hpp"
+#include "support/paths.hpp"
 
 namespace nodewatch::testing {
 

@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "support/paths.hpp"
 
 namespace nodewatch::testing {
 

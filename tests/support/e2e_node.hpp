@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "support/daemon_process.hpp"
+#include "support/paths.hpp"
 
 namespace nodewatch::testing {
 

@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "nodewatch/unique_fd.hpp"
+#include "support/paths.hpp"
 
 namespace nodewatch::testing {
 

@@ -13,6 +13,7 @@
 #include "app.hpp"
 #include "config.hpp"
 #include "support/daemon_process.hpp"
+#include "support/paths.hpp"
 
 namespace nodewatch {
 namespace {
@@ -532,7 +533,7 @@ void check_shown(const toml::table& t, std::vector<std::string> path,
 // reader takes by default (an expectation, a probe or a rail, which have
 // none, shows an example).
 TEST(ConfigTest, ShippedFileShowsKeysWithTheirDefaults) {
-  std::ifstream in(NODEWATCH_TESTS_SOURCE_DIR "/../packaging/nodewatch.toml");
+  std::ifstream in(std::string(NODEWATCH_TESTS_SOURCE_DIR) + "/../packaging/nodewatch.toml");
   ASSERT_TRUE(in) << "packaging/nodewatch.toml";
   std::string text = uncomment(in);
   toml::table shown = toml::parse(text, std::string_view("packaging/nodewatch.toml"));

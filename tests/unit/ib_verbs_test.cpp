@@ -15,6 +15,7 @@
 #include "interconnect/ib_verbs.hpp"
 #include "support/daemon_process.hpp"
 #include "support/eventually.hpp"
+#include "support/paths.hpp"
 
 namespace nodewatch::interconnect {
 namespace {

@@ -43,6 +43,7 @@
 #include "support/daemon_process.hpp"
 #include "support/kernel_state_checksum.hpp"
 #include "support/log_capture.hpp"
+#include "support/paths.hpp"
 
 namespace nodewatch::kernel {
 namespace {

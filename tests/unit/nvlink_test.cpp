@@ -22,6 +22,7 @@
 #include "interconnect/interconnect_collector.hpp"
 #include "interconnect/nvlink_metrics.hpp"
 #include "support/collector_test.hpp"
+#include "support/paths.hpp"
 
 namespace nodewatch::accelerator {
 namespace {

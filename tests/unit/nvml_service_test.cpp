@@ -30,6 +30,7 @@
 #include "nodewatch/services.hpp"
 #include "support/collector_test.hpp"
 #include "support/fake_nvml.hpp"
+#include "support/paths.hpp"
 
 namespace nodewatch::accelerator {
 namespace {

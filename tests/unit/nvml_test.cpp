@@ -29,6 +29,7 @@
 #include "accelerator/nvml/nvml_service.hpp"
 #include "support/collector_test.hpp"
 #include "support/fake_nvml.hpp"
+#include "support/paths.hpp"
 
 namespace nodewatch::accelerator {
 namespace {

@@ -23,6 +23,7 @@
 #include "support/daemon_process.hpp"
 #include "support/eventually.hpp"
 #include "support/manual_clock.hpp"
+#include "support/paths.hpp"
 #include "verdict.hpp"
 #include "worker_pool.hpp"
 
@@ -467,7 +468,8 @@ TEST(Verdict, AnXid79StaysForTheBootOtherHardwareXidsForTheirWindow) {
 TEST(Verdict, TheApplicationXidsOfTheThresholdsFileAreNoProblem) {
   // The list built in is the one of alerts/thresholds.toml in the tree (the
   // one the recording rules are rendered with).
-  toml::table file = toml::parse_file(NODEWATCH_TESTS_SOURCE_DIR "/../alerts/thresholds.toml");
+  toml::table file =
+      toml::parse_file(std::string(NODEWATCH_TESTS_SOURCE_DIR) + "/../alerts/thresholds.toml");
   const toml::array* listed = file["xid"]["application"].as_array();
   ASSERT_NE(listed, nullptr);
   std::set<std::string, std::less<>> want;
