@@ -153,11 +153,19 @@ class LintTest(unittest.TestCase):
         self.assertIn("recording rule instance:nodewatch_nope:sum is not defined", out)
 
     def test_promql_that_does_not_parse(self):
-        p = first(self.dashboard, "timeseries")
-        p["targets"][0]["expr"] = (
-            'sum by (instance (nodewatch_accelerator_utilization_ratio{cluster=~"$cluster", job=~"$job", '
-            'instance=~"$instance"})')
-        self.expect(self.dashboard, "PromQL does not parse", "--promtool")
+        # Two broken queries among the dashboard's: each is named, and
+        # nothing else (the lint halves the batch down to them).
+        targets = [(p, t) for p in self.dashboard["panels"] for t in p.get("targets", [])]
+        broken = [targets[0], targets[-1]]
+        for _, t in broken:
+            t["expr"] = ('sum by (instance (nodewatch_accelerator_utilization_ratio{cluster=~"$cluster", '
+                         'job=~"$job", instance=~"$instance"})')
+        rc, out = self.lint(self.dashboard, "--promtool")
+        self.assertEqual(rc, 1, out)
+        named = [line for line in out.splitlines() if "PromQL does not parse" in line]
+        self.assertEqual(len(named), 2, out)
+        for (p, t), line in zip(broken, named):
+            self.assertIn(f"nodewatch-node.json: panel {p.get('id')} target {t.get('refId')}:", line)
 
     def test_coverage(self):
         metrics = os.path.join(self.dir.name, "metrics.txt")
