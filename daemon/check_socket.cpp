@@ -133,7 +133,13 @@ struct Session : std::enable_shared_from_this<Session> {
       out = plain(http::status::method_not_allowed, "GET or HEAD only\n");
       out.set(http::field::allow, "GET, HEAD");
     } else if (path == "/-/node-health" || (path == "/metrics" && privileged)) {
-      out = handler(req);
+      try {
+        out = handler(req);
+      } catch (const std::exception& e) {
+        // As the HTTP server does: a failed answer, never the io thread.
+        spdlog::error("check socket: answering {}: {}", std::string(target), e.what());
+        out = plain(http::status::internal_server_error, "internal error\n");
+      }
     } else if (path == "/metrics") {
       out = plain(http::status::forbidden,
                   "/metrics is served on this socket to root and the daemon's user only\n");

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <stdexcept>
 #include <thread>
 
 #include "check_socket.hpp"
@@ -75,6 +76,8 @@ class CheckSocketTest : public ::testing::Test {
  protected:
   void SetUp() override {
     socket_ = std::make_unique<CheckSocket>(io_, [](const HttpRequest& req) {
+      if (req.target().find("throw") != std::string_view::npos)
+        throw std::runtime_error("the handler failed");
       HttpResponse res{http::status::ok, 11};
       res.body() = "asked " + std::string(req.target()) + "\n";
       return res;
@@ -132,6 +135,10 @@ TEST_F(CheckSocketTest, ServesTheVerdictToEveryoneAndTheMetricsToItsOwnUser) {
   EXPECT_EQ(post.rfind("HTTP/1.1 405", 0), 0u) << post;
   std::string body = Ask(path_, "GET /-/node-health HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc");
   EXPECT_EQ(body.find("asked"), std::string::npos) << "a request with a body: " << body;
+  // A handler that throws costs its answer (500), not the io thread.
+  std::string failed = Ask(path_, "GET /-/node-health?throw HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(failed.rfind("HTTP/1.1 500", 0), 0u) << failed;
+  EXPECT_NE(Ask(path_, "GET /-/node-health HTTP/1.1\r\n\r\n").find("asked"), std::string::npos);
 
   if (::geteuid() != 0) GTEST_SKIP() << "asking as another user needs root (setpriv)";
   if (RunCommand("command -v curl && command -v setpriv").status != 0)
