@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "clock.hpp"
+#include "nodewatch/clock.hpp"
 #include "exposition.hpp"
 #include "snapshot_store.hpp"
 #include "verdict.hpp"

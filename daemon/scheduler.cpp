@@ -378,9 +378,10 @@ void Scheduler::run_tick(const std::shared_ptr<Life>& life, const std::shared_pt
   if (e->since != due) set_check(*e, e->since + check_after(*e));
   // Read under the lock: once it is released, the scheduler may go.
   const Clock::time_point t0 = clock_.now();
+  const Clock& clock = clock_;  // which outlives the scheduler
   lock.unlock();
 
-  Result r = run_collect(*e, deadline);
+  Result r = run_collect(*e, clock, deadline);
   lock.lock();
   if (!life->alive) return;
   if (r.rendered && !e->timed_out && !e->stopped) {
@@ -411,7 +412,7 @@ void Scheduler::run_tick(const std::shared_ptr<Life>& life, const std::shared_pt
   notify(life, notices);
 }
 
-Scheduler::Result Scheduler::run_collect(Entry& e, Clock::time_point deadline) {
+Scheduler::Result Scheduler::run_collect(Entry& e, const Clock& clock, Clock::time_point deadline) {
   Result r;
   // Stopped (a reload, the daemon's exit) before the collect began.
   if (e.cancel.load()) {
@@ -420,7 +421,7 @@ Scheduler::Result Scheduler::run_collect(Entry& e, Clock::time_point deadline) {
   }
   try {
     MetricSink sink(e.job.collector->metrics(), e.series);
-    CollectContext ctx{deadline, &e.cancel};
+    CollectContext ctx{deadline, &e.cancel, &clock};
     e.job.collector->collect(ctx, sink);
     r.ok = true;
     r.partial_errors = sink.errors();

@@ -48,7 +48,7 @@
 #include <vector>
 
 #include "asio.hpp"
-#include "clock.hpp"
+#include "nodewatch/clock.hpp"
 #include "nodewatch/collector.hpp"
 #include "nodewatch/failure_log.hpp"
 #include "nodewatch/unique_fd.hpp"
@@ -161,7 +161,7 @@ class Scheduler {
   // A worker's job: the collection of `e` due at `due`.
   void run_tick(const std::shared_ptr<Life>& life, const std::shared_ptr<Entry>& e,
                 Clock::time_point due);
-  static Result run_collect(Entry& e, Clock::time_point deadline);
+  static Result run_collect(Entry& e, const Clock& clock, Clock::time_point deadline);
   // Under the lock, on the worker, when the collect returned.
   void finish(const std::shared_ptr<Entry>& e, std::uint64_t run_id, Result r, Notices& n);
   void schedule_tick(const std::shared_ptr<Entry>& e, Clock::time_point due);

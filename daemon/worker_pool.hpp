@@ -38,7 +38,7 @@
 #include <utility>
 #include <vector>
 
-#include "clock.hpp"
+#include "nodewatch/clock.hpp"
 
 namespace nodewatch {
 

@@ -208,8 +208,7 @@ void AcceleratorCollector::attribute_jobs(std::vector<DeviceSample>& devices,
     // At most half the time left: the cgroup reads and the emit come after,
     // and a kubelet that never answers must not take the collection past
     // its deadline (which would withdraw every GPU's series).
-    const auto now = std::chrono::steady_clock::now();
-    const auto until = ctx.deadline > now ? now + (ctx.deadline - now) / 2 : now;
+    const auto until = std::chrono::steady_clock::now() + ctx.left() / 2;
     PodResourcesWatcher::Snapshot snap = jobs_.pod_resources->get(until);
     if (snap.state != PodResourcesWatcher::Snapshot::State::kAbsent)
       out.add(families::kPodResourcesUp, {},

@@ -110,8 +110,7 @@ void KernelCollector::collect(const CollectContext& ctx, MetricSink& out) {
 void KernelCollector::collect_log(const CollectContext& ctx, MetricSink& out) {
   if (!waited_) {
     // At most half the deadline: EDAC is read after.
-    const auto now = std::chrono::steady_clock::now();
-    const auto until = ctx.deadline > now ? now + (ctx.deadline - now) / 2 : now;
+    const auto until = std::chrono::steady_clock::now() + ctx.left() / 2;
     waited_ = log_->wait_first_pass(until);
     if (!waited_)
       throw CollectError("log_not_read",

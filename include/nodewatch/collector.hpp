@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 
+#include "nodewatch/clock.hpp"
 #include "nodewatch/metric.hpp"
 #include "nodewatch/options.hpp"
 #include "nodewatch/services.hpp"
@@ -55,14 +56,25 @@ class CollectError : public std::runtime_error {
 };
 
 struct CollectContext {
-  std::chrono::steady_clock::time_point deadline;
+  // Of `clock`, the scheduler's (a test's may be moved by hand).
+  Clock::time_point deadline;
   // Set once the deadline has passed or the daemon is stopping: a collector
   // that loops over many devices should check it between devices and return.
   const std::atomic<bool>* cancelled = nullptr;
+  // Null: monotonic_clock().
+  const Clock* clock = nullptr;
 
+  Clock::time_point now() const { return (clock != nullptr ? *clock : monotonic_clock()).now(); }
+  // The time left to the deadline, never negative. A collector that waits
+  // on a thread or the kernel (which keep CLOCK_MONOTONIC) waits until
+  // steady_clock::now() plus (a part of) this.
+  Clock::duration left() const {
+    const Clock::time_point n = now();
+    return deadline > n ? deadline - n : Clock::duration::zero();
+  }
   bool should_stop() const {
     return (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) ||
-           std::chrono::steady_clock::now() >= deadline;
+           now() >= deadline;
   }
 };
 

@@ -29,6 +29,9 @@ class FakeCollector : public Collector {
   };
 
   void collect(const CollectContext& ctx, MetricSink& out) override {
+    // What the collection was told as it began.
+    stopped_at_start_ = ctx.should_stop();
+    left_at_start_ = std::chrono::duration_cast<std::chrono::milliseconds>(ctx.left());
     Track(++active_, max_active_);
     if (shared_ != nullptr) {
       Track(++shared_->active, shared_->max_active);
@@ -74,6 +77,8 @@ class FakeCollector : public Collector {
     return threads_;
   }
 
+  std::atomic<bool> stopped_at_start_{false};
+  std::atomic<std::chrono::milliseconds> left_at_start_{std::chrono::milliseconds(-1)};
   std::atomic<std::chrono::milliseconds> sleep_{std::chrono::milliseconds(0)};
   std::atomic<bool> ignore_cancel_{false};
   std::atomic<bool> fail_{false};

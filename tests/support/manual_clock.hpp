@@ -23,7 +23,7 @@
 #include <set>
 #include <vector>
 
-#include "clock.hpp"
+#include "nodewatch/clock.hpp"
 
 namespace nodewatch::testing {
 

@@ -84,6 +84,23 @@ TEST(SchedulerTest, PublishesRenderedSnapshotAndFirstRound) {
   EXPECT_TRUE(h.sched.first_round_done());
 }
 
+// A collection's deadline is of the scheduler's clock, and so are what it
+// is told of the time left and whether to stop. (Before, should_stop()
+// compared it with steady_clock: on a test's clock every collection was
+// told to stop as it began.)
+TEST(SchedulerTest, ACollectionMeasuresItsDeadlineOnTheSchedulersClock) {
+  Harness h;
+  FakeCollector* a;
+  std::vector<CollectorJob> jobs;
+  jobs.push_back(h.Job("a", &a, 1h, 3s));
+  h.Advance(10min);  // far from the machine's own steady_clock either way
+  h.sched.start(std::move(jobs));
+  h.Settle();
+  EXPECT_EQ(a->calls_.load(), 1);
+  EXPECT_FALSE(a->stopped_at_start_.load());
+  EXPECT_EQ(a->left_at_start_.load(), 3s);
+}
+
 TEST(SchedulerTest, DeflatesOnTheWorkerOnlyTheSnapshotsAGzipScrapeIsExpectedToTake) {
   Harness h;
   FakeCollector *a, *b;

@@ -56,9 +56,7 @@ std::size_t NvmlService::threads() const {
 }
 
 std::vector<DeviceSample> NvmlService::sample(const CollectContext& ctx, NvmlQuestions questions) {
-  const auto now = Clock::now();
-  const auto left = ctx.deadline > now ? ctx.deadline - now : Clock::duration::zero();
-  const auto until = now + left * kBudgetPercent / 100;
+  const auto until = std::chrono::steady_clock::now() + ctx.left() * kBudgetPercent / 100;
   std::shared_ptr<const NvmlSession> session = ensure_session(until);
   if (!session) return {};
   const bool devices = questions == NvmlQuestions::kDevice;

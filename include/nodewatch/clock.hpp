@@ -1,6 +1,6 @@
 #pragma once
 // The time the scheduler and its worker pool run on, and how they wait for
-// it.
+// it; a collection's deadline is of it too (CollectContext).
 //
 // In the daemon it is CLOCK_MONOTONIC (monotonic_clock()): a thread that
 // waits for a time hands that time to the kernel itself (a futex's

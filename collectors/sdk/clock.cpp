@@ -1,4 +1,4 @@
-#include "clock.hpp"
+#include "nodewatch/clock.hpp"
 
 namespace nodewatch {
 
