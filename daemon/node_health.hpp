@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "nodewatch/clock.hpp"
 #include "exposition.hpp"
+#include "nodewatch/clock.hpp"
 #include "snapshot_store.hpp"
 #include "verdict.hpp"
 #include "worker_pool.hpp"
