@@ -27,6 +27,7 @@ test_pkgs=(
   python3               # dashboards/generate.py and dashboards/lint.py
   clang libclang-rt-14-dev  # the sanitizer build and its libFuzzer harnesses (libclang_rt.fuzzer)
   ccache                # the test command's compiler cache: a second run recompiles what changed
+  lld                   # links the test executables and the sanitizer builds (CMakeLists.txt)
 )
 
 want=("${build_pkgs[@]}")
