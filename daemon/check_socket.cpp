@@ -154,16 +154,15 @@ struct Session : std::enable_shared_from_this<Session> {
   }
 };
 
-// Runs one GET on a connected stream, filling `out`.
-template <class Stream>
-struct Exchange : std::enable_shared_from_this<Exchange<Stream>> {
-  Stream& stream;
+// Runs one GET on a connected socket, filling `out`.
+struct Exchange : std::enable_shared_from_this<Exchange> {
+  local::socket& stream;
   FetchResult& out;
   http::request<http::empty_body> req;
   beast::flat_buffer buf;
   http::response_parser<http::string_body> parser;
 
-  Exchange(Stream& s, FetchResult& o, const std::string& target)
+  Exchange(local::socket& s, FetchResult& o, const std::string& target)
       : stream(s), out(o), req(http::verb::get, target, 11) {
     req.set(http::field::host, "localhost");
     req.set(http::field::user_agent, "nodewatchd --check");
@@ -171,7 +170,7 @@ struct Exchange : std::enable_shared_from_this<Exchange<Stream>> {
     parser.body_limit(16 * 1024 * 1024);
   }
   void start() {
-    auto self = this->shared_from_this();
+    auto self = shared_from_this();
     http::async_write(stream, req, [self](beast::error_code ec, std::size_t) {
       if (ec) {
         self->out.error = "sending the request: " + ec.message();
@@ -325,7 +324,7 @@ FetchResult fetch_check_socket(const std::string& path, const std::string& targe
     out.untrusted =
         peer ? untrusted_socket(path, peer->uid) : "the kernel did not say who listens on " + path;
     if (!out.untrusted.empty()) return;
-    std::make_shared<Exchange<local::socket>>(sock, out, target)->start();
+    std::make_shared<Exchange>(sock, out, target)->start();
   });
   io.run_for(timeout);
   if (out.status == 0 && out.error.empty() && out.untrusted.empty())
