@@ -55,6 +55,9 @@ run_ctest() {
   echo "== $name"
   ctest --test-dir "$dir" --output-on-failure --timeout 120 -j "$jobs" "$@" 2>&1 | tee "$log" |
     grep -E '^(\s*[0-9]+/[0-9]+ Test|.*tests passed|The following|\s+[0-9]+ - )' || true
+  # What the failing tests printed (the filter above shows status lines
+  # only): from each failure's line to the next test's.
+  awk '/^ *[0-9]+\/[0-9]+ Test +#/ { show = ($0 ~ /\*\*\*(Failed|Timeout|Exception|Not Run)/) } /tests passed, / { show = 0 } show' "$log"
   local total fail skip
   skip=$(grep -c '(Skipped)' "$log" || true)
   skipped=$((skipped + skip))
