@@ -230,7 +230,9 @@ TEST(Probe, EveryOperationOnARealDirectory) {
     ASSERT_NE(h, nullptr);
     EXPECT_GE(h->count(), 3u);
     EXPECT_GT(h->sum(), 0.0);               // real time was spent
-    EXPECT_LT(h->sum() / h->count(), 0.1);  // and on a local disk, well under 100 ms each
+    // In seconds: on a local disk well under one each, even with a build
+    // writing beside it (an fsync took over 100 ms so, in a test run).
+    EXPECT_LT(h->sum() / h->count(), 1.0);
     EXPECT_EQ(Value(sink, "nodewatch_storage_probe_success", {path, op}), 1);
     double last = Value(sink, "nodewatch_storage_probe_last_success_timestamp_seconds", {path, op});
     EXPECT_LE(last, now);
