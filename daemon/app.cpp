@@ -157,9 +157,7 @@ int list_metrics(std::span<const CollectorSpec> catalog, std::string_view format
       std::cerr << "collector " << spec.name << " declares no metric table\n";
       return 1;
     }
-    std::string about = std::string(spec.description) +
-                        (spec.enabled_by_default ? " On by default." : " Off by default.");
-    print(spec.metrics(), "Collector " + std::string(spec.name), about);
+    print(spec.metrics(), "Collector " + std::string(spec.name), collector_summary(spec));
   }
   return 0;
 }

@@ -18,4 +18,8 @@ std::string options_text(std::span<const CollectorSpec> catalog);
 // type, default, range, meaning) and a fixed end.
 std::string options_markdown(std::span<const CollectorSpec> catalog);
 
+// A collector's description as the references open its section with:
+// "<description>. On by default." (or "Off").
+std::string collector_summary(const CollectorSpec& spec);
+
 }  // namespace nodewatch
