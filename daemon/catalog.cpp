@@ -12,6 +12,7 @@
 #include "pcie/pcie_collector.hpp"
 #include "storage/storage_collector.hpp"
 #include "textfile/textfile_collector.hpp"
+#include "uncore/uncore_collector.hpp"
 
 namespace nodewatch {
 
@@ -19,7 +20,7 @@ std::span<const CollectorSpec> builtin_collectors() {
   static const std::vector<CollectorSpec> kCatalog = {
       accelerator_collector_spec(),  pcie_collector_spec(),    nic_collector_spec(),
       interconnect_collector_spec(), storage_collector_spec(), textfile_collector_spec(),
-      kernel_collector_spec(),       mesh_collector_spec(),
+      kernel_collector_spec(),       mesh_collector_spec(),    uncore_collector_spec(),
   };
   return kCatalog;
 }

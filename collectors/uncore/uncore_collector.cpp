@@ -1,0 +1,302 @@
+#include "uncore/uncore_collector.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "nodewatch/sources/fs.hpp"
+#include "uncore/uncore_metrics.hpp"
+
+namespace nodewatch {
+namespace uncore {
+
+const MetricTable& uncore_metric_table() {
+  static const MetricTable kTable({describe(families::kEventsTotal),
+                                   describe(families::kEventRunningRatio),
+                                   describe(families::kPmuUp)});
+  return kTable;
+}
+
+// One event on one PMU: its descriptors (one per CPU), their last
+// readings and the scaled total so far.
+struct Event {
+  std::uint32_t type = 0;
+  std::vector<int> cpus;
+  EventAttr attr;
+  std::vector<int> fds;  // empty: not open
+  std::vector<PerfReading> last;
+  bool have_last = false;
+  double total = 0;
+  bool counted = false;  // was open once: its total is exported while it is not
+};
+
+class Counters {
+ public:
+  explicit Counters(PerfApi& perf) : perf(perf) {}
+  ~Counters() {
+    for (auto& [key, e] : events) close(e);
+  }
+  Counters(const Counters&) = delete;
+  Counters& operator=(const Counters&) = delete;
+
+  void close(Event& e) {
+    for (int fd : e.fds) perf.close(fd);
+    held -= e.fds.size();
+    e.fds.clear();
+    e.have_last = false;
+  }
+
+  PerfApi& perf;
+  std::mutex mu;
+  // By (PMU, event terms).
+  std::map<std::pair<std::string, std::string>, Event> events;
+  std::size_t held = 0;
+};
+
+std::shared_ptr<Counters> make_counters(PerfApi& perf) {
+  return std::make_shared<Counters>(perf);
+}
+
+namespace {
+
+using Key = std::pair<std::string, std::string>;
+
+// The errors_total reason for a refused open.
+std::string_view open_reason(int err) {
+  return err == EACCES || err == EPERM ? "no_permission" : "open_failed";
+}
+
+std::string subject(const Key& key) {
+  return key.first + "/" + key.second + "/";
+}
+
+bool matches(const EventRequest& req, std::string_view pmu) {
+  return req.prefix ? pmu.starts_with(req.pmu) : pmu == req.pmu;
+}
+
+// One collection's work over the shared counters, under their lock.
+class Round {
+ public:
+  Round(Counters& c, const sources::FsRoot& sys, std::int64_t max_counters, MetricSink& out)
+      : c_(c), sys_(sys), max_(static_cast<std::size_t>(max_counters)), out_(out) {}
+
+  // Opens (when needed) and reads the event `terms` of PMU `name`; false
+  // when it is not counting.
+  bool visit(const std::string& name, const std::string& terms) {
+    const Key key{name, terms};
+    visited_.insert(key);
+    Event& e = c_.events[key];
+    std::string error;
+    std::optional<Pmu> pmu = read_pmu(sys_, name, &error);
+    if (!pmu) {
+      c_.close(e);
+      out_.error("pmu_unreadable", name, error);
+    } else {
+      if (!e.fds.empty() && (e.type != pmu->type || e.cpus != pmu->cpus)) c_.close(e);
+      if ((!e.fds.empty() || open(key, *pmu, e)) && read(key, e)) return true;
+    }
+    // Not counting now: what it counted stays, without a ratio.
+    if (e.counted) emit(key, e, std::nullopt);
+    return false;
+  }
+
+  // Closes what was not visited: PMUs that went, events no longer asked
+  // for (forgotten, with their totals, unless `keep` still asks for them).
+  void sweep(const std::vector<EventRequest>& keep) {
+    for (auto it = c_.events.begin(); it != c_.events.end();) {
+      if (visited_.contains(it->first)) {
+        ++it;
+        continue;
+      }
+      c_.close(it->second);
+      const bool asked = std::any_of(keep.begin(), keep.end(), [&](const EventRequest& r) {
+        return r.terms == it->first.second && matches(r, it->first.first);
+      });
+      it = asked ? std::next(it) : c_.events.erase(it);
+    }
+  }
+
+ private:
+  bool open(const Key& key, const Pmu& pmu, Event& e) {
+    std::string error;
+    std::optional<EventAttr> attr = resolve_event(sys_, pmu.name, key.second, &error);
+    if (!attr) {
+      out_.error("bad_event", subject(key), error);
+      return false;
+    }
+    if (c_.held + pmu.cpus.size() > max_) {
+      out_.error("too_many_counters", subject(key),
+                 std::to_string(pmu.cpus.size()) + " more descriptors would pass max_counters (" +
+                     std::to_string(max_) + ")");
+      return false;
+    }
+    for (int cpu : pmu.cpus) {
+      int err = 0;
+      const int fd = c_.perf.open(pmu.type, attr->config, cpu, &err);
+      if (fd < 0) {
+        c_.close(e);
+        out_.error(open_reason(err), subject(key),
+                   sources::errno_name(err) + " opening it on CPU " + std::to_string(cpu));
+        return false;
+      }
+      e.fds.push_back(fd);
+      ++c_.held;
+    }
+    e.type = pmu.type;
+    e.cpus = pmu.cpus;
+    e.attr = *attr;
+    e.have_last = false;
+    return true;
+  }
+
+  bool read(const Key& key, Event& e) {
+    std::vector<PerfReading> now(e.fds.size());
+    for (std::size_t i = 0; i < e.fds.size(); ++i) {
+      int err = 0;
+      if (!c_.perf.read(e.fds[i], &now[i], &err)) {
+        c_.close(e);
+        out_.error("read_failed", subject(key), sources::errno_name(err));
+        return false;
+      }
+    }
+    double counted = 0;
+    std::uint64_t enabled = 0;
+    std::uint64_t running = 0;
+    for (std::size_t i = 0; i < now.size(); ++i) {
+      const PerfReading base = e.have_last ? e.last[i] : PerfReading{};
+      // A kernel counter of 64 bits does not wrap; one that went back is
+      // taken as nothing counted.
+      const std::uint64_t dv = now[i].value >= base.value ? now[i].value - base.value : 0;
+      const std::uint64_t de =
+          now[i].enabled_ns >= base.enabled_ns ? now[i].enabled_ns - base.enabled_ns : 0;
+      const std::uint64_t dr =
+          now[i].running_ns >= base.running_ns ? now[i].running_ns - base.running_ns : 0;
+      enabled += de;
+      running += dr;
+      // Counted for dr of de nanoseconds: perf's estimate of the rest.
+      if (dr > 0)
+        counted += static_cast<double>(dv) * static_cast<double>(de) / static_cast<double>(dr);
+    }
+    // The first reading after an open is the baseline: what it counted
+    // since the open adds to the total.
+    e.total += counted * e.attr.scale;
+    e.last = std::move(now);
+    e.have_last = true;
+    e.counted = true;
+    const double ratio =
+        enabled > 0 ? std::min(1.0, static_cast<double>(running) / static_cast<double>(enabled))
+                    : 1.0;
+    emit(key, e, ratio);
+    return true;
+  }
+
+  void emit(const Key& key, const Event& e, std::optional<double> ratio) {
+    out_.add(families::kEventsTotal, {key.first, key.second, e.attr.unit}, e.total);
+    if (ratio) out_.add(families::kEventRunningRatio, {key.first, key.second}, *ratio);
+  }
+
+  Counters& c_;
+  const sources::FsRoot& sys_;
+  std::size_t max_;
+  MetricSink& out_;
+  std::set<Key> visited_;
+};
+
+}  // namespace
+
+UncoreOptions read_uncore_options(OptionReader& r) {
+  UncoreOptions o;
+  o.events = r.get_string_array(
+      "events", o.events,
+      "events to count, in perf's syntax: \"<pmu>/<event or terms>/\" (`msr/tsc/`, "
+      "`nvidia_scf_pmu_0/gmem_rd_data/`, `nvidia_nvlink_c2c0_pmu_0/total_bytes_loc,port=0x1/`); "
+      "a PMU name ending in `*` names every PMU so prefixed",
+      64);
+  std::set<std::string> seen;
+  for (const std::string& text : o.events) {
+    std::string error;
+    if (!parse_request(text, &error)) r.error("events", "\"" + text + "\": " + error);
+    if (!seen.insert(text).second) r.error("events", "\"" + text + "\" is named twice");
+  }
+  o.max_counters = r.get_int("max_counters", o.max_counters, 1, 4096,
+                             "descriptors the events may hold together (one per event and CPU "
+                             "of its PMU's cpumask); an event past it is not opened");
+  return o;
+}
+
+UncoreCollector::UncoreCollector(Roots roots, UncoreOptions options,
+                                 std::shared_ptr<Counters> counters)
+    : roots_(std::move(roots)), options_(std::move(options)), counters_(std::move(counters)) {
+  for (const std::string& text : options_.events) {
+    std::string error;
+    if (std::optional<EventRequest> req = parse_request(text, &error)) requests_.push_back(*req);
+  }
+}
+
+UncoreCollector::~UncoreCollector() = default;
+
+std::size_t UncoreCollector::open_counters() const {
+  std::lock_guard lock(counters_->mu);
+  return counters_->held;
+}
+
+void UncoreCollector::collect(const CollectContext& ctx, MetricSink& out) {
+  if (requests_.empty()) return;
+  const sources::FsRoot sys = roots_.sys();
+  sources::Listing pmus = sys.list(kPmuDir);
+  if (!pmus.ok() && pmus.status == sources::Status::kError)
+    throw CollectError("unreadable",
+                       sources::errno_name(pmus.err) + " listing " + sys.full(kPmuDir));
+  std::lock_guard lock(counters_->mu);
+  Round round(*counters_, sys, options_.max_counters, out);
+  std::map<std::string, bool> up;  // by PMU
+  for (const EventRequest& req : requests_) {
+    bool any = false;
+    for (const std::string& name : pmus.names) {
+      if (!matches(req, name)) continue;
+      any = true;
+      if (ctx.should_stop()) break;
+      const bool counting = round.visit(name, req.terms);
+      auto [it, fresh] = up.try_emplace(name, counting);
+      if (!fresh) it->second = it->second && counting;
+    }
+    if (!any) {
+      const std::string name = req.prefix ? req.pmu + "*" : req.pmu;
+      out.error("pmu_missing", name, "no such PMU in " + sys.full(kPmuDir));
+      if (!req.prefix) up[name] = false;
+    }
+  }
+  for (const auto& [name, ok] : up) out.add(families::kPmuUp, {name}, ok ? 1 : 0);
+  round.sweep(requests_);
+}
+
+}  // namespace uncore
+
+const CollectorSpec& uncore_collector_spec() {
+  static const CollectorSpec kSpec = [] {
+    CollectorSpec spec;
+    spec.name = "uncore";
+    spec.description =
+        "Counters of the CPU's uncore PMUs (perf_event_open): events named in perf's syntax";
+    // Until the known PMU tables (Grace, Vera, Intel IIO) choose events by
+    // themselves, it counts only what is named.
+    spec.enabled_by_default = false;
+    spec.default_interval = std::chrono::seconds(15);
+    spec.default_timeout = std::chrono::seconds(5);
+    spec.read_options = typed_options<uncore::UncoreOptions>(uncore::read_uncore_options);
+    spec.metrics = uncore::uncore_metric_table;
+    spec.create = [](const CollectorEnv& env) -> std::unique_ptr<Collector> {
+      return std::make_unique<uncore::UncoreCollector>(
+          env.roots, env.options_as<uncore::UncoreOptions>(),
+          env.service<uncore::Counters>("uncore", [] { return uncore::make_counters(); }));
+    };
+    return spec;
+  }();
+  return kSpec;
+}
+
+}  // namespace nodewatch

@@ -1,0 +1,38 @@
+#pragma once
+// The metric families the uncore collector emits: each declared once, here. The collector's table
+// is built from these and it emits through them; whatever else reads a family (the node verdict,
+// the expect file, docs/metrics.md) refers to the constant.
+
+#include "nodewatch/metric.hpp"
+
+namespace nodewatch::uncore::families {
+
+inline constexpr Family kEventsTotal{
+    "nodewatch_uncore_events_total",
+    MetricType::kCounter,
+    "",
+    "Count of each event of collectors.uncore.events since the daemon started, summed over the "
+    "CPUs its PMU counts on (cpumask; every online CPU for a PMU without one, as perf stat -a), "
+    "times the event's .scale, in `unit` (bytes where sysfs says B, KiB, MiB or GiB; empty: a "
+    "count). While the kernel multiplexes a counter, the part it did not count is estimated "
+    "from the time it ran (nodewatch_uncore_event_running_ratio).",
+    {"pmu", "event", "unit"}};
+
+inline constexpr Family kEventRunningRatio{
+    "nodewatch_uncore_event_running_ratio",
+    MetricType::kGauge,
+    "",
+    "Part of the last interval the event was on its PMU: 1 counted throughout; less, the kernel "
+    "multiplexed it with other events and nodewatch_uncore_events_total was extrapolated.",
+    {"pmu", "event"}};
+
+inline constexpr Family kPmuUp{
+    "nodewatch_uncore_pmu_up",
+    MetricType::kGauge,
+    "",
+    "1 if every event asked of the PMU is counting; 0 if the PMU is missing or an event could not "
+    "be opened or read (the reason, such as no CAP_PERFMON, in "
+    "nodewatch_collector_errors_total{collector=\"uncore\"} and the failure log).",
+    {"pmu"}};
+
+}  // namespace nodewatch::uncore::families

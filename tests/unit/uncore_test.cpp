@@ -1,0 +1,484 @@
+// The uncore collector: sysfs's PMU descriptions parsed (pmu.hpp), counts
+// summed, scaled and extrapolated through a scripted perf_event_open, and,
+// for real, the kernel's `msr` PMU on this machine.
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <toml++/toml.h>
+
+#include "support/collector_test.hpp"
+#include "support/daemon_process.hpp"
+#include "uncore/uncore_collector.hpp"
+#include "uncore/uncore_metrics.hpp"
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+namespace nodewatch::uncore {
+namespace {
+
+using nodewatch::testing::CollectOnce;
+using nodewatch::testing::HasSeries;
+using nodewatch::testing::TempDir;
+using nodewatch::testing::Value;
+
+// perf_event_open as a script: each CPU's counter is what the test sets.
+class FakePerf final : public PerfApi {
+ public:
+  int open(std::uint32_t type, const std::uint64_t (&config)[3], int cpu, int* err) override {
+    if (refuse != 0) {
+      *err = refuse;
+      return -1;
+    }
+    const int fd = next++;
+    // As the kernel's, a new counter starts at 0.
+    fds[fd] = Opened{type, {config[0], config[1], config[2]}, cpu, counters[cpu]};
+    ++opens;
+    return fd;
+  }
+  bool read(int fd, PerfReading* out, int* err) override {
+    if (read_errno != 0) {
+      *err = read_errno;
+      return false;
+    }
+    const Opened& o = fds.at(fd);
+    const PerfReading& now = counters[o.cpu];
+    *out = {now.value - o.at_open.value, now.enabled_ns - o.at_open.enabled_ns,
+            now.running_ns - o.at_open.running_ns};
+    return true;
+  }
+  void close(int fd) override { fds.erase(fd); }
+
+  // Adds `value` counted over `ns`, of which the PMU ran `running_ns`.
+  void advance(int cpu, std::uint64_t value, std::uint64_t ns, std::uint64_t running_ns) {
+    counters[cpu].value += value;
+    counters[cpu].enabled_ns += ns;
+    counters[cpu].running_ns += running_ns;
+  }
+
+  struct Opened {
+    std::uint32_t type;
+    std::uint64_t config[3];
+    int cpu;
+    PerfReading at_open;
+  };
+  std::map<int, Opened> fds;
+  std::map<int, PerfReading> counters;
+  int next = 100;
+  int opens = 0;
+  int refuse = 0;
+  int read_errno = 0;
+};
+
+// A sysfs tree with one PMU shaped as an Intel IIO free-running one
+// (a byte-rate event with .scale and .unit) and an msr-like one. Totals
+// of the IIO event carry the kernel's rounded scale (3.814697266e-6 MiB
+// is 4.0000000006 bytes): they are compared to within 1e-3.
+class UncoreTree {
+ public:
+  UncoreTree() {
+    pmu("uncore_iio_free_running_0", "31", "0,2");
+    dir.write(base("uncore_iio_free_running_0") + "format/event", "config:0-7\n");
+    dir.write(base("uncore_iio_free_running_0") + "format/umask", "config:8-15\n");
+    dir.write(base("uncore_iio_free_running_0") + "events/bw_in_port0", "event=0xff,umask=0x20");
+    dir.write(base("uncore_iio_free_running_0") + "events/bw_in_port0.scale", "3.814697266e-6");
+    dir.write(base("uncore_iio_free_running_0") + "events/bw_in_port0.unit", "MiB\n");
+    dir.write(base("uncore_iio_free_running_0") + "events/ioclk", "event=0xff,umask=0x10\n");
+    pmu("msr", "9", "");
+    dir.write(base("msr") + "format/event", "config:0-63\n");
+    dir.write(base("msr") + "events/tsc", "event=0x00\n");
+    dir.write("devices/system/cpu/online", "0-3\n");
+  }
+  static std::string base(const std::string& pmu) {
+    return "bus/event_source/devices/" + pmu + "/";
+  }
+  void pmu(const std::string& name, const std::string& type, const std::string& cpumask) {
+    dir.write(base(name) + "type", type + "\n");
+    if (!cpumask.empty()) dir.write(base(name) + "cpumask", cpumask + "\n");
+  }
+  Roots roots() const { return Roots{dir.path(), dir.path() / "proc", nullptr}; }
+
+  TempDir dir;
+};
+
+std::optional<EventAttr> Resolve(const UncoreTree& t, const std::string& pmu,
+                                 const std::string& terms, std::string* error) {
+  return resolve_event(sources::FsRoot(t.dir.path()), pmu, terms, error);
+}
+
+TEST(UncorePmu, ParsesCpuLists) {
+  EXPECT_EQ(parse_cpulist("0-3,8,10-11\n"), (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
+  EXPECT_EQ(parse_cpulist("0,72"), (std::vector<int>{0, 72}));
+  for (const char* bad : {"", "\n", "3-1", "a", "1,,2", "-1", "0-70000"})
+    EXPECT_FALSE(parse_cpulist(bad)) << bad;
+}
+
+TEST(UncorePmu, ParsesFormats) {
+  std::optional<FormatTerm> f = parse_format("config:0-7\n");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->word, 0);
+  EXPECT_EQ(f->bits, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  f = parse_format("config1:0-1");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->word, 1);
+  EXPECT_EQ(f->bits, (std::vector<int>{0, 1}));
+  f = parse_format("config:0-1,32-33");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->bits, (std::vector<int>{0, 1, 32, 33}));
+  for (const char* bad :
+       {"config3:0", "config:64", "config:7-0", "config:0-7,5", "event", "config:"})
+    EXPECT_FALSE(parse_format(bad)) << bad;
+}
+
+TEST(UncorePmu, ParsesRequestsInPerfsSyntax) {
+  std::string error;
+  std::optional<EventRequest> r = parse_request("msr/tsc/", &error);
+  ASSERT_TRUE(r) << error;
+  EXPECT_EQ(r->pmu, "msr");
+  EXPECT_EQ(r->terms, "tsc");
+  EXPECT_FALSE(r->prefix);
+  r = parse_request("nvidia_nvlink_c2c0_pmu_*/total_bytes_loc,port=0x1/", &error);
+  ASSERT_TRUE(r) << error;
+  EXPECT_EQ(r->pmu, "nvidia_nvlink_c2c0_pmu_");
+  EXPECT_EQ(r->terms, "total_bytes_loc,port=0x1");
+  EXPECT_TRUE(r->prefix);
+  EXPECT_FALSE(parse_request("msr/tsc/u", &error));
+  EXPECT_NE(error.find("modifiers"), std::string::npos) << error;
+  for (const char* bad : {"msr", "msr/tsc", "//", "msr//", "../x/tsc/", "a b/tsc/", "msr/tsc/x/"})
+    EXPECT_FALSE(parse_request(bad, &error)) << bad;
+}
+
+TEST(UncorePmu, ResolvesAliasesTermsAndRawWords) {
+  UncoreTree t;
+  std::string error;
+  // The alias, its scale (4 bytes a count, given in MiB) and unit.
+  std::optional<EventAttr> a = Resolve(t, "uncore_iio_free_running_0", "bw_in_port0", &error);
+  ASSERT_TRUE(a) << error;
+  EXPECT_EQ(a->config[0], 0x20ffU);
+  EXPECT_NEAR(a->scale, 4.0, 1e-8);
+  EXPECT_EQ(a->unit, "bytes");
+  // Terms of the format, and raw words.
+  a = Resolve(t, "uncore_iio_free_running_0", "event=0x3c,umask=1", &error);
+  ASSERT_TRUE(a) << error;
+  EXPECT_EQ(a->config[0], 0x13cU);
+  EXPECT_EQ(a->unit, "");
+  a = Resolve(t, "uncore_iio_free_running_0", "config=0x5,config1=0x1", &error);
+  ASSERT_TRUE(a) << error;
+  EXPECT_EQ(a->config[0], 5U);
+  EXPECT_EQ(a->config[1], 1U);
+  // A value's low bits fill the format's bits in order.
+  t.dir.write(UncoreTree::base("msr") + "format/split", "config1:0-1,8-9\n");
+  a = Resolve(t, "msr", "tsc,split=0xe", &error);
+  ASSERT_TRUE(a) << error;
+  EXPECT_EQ(a->config[1], 0x302U);
+  // What is refused, and said.
+  EXPECT_FALSE(Resolve(t, "msr", "split=0x10", &error));
+  EXPECT_NE(error.find("wider"), std::string::npos) << error;
+  EXPECT_FALSE(Resolve(t, "msr", "nope", &error));
+  EXPECT_NE(error.find("nope"), std::string::npos) << error;
+  t.dir.write(UncoreTree::base("msr") + "events/chan_rd", "event=0x2,split=?\n");
+  EXPECT_FALSE(Resolve(t, "msr", "chan_rd", &error));
+  EXPECT_NE(error.find("split"), std::string::npos) << error;
+  EXPECT_FALSE(Resolve(t, "msr", "tsc,tsc", &error));
+  EXPECT_FALSE(Resolve(t, "msr", "event=zz", &error));
+  t.dir.write(UncoreTree::base("msr") + "events/bad.scale", "-1\n");
+  t.dir.write(UncoreTree::base("msr") + "events/bad", "event=0x1\n");
+  EXPECT_FALSE(Resolve(t, "msr", "bad", &error));
+  EXPECT_NE(error.find("scale"), std::string::npos) << error;
+}
+
+UncoreOptions Events(std::vector<std::string> events) {
+  UncoreOptions o;
+  o.events = std::move(events);
+  return o;
+}
+
+TEST(UncoreCollector, SumsTheCpusOfTheCpumaskAndScales) {
+  UncoreTree t;
+  FakePerf perf;
+  UncoreCollector c(t.roots(), Events({"uncore_iio_free_running_0/bw_in_port0/"}),
+                    make_counters(perf));
+  MetricSink first(c.metrics());
+  CollectOnce(c, first);
+  ASSERT_EQ(perf.fds.size(), 2U);  // CPUs 0 and 2
+  for (const auto& [fd, o] : perf.fds) {
+    EXPECT_EQ(o.type, 31U);
+    EXPECT_EQ(o.config[0], 0x20ffU);
+    EXPECT_TRUE(o.cpu == 0 || o.cpu == 2) << o.cpu;
+  }
+  const std::vector<std::string> labels = {"uncore_iio_free_running_0", "bw_in_port0", "bytes"};
+  EXPECT_NEAR(Value(first, families::kEventsTotal, labels), 0, 1e-3);
+  perf.advance(0, 1000, 1'000'000'000, 1'000'000'000);
+  perf.advance(2, 500, 1'000'000'000, 1'000'000'000);
+  MetricSink second(c.metrics());
+  CollectOnce(c, second);
+  EXPECT_NEAR(Value(second, families::kEventsTotal, labels), 1500 * 4, 1e-3);
+  EXPECT_EQ(
+      Value(second, families::kEventRunningRatio, {"uncore_iio_free_running_0", "bw_in_port0"}), 1);
+  EXPECT_EQ(Value(second, families::kPmuUp, {"uncore_iio_free_running_0"}), 1);
+  EXPECT_EQ(perf.opens, 2);  // kept open
+}
+
+TEST(UncoreCollector, AMultiplexedCounterIsExtrapolatedAndSaidSo) {
+  UncoreTree t;
+  FakePerf perf;
+  UncoreCollector c(t.roots(), Events({"msr/tsc/"}), make_counters(perf));
+  MetricSink first(c.metrics());
+  CollectOnce(c, first);
+  ASSERT_EQ(perf.fds.size(), 4U);  // no cpumask: the online CPUs
+  perf.advance(1, 100, 1'000'000'000, 250'000'000);
+  MetricSink second(c.metrics());
+  CollectOnce(c, second);
+  EXPECT_EQ(Value(second, families::kEventsTotal, {"msr", "tsc", ""}), 400);
+  EXPECT_DOUBLE_EQ(Value(second, families::kEventRunningRatio, {"msr", "tsc"}), 0.25);
+  // Not scheduled at all in an interval: nothing to extrapolate from.
+  perf.advance(1, 0, 1'000'000'000, 0);
+  MetricSink third(c.metrics());
+  CollectOnce(c, third);
+  EXPECT_EQ(Value(third, families::kEventsTotal, {"msr", "tsc", ""}), 400);
+}
+
+TEST(UncoreCollector, WithoutPermissionThePmuIsDownAndSaysWhy) {
+  UncoreTree t;
+  FakePerf perf;
+  perf.refuse = EACCES;
+  UncoreCollector c(t.roots(), Events({"msr/tsc/", "missing_pmu/x/"}), make_counters(perf));
+  MetricSink sink(c.metrics());
+  CollectOnce(c, sink);
+  EXPECT_EQ(Value(sink, families::kPmuUp, {"msr"}), 0);
+  EXPECT_EQ(Value(sink, families::kPmuUp, {"missing_pmu"}), 0);
+  EXPECT_FALSE(HasSeries(sink, families::kEventsTotal, {"msr", "tsc", ""}));
+  EXPECT_EQ(sink.errors().at("no_permission"), 1U);
+  EXPECT_EQ(sink.errors().at("pmu_missing"), 1U);
+  EXPECT_EQ(sink.failures().at({"no_permission", "msr/tsc/"}), "EACCES opening it on CPU 0");
+  EXPECT_EQ(c.open_counters(), 0U);
+}
+
+TEST(UncoreCollector, AMovedCpumaskReopensAndTheTotalGoesOn) {
+  UncoreTree t;
+  FakePerf perf;
+  UncoreCollector c(t.roots(), Events({"uncore_iio_free_running_0/bw_in_port0/"}),
+                    make_counters(perf));
+  const std::vector<std::string> labels = {"uncore_iio_free_running_0", "bw_in_port0", "bytes"};
+  MetricSink s1(c.metrics());
+  CollectOnce(c, s1);
+  perf.advance(2, 100, 1000, 1000);
+  MetricSink s2(c.metrics());
+  CollectOnce(c, s2);
+  EXPECT_NEAR(Value(s2, families::kEventsTotal, labels), 400, 1e-3);
+  // CPU 2 went offline: the kernel moved the PMU to CPU 3. What CPU 3
+  // counts from its open on adds to the total.
+  t.dir.write(UncoreTree::base("uncore_iio_free_running_0") + "cpumask", "0,3\n");
+  perf.advance(3, 1'000'000, 1000, 1000);  // before the open: not this event's
+  MetricSink s3(c.metrics());
+  CollectOnce(c, s3);
+  EXPECT_EQ(perf.opens, 4);
+  EXPECT_EQ(c.open_counters(), 2U);
+  EXPECT_NEAR(Value(s3, families::kEventsTotal, labels), 400, 1e-3);
+  perf.advance(3, 7777, 1000, 1000);
+  MetricSink s3b(c.metrics());
+  CollectOnce(c, s3b);
+  EXPECT_NEAR(Value(s3b, families::kEventsTotal, labels), 400 + 7777 * 4, 1e-3);
+  perf.advance(3, 10, 1000, 1000);
+  MetricSink s4(c.metrics());
+  CollectOnce(c, s4);
+  EXPECT_NEAR(Value(s4, families::kEventsTotal, labels), 400 + 7777 * 4 + 40, 1e-3);
+}
+
+TEST(UncoreCollector, APmuThatGoesAndComesBackKeepsItsTotal) {
+  UncoreTree t;
+  FakePerf perf;
+  UncoreCollector c(t.roots(), Events({"msr/tsc/"}), make_counters(perf));
+  MetricSink s1(c.metrics());
+  CollectOnce(c, s1);
+  perf.advance(0, 50, 1000, 1000);
+  MetricSink s2(c.metrics());
+  CollectOnce(c, s2);
+  std::filesystem::remove_all(t.dir.path() / UncoreTree::base("msr"));
+  MetricSink s3(c.metrics());
+  CollectOnce(c, s3);
+  EXPECT_EQ(Value(s3, families::kPmuUp, {"msr"}), 0);
+  EXPECT_EQ(c.open_counters(), 0U);
+  EXPECT_EQ(s3.errors().at("pmu_missing"), 1U);
+  t.pmu("msr", "9", "");
+  t.dir.write(UncoreTree::base("msr") + "format/event", "config:0-63\n");
+  t.dir.write(UncoreTree::base("msr") + "events/tsc", "event=0x00\n");
+  MetricSink s4(c.metrics());
+  CollectOnce(c, s4);
+  perf.advance(0, 5, 1000, 1000);
+  MetricSink s5(c.metrics());
+  CollectOnce(c, s5);
+  EXPECT_EQ(Value(s5, families::kPmuUp, {"msr"}), 1);
+  EXPECT_EQ(Value(s5, families::kEventsTotal, {"msr", "tsc", ""}), 55);
+}
+
+TEST(UncoreCollector, AReadFailureKeepsTheTotalAndReopens) {
+  UncoreTree t;
+  FakePerf perf;
+  UncoreCollector c(t.roots(), Events({"msr/tsc/"}), make_counters(perf));
+  MetricSink s1(c.metrics());
+  CollectOnce(c, s1);
+  perf.advance(0, 50, 1000, 1000);
+  MetricSink s2(c.metrics());
+  CollectOnce(c, s2);
+  perf.read_errno = ENODEV;
+  MetricSink s3(c.metrics());
+  CollectOnce(c, s3);
+  EXPECT_EQ(Value(s3, families::kPmuUp, {"msr"}), 0);
+  EXPECT_EQ(Value(s3, families::kEventsTotal, {"msr", "tsc", ""}), 50);
+  EXPECT_FALSE(HasSeries(s3, families::kEventRunningRatio, {"msr", "tsc"}));
+  EXPECT_EQ(s3.failures().at({"read_failed", "msr/tsc/"}), "ENODEV");
+  perf.read_errno = 0;
+  MetricSink s4(c.metrics());
+  CollectOnce(c, s4);
+  EXPECT_EQ(Value(s4, families::kPmuUp, {"msr"}), 1);
+  EXPECT_EQ(perf.opens, 8);
+}
+
+TEST(UncoreCollector, ARebuiltCollectorKeepsTheCountersAndForgetsWhatIsNoLongerAsked) {
+  UncoreTree t;
+  FakePerf perf;
+  std::shared_ptr<Counters> counters = make_counters(perf);
+  {
+    UncoreCollector before(t.roots(), Events({"msr/tsc/", "uncore_iio_free_running_0/ioclk/"}),
+                           counters);
+    MetricSink s(before.metrics());
+    CollectOnce(before, s);
+    perf.advance(0, 10, 1000, 1000);
+    MetricSink s2(before.metrics());
+    CollectOnce(before, s2);
+    EXPECT_EQ(before.open_counters(), 6U);
+  }
+  UncoreCollector after(t.roots(), Events({"msr/tsc/"}), counters);
+  perf.advance(0, 1, 1000, 1000);
+  MetricSink s(after.metrics());
+  CollectOnce(after, s);
+  EXPECT_EQ(Value(s, families::kEventsTotal, {"msr", "tsc", ""}), 11);
+  EXPECT_EQ(perf.opens, 6);              // nothing opened again
+  EXPECT_EQ(after.open_counters(), 4U);  // ioclk's two closed
+  EXPECT_EQ(perf.fds.size(), 4U);
+}
+
+TEST(UncoreCollector, DescriptorsAreBoundedByMaxCounters) {
+  UncoreTree t;
+  FakePerf perf;
+  UncoreOptions o = Events({"uncore_iio_free_running_0/bw_in_port0/", "msr/tsc/"});
+  o.max_counters = 3;
+  UncoreCollector c(t.roots(), o, make_counters(perf));
+  MetricSink s(c.metrics());
+  CollectOnce(c, s);
+  EXPECT_EQ(c.open_counters(), 2U);
+  EXPECT_EQ(Value(s, families::kPmuUp, {"uncore_iio_free_running_0"}), 1);
+  EXPECT_EQ(Value(s, families::kPmuUp, {"msr"}), 0);
+  EXPECT_EQ(s.errors().at("too_many_counters"), 1U);
+}
+
+TEST(UncoreCollector, APrefixNamesEveryPmuSoPrefixed) {
+  UncoreTree t;
+  t.pmu("uncore_iio_free_running_1", "32", "1");
+  t.dir.write(UncoreTree::base("uncore_iio_free_running_1") + "format/event", "config:0-7\n");
+  t.dir.write(UncoreTree::base("uncore_iio_free_running_1") + "format/umask", "config:8-15\n");
+  t.dir.write(UncoreTree::base("uncore_iio_free_running_1") + "events/ioclk",
+              "event=0xff,umask=0x10\n");
+  FakePerf perf;
+  UncoreCollector c(t.roots(), Events({"uncore_iio_free_running_*/ioclk/", "nothing_*/x/"}),
+                    make_counters(perf));
+  MetricSink s(c.metrics());
+  CollectOnce(c, s);
+  EXPECT_EQ(Value(s, families::kPmuUp, {"uncore_iio_free_running_0"}), 1);
+  EXPECT_EQ(Value(s, families::kPmuUp, {"uncore_iio_free_running_1"}), 1);
+  EXPECT_EQ(c.open_counters(), 3U);
+  EXPECT_EQ(s.failures().count({"pmu_missing", "nothing_*"}), 1U);
+}
+
+TEST(UncoreOptions, RefusesMalformedAndRepeatedEvents) {
+  const CollectorSpec& spec = uncore_collector_spec();
+  EXPECT_FALSE(spec.enabled_by_default);
+  toml::table table = toml::parse(R"(events = ["msr/tsc/", "msr/tsc/", "msr/tsc/k"])");
+  std::vector<ConfigError> errors;
+  OptionReader r(table, "collectors.uncore", "test.toml", &errors);
+  spec.read_options(r);
+  ASSERT_EQ(errors.size(), 2U);
+  EXPECT_NE(errors[0].str().find("named twice"), std::string::npos) << errors[0].str();
+  EXPECT_NE(errors[1].str().find("modifiers"), std::string::npos) << errors[1].str();
+}
+
+// The real thing: the kernel's msr PMU, whose tsc event counts the time
+// stamp counter on every CPU.
+bool HaveMsrPmu() {
+  return std::filesystem::exists("/sys/bus/event_source/devices/msr/events/tsc");
+}
+
+TEST(UncoreMsr, TheTscCountAgreesWithTheTscRate) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "the msr PMU and the TSC are x86's";
+#else
+  if (!HaveMsrPmu()) GTEST_SKIP() << "this kernel has no msr PMU with a tsc event";
+  if (::geteuid() != 0) GTEST_SKIP() << "counting for every process needs CAP_PERFMON (root)";
+  UncoreCollector c(Roots{}, Events({"msr/tsc/"}), make_counters());
+  std::string error;
+  std::optional<Pmu> pmu = read_pmu(sources::FsRoot("/sys"), "msr", &error);
+  ASSERT_TRUE(pmu) << error;
+  MetricSink first(c.metrics());
+  const std::uint64_t t0 = __rdtsc();
+  CollectOnce(c, first);
+  ASSERT_EQ(Value(first, families::kPmuUp, {"msr"}), 1) << first.failures().size();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  MetricSink second(c.metrics());
+  CollectOnce(c, second);
+  const std::uint64_t t1 = __rdtsc();
+  // Every CPU's TSC runs at one rate; the counters were read between t0
+  // and t1, so the sum is at most the CPUs' share of that span.
+  const double expected = static_cast<double>(t1 - t0) * static_cast<double>(pmu->cpus.size());
+  const double counted = Value(second, families::kEventsTotal, {"msr", "tsc", ""});
+  EXPECT_GT(counted, 0.95 * expected) << pmu->cpus.size() << " CPUs";
+  EXPECT_LE(counted, expected);
+#endif
+}
+
+TEST(UncoreMsr, WithoutPrivilegeThePmuIsDownWithTheReason) {
+  if (!HaveMsrPmu()) GTEST_SKIP() << "this kernel has no msr PMU with a tsc event";
+  if (::geteuid() != 0) GTEST_SKIP() << "dropping to another user needs root";
+  int paranoid = 2;
+  std::ifstream("/proc/sys/kernel/perf_event_paranoid") >> paranoid;
+  if (paranoid <= 0)
+    GTEST_SKIP() << "perf_event_paranoid is " << paranoid << ": every user may count";
+  // A child that drops to nobody (and with it every capability) counts.
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) ::_exit(10);
+    UncoreCollector c(Roots{}, Events({"msr/tsc/"}), make_counters());
+    MetricSink sink(c.metrics());
+    CollectContext ctx{std::chrono::steady_clock::now() + std::chrono::seconds(5), nullptr};
+    c.collect(ctx, sink);
+    double up = -1;
+    if (!sink.get(families::kPmuUp, {"msr"}, &up) || up != 0) ::_exit(11);
+    if (sink.errors().count("no_permission") != 1) ::_exit(12);
+    const std::string& why = sink.failures().begin()->second;
+    if (why.rfind("EACCES", 0) != 0 && why.rfind("EPERM", 0) != 0) ::_exit(13);
+    ::_exit(c.open_counters() == 0 ? 0 : 14);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: could not drop; 11: up not 0; 12: no no_permission; "
+                                       "13: another errno; 14: descriptors held";
+}
+
+TEST(UncoreCollector, TableFollowsTheNamingRules) {
+  nodewatch::testing::ExpectWellFormedTable(uncore_metric_table(), "nodewatch_uncore_");
+}
+
+}  // namespace
+}  // namespace nodewatch::uncore
