@@ -34,6 +34,7 @@ for f in /usr/sbin/nodewatchd /usr/bin/nodewatch-soak-report /etc/nodewatch/node
   /lib/systemd/system/nodewatch.service /lib/systemd/system/nodewatch.socket \
   /usr/share/man/man8/nodewatchd.8.gz /usr/share/man/man1/nodewatch-soak-report.1.gz \
   /usr/share/nodewatch/dashboards/nodewatch-node.json /usr/share/nodewatch/alerts/nodewatch-rules.yml \
+  /usr/share/nodewatch/systemd/uncore.conf \
   /usr/share/doc/nodewatch/copyright; do
   [[ -e $f ]] || fail "the package did not install $f"
 done

@@ -23,6 +23,13 @@ strace -f -qq -o /dev/null true 2>/dev/null || skip "strace cannot trace here (p
 filter=$(sed -nE 's/^SystemCallFilter=([^~].*)$/\1/p' "$here/nodewatch.service")
 denied_groups=$(sed -nE 's/^SystemCallFilter=~(.*)$/\1/p' "$here/nodewatch.service")
 [[ -n "$filter" ]] || { echo "no SystemCallFilter= in nodewatch.service" >&2; exit 1; }
+# The uncore collector is traced where the kernel has an msr PMU (x86), with
+# what its drop-in (uncore.conf) adds to the filter.
+uncore=0
+if [[ -e /sys/bus/event_source/devices/msr/events/tsc ]]; then
+  uncore=1
+  filter+=" $(sed -nE 's/^SystemCallFilter=([^~].*)$/\1/p' "$here/uncore.conf")"
+fi
 
 tmp=$(mktemp -d)
 pid=""
@@ -44,7 +51,9 @@ expand() {
       if [[ $s == @* ]]; then expand "$s"; else echo "$s"; fi
     done
 }
-for group in $filter; do expand "$group"; done | sort -u >"$tmp/allowed.all"
+for group in $filter; do
+  if [[ $group == @* ]]; then expand "$group"; else echo "$group"; fi
+done | sort -u >"$tmp/allowed.all"
 for group in $denied_groups; do expand "$group"; done | sort -u >"$tmp/denied.groups"
 comm -23 "$tmp/allowed.all" "$tmp/denied.groups" >"$tmp/allowed"
 [[ -s "$tmp/allowed" ]] || { echo "systemd-analyze expanded $filter to nothing" >&2; exit 1; }
@@ -71,6 +80,16 @@ state_file = "$tmp/kernel-log.state"
 interval = "1s"
 timeout = "900ms"
 EOF
+# The uncore collector on the kernel's msr PMU (x86), where there is one.
+if ((uncore)); then
+  cat >>"$tmp/nodewatch.toml" <<EOF
+[collectors.uncore]
+enabled = true
+events = ["msr/tsc/"]
+interval = "1s"
+EOF
+  what_uncore=", the uncore collector on msr/tsc/ with uncore.conf's filter"
+fi
 # The accelerator collector with the fake NVML and a fake kubelet, where
 # the build tree has them.
 build=$(cd "$(dirname "$bin")/.." && pwd)
@@ -155,4 +174,5 @@ if [[ -n "$denied" ]]; then
 fi
 what="$helpers helper processes traced"
 ((jobs)) && what+=", the accelerator collector with the fake NVML, and the pod-resources client against a fake kubelet"
+what+="${what_uncore:-}"
 echo "system calls: $(wc -l <"$tmp/used") distinct, all in SystemCallFilter=$filter${denied_groups:+ less $denied_groups} ($what)"
