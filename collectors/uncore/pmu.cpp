@@ -147,6 +147,7 @@ struct Resolver {
       return false;
     }
     aliased = true;
+    attr.alias = std::string(name);
     if (!terms(r.value(), false)) return false;
     const sources::Read scale = sys.read(path + ".scale");
     if (scale.ok()) {
@@ -158,6 +159,7 @@ struct Resolver {
         return false;
       }
       attr.scale = s;
+      attr.sysfs_scale = s;
     }
     const sources::Read unit = sys.read(path + ".unit");
     if (unit.ok()) {

@@ -58,7 +58,9 @@ std::optional<Pmu> read_pmu(const sources::FsRoot& sys, std::string_view name, s
 struct EventAttr {
   std::uint64_t config[3] = {0, 0, 0};
   double scale = 1;
-  std::string unit;  // after scaling: "bytes" where sysfs said MiB/KiB/GiB/B
+  std::string unit;        // after scaling: "bytes" where sysfs said MiB/KiB/GiB/B
+  std::string alias;       // the events/ name it came from, if any
+  double sysfs_scale = 1;  // the alias's .scale as written
 };
 
 // "msr/tsc/" -> {"msr", "tsc"}; "nvidia_scf_pmu_*/gmem_rd_data/" ->

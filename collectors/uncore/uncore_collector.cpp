@@ -8,16 +8,19 @@
 #include <set>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 #include "nodewatch/sources/fs.hpp"
+#include "uncore/known.hpp"
 #include "uncore/uncore_metrics.hpp"
 
 namespace nodewatch {
 namespace uncore {
 
 const MetricTable& uncore_metric_table() {
-  static const MetricTable kTable({describe(families::kEventsTotal),
-                                   describe(families::kEventRunningRatio),
-                                   describe(families::kPmuUp)});
+  static const MetricTable kTable(
+      {describe(families::kEventsTotal), describe(families::kEventRunningRatio),
+       describe(families::kEventScaleCorrected), describe(families::kPmuUp)});
   return kTable;
 }
 
@@ -31,7 +34,8 @@ struct Event {
   std::vector<PerfReading> last;
   bool have_last = false;
   double total = 0;
-  bool counted = false;  // was open once: its total is exported while it is not
+  bool counted = false;    // was open once: its total is exported while it is not
+  bool corrected = false;  // its scale is known::scale_correction's
 };
 
 class Counters {
@@ -81,8 +85,9 @@ bool matches(const EventRequest& req, std::string_view pmu) {
 // One collection's work over the shared counters, under their lock.
 class Round {
  public:
-  Round(Counters& c, const sources::FsRoot& sys, std::int64_t max_counters, MetricSink& out)
-      : c_(c), sys_(sys), max_(static_cast<std::size_t>(max_counters)), out_(out) {}
+  Round(Counters& c, const sources::FsRoot& sys, const Cpu& cpu, std::int64_t max_counters,
+        MetricSink& out)
+      : c_(c), sys_(sys), cpu_(cpu), max_(static_cast<std::size_t>(max_counters)), out_(out) {}
 
   // Opens (when needed) and reads the event `terms` of PMU `name`; false
   // when it is not counting.
@@ -128,6 +133,12 @@ class Round {
       out_.error("bad_event", subject(key), error);
       return false;
     }
+    std::optional<Correction> fix =
+        scale_correction(pmu.name, attr->alias, attr->sysfs_scale, cpu_);
+    if (fix) {
+      attr->scale *= fix->factor;
+      spdlog::info("uncore: {}: {}", subject(key), fix->why);
+    }
     if (c_.held + pmu.cpus.size() > max_) {
       out_.error("too_many_counters", subject(key),
                  std::to_string(pmu.cpus.size()) + " more descriptors would pass max_counters (" +
@@ -149,6 +160,7 @@ class Round {
     e.type = pmu.type;
     e.cpus = pmu.cpus;
     e.attr = *attr;
+    e.corrected = fix.has_value();
     e.have_last = false;
     return true;
   }
@@ -197,10 +209,12 @@ class Round {
   void emit(const Key& key, const Event& e, std::optional<double> ratio) {
     out_.add(families::kEventsTotal, {key.first, key.second, e.attr.unit}, e.total);
     if (ratio) out_.add(families::kEventRunningRatio, {key.first, key.second}, *ratio);
+    if (e.corrected) out_.add(families::kEventScaleCorrected, {key.first, key.second}, 1);
   }
 
   Counters& c_;
   const sources::FsRoot& sys_;
+  const Cpu& cpu_;
   std::size_t max_;
   MetricSink& out_;
   std::set<Key> visited_;
@@ -230,7 +244,10 @@ UncoreOptions read_uncore_options(OptionReader& r) {
 
 UncoreCollector::UncoreCollector(Roots roots, UncoreOptions options,
                                  std::shared_ptr<Counters> counters)
-    : roots_(std::move(roots)), options_(std::move(options)), counters_(std::move(counters)) {
+    : roots_(std::move(roots)),
+      options_(std::move(options)),
+      counters_(std::move(counters)),
+      cpu_(read_cpu(roots_.proc())) {
   for (const std::string& text : options_.events) {
     std::string error;
     if (std::optional<EventRequest> req = parse_request(text, &error)) requests_.push_back(*req);
@@ -252,7 +269,7 @@ void UncoreCollector::collect(const CollectContext& ctx, MetricSink& out) {
     throw CollectError("unreadable",
                        sources::errno_name(pmus.err) + " listing " + sys.full(kPmuDir));
   std::lock_guard lock(counters_->mu);
-  Round round(*counters_, sys, options_.max_counters, out);
+  Round round(*counters_, sys, cpu_, options_.max_counters, out);
   std::map<std::string, bool> up;  // by PMU
   for (const EventRequest& req : requests_) {
     bool any = false;

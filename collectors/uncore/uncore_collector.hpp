@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "nodewatch/collector.hpp"
+#include "uncore/known.hpp"
 #include "uncore/perf.hpp"
 #include "uncore/pmu.hpp"
 
@@ -65,6 +66,7 @@ class UncoreCollector final : public Collector {
   UncoreOptions options_;
   std::vector<EventRequest> requests_;
   std::shared_ptr<Counters> counters_;
+  Cpu cpu_;  // for known::scale_correction
 };
 
 // The counters and their totals, shared by the collectors of one daemon

@@ -26,6 +26,15 @@ inline constexpr Family kEventRunningRatio{
     "multiplexed it with other events and nodewatch_uncore_events_total was extrapolated.",
     {"pmu", "event"}};
 
+inline constexpr Family kEventScaleCorrected{
+    "nodewatch_uncore_event_scale_corrected",
+    MetricType::kGauge,
+    "",
+    "1 for an event whose .scale the kernel gets wrong and nodewatch corrects (Intel IIO "
+    "free-running bandwidth on Ice Lake server, Snow Ridge, Sapphire and Emerald Rapids before "
+    "Linux 6.15: 4 bytes a count for 32); absent for the others.",
+    {"pmu", "event"}};
+
 inline constexpr Family kPmuUp{
     "nodewatch_uncore_pmu_up",
     MetricType::kGauge,

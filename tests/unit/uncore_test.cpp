@@ -11,6 +11,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include <toml++/toml.h>
@@ -411,6 +412,81 @@ TEST(UncoreOptions, RefusesMalformedAndRepeatedEvents) {
   ASSERT_EQ(errors.size(), 2U);
   EXPECT_NE(errors[0].str().find("named twice"), std::string::npos) << errors[0].str();
   EXPECT_NE(errors[1].str().find("modifiers"), std::string::npos) << errors[1].str();
+}
+
+// The committed trees of tests/fixtures/uncore (its README says what
+// machine and kernel each models).
+Roots Fixture(const std::string& tree) {
+  const std::filesystem::path root = nodewatch::testing::fixtures_dir() / "uncore" / tree;
+  return Roots{root / "sys", root / "proc", nullptr};
+}
+
+TEST(UncoreKnown, ReadsTheCpuFromCpuinfo) {
+  Cpu icx = read_cpu(Fixture("icx-6.8").proc());
+  EXPECT_EQ(icx.vendor, "GenuineIntel");
+  EXPECT_EQ(icx.family, 6);
+  EXPECT_EQ(icx.model, 106);
+  Cpu grace = read_cpu(Fixture("grace-6.13").proc());
+  EXPECT_EQ(grace.vendor, "");
+  EXPECT_EQ(grace.model, -1);
+}
+
+// Bytes a count of bw_in_port0 and bw_out_port0 (0: no such event), and
+// whether the kernel's scale was corrected, per modelled machine and kernel.
+TEST(UncoreKnown, IntelIioBandwidthCountsThirtyTwoBytesWhereTheKernelSaysFour) {
+  struct Case {
+    const char* tree;
+    double bytes;
+    bool corrected;
+    bool has_out;
+  };
+  for (const Case& k : {Case{"skx-6.8", 4, false, true}, Case{"icx-6.8", 32, true, false},
+                        Case{"icx-6.15", 32, false, false}, Case{"spr-6.8", 32, true, true},
+                        Case{"spr-6.15", 32, false, false}}) {
+    SCOPED_TRACE(k.tree);
+    FakePerf perf;
+    UncoreCollector c(Fixture(k.tree),
+                      Events({"uncore_iio_free_running_*/bw_in_port0/",
+                              "uncore_iio_free_running_*/bw_out_port0/"}),
+                      make_counters(perf));
+    MetricSink first(c.metrics());
+    CollectOnce(c, first);
+    perf.advance(0, 1000, 1000, 1000);
+    MetricSink sink(c.metrics());
+    CollectOnce(c, sink);
+    for (const char* pmu : {"uncore_iio_free_running_0", "uncore_iio_free_running_1"}) {
+      EXPECT_NEAR(Value(sink, families::kEventsTotal, {pmu, "bw_in_port0", "bytes"}),
+                  1000 * k.bytes, 1e-3);
+      EXPECT_EQ(HasSeries(sink, families::kEventScaleCorrected, {pmu, "bw_in_port0"}), k.corrected);
+      EXPECT_EQ(HasSeries(sink, families::kEventsTotal, {pmu, "bw_out_port0", "bytes"}), k.has_out);
+      EXPECT_EQ(Value(sink, families::kPmuUp, {pmu}), k.has_out ? 1 : 0);
+    }
+    if (!k.has_out) {
+      EXPECT_EQ(sink.errors().at("bad_event"), 2U);
+    }
+  }
+}
+
+TEST(UncoreKnown, GraceC2cEventsTakeThePortFilterAndOpenOnTheirSocketsCpu) {
+  std::string error;
+  const sources::FsRoot sys = Fixture("grace-6.13").sys();
+  std::optional<EventAttr> a =
+      resolve_event(sys, "nvidia_nvlink_c2c0_pmu_0", "total_bytes_loc,port=0x1", &error);
+  ASSERT_TRUE(a) << error;
+  EXPECT_EQ(a->config[0], 0x4U);
+  EXPECT_EQ(a->config[1], 0x1U);
+  a = resolve_event(sys, "nvidia_nvlink_c2c0_pmu_0", "cycles", &error);
+  ASSERT_TRUE(a) << error;
+  EXPECT_EQ(a->config[0], std::uint64_t{1} << 32);
+  EXPECT_FALSE(resolve_event(sys, "nvidia_nvlink_c2c0_pmu_0", "rd_bytes_rem,port=0x4", &error));
+  FakePerf perf;
+  UncoreCollector c(Fixture("grace-6.13"), Events({"nvidia_nvlink_c2c0_pmu_*/rd_bytes_loc/"}),
+                    make_counters(perf));
+  MetricSink sink(c.metrics());
+  CollectOnce(c, sink);
+  std::set<std::pair<std::uint32_t, int>> opened;
+  for (const auto& [fd, o] : perf.fds) opened.insert({o.type, o.cpu});
+  EXPECT_EQ(opened, (std::set<std::pair<std::uint32_t, int>>{{40, 0}, {41, 72}}));
 }
 
 // The real thing: the kernel's msr PMU, whose tsc event counts the time
