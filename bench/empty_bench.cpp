@@ -13,6 +13,7 @@
 //   textfile      an empty directory; a missing one, the default (the
 //                 normal case of a node without inputs, not counted); a
 //                 missing one configured (a read error counted each time)
+//   uncore        not empty: the real msr PMU, 1 and 8 events (below)
 // The baselines: the same steps for a collector that does nothing (the
 // sink and the render alone), and one failed openat (the floor of a look
 // that finds nothing). Ratios against both are printed for collections
@@ -39,6 +40,7 @@
 #include "interconnect/interconnect_collector.hpp"
 #include "ratio_reporter.hpp"
 #include "textfile/textfile_collector.hpp"
+#include "uncore/uncore_collector.hpp"
 
 namespace nodewatch {
 namespace {
@@ -192,6 +194,32 @@ void BM_Textfile_ConfiguredMissing(benchmark::State& state) {
 BENCHMARK(BM_Textfile_ConfiguredMissing)->Apply(Warm);
 BENCHMARK(BM_Textfile_ConfiguredMissing)->Apply(AfterSleep);
 
+// The uncore collector on this machine's real msr PMU (x86; root): one
+// event, and eight (the same counter under eight spellings), each opened
+// on every online CPU and read each collection. Not an empty collection:
+// the cost of a PMU read, against the one that finds nothing.
+void Uncore(benchmark::State& state, std::vector<std::string> events) {
+  if (!fs::exists("/sys/bus/event_source/devices/msr/events/tsc") || ::geteuid() != 0) {
+    state.SkipWithError("needs the msr PMU and root");
+    return;
+  }
+  uncore::UncoreOptions o;
+  o.events = std::move(events);
+  uncore::UncoreCollector c(Roots{}, o, uncore::make_counters());
+  Run(state, c);
+}
+void BM_Uncore_Msr1Event(benchmark::State& state) {
+  Uncore(state, {"msr/tsc/"});
+}
+BENCHMARK(BM_Uncore_Msr1Event)->Apply(Warm);
+BENCHMARK(BM_Uncore_Msr1Event)->Apply(AfterSleep);
+void BM_Uncore_Msr8Events(benchmark::State& state) {
+  Uncore(state, {"msr/tsc/", "msr/event=0/", "msr/event=0x0/", "msr/event=0x00/", "msr/config=0/",
+                 "msr/config=0x0/", "msr/config=0x00/", "msr/event=00/"});
+}
+BENCHMARK(BM_Uncore_Msr8Events)->Apply(Warm);
+BENCHMARK(BM_Uncore_Msr8Events)->Apply(AfterSleep);
+
 }  // namespace
 }  // namespace nodewatch
 
@@ -206,6 +234,8 @@ int main(int argc, char** argv) {
                       {"textfile, an empty directory", "BM_Textfile_EmptyDirectory/0"},
                       {"textfile, the default directory missing", "BM_Textfile_DefaultMissing/0"},
                       {"textfile, a configured directory missing (counted)",
-                       "BM_Textfile_ConfiguredMissing/0"}});
+                       "BM_Textfile_ConfiguredMissing/0"},
+                      {"uncore, msr/tsc/ on every CPU", "BM_Uncore_Msr1Event/0"},
+                      {"uncore, 8 msr events on every CPU", "BM_Uncore_Msr8Events/0"}});
   });
 }

@@ -96,7 +96,7 @@ class Round {
     visited_.insert(key);
     Event& e = c_.events[key];
     std::string error;
-    std::optional<Pmu> pmu = read_pmu(sys_, name, &error);
+    const std::optional<Pmu>& pmu = pmu_of(name, &error);
     if (!pmu) {
       c_.close(e);
       out_.error("pmu_unreadable", name, error);
@@ -126,6 +126,17 @@ class Round {
   }
 
  private:
+  // The PMU's type and CPUs, read once a collection however many events
+  // it has.
+  const std::optional<Pmu>& pmu_of(const std::string& name, std::string* error) {
+    auto [it, fresh] = pmus_.try_emplace(name);
+    if (fresh) {
+      it->second.pmu = read_pmu(sys_, name, &it->second.error);
+    }
+    *error = it->second.error;
+    return it->second.pmu;
+  }
+
   bool open(const Key& key, const Pmu& pmu, Event& e) {
     std::string error;
     std::optional<EventAttr> attr = resolve_event(sys_, pmu.name, key.second, &error);
@@ -218,6 +229,11 @@ class Round {
   std::size_t max_;
   MetricSink& out_;
   std::set<Key> visited_;
+  struct PmuRead {
+    std::optional<Pmu> pmu;
+    std::string error;
+  };
+  std::map<std::string, PmuRead> pmus_;
 };
 
 }  // namespace
