@@ -951,6 +951,17 @@ def node():
         ts("RTT samples without kernel timestamps", "Round trips per second, per rail, timed in user space "
            "because the kernel gave no transmit or receive timestamp (less exact).", "cps",
            [(f"rate(nodewatch_mesh_user_timestamps_total{sel()}[{RI}])", "{{rail}}")]),
+        row("CPU uncore counters"),
+        ts("Uncore events", "Each event of collectors.uncore.events per second, summed over its PMU's CPUs and "
+           "scaled: in the unit the legend names (bytes where sysfs gives a byte unit; none: a count). Empty "
+           "unless collectors.uncore is on.", "none",
+           [(f"rate(nodewatch_uncore_events_total{sel()}[{RI}])", "{{pmu}}/{{event}}/ {{unit}}")]),
+        ts("Uncore counting", "1 while every event asked of a PMU counts (0: missing PMU, no CAP_PERFMON, a "
+           "refused event: the reason in the collector's errors); the part of the interval each event was on "
+           "its PMU (below 1: multiplexed, extrapolated); 1 where the kernel's scale was corrected.", "none",
+           [(f"nodewatch_uncore_pmu_up{sel()}", "{{pmu}} up"),
+            (f"nodewatch_uncore_event_running_ratio{sel()} < 1", "{{pmu}}/{{event}}/ running"),
+            (f"nodewatch_uncore_event_scale_corrected{sel()}", "{{pmu}}/{{event}}/ scale corrected")]),
         row("Exporter health"),
         state_timeline("Collectors up", "1 while the collector's last collection succeeded within its timeout.", "none",
                        [(f"nodewatch_collector_up{sel()}", "{{instance}} {{collector}}")], mappings=UP_DOWN),
