@@ -198,6 +198,13 @@ TEST(UncorePmu, ResolvesAliasesTermsAndRawWords) {
   EXPECT_NE(error.find("scale"), std::string::npos) << error;
 }
 
+// One collection, checked for conformance.
+MetricSink Collect(UncoreCollector& c) {
+  MetricSink sink(c.metrics());
+  CollectOnce(c, sink);
+  return sink;
+}
+
 UncoreOptions Events(std::vector<std::string> events) {
   UncoreOptions o;
   o.events = std::move(events);
@@ -209,8 +216,7 @@ TEST(UncoreCollector, SumsTheCpusOfTheCpumaskAndScales) {
   FakePerf perf;
   UncoreCollector c(t.roots(), Events({"uncore_iio_free_running_0/bw_in_port0/"}),
                     make_counters(perf));
-  MetricSink first(c.metrics());
-  CollectOnce(c, first);
+  MetricSink first = Collect(c);
   ASSERT_EQ(perf.fds.size(), 2U);  // CPUs 0 and 2
   for (const auto& [fd, o] : perf.fds) {
     EXPECT_EQ(o.type, 31U);
@@ -221,8 +227,7 @@ TEST(UncoreCollector, SumsTheCpusOfTheCpumaskAndScales) {
   EXPECT_NEAR(Value(first, families::kEventsTotal, labels), 0, 1e-3);
   perf.advance(0, 1000, 1'000'000'000, 1'000'000'000);
   perf.advance(2, 500, 1'000'000'000, 1'000'000'000);
-  MetricSink second(c.metrics());
-  CollectOnce(c, second);
+  MetricSink second = Collect(c);
   EXPECT_NEAR(Value(second, families::kEventsTotal, labels), 1500 * 4, 1e-3);
   EXPECT_EQ(
       Value(second, families::kEventRunningRatio, {"uncore_iio_free_running_0", "bw_in_port0"}), 1);
@@ -234,18 +239,15 @@ TEST(UncoreCollector, AMultiplexedCounterIsExtrapolatedAndSaidSo) {
   UncoreTree t;
   FakePerf perf;
   UncoreCollector c(t.roots(), Events({"msr/tsc/"}), make_counters(perf));
-  MetricSink first(c.metrics());
-  CollectOnce(c, first);
+  MetricSink first = Collect(c);
   ASSERT_EQ(perf.fds.size(), 4U);  // no cpumask: the online CPUs
   perf.advance(1, 100, 1'000'000'000, 250'000'000);
-  MetricSink second(c.metrics());
-  CollectOnce(c, second);
+  MetricSink second = Collect(c);
   EXPECT_EQ(Value(second, families::kEventsTotal, {"msr", "tsc", ""}), 400);
   EXPECT_DOUBLE_EQ(Value(second, families::kEventRunningRatio, {"msr", "tsc"}), 0.25);
   // Not scheduled at all in an interval: nothing to extrapolate from.
   perf.advance(1, 0, 1'000'000'000, 0);
-  MetricSink third(c.metrics());
-  CollectOnce(c, third);
+  MetricSink third = Collect(c);
   EXPECT_EQ(Value(third, families::kEventsTotal, {"msr", "tsc", ""}), 400);
 }
 
@@ -254,8 +256,7 @@ TEST(UncoreCollector, WithoutPermissionThePmuIsDownAndSaysWhy) {
   FakePerf perf;
   perf.refuse = EACCES;
   UncoreCollector c(t.roots(), Events({"msr/tsc/", "missing_pmu/x/"}), make_counters(perf));
-  MetricSink sink(c.metrics());
-  CollectOnce(c, sink);
+  MetricSink sink = Collect(c);
   EXPECT_EQ(Value(sink, families::kPmuUp, {"msr"}), 0);
   EXPECT_EQ(Value(sink, families::kPmuUp, {"missing_pmu"}), 0);
   EXPECT_FALSE(HasSeries(sink, families::kEventsTotal, {"msr", "tsc", ""}));
@@ -271,28 +272,23 @@ TEST(UncoreCollector, AMovedCpumaskReopensAndTheTotalGoesOn) {
   UncoreCollector c(t.roots(), Events({"uncore_iio_free_running_0/bw_in_port0/"}),
                     make_counters(perf));
   const std::vector<std::string> labels = {"uncore_iio_free_running_0", "bw_in_port0", "bytes"};
-  MetricSink s1(c.metrics());
-  CollectOnce(c, s1);
+  MetricSink s1 = Collect(c);
   perf.advance(2, 100, 1000, 1000);
-  MetricSink s2(c.metrics());
-  CollectOnce(c, s2);
+  MetricSink s2 = Collect(c);
   EXPECT_NEAR(Value(s2, families::kEventsTotal, labels), 400, 1e-3);
   // CPU 2 went offline: the kernel moved the PMU to CPU 3. What CPU 3
   // counts from its open on adds to the total.
   t.dir.write(UncoreTree::base("uncore_iio_free_running_0") + "cpumask", "0,3\n");
   perf.advance(3, 1'000'000, 1000, 1000);  // before the open: not this event's
-  MetricSink s3(c.metrics());
-  CollectOnce(c, s3);
+  MetricSink s3 = Collect(c);
   EXPECT_EQ(perf.opens, 4);
   EXPECT_EQ(c.open_counters(), 2U);
   EXPECT_NEAR(Value(s3, families::kEventsTotal, labels), 400, 1e-3);
   perf.advance(3, 7777, 1000, 1000);
-  MetricSink s3b(c.metrics());
-  CollectOnce(c, s3b);
+  MetricSink s3b = Collect(c);
   EXPECT_NEAR(Value(s3b, families::kEventsTotal, labels), 400 + 7777 * 4, 1e-3);
   perf.advance(3, 10, 1000, 1000);
-  MetricSink s4(c.metrics());
-  CollectOnce(c, s4);
+  MetricSink s4 = Collect(c);
   EXPECT_NEAR(Value(s4, families::kEventsTotal, labels), 400 + 7777 * 4 + 40, 1e-3);
 }
 
@@ -300,25 +296,20 @@ TEST(UncoreCollector, APmuThatGoesAndComesBackKeepsItsTotal) {
   UncoreTree t;
   FakePerf perf;
   UncoreCollector c(t.roots(), Events({"msr/tsc/"}), make_counters(perf));
-  MetricSink s1(c.metrics());
-  CollectOnce(c, s1);
+  MetricSink s1 = Collect(c);
   perf.advance(0, 50, 1000, 1000);
-  MetricSink s2(c.metrics());
-  CollectOnce(c, s2);
+  MetricSink s2 = Collect(c);
   std::filesystem::remove_all(t.dir.path() / UncoreTree::base("msr"));
-  MetricSink s3(c.metrics());
-  CollectOnce(c, s3);
+  MetricSink s3 = Collect(c);
   EXPECT_EQ(Value(s3, families::kPmuUp, {"msr"}), 0);
   EXPECT_EQ(c.open_counters(), 0U);
   EXPECT_EQ(s3.errors().at("pmu_missing"), 1U);
   t.pmu("msr", "9", "");
   t.dir.write(UncoreTree::base("msr") + "format/event", "config:0-63\n");
   t.dir.write(UncoreTree::base("msr") + "events/tsc", "event=0x00\n");
-  MetricSink s4(c.metrics());
-  CollectOnce(c, s4);
+  MetricSink s4 = Collect(c);
   perf.advance(0, 5, 1000, 1000);
-  MetricSink s5(c.metrics());
-  CollectOnce(c, s5);
+  MetricSink s5 = Collect(c);
   EXPECT_EQ(Value(s5, families::kPmuUp, {"msr"}), 1);
   EXPECT_EQ(Value(s5, families::kEventsTotal, {"msr", "tsc", ""}), 55);
 }
@@ -327,21 +318,17 @@ TEST(UncoreCollector, AReadFailureKeepsTheTotalAndReopens) {
   UncoreTree t;
   FakePerf perf;
   UncoreCollector c(t.roots(), Events({"msr/tsc/"}), make_counters(perf));
-  MetricSink s1(c.metrics());
-  CollectOnce(c, s1);
+  MetricSink s1 = Collect(c);
   perf.advance(0, 50, 1000, 1000);
-  MetricSink s2(c.metrics());
-  CollectOnce(c, s2);
+  MetricSink s2 = Collect(c);
   perf.read_errno = ENODEV;
-  MetricSink s3(c.metrics());
-  CollectOnce(c, s3);
+  MetricSink s3 = Collect(c);
   EXPECT_EQ(Value(s3, families::kPmuUp, {"msr"}), 0);
   EXPECT_EQ(Value(s3, families::kEventsTotal, {"msr", "tsc", ""}), 50);
   EXPECT_FALSE(HasSeries(s3, families::kEventRunningRatio, {"msr", "tsc"}));
   EXPECT_EQ(s3.failures().at({"read_failed", "msr/tsc/"}), "ENODEV");
   perf.read_errno = 0;
-  MetricSink s4(c.metrics());
-  CollectOnce(c, s4);
+  MetricSink s4 = Collect(c);
   EXPECT_EQ(Value(s4, families::kPmuUp, {"msr"}), 1);
   EXPECT_EQ(perf.opens, 8);
 }
@@ -353,17 +340,14 @@ TEST(UncoreCollector, ARebuiltCollectorKeepsTheCountersAndForgetsWhatIsNoLongerA
   {
     UncoreCollector before(t.roots(), Events({"msr/tsc/", "uncore_iio_free_running_0/ioclk/"}),
                            counters);
-    MetricSink s(before.metrics());
-    CollectOnce(before, s);
+    MetricSink s = Collect(before);
     perf.advance(0, 10, 1000, 1000);
-    MetricSink s2(before.metrics());
-    CollectOnce(before, s2);
+    MetricSink s2 = Collect(before);
     EXPECT_EQ(before.open_counters(), 6U);
   }
   UncoreCollector after(t.roots(), Events({"msr/tsc/"}), counters);
   perf.advance(0, 1, 1000, 1000);
-  MetricSink s(after.metrics());
-  CollectOnce(after, s);
+  MetricSink s = Collect(after);
   EXPECT_EQ(Value(s, families::kEventsTotal, {"msr", "tsc", ""}), 11);
   EXPECT_EQ(perf.opens, 6);              // nothing opened again
   EXPECT_EQ(after.open_counters(), 4U);  // ioclk's two closed
@@ -376,8 +360,7 @@ TEST(UncoreCollector, DescriptorsAreBoundedByMaxCounters) {
   UncoreOptions o = Events({"uncore_iio_free_running_0/bw_in_port0/", "msr/tsc/"});
   o.max_counters = 3;
   UncoreCollector c(t.roots(), o, make_counters(perf));
-  MetricSink s(c.metrics());
-  CollectOnce(c, s);
+  MetricSink s = Collect(c);
   EXPECT_EQ(c.open_counters(), 2U);
   EXPECT_EQ(Value(s, families::kPmuUp, {"uncore_iio_free_running_0"}), 1);
   EXPECT_EQ(Value(s, families::kPmuUp, {"msr"}), 0);
@@ -394,8 +377,7 @@ TEST(UncoreCollector, APrefixNamesEveryPmuSoPrefixed) {
   FakePerf perf;
   UncoreCollector c(t.roots(), Events({"uncore_iio_free_running_*/ioclk/", "nothing_*/x/"}),
                     make_counters(perf));
-  MetricSink s(c.metrics());
-  CollectOnce(c, s);
+  MetricSink s = Collect(c);
   EXPECT_EQ(Value(s, families::kPmuUp, {"uncore_iio_free_running_0"}), 1);
   EXPECT_EQ(Value(s, families::kPmuUp, {"uncore_iio_free_running_1"}), 1);
   EXPECT_EQ(c.open_counters(), 3U);
@@ -449,11 +431,9 @@ TEST(UncoreKnown, IntelIioBandwidthCountsThirtyTwoBytesWhereTheKernelSaysFour) {
                       Events({"uncore_iio_free_running_*/bw_in_port0/",
                               "uncore_iio_free_running_*/bw_out_port0/"}),
                       make_counters(perf));
-    MetricSink first(c.metrics());
-    CollectOnce(c, first);
+    MetricSink first = Collect(c);
     perf.advance(0, 1000, 1000, 1000);
-    MetricSink sink(c.metrics());
-    CollectOnce(c, sink);
+    MetricSink sink = Collect(c);
     for (const char* pmu : {"uncore_iio_free_running_0", "uncore_iio_free_running_1"}) {
       EXPECT_NEAR(Value(sink, families::kEventsTotal, {pmu, "bw_in_port0", "bytes"}),
                   1000 * k.bytes, 1e-3);
@@ -482,8 +462,7 @@ TEST(UncoreKnown, GraceC2cEventsTakeThePortFilterAndOpenOnTheirSocketsCpu) {
   FakePerf perf;
   UncoreCollector c(Fixture("grace-6.13"), Events({"nvidia_nvlink_c2c0_pmu_*/rd_bytes_loc/"}),
                     make_counters(perf));
-  MetricSink sink(c.metrics());
-  CollectOnce(c, sink);
+  MetricSink sink = Collect(c);
   std::set<std::pair<std::uint32_t, int>> opened;
   for (const auto& [fd, o] : perf.fds) opened.insert({o.type, o.cpu});
   EXPECT_EQ(opened, (std::set<std::pair<std::uint32_t, int>>{{40, 0}, {41, 72}}));
@@ -510,8 +489,7 @@ TEST(UncoreMsr, TheTscCountAgreesWithTheTscRate) {
   CollectOnce(c, first);
   ASSERT_EQ(Value(first, families::kPmuUp, {"msr"}), 1) << first.failures().size();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  MetricSink second(c.metrics());
-  CollectOnce(c, second);
+  MetricSink second = Collect(c);
   const std::uint64_t t1 = __rdtsc();
   // Every CPU's TSC runs at one rate; the counters were read between t0
   // and t1, so the sum is at most the CPUs' share of that span.
