@@ -1,5 +1,8 @@
 #include "uncore/known.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -34,9 +37,20 @@ constexpr double kFourBytesInMib = 3.814697266e-6;
 
 Cpu read_cpu(const sources::FsRoot& proc) {
   Cpu cpu;
-  const sources::Read r = proc.read("cpuinfo", 1 << 20);
-  if (!r.ok()) return cpu;
-  std::string_view text = r.text;
+  // The first processor's block is all that is needed, and the whole file
+  // grows with the CPUs (some 1.5 KB each): its first 64 KiB.
+  std::string head(64 * 1024, '\0');
+  const int fd = ::open(proc.full("cpuinfo").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return cpu;
+  std::size_t got = 0;
+  while (got < head.size()) {
+    const ssize_t n = ::read(fd, head.data() + got, head.size() - got);
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  head.resize(got);
+  std::string_view text = head;
   // The first processor's block: up to its blank line.
   while (!text.empty()) {
     const std::size_t nl = text.find('\n');

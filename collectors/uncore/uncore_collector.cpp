@@ -89,43 +89,86 @@ class Round {
         MetricSink& out)
       : c_(c), sys_(sys), cpu_(cpu), max_(static_cast<std::size_t>(max_counters)), out_(out) {}
 
+  // Forgets the events no request asks for any more, closing their
+  // counters: first, so that what a reload dropped holds no descriptor
+  // against max_counters when the new events are opened.
+  void forget_unasked(const std::vector<EventRequest>& requests) {
+    for (auto it = c_.events.begin(); it != c_.events.end();) {
+      if (asked(requests, it->first, false)) {
+        ++it;
+        continue;
+      }
+      c_.close(it->second);
+      it = c_.events.erase(it);
+    }
+  }
+
   // Opens (when needed) and reads the event `terms` of PMU `name`; false
-  // when it is not counting.
+  // when it is not counting. An event two requests name (`msr/tsc/` and
+  // `msr*/tsc/`) is read once: the second gets the first's answer.
   bool visit(const std::string& name, const std::string& terms) {
     const Key key{name, terms};
-    visited_.insert(key);
+    if (auto done = results_.find(key); done != results_.end()) return done->second;
+    const bool counting = visit_once(key);
+    results_[key] = counting;
+    return counting;
+  }
+
+  // The events the round did not visit. A round cut short (the deadline,
+  // a stop) leaves them as they are. Otherwise their PMU has gone: their
+  // counters are closed; an event of a PMU named exactly keeps its total,
+  // exported, for when the PMU comes back; one found through a prefix is
+  // forgotten (such PMUs may come back under other names, and the
+  // events must not pile up).
+  void finish(const std::vector<EventRequest>& requests, bool cut_short) {
+    for (auto it = c_.events.begin(); it != c_.events.end();) {
+      Event& e = it->second;
+      if (results_.contains(it->first) || cut_short) {
+        ++it;
+        continue;
+      }
+      c_.close(e);
+      if (!asked(requests, it->first, true)) {
+        it = c_.events.erase(it);
+        continue;
+      }
+      if (e.counted) emit(it->first, e, std::nullopt);
+      ++it;
+    }
+  }
+
+ private:
+  // Whether a request names the event (`exact`: by the PMU's whole name).
+  static bool asked(const std::vector<EventRequest>& requests, const Key& key, bool exact) {
+    return std::any_of(requests.begin(), requests.end(), [&](const EventRequest& r) {
+      return r.terms == key.second &&
+             (exact ? !r.prefix && r.pmu == key.first : matches(r, key.first));
+    });
+  }
+
+  bool visit_once(const Key& key) {
     Event& e = c_.events[key];
     std::string error;
-    const std::optional<Pmu>& pmu = pmu_of(name, &error);
+    const std::optional<Pmu>& pmu = pmu_of(key.first, &error);
     if (!pmu) {
-      c_.close(e);
-      out_.error("pmu_unreadable", name, error);
+      // A description that could not be read this once is no reason to
+      // lose counts: what is open is read, the PMU reported down.
+      out_.error("pmu_unreadable", key.first, error);
+      if (!e.fds.empty() && read(key, e, true)) return false;
     } else {
-      if (!e.fds.empty() && (e.type != pmu->type || e.cpus != pmu->cpus)) c_.close(e);
-      if ((!e.fds.empty() || open(key, *pmu, e)) && read(key, e)) return true;
+      if (!e.fds.empty() && (e.type != pmu->type || e.cpus != pmu->cpus)) {
+        // Moved (CPU hotplug): what the counters counted since the last
+        // read is taken before they are opened where the PMU is now.
+        read(key, e, false);
+        c_.close(e);
+      }
+      if ((!e.fds.empty() || open(key, *pmu, e)) && read(key, e, true)) return true;
     }
     // Not counting now: what it counted stays, without a ratio.
     if (e.counted) emit(key, e, std::nullopt);
     return false;
   }
 
-  // Closes what was not visited: PMUs that went, events no longer asked
-  // for (forgotten, with their totals, unless `keep` still asks for them).
-  void sweep(const std::vector<EventRequest>& keep) {
-    for (auto it = c_.events.begin(); it != c_.events.end();) {
-      if (visited_.contains(it->first)) {
-        ++it;
-        continue;
-      }
-      c_.close(it->second);
-      const bool asked = std::any_of(keep.begin(), keep.end(), [&](const EventRequest& r) {
-        return r.terms == it->first.second && matches(r, it->first.first);
-      });
-      it = asked ? std::next(it) : c_.events.erase(it);
-    }
-  }
-
- private:
   // The PMU's type and CPUs, read once a collection however many events
   // it has.
   const std::optional<Pmu>& pmu_of(const std::string& name, std::string* error) {
@@ -148,7 +191,7 @@ class Round {
         scale_correction(pmu.name, attr->alias, attr->sysfs_scale, cpu_);
     if (fix) {
       attr->scale *= fix->factor;
-      spdlog::info("uncore: {}: {}", subject(key), fix->why);
+      if (!e.corrected) spdlog::info("uncore: {}: {}", subject(key), fix->why);
     }
     if (c_.held + pmu.cpus.size() > max_) {
       out_.error("too_many_counters", subject(key),
@@ -176,7 +219,8 @@ class Round {
     return true;
   }
 
-  bool read(const Key& key, Event& e) {
+  // Reads the counters into the total, and exports it with `show`.
+  bool read(const Key& key, Event& e, bool show) {
     std::vector<PerfReading> now(e.fds.size());
     for (std::size_t i = 0; i < e.fds.size(); ++i) {
       int err = 0;
@@ -213,7 +257,7 @@ class Round {
     const double ratio =
         enabled > 0 ? std::min(1.0, static_cast<double>(running) / static_cast<double>(enabled))
                     : 1.0;
-    emit(key, e, ratio);
+    if (show) emit(key, e, ratio);
     return true;
   }
 
@@ -228,7 +272,7 @@ class Round {
   const Cpu& cpu_;
   std::size_t max_;
   MetricSink& out_;
-  std::set<Key> visited_;
+  std::map<Key, bool> results_;  // what each visit answered
   struct PmuRead {
     std::optional<Pmu> pmu;
     std::string error;
@@ -277,6 +321,11 @@ std::size_t UncoreCollector::open_counters() const {
   return counters_->held;
 }
 
+std::size_t UncoreCollector::known_events() const {
+  std::lock_guard lock(counters_->mu);
+  return counters_->events.size();
+}
+
 void UncoreCollector::collect(const CollectContext& ctx, MetricSink& out) {
   if (requests_.empty()) return;
   const sources::FsRoot sys = roots_.sys();
@@ -286,25 +335,29 @@ void UncoreCollector::collect(const CollectContext& ctx, MetricSink& out) {
                        sources::errno_name(pmus.err) + " listing " + sys.full(kPmuDir));
   std::lock_guard lock(counters_->mu);
   Round round(*counters_, sys, cpu_, options_.max_counters, out);
+  round.forget_unasked(requests_);
   std::map<std::string, bool> up;  // by PMU
+  bool cut_short = false;
   for (const EventRequest& req : requests_) {
     bool any = false;
     for (const std::string& name : pmus.names) {
       if (!matches(req, name)) continue;
       any = true;
-      if (ctx.should_stop()) break;
+      if ((cut_short = ctx.should_stop())) break;
       const bool counting = round.visit(name, req.terms);
       auto [it, fresh] = up.try_emplace(name, counting);
       if (!fresh) it->second = it->second && counting;
     }
-    if (!any) {
-      const std::string name = req.prefix ? req.pmu + "*" : req.pmu;
-      out.error("pmu_missing", name, "no such PMU in " + sys.full(kPmuDir));
-      if (!req.prefix) up[name] = false;
+    if (cut_short) break;
+    // A prefix that finds no PMU is a node without that hardware: nothing
+    // to say. A PMU named whole that is not there is worth saying.
+    if (!any && !req.prefix) {
+      out.error("pmu_missing", req.pmu, "no such PMU in " + sys.full(kPmuDir));
+      up[req.pmu] = false;
     }
   }
   for (const auto& [name, ok] : up) out.add(families::kPmuUp, {name}, ok ? 1 : 0);
-  round.sweep(requests_);
+  round.finish(requests_, cut_short);
 }
 
 }  // namespace uncore

@@ -58,8 +58,10 @@ class UncoreCollector final : public Collector {
   const MetricTable& metrics() const override { return uncore_metric_table(); }
   void collect(const CollectContext& ctx, MetricSink& out) override;
 
-  // Descriptors held now (tests).
+  // Descriptors held now, and events known (open or keeping a total):
+  // for tests.
   std::size_t open_counters() const;
+  std::size_t known_events() const;
 
  private:
   Roots roots_;

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -278,18 +279,20 @@ TEST(UncoreCollector, AMovedCpumaskReopensAndTheTotalGoesOn) {
   EXPECT_NEAR(Value(s2, families::kEventsTotal, labels), 400, 1e-3);
   // CPU 2 went offline: the kernel moved the PMU to CPU 3. What CPU 3
   // counts from its open on adds to the total.
+  // What CPU 0 counted since the last read is taken before the move.
+  perf.advance(0, 25, 1000, 1000);
   t.dir.write(UncoreTree::base("uncore_iio_free_running_0") + "cpumask", "0,3\n");
   perf.advance(3, 1'000'000, 1000, 1000);  // before the open: not this event's
   MetricSink s3 = Collect(c);
   EXPECT_EQ(perf.opens, 4);
   EXPECT_EQ(c.open_counters(), 2U);
-  EXPECT_NEAR(Value(s3, families::kEventsTotal, labels), 400, 1e-3);
+  EXPECT_NEAR(Value(s3, families::kEventsTotal, labels), 400 + 100, 1e-3);
   perf.advance(3, 7777, 1000, 1000);
   MetricSink s3b = Collect(c);
-  EXPECT_NEAR(Value(s3b, families::kEventsTotal, labels), 400 + 7777 * 4, 1e-3);
+  EXPECT_NEAR(Value(s3b, families::kEventsTotal, labels), 500 + 7777 * 4, 1e-3);
   perf.advance(3, 10, 1000, 1000);
   MetricSink s4 = Collect(c);
-  EXPECT_NEAR(Value(s4, families::kEventsTotal, labels), 400 + 7777 * 4 + 40, 1e-3);
+  EXPECT_NEAR(Value(s4, families::kEventsTotal, labels), 500 + 7777 * 4 + 40, 1e-3);
 }
 
 TEST(UncoreCollector, APmuThatGoesAndComesBackKeepsItsTotal) {
@@ -304,6 +307,7 @@ TEST(UncoreCollector, APmuThatGoesAndComesBackKeepsItsTotal) {
   EXPECT_EQ(Value(s3, families::kPmuUp, {"msr"}), 0);
   EXPECT_EQ(c.open_counters(), 0U);
   EXPECT_EQ(s3.errors().at("pmu_missing"), 1U);
+  EXPECT_EQ(Value(s3, families::kEventsTotal, {"msr", "tsc", ""}), 50);  // kept, not withdrawn
   t.pmu("msr", "9", "");
   t.dir.write(UncoreTree::base("msr") + "format/event", "config:0-63\n");
   t.dir.write(UncoreTree::base("msr") + "events/tsc", "event=0x00\n");
@@ -381,7 +385,89 @@ TEST(UncoreCollector, APrefixNamesEveryPmuSoPrefixed) {
   EXPECT_EQ(Value(s, families::kPmuUp, {"uncore_iio_free_running_0"}), 1);
   EXPECT_EQ(Value(s, families::kPmuUp, {"uncore_iio_free_running_1"}), 1);
   EXPECT_EQ(c.open_counters(), 3U);
-  EXPECT_EQ(s.failures().count({"pmu_missing", "nothing_*"}), 1U);
+  // A prefix that finds nothing is a node without that hardware.
+  EXPECT_EQ(s.errors().count("pmu_missing"), 0U);
+}
+
+TEST(UncoreCollector, ARoundCutShortKeepsItsCountersOpen) {
+  UncoreTree t;
+  FakePerf perf;
+  UncoreCollector c(t.roots(), Events({"msr/tsc/"}), make_counters(perf));
+  MetricSink s1 = Collect(c);
+  perf.advance(0, 10, 1000, 1000);
+  // The daemon stopping, or the deadline passed, before the first event.
+  std::atomic<bool> cancelled{true};
+  MetricSink cut(c.metrics());
+  c.collect({std::chrono::steady_clock::now() + std::chrono::seconds(10), &cancelled}, cut);
+  EXPECT_EQ(c.open_counters(), 4U);
+  perf.advance(0, 5, 1000, 1000);
+  MetricSink s2 = Collect(c);
+  EXPECT_EQ(Value(s2, families::kEventsTotal, {"msr", "tsc", ""}), 15);
+  EXPECT_EQ(perf.opens, 4);
+}
+
+TEST(UncoreCollector, TwoRequestsOfOneEventCountItOnce) {
+  UncoreTree t;
+  FakePerf perf;
+  UncoreCollector c(t.roots(), Events({"msr/tsc/", "ms*/tsc/", "msr/ tsc/"}), make_counters(perf));
+  MetricSink s1 = Collect(c);  // conformant: no series twice
+  perf.advance(0, 10, 1000, 1000);
+  MetricSink s2 = Collect(c);
+  EXPECT_EQ(Value(s2, families::kEventsTotal, {"msr", "tsc", ""}), 10);
+  EXPECT_EQ(Value(s2, families::kEventRunningRatio, {"msr", "tsc"}), 1);
+  EXPECT_EQ(perf.opens, 4);
+}
+
+TEST(UncoreCollector, WhatAReloadDroppedHoldsNoDescriptorAgainstTheBound) {
+  UncoreTree t;
+  FakePerf perf;
+  std::shared_ptr<Counters> counters = make_counters(perf);
+  UncoreOptions before = Events({"msr/tsc/"});
+  before.max_counters = 5;
+  {
+    UncoreCollector c(t.roots(), before, counters);
+    MetricSink s = Collect(c);
+    EXPECT_EQ(c.open_counters(), 4U);
+  }
+  UncoreOptions after = Events({"uncore_iio_free_running_0/ioclk/"});
+  after.max_counters = 5;
+  UncoreCollector c(t.roots(), after, counters);
+  MetricSink s = Collect(c);
+  EXPECT_EQ(Value(s, families::kPmuUp, {"uncore_iio_free_running_0"}), 1);
+  EXPECT_EQ(c.open_counters(), 2U);
+  EXPECT_EQ(s.errors().count("too_many_counters"), 0U);
+}
+
+TEST(UncoreCollector, PmusFoundByAPrefixThatGoAreForgotten) {
+  UncoreTree t;
+  FakePerf perf;
+  UncoreCollector c(t.roots(), Events({"uncore_iio_free_running_*/ioclk/"}), make_counters(perf));
+  for (int i = 1; i <= 20; ++i) {
+    const std::string name = "uncore_iio_free_running_" + std::to_string(i);
+    t.pmu(name, std::to_string(100 + i), "1");
+    t.dir.write(UncoreTree::base(name) + "format/event", "config:0-7\n");
+    t.dir.write(UncoreTree::base(name) + "events/ioclk", "event=0xff\n");
+    MetricSink s = Collect(c);
+    EXPECT_EQ(Value(s, families::kPmuUp, {name}), 1);
+    std::filesystem::remove_all(t.dir.path() / UncoreTree::base(name));
+  }
+  MetricSink s = Collect(c);
+  EXPECT_EQ(c.open_counters(), 2U);  // free_running_0's, on CPUs 0 and 2
+  EXPECT_EQ(c.known_events(), 1U);
+}
+
+TEST(UncoreCollector, AnUnreadableDescriptionKeepsTheCountersCounting) {
+  UncoreTree t;
+  FakePerf perf;
+  UncoreCollector c(t.roots(), Events({"msr/tsc/"}), make_counters(perf));
+  MetricSink s1 = Collect(c);
+  perf.advance(0, 10, 1000, 1000);
+  t.dir.write(UncoreTree::base("msr") + "type", "not a number\n");
+  MetricSink s2 = Collect(c);
+  EXPECT_EQ(Value(s2, families::kPmuUp, {"msr"}), 0);
+  EXPECT_EQ(s2.errors().at("pmu_unreadable"), 1U);
+  EXPECT_EQ(Value(s2, families::kEventsTotal, {"msr", "tsc", ""}), 10);
+  EXPECT_EQ(c.open_counters(), 4U);
 }
 
 TEST(UncoreOptions, RefusesMalformedAndRepeatedEvents) {
