@@ -212,6 +212,25 @@ UncoreOptions Events(std::vector<std::string> events) {
   return o;
 }
 
+// The total of msr/tsc/.
+double TscTotal(const MetricSink& s) {
+  return Value(s, families::kEventsTotal, {"msr", "tsc", ""});
+}
+
+// msr/tsc/ counted on UncoreTree's four CPUs through the scripted perf.
+class MsrTsc : public ::testing::Test {
+ protected:
+  // The first collection (the baseline), then `n` counted on CPU 0.
+  void Counted(std::uint64_t n) {
+    MetricSink baseline = Collect(c);
+    perf.advance(0, n, 1000, 1000);
+  }
+
+  UncoreTree t;
+  FakePerf perf;
+  UncoreCollector c{t.roots(), Events({"msr/tsc/"}), make_counters(perf)};
+};
+
 TEST(UncoreCollector, SumsTheCpusOfTheCpumaskAndScales) {
   UncoreTree t;
   FakePerf perf;
@@ -236,20 +255,17 @@ TEST(UncoreCollector, SumsTheCpusOfTheCpumaskAndScales) {
   EXPECT_EQ(perf.opens, 2);  // kept open
 }
 
-TEST(UncoreCollector, AMultiplexedCounterIsExtrapolatedAndSaidSo) {
-  UncoreTree t;
-  FakePerf perf;
-  UncoreCollector c(t.roots(), Events({"msr/tsc/"}), make_counters(perf));
+TEST_F(MsrTsc, AMultiplexedCounterIsExtrapolatedAndSaidSo) {
   MetricSink first = Collect(c);
   ASSERT_EQ(perf.fds.size(), 4U);  // no cpumask: the online CPUs
   perf.advance(1, 100, 1'000'000'000, 250'000'000);
   MetricSink second = Collect(c);
-  EXPECT_EQ(Value(second, families::kEventsTotal, {"msr", "tsc", ""}), 400);
+  EXPECT_EQ(TscTotal(second), 400);
   EXPECT_DOUBLE_EQ(Value(second, families::kEventRunningRatio, {"msr", "tsc"}), 0.25);
   // Not scheduled at all in an interval: nothing to extrapolate from.
   perf.advance(1, 0, 1'000'000'000, 0);
   MetricSink third = Collect(c);
-  EXPECT_EQ(Value(third, families::kEventsTotal, {"msr", "tsc", ""}), 400);
+  EXPECT_EQ(TscTotal(third), 400);
 }
 
 TEST(UncoreCollector, WithoutPermissionThePmuIsDownAndSaysWhy) {
@@ -295,19 +311,15 @@ TEST(UncoreCollector, AMovedCpumaskReopensAndTheTotalGoesOn) {
   EXPECT_NEAR(Value(s4, families::kEventsTotal, labels), 500 + 7777 * 4 + 40, 1e-3);
 }
 
-TEST(UncoreCollector, APmuThatGoesAndComesBackKeepsItsTotal) {
-  UncoreTree t;
-  FakePerf perf;
-  UncoreCollector c(t.roots(), Events({"msr/tsc/"}), make_counters(perf));
-  MetricSink s1 = Collect(c);
-  perf.advance(0, 50, 1000, 1000);
+TEST_F(MsrTsc, APmuThatGoesAndComesBackKeepsItsTotal) {
+  Counted(50);
   MetricSink s2 = Collect(c);
   std::filesystem::remove_all(t.dir.path() / UncoreTree::base("msr"));
   MetricSink s3 = Collect(c);
   EXPECT_EQ(Value(s3, families::kPmuUp, {"msr"}), 0);
   EXPECT_EQ(c.open_counters(), 0U);
   EXPECT_EQ(s3.errors().at("pmu_missing"), 1U);
-  EXPECT_EQ(Value(s3, families::kEventsTotal, {"msr", "tsc", ""}), 50);  // kept, not withdrawn
+  EXPECT_EQ(TscTotal(s3), 50);  // kept, not withdrawn
   t.pmu("msr", "9", "");
   t.dir.write(UncoreTree::base("msr") + "format/event", "config:0-63\n");
   t.dir.write(UncoreTree::base("msr") + "events/tsc", "event=0x00\n");
@@ -315,20 +327,16 @@ TEST(UncoreCollector, APmuThatGoesAndComesBackKeepsItsTotal) {
   perf.advance(0, 5, 1000, 1000);
   MetricSink s5 = Collect(c);
   EXPECT_EQ(Value(s5, families::kPmuUp, {"msr"}), 1);
-  EXPECT_EQ(Value(s5, families::kEventsTotal, {"msr", "tsc", ""}), 55);
+  EXPECT_EQ(TscTotal(s5), 55);
 }
 
-TEST(UncoreCollector, AReadFailureKeepsTheTotalAndReopens) {
-  UncoreTree t;
-  FakePerf perf;
-  UncoreCollector c(t.roots(), Events({"msr/tsc/"}), make_counters(perf));
-  MetricSink s1 = Collect(c);
-  perf.advance(0, 50, 1000, 1000);
+TEST_F(MsrTsc, AReadFailureKeepsTheTotalAndReopens) {
+  Counted(50);
   MetricSink s2 = Collect(c);
   perf.read_errno = ENODEV;
   MetricSink s3 = Collect(c);
   EXPECT_EQ(Value(s3, families::kPmuUp, {"msr"}), 0);
-  EXPECT_EQ(Value(s3, families::kEventsTotal, {"msr", "tsc", ""}), 50);
+  EXPECT_EQ(TscTotal(s3), 50);
   EXPECT_FALSE(HasSeries(s3, families::kEventRunningRatio, {"msr", "tsc"}));
   EXPECT_EQ(s3.failures().at({"read_failed", "msr/tsc/"}), "ENODEV");
   perf.read_errno = 0;
@@ -389,12 +397,8 @@ TEST(UncoreCollector, APrefixNamesEveryPmuSoPrefixed) {
   EXPECT_EQ(s.errors().count("pmu_missing"), 0U);
 }
 
-TEST(UncoreCollector, ARoundCutShortKeepsItsCountersOpen) {
-  UncoreTree t;
-  FakePerf perf;
-  UncoreCollector c(t.roots(), Events({"msr/tsc/"}), make_counters(perf));
-  MetricSink s1 = Collect(c);
-  perf.advance(0, 10, 1000, 1000);
+TEST_F(MsrTsc, ARoundCutShortKeepsItsCountersOpen) {
+  Counted(10);
   // The daemon stopping, or the deadline passed, before the first event.
   std::atomic<bool> cancelled{true};
   MetricSink cut(c.metrics());
@@ -402,7 +406,7 @@ TEST(UncoreCollector, ARoundCutShortKeepsItsCountersOpen) {
   EXPECT_EQ(c.open_counters(), 4U);
   perf.advance(0, 5, 1000, 1000);
   MetricSink s2 = Collect(c);
-  EXPECT_EQ(Value(s2, families::kEventsTotal, {"msr", "tsc", ""}), 15);
+  EXPECT_EQ(TscTotal(s2), 15);
   EXPECT_EQ(perf.opens, 4);
 }
 
@@ -413,7 +417,7 @@ TEST(UncoreCollector, TwoRequestsOfOneEventCountItOnce) {
   MetricSink s1 = Collect(c);  // conformant: no series twice
   perf.advance(0, 10, 1000, 1000);
   MetricSink s2 = Collect(c);
-  EXPECT_EQ(Value(s2, families::kEventsTotal, {"msr", "tsc", ""}), 10);
+  EXPECT_EQ(TscTotal(s2), 10);
   EXPECT_EQ(Value(s2, families::kEventRunningRatio, {"msr", "tsc"}), 1);
   EXPECT_EQ(perf.opens, 4);
 }
@@ -456,17 +460,13 @@ TEST(UncoreCollector, PmusFoundByAPrefixThatGoAreForgotten) {
   EXPECT_EQ(c.known_events(), 1U);
 }
 
-TEST(UncoreCollector, AnUnreadableDescriptionKeepsTheCountersCounting) {
-  UncoreTree t;
-  FakePerf perf;
-  UncoreCollector c(t.roots(), Events({"msr/tsc/"}), make_counters(perf));
-  MetricSink s1 = Collect(c);
-  perf.advance(0, 10, 1000, 1000);
+TEST_F(MsrTsc, AnUnreadableDescriptionKeepsTheCountersCounting) {
+  Counted(10);
   t.dir.write(UncoreTree::base("msr") + "type", "not a number\n");
   MetricSink s2 = Collect(c);
   EXPECT_EQ(Value(s2, families::kPmuUp, {"msr"}), 0);
   EXPECT_EQ(s2.errors().at("pmu_unreadable"), 1U);
-  EXPECT_EQ(Value(s2, families::kEventsTotal, {"msr", "tsc", ""}), 10);
+  EXPECT_EQ(TscTotal(s2), 10);
   EXPECT_EQ(c.open_counters(), 4U);
 }
 
@@ -580,7 +580,7 @@ TEST(UncoreMsr, TheTscCountAgreesWithTheTscRate) {
   // Every CPU's TSC runs at one rate; the counters were read between t0
   // and t1, so the sum is at most the CPUs' share of that span.
   const double expected = static_cast<double>(t1 - t0) * static_cast<double>(pmu->cpus.size());
-  const double counted = Value(second, families::kEventsTotal, {"msr", "tsc", ""});
+  const double counted = TscTotal(second);
   EXPECT_GT(counted, 0.95 * expected) << pmu->cpus.size() << " CPUs";
   EXPECT_LE(counted, expected);
 #endif
