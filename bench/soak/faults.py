@@ -37,7 +37,13 @@ def reload_half_written(s, rng):
     configuration stays."""
     text = s.node.config_text()
     quotes = [i for i, c in enumerate(text) if c == '"']
-    cut = quotes[rng.randrange(0, len(quotes), 2)] + 1 + rng.randrange(0, 3)
+    # Inside a value that is not empty, before its closing quote: the file
+    # cut just after the "" of an empty value is a shorter valid one (seed
+    # 17154209: `pod_resources_socket = ""`, taken as a reload).
+    values = [(quotes[k], quotes[k + 1]) for k in range(0, len(quotes), 2)
+              if quotes[k + 1] > quotes[k] + 1]
+    start, end = values[rng.randrange(len(values))]
+    cut = start + 1 + rng.randrange(0, min(3, end - start - 1))
     s.node.write_config_in_place(text[:cut])
     s.node.hup()
     s.expect_reload(False)
