@@ -229,7 +229,7 @@ TEST(Probe, EveryOperationOnARealDirectory) {
     const Histogram* h = sink.get_histogram("nodewatch_storage_probe_duration_seconds", {path, op});
     ASSERT_NE(h, nullptr);
     EXPECT_GE(h->count(), 3u);
-    EXPECT_GT(h->sum(), 0.0);               // real time was spent
+    EXPECT_GT(h->sum(), 0.0);  // real time was spent
     // In seconds: on a local disk well under one each, even with a build
     // writing beside it (an fsync took over 100 ms so, in a test run).
     EXPECT_LT(h->sum() / h->count(), 1.0);
