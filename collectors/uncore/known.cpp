@@ -7,6 +7,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "nodewatch/text.hpp"
+
 namespace nodewatch::uncore {
 namespace {
 
@@ -15,12 +17,8 @@ std::string_view field(std::string_view line, std::string_view name) {
   if (!line.starts_with(name)) return {};
   const std::size_t colon = line.find(':');
   if (colon == std::string_view::npos) return {};
-  std::string_view key = line.substr(0, colon);
-  while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.remove_suffix(1);
-  if (key != name) return {};
-  std::string_view v = line.substr(colon + 1);
-  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-  return v;
+  if (text::trim(line.substr(0, colon)) != name) return {};
+  return text::trim(line.substr(colon + 1));
 }
 
 int number(std::string_view s) {

@@ -5,22 +5,16 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "nodewatch/text.hpp"
+
 namespace nodewatch::uncore {
 namespace {
 
 using sources::Status;
+using text::trim;
 
 // More CPUs than any machine has: a cpulist past it is malformed.
 constexpr int kMaxCpu = 1 << 16;
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n'))
-    s.remove_prefix(1);
-  while (!s.empty() &&
-         (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\0'))
-    s.remove_suffix(1);
-  return s;
-}
 
 // Splits on `sep`, keeping empty pieces.
 std::vector<std::string_view> split(std::string_view s, char sep) {

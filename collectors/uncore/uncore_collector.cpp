@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "nodewatch/sources/fs.hpp"
+#include "nodewatch/text.hpp"
 #include "uncore/known.hpp"
 #include "uncore/uncore_metrics.hpp"
 
@@ -153,7 +154,7 @@ class Round {
     if (!pmu) {
       // A description that could not be read this once is no reason to
       // lose counts: what is open is read, the PMU reported down.
-      out_.error("pmu_unreadable", key.first, error);
+      out_.error("pmu_unreadable", text::escaped(key.first), error);
       if (!e.fds.empty() && read(key, e, true)) return false;
     } else {
       if (!e.fds.empty() && (e.type != pmu->type || e.cpus != pmu->cpus)) {
@@ -189,10 +190,7 @@ class Round {
     }
     std::optional<Correction> fix =
         scale_correction(pmu.name, attr->alias, attr->sysfs_scale, cpu_);
-    if (fix) {
-      attr->scale *= fix->factor;
-      if (!e.corrected) spdlog::info("uncore: {}: {}", subject(key), fix->why);
-    }
+    if (fix) attr->scale *= fix->factor;
     if (c_.held + pmu.cpus.size() > max_) {
       out_.error("too_many_counters", subject(key),
                  std::to_string(pmu.cpus.size()) + " more descriptors would pass max_counters (" +
@@ -214,6 +212,8 @@ class Round {
     e.type = pmu.type;
     e.cpus = pmu.cpus;
     e.attr = *attr;
+    // Said once an event, when it first counts so.
+    if (fix && !e.corrected) spdlog::info("uncore: {}: {}", subject(key), fix->why);
     e.corrected = fix.has_value();
     e.have_last = false;
     return true;
