@@ -147,9 +147,12 @@ took "the tests"
 # The sanitizer builds: unoptimised, with line tables only (-g1): a
 # sanitizer's report names file and line; full debug information took a
 # fifth more compile time and longer links.
-echo "== build (ThreadSanitizer)"
+# Clang's: at -O0 it compiled http_server.cpp under TSan in 17 s, GCC 12
+# in 29 s.
+echo "== build (ThreadSanitizer; Clang)"
 targets=(tests_tsan)
-if build build-tsan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DNODEWATCH_SANITIZE=thread; then
+if build build-tsan -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
+  -DNODEWATCH_SANITIZE=thread; then
   took "the ThreadSanitizer build"
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     run_ctest "the tests of concurrent code (TSAN in tests/unit/CMakeLists.txt) under ThreadSanitizer" build-tsan -L unit
