@@ -80,9 +80,13 @@ const MetricTable& accelerator_metric_table() {
       describe(families::kXidErrorsTotal),
       describe(families::kHostLinkBytesTotal),
       describe(families::kHostLinkThroughputBytesPerSecond),
+      describe(families::kHostLinkCapacityBytesPerSecond),
       describe(families::kPcieReplaysTotal),
       describe(families::kC2cLinkActive),
       describe(families::kC2cLinkErrorsTotal),
+      describe(families::kC2cLinkB2bReplaysTotal),
+      describe(families::kC2cLinkLowPower),
+      describe(families::kC2cLinkBytesTotal),
       // GPM (NVIDIA Hopper and later), over the last collection interval.
       describe(families::kGraphicsActiveRatio),
       describe(families::kSmActiveRatio),
@@ -145,21 +149,38 @@ void emit_device(const DeviceSample& d, MetricSink& out) {
   if (d.row_remap_failed) out.add(families::kRowRemapFailed, dev, *d.row_remap_failed ? 1 : 0);
   for (const auto& [xid, n] : d.xid_errors)
     out.add(families::kXidErrorsTotal, with(d, std::to_string(xid)), static_cast<double>(n));
-  if (d.host_link_tx_bytes)
-    out.add(families::kHostLinkBytesTotal, with(d, "tx"), *d.host_link_tx_bytes);
-  if (d.host_link_rx_bytes)
-    out.add(families::kHostLinkBytesTotal, with(d, "rx"), *d.host_link_rx_bytes);
-  if (d.host_link_tx_bytes_per_second)
-    out.add(families::kHostLinkThroughputBytesPerSecond, with(d, "tx"),
-            *d.host_link_tx_bytes_per_second);
-  if (d.host_link_rx_bytes_per_second)
-    out.add(families::kHostLinkThroughputBytesPerSecond, with(d, "rx"),
-            *d.host_link_rx_bytes_per_second);
+  for (const auto& [link, h] : d.host_links) {
+    auto by = [&](const char* direction) {
+      std::vector<std::string> l = with(d, link);
+      l.emplace_back(direction);
+      return l;
+    };
+    if (h.tx_bytes) out.add(families::kHostLinkBytesTotal, by("tx"), *h.tx_bytes);
+    if (h.rx_bytes) out.add(families::kHostLinkBytesTotal, by("rx"), *h.rx_bytes);
+    if (h.tx_bytes_per_second)
+      out.add(families::kHostLinkThroughputBytesPerSecond, by("tx"), *h.tx_bytes_per_second);
+    if (h.rx_bytes_per_second)
+      out.add(families::kHostLinkThroughputBytesPerSecond, by("rx"), *h.rx_bytes_per_second);
+    if (h.capacity_bytes_per_second)
+      out.add(families::kHostLinkCapacityBytesPerSecond, with(d, link),
+              *h.capacity_bytes_per_second);
+  }
   opt(families::kPcieReplaysTotal, d.pcie_replays);
   for (const auto& [link, active] : d.c2c_link_active)
     out.add(families::kC2cLinkActive, with(d, std::to_string(link)), active ? 1 : 0);
   for (const auto& [link, n] : d.c2c_link_errors)
     out.add(families::kC2cLinkErrorsTotal, with(d, std::to_string(link)), n);
+  for (const auto& [link, n] : d.c2c_link_b2b_replays)
+    out.add(families::kC2cLinkB2bReplaysTotal, with(d, std::to_string(link)), n);
+  for (const auto& [link, low] : d.c2c_link_low_power)
+    out.add(families::kC2cLinkLowPower, with(d, std::to_string(link)), low ? 1 : 0);
+  for (const auto& [link, b] : d.c2c_link_bytes) {
+    std::vector<std::string> l = with(d, std::to_string(link));
+    l.emplace_back("tx");
+    out.add(families::kC2cLinkBytesTotal, l, b.tx);
+    l.back() = "rx";
+    out.add(families::kC2cLinkBytesTotal, l, b.rx);
+  }
   if (d.gpm) emit_gpm(*d.gpm, dev, false, out);
   for (const auto& [gi, g] : d.gpm_instances) emit_gpm(g, with(d, std::to_string(gi)), true, out);
   if (d.recovery_action) {
@@ -196,8 +217,8 @@ void emit_device(const DeviceSample& d, MetricSink& out) {
 }
 
 AcceleratorCollector::AcceleratorCollector(std::vector<std::unique_ptr<Backend>> backends,
-                                           JobSources jobs)
-    : backends_(std::move(backends)), jobs_(std::move(jobs)) {}
+                                           JobSources jobs, bool c2c_link_bytes)
+    : backends_(std::move(backends)), jobs_(std::move(jobs)), c2c_link_bytes_(c2c_link_bytes) {}
 
 void AcceleratorCollector::attribute_jobs(std::vector<DeviceSample>& devices,
                                           const CollectContext& ctx, MetricSink& out) {
@@ -291,7 +312,10 @@ void AcceleratorCollector::collect(const CollectContext& ctx, MetricSink& out) {
     }
   }
   attribute_jobs(devices, ctx, out);
-  for (const DeviceSample& d : devices) emit_device(d, out);
+  for (DeviceSample& d : devices) {
+    if (!c2c_link_bytes_) d.c2c_link_bytes.clear();
+    emit_device(d, out);
+  }
   if (failures.empty()) return;
   if (devices.empty()) throw failures.front().second;
   for (const auto& [backend, e] : failures) out.error(e.reason(), backend, e.what());
@@ -323,6 +347,11 @@ AcceleratorOptions read_accelerator_options(OptionReader& r) {
       r.get_duration("pod_resources_timeout", o.pod_resources_timeout, Millis(10), Millis(10000),
                      "the List call's deadline, and the longest a collection waits for it; a "
                      "late answer leaves the previous one in use");
+  o.c2c_link_bytes = r.get_bool(
+      "c2c_link_bytes", o.c2c_link_bytes,
+      "also export the NVLink-C2C bytes per link (`nodewatch_accelerator_c2c_link_bytes_total`, "
+      "2 series per link, up to 14 links per accelerator); the per-accelerator "
+      "`nodewatch_accelerator_host_link_bytes_total{link=\"c2c\"}` is always exported");
   // One NVML for the whole daemon: [nvml] library.
   r.refuse_moved("nvml_library", "library in [nvml]");
   return o;

@@ -33,6 +33,8 @@ struct AcceleratorOptions {
   // not an error.
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   Millis pod_resources_timeout{1000};
+  // NVLink-C2C bytes per link, beside the per-accelerator sum.
+  bool c2c_link_bytes = false;
   bool operator==(const AcceleratorOptions&) const = default;
 };
 AcceleratorOptions read_accelerator_options(OptionReader& r);
@@ -51,8 +53,9 @@ struct JobSources {
 
 class AcceleratorCollector final : public Collector {
  public:
+  // `c2c_link_bytes`: export the devices' per-link NVLink-C2C bytes.
   explicit AcceleratorCollector(std::vector<std::unique_ptr<Backend>> backends,
-                                JobSources jobs = {});
+                                JobSources jobs = {}, bool c2c_link_bytes = false);
 
   const MetricTable& metrics() const override { return accelerator_metric_table(); }
   void collect(const CollectContext& ctx, MetricSink& out) override;
@@ -65,6 +68,7 @@ class AcceleratorCollector final : public Collector {
   JobSources jobs_;
   // The watcher's failure count at this collector's last collection.
   std::optional<std::uint64_t> pod_resources_failures_;
+  bool c2c_link_bytes_ = false;
 };
 
 // Adds one device's series to `out` (exposed for tests).

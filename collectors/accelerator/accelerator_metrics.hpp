@@ -137,15 +137,27 @@ inline constexpr Family kHostLinkBytesTotal{
     "nodewatch_accelerator_host_link_bytes_total",
     MetricType::kCounter,
     "bytes",
-    "Bytes over the host link (PCIe) by direction (tx: from the device, rx: to it).",
-    {"accelerator", "uuid", "direction"}};
+    "Bytes over the link to the host CPU by link (pcie, c2c) and direction (tx: from the "
+    "device, rx: to it). pcie: the driver's byte counters; c2c: GPM's NVLink-C2C rates "
+    "(headers and data) integrated over each collection interval, counted since nodewatch "
+    "started.",
+    {"accelerator", "uuid", "link", "direction"}};
 
 inline constexpr Family kHostLinkThroughputBytesPerSecond{
     "nodewatch_accelerator_host_link_throughput_bytes_per_second",
     MetricType::kGauge,
     "bytes_per_second",
     "Host-link throughput sampled by the driver, where it has no byte counter.",
-    {"accelerator", "uuid", "direction"}};
+    {"accelerator", "uuid", "link", "direction"}};
+
+inline constexpr Family kHostLinkCapacityBytesPerSecond{
+    "nodewatch_accelerator_host_link_capacity_bytes_per_second",
+    MetricType::kGauge,
+    "bytes_per_second",
+    "What the link to the host CPU carries per direction at most, now. pcie: lanes times "
+    "transfer rate of the trained link, less its encoding; c2c: the speeds of the active "
+    "NVLink-C2C links summed.",
+    {"accelerator", "uuid", "link"}};
 
 inline constexpr Family kPcieReplaysTotal{
     "nodewatch_accelerator_pcie_replays_total",
@@ -165,6 +177,27 @@ inline constexpr Family kC2cLinkErrorsTotal{"nodewatch_accelerator_c2c_link_erro
                                             "",
                                             "NVLink-C2C link errors (CRC and replays).",
                                             {"accelerator", "uuid", "link"}};
+
+inline constexpr Family kC2cLinkB2bReplaysTotal{
+    "nodewatch_accelerator_c2c_link_b2b_replays_total",
+    MetricType::kCounter,
+    "",
+    "NVLink-C2C back-to-back replays: a replay that itself had to be replayed.",
+    {"accelerator", "uuid", "link"}};
+
+inline constexpr Family kC2cLinkLowPower{"nodewatch_accelerator_c2c_link_low_power",
+                                         MetricType::kGauge,
+                                         "",
+                                         "1 if the NVLink-C2C link is in its low-power state.",
+                                         {"accelerator", "uuid", "link"}};
+
+inline constexpr Family kC2cLinkBytesTotal{
+    "nodewatch_accelerator_c2c_link_bytes_total",
+    MetricType::kCounter,
+    "bytes",
+    "Bytes (headers and data) over one NVLink-C2C link by direction, from GPM's rates "
+    "integrated over each collection interval; only with collectors.accelerator.c2c_link_bytes.",
+    {"accelerator", "uuid", "link", "direction"}};
 
 inline constexpr Family kGraphicsActiveRatio{
     "nodewatch_accelerator_graphics_active_ratio",

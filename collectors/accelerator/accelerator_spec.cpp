@@ -43,7 +43,7 @@ const CollectorSpec& accelerator_collector_spec() {
         });
       }
       return std::make_unique<accelerator::AcceleratorCollector>(std::move(backends),
-                                                                 std::move(jobs));
+                                                                 std::move(jobs), o.c2c_link_bytes);
     };
     return s;
   }();

@@ -72,6 +72,21 @@ struct GpmActivity {
   std::optional<double> dram_bandwidth;   // DRAM_BW_UTIL
 };
 
+// One link between a device and its host CPU.
+struct HostLinkSample {
+  std::optional<double> tx_bytes;             // cumulative, from the device
+  std::optional<double> rx_bytes;             // to the device
+  std::optional<double> tx_bytes_per_second;  // sampled, where no counter exists
+  std::optional<double> rx_bytes_per_second;
+  std::optional<double> capacity_bytes_per_second;  // per direction
+};
+
+// Cumulative bytes over one NVLink-C2C link.
+struct C2cLinkBytes {
+  double tx = 0;
+  double rx = 0;
+};
+
 // NVLink fabric registration and health (NVSwitch and NVL systems).
 struct FabricSample {
   unsigned state = 0;     // NVML_GPU_FABRIC_STATE_*: 0 not supported .. 3 completed
@@ -113,14 +128,18 @@ struct DeviceSample {
   std::optional<bool> row_remap_pending;
   std::optional<bool> row_remap_failed;
   std::map<unsigned, std::uint64_t> xid_errors;  // XID code -> count since nodewatch started
-  std::optional<double> host_link_tx_bytes;      // cumulative
-  std::optional<double> host_link_rx_bytes;
-  std::optional<double> host_link_tx_bytes_per_second;  // sampled, when no counter exists
-  std::optional<double> host_link_rx_bytes_per_second;
+  // The links to the host CPU by kind: "pcie", and "c2c" (NVLink-C2C to a
+  // Grace or Vera CPU, whose traffic does not cross PCIe).
+  std::map<std::string, HostLinkSample> host_links;
   std::optional<double> pcie_replays;
-  // Grace NVLink-C2C: per link, active state and error counters.
+  // NVLink-C2C per link: active state, error counters (CRC and replays),
+  // back-to-back replays, low power, and bytes (from GPM; the collector
+  // exports them only when asked).
   std::map<unsigned, bool> c2c_link_active;
   std::map<unsigned, double> c2c_link_errors;
+  std::map<unsigned, double> c2c_link_b2b_replays;
+  std::map<unsigned, bool> c2c_link_low_power;
+  std::map<unsigned, C2cLinkBytes> c2c_link_bytes;
   // NVLink (answers to the NVML service's NVLink questions only): the number
   // of links the driver reports (empty when the device has no NVLink), and
   // each link that answered.

@@ -120,13 +120,28 @@ LinkSpeed parse_link_speed(std::string_view raw) {
   return {Reading::kValue, gts * 1e9};
 }
 
+std::optional<double> generation_transfers_per_second(unsigned generation) {
+  static constexpr std::array<double, 6> kGts = {2.5, 5, 8, 16, 32, 64};
+  if (generation == 0 || generation > kGts.size()) return std::nullopt;
+  return kGts[generation - 1] * 1e9;
+}
+
+double lane_bytes_per_second(double transfers_per_second) {
+  double encoding = 1.0;
+  if (transfers_per_second < 8e9)
+    encoding = 8.0 / 10.0;
+  else if (transfers_per_second <= 32e9)
+    encoding = 128.0 / 130.0;
+  return transfers_per_second * encoding / 8.0;
+}
+
 LinkWidth parse_link_width(std::string_view raw) {
   std::string_view text = trim(raw);
   if (text.empty() || !std::all_of(text.begin(), text.end(), is_digit)) return {};
   unsigned lanes = 0;
   if (!parse_number(text, &lanes)) return {};
   if (lanes == 0) return {Reading::kUnknown, 0};
-  if (lanes <= 32) return {Reading::kValue, lanes};
+  if (lanes <= kMaxLinkWidth) return {Reading::kValue, lanes};
   if (lanes <= 63) return {Reading::kUnknown, 0};
   return {};
 }

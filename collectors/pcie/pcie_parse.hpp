@@ -33,6 +33,20 @@ struct LinkSpeed {
 // rate; 8b/10b or 128b/130b encoding is not taken off).
 LinkSpeed parse_link_speed(std::string_view raw);
 
+// The widest link PCIe defines, in lanes.
+inline constexpr unsigned kMaxLinkWidth = 32;
+
+// The transfer rate per lane of PCIe generation `generation` (1: 2.5 GT/s,
+// 2: 5, 3: 8, 4: 16, 5: 32, 6: 64), transfers per second; nullopt for
+// any other number.
+std::optional<double> generation_transfers_per_second(unsigned generation);
+
+// What one lane carries per direction at `transfers_per_second`, in bytes
+// per second, less the line encoding: 8b/10b below 8 GT/s, 128b/130b from
+// 8 to 32 GT/s, none at 64 GT/s (PCIe 6.0's PAM4 FLIT mode, whose FLIT
+// overhead is not taken off). 16 GT/s: 1.969e9.
+double lane_bytes_per_second(double transfers_per_second);
+
 struct LinkWidth {
   Reading reading = Reading::kMalformed;
   unsigned lanes = 0;  // set when reading == kValue: 1 to 32

@@ -56,11 +56,18 @@ DeviceSample FullDevice() {
   d.row_remap_pending = true;
   d.row_remap_failed = false;
   d.xid_errors = {{79, 2}, {48, 1}};
-  d.host_link_tx_bytes = 1e12;
-  d.host_link_rx_bytes = 2e12;
+  d.host_links["pcie"].tx_bytes = 1e12;
+  d.host_links["pcie"].rx_bytes = 2e12;
+  d.host_links["pcie"].capacity_bytes_per_second = 63e9;
+  d.host_links["c2c"].tx_bytes = 3e12;
+  d.host_links["c2c"].rx_bytes = 4e12;
+  d.host_links["c2c"].capacity_bytes_per_second = 450e9;
   d.pcie_replays = 7;
   d.c2c_link_active = {{0, true}, {1, false}};
   d.c2c_link_errors = {{0, 3}};
+  d.c2c_link_b2b_replays = {{0, 1}};
+  d.c2c_link_low_power = {{1, true}};
+  d.c2c_link_bytes = {{0, {5e11, 6e11}}};
   return d;
 }
 
@@ -100,14 +107,33 @@ TEST(AcceleratorTest, EveryFieldBecomesItsSeries) {
   EXPECT_EQ(Value(sink, "nodewatch_accelerator_row_remap_pending", {a, u}), 1);
   EXPECT_EQ(Value(sink, "nodewatch_accelerator_row_remap_failed", {a, u}), 0);
   EXPECT_EQ(Value(sink, "nodewatch_accelerator_xid_errors_total", {a, u, "79"}), 2);
-  EXPECT_EQ(Value(sink, "nodewatch_accelerator_host_link_bytes_total", {a, u, "rx"}), 2e12);
+  EXPECT_EQ(Value(sink, "nodewatch_accelerator_host_link_bytes_total", {a, u, "pcie", "rx"}), 2e12);
+  EXPECT_EQ(Value(sink, "nodewatch_accelerator_host_link_bytes_total", {a, u, "c2c", "tx"}), 3e12);
+  EXPECT_EQ(Value(sink, "nodewatch_accelerator_host_link_capacity_bytes_per_second", {a, u, "c2c"}),
+            450e9);
+  EXPECT_EQ(
+      Value(sink, "nodewatch_accelerator_host_link_capacity_bytes_per_second", {a, u, "pcie"}),
+      63e9);
   EXPECT_EQ(Value(sink, "nodewatch_accelerator_pcie_replays_total", {a, u}), 7);
   EXPECT_EQ(Value(sink, "nodewatch_accelerator_c2c_link_active", {a, u, "1"}), 0);
   EXPECT_EQ(Value(sink, "nodewatch_accelerator_c2c_link_errors_total", {a, u, "0"}), 3);
+  EXPECT_EQ(Value(sink, "nodewatch_accelerator_c2c_link_b2b_replays_total", {a, u, "0"}), 1);
+  EXPECT_EQ(Value(sink, "nodewatch_accelerator_c2c_link_low_power", {a, u, "1"}), 1);
   double unused;
   // The sampled throughput appears only when there is no byte counter.
-  EXPECT_FALSE(sink.get("nodewatch_accelerator_host_link_throughput_bytes_per_second", {a, u, "tx"},
-                        &unused));
+  EXPECT_FALSE(sink.get("nodewatch_accelerator_host_link_throughput_bytes_per_second",
+                        {a, u, "pcie", "tx"}, &unused));
+  // Per-link C2C bytes only when the collector is asked for them.
+  EXPECT_FALSE(sink.get("nodewatch_accelerator_c2c_link_bytes_total", {a, u, "0", "tx"}, &unused));
+  auto asked = std::make_unique<ScriptedBackend>();
+  asked->devices_.push_back(FullDevice());
+  std::vector<std::unique_ptr<Backend>> with_links;
+  with_links.push_back(std::move(asked));
+  AcceleratorCollector per_link(std::move(with_links), JobSources{}, /*c2c_link_bytes=*/true);
+  MetricSink links(per_link.metrics());
+  CollectOnce(per_link, links);
+  EXPECT_EQ(Value(links, "nodewatch_accelerator_c2c_link_bytes_total", {a, u, "0", "tx"}), 5e11);
+  EXPECT_EQ(Value(links, "nodewatch_accelerator_c2c_link_bytes_total", {a, u, "0", "rx"}), 6e11);
 }
 
 TEST(AcceleratorTest, ALostDeviceHasInfoAndUpZeroOnlyAndItsReasonIsCounted) {

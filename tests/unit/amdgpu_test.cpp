@@ -713,7 +713,7 @@ TEST(AmdgpuBackend, Mi300xValues) {
   EXPECT_FALSE(d->remapped_rows_correctable);
   EXPECT_FALSE(d->row_remap_pending);
   EXPECT_TRUE(d->clock_throttle_active.empty());
-  EXPECT_FALSE(d->host_link_tx_bytes_per_second);
+  EXPECT_TRUE(d->host_links.empty());
   EXPECT_TRUE(d->errors.empty());
 }
 

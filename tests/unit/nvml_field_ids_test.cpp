@@ -100,5 +100,27 @@ TEST(NvmlFieldIdsTest, TheClockEventTimesAreAskedByTheIdsOfTheBranchsHeader) {
   }
 }
 
+// The NVLink-C2C throughput metrics the GPM reader asks: the device's at
+// the backend's ids, each link's at its first id plus the stride, in every
+// header that has them; and the first branch asked is the branch of the
+// oldest header that has them (an older driver's GPM refuses the request).
+TEST(NvmlFieldIdsTest, TheC2cGpmMetricsAreTheHeadersIds) {
+  for (std::string_view header : h::kHeaders) {
+    SCOPED_TRACE(std::string(header));
+    const unsigned total_tx = h::gpm_id_in("NVML_GPM_METRIC_C2C_TOTAL_TX_PER_SEC", header);
+    const bool has = h::branch_of_header(header) >= nvml::kGpmC2cFirstBranch;
+    EXPECT_EQ(total_tx != 0, has);
+    if (!has) continue;
+    EXPECT_EQ(total_tx, nvml::kGpmC2cTotalTx);
+    EXPECT_EQ(h::gpm_id_in("NVML_GPM_METRIC_C2C_TOTAL_RX_PER_SEC", header), nvml::kGpmC2cTotalRx);
+    for (unsigned l = 0; l < nvml::kGpmC2cLinks; ++l) {
+      const unsigned first = nvml::kGpmC2cLink0TotalTx + nvml::kGpmC2cLinkStride * l;
+      const std::string link = "NVML_GPM_METRIC_C2C_LINK" + std::to_string(l);
+      EXPECT_EQ(h::gpm_id_in(link + "_TOTAL_TX_PER_SEC", header), first) << l;
+      EXPECT_EQ(h::gpm_id_in(link + "_TOTAL_RX_PER_SEC", header), first + 1) << l;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace nodewatch::accelerator

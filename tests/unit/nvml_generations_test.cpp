@@ -54,6 +54,11 @@ std::vector<std::string> with(unsigned i, std::string extra) {
   l.push_back(std::move(extra));
   return l;
 }
+std::vector<std::string> host(unsigned i, std::string link, std::string direction) {
+  auto l = with(i, std::move(link));
+  l.push_back(std::move(direction));
+  return l;
+}
 
 // Collects through one accelerator collector over a service of its own.
 class Node {
@@ -100,7 +105,8 @@ struct Generation {
   bool throttle_times;  // the three branch-dependent throttle times
   bool pcie_bytes;      // 197/198 (else the sampled throughput)
   bool recovery;        // 230
-  bool c2c_errors;      // 231/232
+  bool c2c_errors;      // 231-234
+  bool c2c_bytes;       // GPM's C2C throughput (R575 on, the branch known)
 };
 
 class DriverGenerationTest : public ::testing::TestWithParam<Generation> {};
@@ -116,9 +122,13 @@ TEST_P(DriverGenerationTest, ReadsWhatThatDriverNumbersAndNothingElse) {
     SCOPED_TRACE("GPU " + std::to_string(i));
     EXPECT_EQ(Value(s, "nodewatch_accelerator_up", dev(i)), 1);
     ExpectThrottleTimes(s, i, {true, true, g.throttle_times, g.throttle_times, g.throttle_times});
-    EXPECT_EQ(Has(s, "nodewatch_accelerator_host_link_bytes_total", with(i, "tx")), g.pcie_bytes);
-    EXPECT_EQ(Has(s, "nodewatch_accelerator_host_link_throughput_bytes_per_second", with(i, "tx")),
+    EXPECT_EQ(Has(s, "nodewatch_accelerator_host_link_bytes_total", host(i, "pcie", "tx")),
+              g.pcie_bytes);
+    EXPECT_EQ(Has(s, "nodewatch_accelerator_host_link_throughput_bytes_per_second",
+                  host(i, "pcie", "tx")),
               !g.pcie_bytes);
+    EXPECT_TRUE(
+        Has(s, "nodewatch_accelerator_host_link_capacity_bytes_per_second", with(i, "pcie")));
     EXPECT_EQ(Has(s, "nodewatch_accelerator_recovery_action", with(i, "none")), g.recovery);
     if (g.recovery) {
       EXPECT_EQ(Value(s, "nodewatch_accelerator_recovery_action", with(i, "none")), 1);
@@ -127,6 +137,24 @@ TEST_P(DriverGenerationTest, ReadsWhatThatDriverNumbersAndNothingElse) {
     // where 231/232 exist.
     EXPECT_EQ(Value(s, "nodewatch_accelerator_c2c_link_active", with(i, "0")), 1);
     EXPECT_EQ(Has(s, "nodewatch_accelerator_c2c_link_errors_total", with(i, "0")), g.c2c_errors);
+    EXPECT_EQ(Has(s, "nodewatch_accelerator_c2c_link_b2b_replays_total", with(i, "0")),
+              g.c2c_errors);
+    EXPECT_EQ(Has(s, "nodewatch_accelerator_c2c_link_low_power", with(i, "0")), g.c2c_errors);
+    EXPECT_TRUE(
+        Has(s, "nodewatch_accelerator_host_link_capacity_bytes_per_second", with(i, "c2c")));
+  }
+  // GPM over two samples: the activity from every generation; the C2C
+  // bytes only from one that has them, and asking them of an older driver
+  // (whose GPM refuses a request naming an id it lacks) must not cost the
+  // activity.
+  std::this_thread::sleep_for(150ms);
+  const MetricSink second = node.Collect();
+  EXPECT_TRUE(second.errors().empty()) << second.render();
+  for (unsigned i = 0; i < 2; ++i) {
+    SCOPED_TRACE("GPU " + std::to_string(i));
+    EXPECT_TRUE(Has(second, "nodewatch_accelerator_sm_active_ratio", dev(i)));
+    EXPECT_EQ(Has(second, "nodewatch_accelerator_host_link_bytes_total", host(i, "c2c", "tx")),
+              g.c2c_bytes);
   }
   // No value of any series is one of the power-smoothing answers exported
   // as a time (1e-9, 2e-9, 3e-9 s, or 14-16 ns).
@@ -144,13 +172,15 @@ TEST_P(DriverGenerationTest, ReadsWhatThatDriverNumbersAndNothingElse) {
 
 INSTANTIATE_TEST_SUITE_P(
     Nvml, DriverGenerationTest,
-    ::testing::Values(Generation{"driver_r535.scenario", "535.104.05", false, false, false, false},
-                      Generation{"driver_r550.scenario", "550.54.15", false, false, false, false},
-                      Generation{"driver_r570.scenario", "570.124.06", false, true, true, false},
-                      Generation{"driver_r580.scenario", "580.65.06", true, true, true, true},
-                      Generation{"driver_r590.scenario", "590.44.01", true, true, true, true},
-                      // The version unreadable: the branch-dependent ids are not asked.
-                      Generation{"driver_unknown.scenario", "", false, true, true, true}),
+    ::testing::Values(
+        Generation{"driver_r535.scenario", "535.104.05", false, false, false, false, false},
+        Generation{"driver_r550.scenario", "550.54.15", false, false, false, false, false},
+        Generation{"driver_r570.scenario", "570.124.06", false, true, true, false, false},
+        Generation{"driver_r580.scenario", "580.65.06", true, true, true, true, true},
+        Generation{"driver_r590.scenario", "590.44.01", true, true, true, true, true},
+        // The version unreadable: the branch-dependent ids and GPM metrics
+        // are not asked.
+        Generation{"driver_unknown.scenario", "", false, true, true, true, false}),
     [](const ::testing::TestParamInfo<Generation>& p) {
       std::string n = p.param.scenario;
       return n.substr(0, n.find('.'));
@@ -221,8 +251,8 @@ TEST(NvmlGenerationTest, AFieldOfTheWrongValueTypeIsCountedAndDropped) {
   hooks.Script("field_value 1 82 9 40");
   const MetricSink s = node.Collect();
   ExpectThrottleTimes(s, 0, {true, true, false, true, true});
-  EXPECT_FALSE(Has(s, "nodewatch_accelerator_host_link_bytes_total", with(0, "tx")));
-  EXPECT_TRUE(Has(s, "nodewatch_accelerator_host_link_bytes_total", with(0, "rx")));
+  EXPECT_FALSE(Has(s, "nodewatch_accelerator_host_link_bytes_total", host(0, "pcie", "tx")));
+  EXPECT_TRUE(Has(s, "nodewatch_accelerator_host_link_bytes_total", host(0, "pcie", "rx")));
   EXPECT_FALSE(Has(s, "nodewatch_accelerator_temperature_celsius", with(1, "memory")));
   EXPECT_EQ(Value(s, "nodewatch_accelerator_temperature_celsius", with(0, "memory")), 40);
   ExpectThrottleTimes(s, 1, {true, true, true, true, true});

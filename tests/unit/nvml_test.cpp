@@ -65,6 +65,10 @@ struct Gpu {
   }
   std::vector<std::string> dev() const { return {a(), uuid()}; }
   std::vector<std::string> with(std::string extra) const { return {a(), uuid(), std::move(extra)}; }
+  // A host link's labels: link ("pcie", "c2c"), then direction.
+  std::vector<std::string> host(std::string link, std::string direction) const {
+    return {a(), uuid(), std::move(link), std::move(direction)};
+  }
   std::vector<std::string> info() const {
     return {a(),
             uuid(),
@@ -79,11 +83,12 @@ struct Gpu {
 // Series per device in eight_gpus.scenario: info, up, 2 utilization,
 // 2 memory, 2 temperatures, slowdown, power, limit, energy, 3 clocks,
 // 9 throttle reasons, 5 throttle times, 2 ECC, 2 remapped rows, pending,
-// failed, replays, 2 host-link byte counters, 2 C2C states, 2 C2C errors,
-// 6 recovery actions, the compute process count (0: the default scenario
-// runs none, so no job either). (GPM needs two cycles: none in a first
-// collection.)
-constexpr std::size_t kSeriesPerGpu = 49;
+// failed, replays, 2 PCIe byte counters, the capacities of PCIe and C2C,
+// and per C2C link (2) its state, errors, back-to-back replays and power
+// state, 6 recovery actions, the compute process count (0: the default
+// scenario runs none, so no job either). (GPM, and with it the C2C bytes,
+// needs two cycles: none in a first collection.)
+constexpr std::size_t kSeriesPerGpu = 55;
 
 // The number of samples with accelerator="i".
 std::size_t SeriesOf(const MetricSink& sink, unsigned i) {
@@ -110,18 +115,28 @@ std::uint64_t ErrorCount(const MetricSink& sink, std::string_view reason) {
 class FakeNode {
  public:
   // With the service's tuning (a short retry interval).
+  // `c2c_link_bytes`: the collector's option of that name.
   FakeNode(const std::string& library, const std::string& scenario_file,
-           NvmlServiceOptions options = {}) {
+           NvmlServiceOptions options = {}, bool c2c_link_bytes = false) {
     setenv("FAKE_NVML_SCENARIO", scenario_file.c_str(), 1);
     std::vector<std::unique_ptr<Backend>> backends;
     backends.push_back(make_nvml_backend(std::make_shared<NvmlService>(library, options)));
-    collector_ = std::make_unique<AcceleratorCollector>(std::move(backends));
+    collector_ =
+        std::make_unique<AcceleratorCollector>(std::move(backends), JobSources{}, c2c_link_bytes);
   }
 
   MetricSink Collect(std::chrono::milliseconds timeout = 10s) {
     MetricSink sink(accelerator_metric_table());
     CollectOnce(*collector_, sink, timeout);
     return sink;
+  }
+
+  // A second collection far enough after a first for GPM (NVML wants its
+  // samples more than 100 ms apart): the one with GPM's series.
+  MetricSink CollectWithGpm() {
+    Collect();
+    std::this_thread::sleep_for(150ms);
+    return Collect();
   }
 
   Collector& collector() { return *collector_; }
@@ -185,6 +200,10 @@ void ExpectHealthyGpu(const MetricSink& s, unsigned index, bool old_driver = fal
   EXPECT_EQ(Value(s, "nodewatch_accelerator_row_remap_pending", g.dev()), index % 2);
   EXPECT_EQ(Value(s, "nodewatch_accelerator_row_remap_failed", g.dev()), index == 7 ? 1 : 0);
   EXPECT_EQ(Value(s, "nodewatch_accelerator_pcie_replays_total", g.dev()), 100 + i);
+  // PCIe generation 4 (even devices) or 5, 16 lanes, 128b/130b.
+  EXPECT_DOUBLE_EQ(
+      Value(s, "nodewatch_accelerator_host_link_capacity_bytes_per_second", g.with("pcie")),
+      16 * (index % 2 == 0 ? 16e9 : 32e9) * 128 / 130 / 8);
   EXPECT_EQ(Value(s, "nodewatch_accelerator_processes", g.dev()), 0);
 
   const char* throttle_times[] = {"sw_power_cap", "sync_boost", "sw_thermal", "hw_thermal",
@@ -193,12 +212,16 @@ void ExpectHealthyGpu(const MetricSink& s, unsigned index, bool old_driver = fal
     EXPECT_FALSE(Has(s, "nodewatch_accelerator_temperature_celsius", g.with("memory")));
     for (const char* r : throttle_times)
       EXPECT_FALSE(Has(s, "nodewatch_accelerator_clock_throttle_seconds_total", g.with(r))) << r;
-    EXPECT_EQ(Value(s, "nodewatch_accelerator_host_link_throughput_bytes_per_second", g.with("tx")),
+    EXPECT_EQ(Value(s, "nodewatch_accelerator_host_link_throughput_bytes_per_second",
+                    g.host("pcie", "tx")),
               (1000 + i) * 1024);
-    EXPECT_EQ(Value(s, "nodewatch_accelerator_host_link_throughput_bytes_per_second", g.with("rx")),
+    EXPECT_EQ(Value(s, "nodewatch_accelerator_host_link_throughput_bytes_per_second",
+                    g.host("pcie", "rx")),
               (2000 + i) * 1024);
-    EXPECT_FALSE(Has(s, "nodewatch_accelerator_host_link_bytes_total", g.with("tx")));
+    EXPECT_FALSE(Has(s, "nodewatch_accelerator_host_link_bytes_total", g.host("pcie", "tx")));
     EXPECT_FALSE(Has(s, "nodewatch_accelerator_c2c_link_active", g.with("0")));
+    EXPECT_FALSE(
+        Has(s, "nodewatch_accelerator_host_link_capacity_bytes_per_second", g.with("c2c")));
     return;
   }
   EXPECT_EQ(Value(s, "nodewatch_accelerator_temperature_celsius", g.with("memory")), 40 + i);
@@ -207,13 +230,23 @@ void ExpectHealthyGpu(const MetricSink& s, unsigned index, bool old_driver = fal
         Value(s, "nodewatch_accelerator_clock_throttle_seconds_total", g.with(throttle_times[k])),
         (k + 1) * (i + 1))
         << throttle_times[k];
-  EXPECT_EQ(Value(s, "nodewatch_accelerator_host_link_bytes_total", g.with("tx")), 1e12 + i * 1e9);
-  EXPECT_EQ(Value(s, "nodewatch_accelerator_host_link_bytes_total", g.with("rx")), 2e12 + i * 1e9);
-  EXPECT_FALSE(Has(s, "nodewatch_accelerator_host_link_throughput_bytes_per_second", g.with("tx")));
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_host_link_bytes_total", g.host("pcie", "tx")),
+            1e12 + i * 1e9);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_host_link_bytes_total", g.host("pcie", "rx")),
+            2e12 + i * 1e9);
+  EXPECT_FALSE(
+      Has(s, "nodewatch_accelerator_host_link_throughput_bytes_per_second", g.host("pcie", "tx")));
   EXPECT_EQ(Value(s, "nodewatch_accelerator_c2c_link_active", g.with("0")), 1);
   EXPECT_EQ(Value(s, "nodewatch_accelerator_c2c_link_active", g.with("1")), 0);
   EXPECT_EQ(Value(s, "nodewatch_accelerator_c2c_link_errors_total", g.with("0")), i);
   EXPECT_EQ(Value(s, "nodewatch_accelerator_c2c_link_errors_total", g.with("1")), i + 11);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_c2c_link_b2b_replays_total", g.with("0")), i);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_c2c_link_b2b_replays_total", g.with("1")), i + 2);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_c2c_link_low_power", g.with("0")), 0);
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_c2c_link_low_power", g.with("1")), 1);
+  // Link 0 active at 45,000 MB/s; link 1 is inactive and adds nothing.
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_host_link_capacity_bytes_per_second", g.with("c2c")),
+            45000e6);
   const char* actions[] = {"none",      "gpu_reset",       "node_reboot",
                            "drain_p2p", "drain_and_reset", "recover_imex_domain"};
   for (const char* a : actions)
@@ -243,7 +276,17 @@ void ExpectHealthyGpu(const MetricSink& s, unsigned index, bool old_driver = fal
     else
       EXPECT_NEAR(Value(s, m.name, g.dev()), (m.base + i + *k) / 100, 1e-12) << m.name;
   }
-  EXPECT_EQ(SeriesOf(s, index), kSeriesPerGpu + (with_gpm ? 5 : 0));
+  // The C2C bytes come with GPM (tx and rx; the per-link ones only when
+  // asked), at twice the rate to the device as from it.
+  EXPECT_EQ(Has(s, "nodewatch_accelerator_host_link_bytes_total", g.host("c2c", "tx")), with_gpm);
+  if (with_gpm) {
+    const double tx = Value(s, "nodewatch_accelerator_host_link_bytes_total", g.host("c2c", "tx"));
+    EXPECT_GT(tx, 0);
+    EXPECT_NEAR(Value(s, "nodewatch_accelerator_host_link_bytes_total", g.host("c2c", "rx")) / tx,
+                2.0, 1e-9);
+  }
+  EXPECT_FALSE(Has(s, "nodewatch_accelerator_c2c_link_bytes_total", g.host("0", "tx")));
+  EXPECT_EQ(SeriesOf(s, index), kSeriesPerGpu + (with_gpm ? 7 : 0));
 }
 
 // A device reported down for `reason`: its identity and up 0, nothing else.
@@ -317,7 +360,8 @@ TEST(NvmlTest, EightGpusExportEverySeriesWithTheirValues) {
   EXPECT_TRUE(again.errors().empty());
   // Every family but those that other scenarios produce (XID events; the
   // sampled throughput, only without byte counters; MIG instances; fabric;
-  // jobs, which need processes: tests/integration/jobs_cgroup_test.cpp).
+  // jobs, which need processes: tests/integration/jobs_cgroup_test.cpp)
+  // or an option (the per-link C2C bytes).
   const std::string text = again.render();
   for (const MetricDesc& d : accelerator_metric_table().descs()) {
     if (d.name == "nodewatch_accelerator_xid_errors_total" ||
@@ -326,7 +370,8 @@ TEST(NvmlTest, EightGpusExportEverySeriesWithTheirValues) {
         d.name.rfind("nodewatch_accelerator_fabric_", 0) == 0 ||
         d.name == "nodewatch_accelerator_job_info" ||
         d.name == "nodewatch_accelerator_process_memory_used_bytes" ||
-        d.name == "nodewatch_accelerator_pod_resources_up")
+        d.name == "nodewatch_accelerator_pod_resources_up" ||
+        d.name == "nodewatch_accelerator_c2c_link_bytes_total")
       continue;
     EXPECT_NE(text.find("\n" + d.name + "{"), std::string::npos) << d.name;
   }
@@ -399,6 +444,104 @@ TEST(NvmlTest, GpuWithoutEccLacksOnlyEccSeries) {
     if (i != 5) ExpectHealthyGpu(s, i);
 }
 
+// NVLink-C2C bytes: GPM's MiB/s over each pair of samples times the time
+// between them, added up. The fake's rates are constant (device i: 1000(i+1)
+// MiB/s from it, 2000(i+1) to it; link l: 100(l+1)+i and 200(l+1)+i), and
+// every sum is taken over the same intervals, so the sums stand in the
+// rates' ratios exactly, and each lies between the rate times the time
+// slept and the rate times the whole run.
+TEST(NvmlTest, C2cBytesAreTheGpmRatesIntegratedOverEachInterval) {
+  constexpr double kMiB = 1024.0 * 1024;
+  FakeNode node(FAKE_NVML_LIBRARY, scenario("eight_gpus.scenario"), {}, /*c2c_link_bytes=*/true);
+  const auto start = Clock::now();
+  const MetricSink first = node.Collect();
+  EXPECT_FALSE(Has(first, "nodewatch_accelerator_host_link_bytes_total", Gpu{0}.host("c2c", "tx")));
+  std::this_thread::sleep_for(200ms);
+  const MetricSink second = node.Collect();
+  std::this_thread::sleep_for(200ms);
+  const MetricSink third = node.Collect();
+  const double run = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_TRUE(third.errors().empty()) << third.render();
+  for (unsigned i : {0u, 5u}) {
+    SCOPED_TRACE("GPU " + std::to_string(i));
+    const Gpu g{i};
+    const double rate = 1000.0 * (i + 1) * kMiB;
+    const double tx2 =
+        Value(second, "nodewatch_accelerator_host_link_bytes_total", g.host("c2c", "tx"));
+    const double tx3 =
+        Value(third, "nodewatch_accelerator_host_link_bytes_total", g.host("c2c", "tx"));
+    EXPECT_GE(tx2, rate * 0.2);
+    EXPECT_GE(tx3 - tx2, rate * 0.2);
+    EXPECT_LE(tx3, rate * run);
+    EXPECT_NEAR(
+        Value(third, "nodewatch_accelerator_host_link_bytes_total", g.host("c2c", "rx")) / tx3, 2.0,
+        1e-9);
+    for (unsigned l = 0; l < 2; ++l) {
+      const std::string link = std::to_string(l);
+      EXPECT_NEAR(Value(third, "nodewatch_accelerator_c2c_link_bytes_total", g.host(link, "tx")),
+                  tx3 * (100.0 * (l + 1) + i) / (1000.0 * (i + 1)), tx3 * 1e-9)
+          << link;
+      EXPECT_NEAR(Value(third, "nodewatch_accelerator_c2c_link_bytes_total", g.host(link, "rx")),
+                  tx3 * (200.0 * (l + 1) + i) / (1000.0 * (i + 1)), tx3 * 1e-9)
+          << link;
+    }
+  }
+}
+
+// A Grace-attached GPU has the C2C host link only: no PCIe series at all,
+// not a zero. An x86 one has PCIe only: no C2C series. Each link's
+// capacity is there for its utilization.
+TEST(NvmlTest, EachKindOfNodeHasTheHostLinkItsGpusUse) {
+  {
+    FakeNode node(FAKE_NVML_LIBRARY, scenario("grace_c2c.scenario"));
+    const MetricSink s = node.CollectWithGpm();
+    for (unsigned i = 0; i < 4; ++i) {
+      SCOPED_TRACE("Grace, GPU " + std::to_string(i));
+      const Gpu g{i};
+      EXPECT_TRUE(Has(s, "nodewatch_accelerator_host_link_bytes_total", g.host("c2c", "tx")));
+      EXPECT_TRUE(Has(s, "nodewatch_accelerator_host_link_bytes_total", g.host("c2c", "rx")));
+      // Links 0, 2, 4, 6, 8 active, at 45,000 + 100 l MB/s.
+      EXPECT_EQ(
+          Value(s, "nodewatch_accelerator_host_link_capacity_bytes_per_second", g.with("c2c")),
+          (5 * 45000.0 + 100 * (0 + 2 + 4 + 6 + 8)) * 1e6);
+      for (const char* d : {"tx", "rx"}) {
+        EXPECT_FALSE(Has(s, "nodewatch_accelerator_host_link_bytes_total", g.host("pcie", d)));
+        EXPECT_FALSE(Has(s, "nodewatch_accelerator_host_link_throughput_bytes_per_second",
+                         g.host("pcie", d)));
+      }
+      EXPECT_FALSE(
+          Has(s, "nodewatch_accelerator_host_link_capacity_bytes_per_second", g.with("pcie")));
+    }
+    // NOT_SUPPORTED everywhere it is missing: nothing counted.
+    EXPECT_TRUE(s.errors().empty()) << s.render();
+  }
+  {
+    FakeNode node(FAKE_NVML_LIBRARY, scenario("x86_pcie.scenario"));
+    const MetricSink s = node.CollectWithGpm();
+    for (unsigned i = 0; i < 2; ++i) {
+      SCOPED_TRACE("x86, GPU " + std::to_string(i));
+      const Gpu g{i};
+      EXPECT_EQ(Value(s, "nodewatch_accelerator_host_link_bytes_total", g.host("pcie", "tx")),
+                1e12 + i * 1e9);
+      EXPECT_TRUE(
+          Has(s, "nodewatch_accelerator_host_link_capacity_bytes_per_second", g.with("pcie")));
+      EXPECT_FALSE(Has(s, "nodewatch_accelerator_host_link_bytes_total", g.host("c2c", "tx")));
+      EXPECT_FALSE(
+          Has(s, "nodewatch_accelerator_host_link_capacity_bytes_per_second", g.with("c2c")));
+      EXPECT_FALSE(Has(s, "nodewatch_accelerator_c2c_link_active", g.with("0")));
+    }
+    EXPECT_TRUE(s.errors().empty()) << s.render();
+  }
+}
+
+// Without the option, the per-link C2C bytes stay out and the sum stays in.
+TEST(NvmlTest, C2cBytesPerLinkOnlyWhenAsked) {
+  FakeNode node(FAKE_NVML_LIBRARY, scenario("eight_gpus.scenario"));
+  const MetricSink s = node.CollectWithGpm();
+  EXPECT_TRUE(Has(s, "nodewatch_accelerator_host_link_bytes_total", Gpu{1}.host("c2c", "tx")));
+  EXPECT_FALSE(Has(s, "nodewatch_accelerator_c2c_link_bytes_total", Gpu{1}.host("0", "tx")));
+}
+
 TEST(NvmlTest, OtherQueryErrorsDropOneValueAndAreCounted) {
   FakeNode node(FAKE_NVML_LIBRARY, scenario("errors.scenario"));
   const MetricSink s = node.Collect();
@@ -411,10 +554,12 @@ TEST(NvmlTest, OtherQueryErrorsDropOneValueAndAreCounted) {
   EXPECT_EQ(s.errors().size(), 1u);
   // GPU 0: no byte counters, so the sampled throughput, for it alone.
   const Gpu g0{0};
-  EXPECT_FALSE(Has(s, "nodewatch_accelerator_host_link_bytes_total", g0.with("tx")));
-  EXPECT_EQ(Value(s, "nodewatch_accelerator_host_link_throughput_bytes_per_second", g0.with("tx")),
+  EXPECT_FALSE(Has(s, "nodewatch_accelerator_host_link_bytes_total", g0.host("pcie", "tx")));
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_host_link_throughput_bytes_per_second",
+                  g0.host("pcie", "tx")),
             1000 * 1024);
-  EXPECT_EQ(Value(s, "nodewatch_accelerator_host_link_throughput_bytes_per_second", g0.with("rx")),
+  EXPECT_EQ(Value(s, "nodewatch_accelerator_host_link_throughput_bytes_per_second",
+                  g0.host("pcie", "rx")),
             2000 * 1024);
   EXPECT_EQ(SeriesOf(s, 0), kSeriesPerGpu);
   FakeHooks hooks(FAKE_NVML_LIBRARY);
@@ -447,9 +592,9 @@ TEST(NvmlTest, OldLibraryFallbacksGiveTheSameCoreValues) {
   const MetricSink s = node.Collect();
   for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(s, i, /*old_driver=*/true);
   EXPECT_TRUE(s.errors().empty());
-  // No field values: no memory temperature, 5 throttle times, 4 C2C series,
-  // 6 recovery actions.
-  EXPECT_EQ(s.sample_count(), kGpus * (kSeriesPerGpu - 16));
+  // No field values: no memory temperature, 5 throttle times, 8 C2C series
+  // of 2 links and the C2C capacity, 6 recovery actions.
+  EXPECT_EQ(s.sample_count(), kGpus * (kSeriesPerGpu - 21));
   FakeHooks hooks(FAKE_NVML_OLD_LIBRARY);
   EXPECT_EQ(hooks.Calls("nvmlDeviceGetMemoryInfo"), kGpus);
   EXPECT_EQ(hooks.Calls("nvmlDeviceGetPciInfo"), kGpus);

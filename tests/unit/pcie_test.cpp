@@ -204,6 +204,21 @@ TEST(PcieParse, LinkSpeedMalformed) {
   }
 }
 
+// Per lane and direction, less the line encoding: PCIe 1.0's 250 MB/s,
+// 3.0's 985 MB/s, 6.0's 8 GB/s.
+TEST(PcieParse, GenerationsAndLaneBandwidth) {
+  EXPECT_EQ(generation_transfers_per_second(1), 2.5e9);
+  EXPECT_EQ(generation_transfers_per_second(4), 16e9);
+  EXPECT_EQ(generation_transfers_per_second(6), 64e9);
+  EXPECT_FALSE(generation_transfers_per_second(0).has_value());
+  EXPECT_FALSE(generation_transfers_per_second(7).has_value());
+  EXPECT_DOUBLE_EQ(lane_bytes_per_second(2.5e9), 250e6);
+  EXPECT_DOUBLE_EQ(lane_bytes_per_second(5e9), 500e6);
+  EXPECT_NEAR(lane_bytes_per_second(8e9), 984.6e6, 0.1e6);
+  EXPECT_NEAR(lane_bytes_per_second(32e9), 3938.5e6, 0.1e6);
+  EXPECT_DOUBLE_EQ(lane_bytes_per_second(64e9), 8e9);
+}
+
 TEST(PcieParse, LinkWidth) {
   for (unsigned lanes : {1u, 2u, 4u, 8u, 12u, 16u, 32u}) {
     LinkWidth w = parse_link_width(std::to_string(lanes) + "\n");

@@ -211,13 +211,18 @@ inline constexpr unsigned kFieldNvlinkCountLinkRecoveryEvents = 215;
 inline constexpr unsigned kFieldNvlinkCountEffectiveErrors = 219;
 inline constexpr unsigned kFieldNvlinkCountSymbolErrors = 221;
 inline constexpr unsigned kFieldC2cLinkCount = 170;
-inline constexpr unsigned kFieldC2cLinkStatus = 171;     // scope = link; 0 inactive, 1 active
+inline constexpr unsigned kFieldC2cLinkStatus = 171;  // scope = link; 0 inactive, 1 active
+// scope = link: that link's speed, MB/s ("C2C Link Speed in MBps for
+// active links"; NCCL's topology and UCX ask it per link too).
+inline constexpr unsigned kFieldC2cLinkMaxBw = 172;
 inline constexpr unsigned kFieldPcieCountTxBytes = 197;  // NVML 12.5 (driver 555) on
 inline constexpr unsigned kFieldPcieCountRxBytes = 198;
 // NVML 12.8 (driver 570) on: nvmlDeviceGpuRecoveryAction_t.
 inline constexpr unsigned kFieldGpuRecoveryAction = 230;
-inline constexpr unsigned kFieldC2cLinkErrorIntr = 231;    // NVML 12.9 on; scope = link; CRC
-inline constexpr unsigned kFieldC2cLinkErrorReplay = 232;  // scope = link
+inline constexpr unsigned kFieldC2cLinkErrorIntr = 231;       // NVML 12.9 on; scope = link; CRC
+inline constexpr unsigned kFieldC2cLinkErrorReplay = 232;     // scope = link
+inline constexpr unsigned kFieldC2cLinkErrorReplayB2b = 233;  // scope = link; back-to-back replays
+inline constexpr unsigned kFieldC2cLinkPowerState = 234;      // scope = link; 0 full, 1 low power
 
 // nvmlDeviceGpuRecoveryAction_t (RECOVER_IMEX_DOMAIN from NVML 13.3).
 inline constexpr unsigned kRecoveryActionNone = 0;
@@ -240,6 +245,20 @@ inline constexpr unsigned kGpmSmUtil = 2;
 inline constexpr unsigned kGpmSmOccupancy = 3;
 inline constexpr unsigned kGpmAnyTensorUtil = 5;
 inline constexpr unsigned kGpmDramBwUtil = 10;
+// NVLink-C2C throughput, MiB/s (the header gives no unit; DCGM's
+// dcgm_fields.h says its C2C fields, these, come from GPM in MiB/s): from
+// NVML 12.9 (R575) on, the same ids in every header to 13.3. The whole
+// device at 100-103 (total = headers and data, then data only; tx, rx),
+// then link L at 104 + 4 L (L 0-13) in the same order. A driver of an
+// older branch has NVML_GPM_METRIC_MAX 98 and is never asked them.
+inline constexpr unsigned kGpmC2cTotalTx = 100;
+inline constexpr unsigned kGpmC2cTotalRx = 101;
+inline constexpr unsigned kGpmC2cDataTx = 102;
+inline constexpr unsigned kGpmC2cDataRx = 103;
+inline constexpr unsigned kGpmC2cLink0TotalTx = 104;
+inline constexpr unsigned kGpmC2cLinkStride = 4;
+inline constexpr unsigned kGpmC2cLinks = 14;
+inline constexpr unsigned kGpmC2cFirstBranch = 575;
 // nvmlGpmMetric_t.
 struct GpmMetric {
   unsigned metric_id;  // in

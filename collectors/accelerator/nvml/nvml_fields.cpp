@@ -52,7 +52,7 @@ constexpr std::array<Meaning, 6> kVersioned = {{
 
 // Ids that meant the same in every header that defines them: asked of every
 // driver, even one whose branch is unknown.
-constexpr std::array<NvmlFieldDef, 27> kStable = {{
+constexpr std::array<NvmlFieldDef, 30> kStable = {{
     {nvml::kFieldClocksEventSwPowerCapNs, "clocks_event_reason_sw_power_cap", K::kInteger64},
     {nvml::kFieldClocksEventSyncBoostNs, "clocks_event_reason_sync_boost", K::kInteger64},
     {nvml::kFieldMemoryTemp, "memory_temp", K::kNumber},
@@ -62,6 +62,7 @@ constexpr std::array<NvmlFieldDef, 27> kStable = {{
     {nvml::kFieldNvlinkSpeedMBps, "nvlink_get_speed", K::kInteger},
     {nvml::kFieldC2cLinkCount, "c2c_link_count", K::kInteger},
     {nvml::kFieldC2cLinkStatus, "c2c_link_get_status", K::kInteger},
+    {nvml::kFieldC2cLinkMaxBw, "c2c_link_get_max_bw", K::kInteger},
     {nvml::kFieldPcieCountTxBytes, "pcie_count_tx_bytes", K::kInteger64},
     {nvml::kFieldPcieCountRxBytes, "pcie_count_rx_bytes", K::kInteger64},
     {nvml::kFieldNvlinkCountXmitBytes, "nvlink_count_xmit_bytes", K::kInteger64},
@@ -83,6 +84,8 @@ constexpr std::array<NvmlFieldDef, 27> kStable = {{
     {nvml::kFieldGpuRecoveryAction, "get_gpu_recovery_action", K::kInteger},
     {nvml::kFieldC2cLinkErrorIntr, "c2c_link_error_intr", K::kInteger},
     {nvml::kFieldC2cLinkErrorReplay, "c2c_link_error_replay", K::kInteger},
+    {nvml::kFieldC2cLinkErrorReplayB2b, "c2c_link_error_replay_b2b", K::kInteger},
+    {nvml::kFieldC2cLinkPowerState, "c2c_link_power_state", K::kInteger},
 }};
 
 bool in_range(const Meaning& m, std::optional<unsigned> branch) {

@@ -23,8 +23,8 @@
 // way is counted (reason "nvml_field_type") instead of exported.
 //
 // Every other id read here meant the same thing in every header that
-// defines it (checked: 74, 76, 82, 91, 138, 139, 164, 170, 171, 197, 198,
-// 202-221, 230, 231, 232); a driver older than the id answers
+// defines it (checked: 74, 76, 82, 91, 138, 139, 164, 170, 171, 172, 197, 198,
+// 202-221, 230-234); a driver older than the id answers
 // INVALID_ARGUMENT, which reads as "not supported". Those are asked of
 // every driver, including one whose version could not be read.
 //

@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace nodewatch::accelerator {
 namespace {
@@ -27,7 +28,11 @@ constexpr std::array<Wanted, 5> kWanted = {{
     {nvml::kGpmAnyTensorUtil, &GpmActivity::tensor_active},
     {nvml::kGpmDramBwUtil, &GpmActivity::dram_bandwidth},
 }};
-static_assert(kWanted.size() <= nvml::kGpmMetricMaxOldest);
+// The most asked at once: the activity, the device's C2C pair and every
+// link's.
+static_assert(kWanted.size() + 2 + 2 * nvml::kGpmC2cLinks <= nvml::kGpmMetricMaxOldest);
+
+constexpr double kMiB = 1024.0 * 1024.0;
 
 bool not_supported(nvml::Return rc) {
   return rc == nvml::kErrorNotSupported || rc == nvml::kErrorFunctionNotFound;
@@ -64,6 +69,18 @@ void NvmlGpmState::release() {
 
 void NvmlGpmState::read(const std::shared_ptr<const NvmlSession>& session, nvml::Device dev,
                         DeviceSample& d, const Check& ok) {
+  read_samples(session, dev, d, ok);
+  // The C2C sums once they have a first answer, whatever this cycle got.
+  if (c2c_seen_) {
+    HostLinkSample& h = d.host_links["c2c"];
+    h.tx_bytes = c2c_.tx;
+    h.rx_bytes = c2c_.rx;
+  }
+  for (unsigned l : c2c_links_seen_) d.c2c_link_bytes[l] = c2c_per_link_[l];
+}
+
+void NvmlGpmState::read_samples(const std::shared_ptr<const NvmlSession>& session, nvml::Device dev,
+                                DeviceSample& d, const Check& ok) {
   if (session_ != session) {
     release();
     session_ = session;
@@ -83,9 +100,50 @@ void NvmlGpmState::read(const std::shared_ptr<const NvmlSession>& session, nvml:
   }
   if (!*supported_) return;
 
+  // NVLink-C2C throughput: on a device with C2C links, from a driver whose
+  // GPM has the metrics (R575 on; an older one would refuse the whole
+  // request for an id past its NVML_GPM_METRIC_MAX).
+  const std::optional<unsigned> branch = session->driver_branch();
+  const unsigned c2c_links =
+      branch && *branch >= nvml::kGpmC2cFirstBranch && !d.c2c_link_active.empty()
+          ? std::min<unsigned>(static_cast<unsigned>(d.c2c_link_active.rbegin()->first) + 1,
+                               nvml::kGpmC2cLinks)
+          : 0;
+  std::vector<unsigned> ids;
+  for (const Wanted& w : kWanted) ids.push_back(w.id);
+  if (c2c_links > 0) {
+    ids.push_back(nvml::kGpmC2cTotalTx);
+    ids.push_back(nvml::kGpmC2cTotalRx);
+    for (unsigned l = 0; l < c2c_links; ++l) {
+      const unsigned first = nvml::kGpmC2cLink0TotalTx + nvml::kGpmC2cLinkStride * l;
+      ids.push_back(first);      // LINKl_TOTAL_TX
+      ids.push_back(first + 1);  // LINKl_TOTAL_RX
+    }
+  }
   step(
       device_, [&](nvml::GpmSample s) { return api.gpm_sample_get(dev, s); }, "nvmlGpmSampleGet",
-      d.gpm, ok);
+      ids,
+      [&](const std::vector<std::optional<double>>& v, double seconds) {
+        d.gpm = activity(v);
+        if (c2c_links == 0) return;
+        // MiB/s over the interval, added up; a rate that did not answer
+        // adds nothing, and the sum stays.
+        auto add = [&](double& sum, const std::optional<double>& mib_per_s) {
+          if (mib_per_s && *mib_per_s >= 0) sum += *mib_per_s * kMiB * seconds;
+          return mib_per_s.has_value();
+        };
+        const std::size_t at = kWanted.size();
+        const bool tx = add(c2c_.tx, v[at]);
+        const bool rx = add(c2c_.rx, v[at + 1]);
+        if (tx || rx) c2c_seen_ = true;
+        for (unsigned l = 0; l < c2c_links; ++l) {
+          C2cLinkBytes& link = c2c_per_link_[l];
+          const bool link_tx = add(link.tx, v[at + 2 + 2 * l]);
+          const bool link_rx = add(link.rx, v[at + 3 + 2 * l]);
+          if (link_tx || link_rx) c2c_links_seen_.insert(l);
+        }
+      },
+      ok);
 
   // MIG: one pair per GPU instance.
   std::set<unsigned> gpu_instances;
@@ -120,17 +178,28 @@ void NvmlGpmState::read(const std::shared_ptr<const NvmlSession>& session, nvml:
     free_pair(it->second);
     it = instances_.erase(it);
   }
+  std::vector<unsigned> activity_ids;
+  for (const Wanted& w : kWanted) activity_ids.push_back(w.id);
   for (unsigned gi : gpu_instances) {
-    std::optional<GpmActivity> activity;
     step(
         instances_[gi], [&](nvml::GpmSample s) { return api.gpm_mig_sample_get(dev, gi, s); },
-        "nvmlGpmMigSampleGet", activity, ok);
-    if (activity) d.gpm_instances[gi] = *activity;
+        "nvmlGpmMigSampleGet", activity_ids,
+        [&](const std::vector<std::optional<double>>& v, double) {
+          d.gpm_instances[gi] = activity(v);
+        },
+        ok);
   }
 }
 
+GpmActivity NvmlGpmState::activity(const std::vector<std::optional<double>>& values) {
+  GpmActivity a;
+  for (std::size_t k = 0; k < kWanted.size(); ++k)
+    if (values[k]) a.*(kWanted[k].field) = gpm_ratio(*values[k]);
+  return a;
+}
+
 void NvmlGpmState::step(Pair& pair, const Take& take, const char* call,
-                        std::optional<GpmActivity>& out, const Check& ok) {
+                        const std::vector<unsigned>& ids, const Use& use, const Check& ok) {
   const NvmlApi& api = session_->api();
   for (nvml::GpmSample* s : {&pair.prev, &pair.cur})
     if (*s == nullptr && !ok(api.gpm_sample_alloc(s), "nvmlGpmSampleAlloc")) {
@@ -149,19 +218,19 @@ void NvmlGpmState::step(Pair& pair, const Take& take, const char* call,
     nvml::GpmMetricsGet& m = *request_;
     std::memset(&m, 0, sizeof m);
     m.version = nvml::kGpmMetricsGetVersion;
-    m.num_metrics = static_cast<unsigned>(kWanted.size());
+    m.num_metrics = static_cast<unsigned>(ids.size());
     m.sample1 = pair.prev;
     m.sample2 = pair.cur;
-    for (std::size_t k = 0; k < kWanted.size(); ++k) m.metrics[k].metric_id = kWanted[k].id;
+    for (std::size_t k = 0; k < ids.size(); ++k) m.metrics[k].metric_id = ids[k];
     if (ok(api.gpm_metrics_get(&m), "nvmlGpmMetricsGet")) {
-      GpmActivity a;
-      for (std::size_t k = 0; k < kWanted.size(); ++k) {
+      std::vector<std::optional<double>> values(ids.size());
+      for (std::size_t k = 0; k < ids.size(); ++k) {
         const nvml::GpmMetric& r = m.metrics[k];
-        if (r.metric_id != kWanted[k].id || not_supported(r.nvml_return)) continue;
-        const std::string what = "nvmlGpmMetricsGet metric " + std::to_string(kWanted[k].id);
-        if (ok(r.nvml_return, what.c_str())) a.*(kWanted[k].field) = gpm_ratio(r.value);
+        if (r.metric_id != ids[k] || not_supported(r.nvml_return)) continue;
+        const std::string what = "nvmlGpmMetricsGet metric " + std::to_string(ids[k]);
+        if (ok(r.nvml_return, what.c_str()) && std::isfinite(r.value)) values[k] = r.value;
       }
-      out = a;
+      use(values, std::chrono::duration<double>(now - pair.prev_at).count());
     }
   }
   std::swap(pair.prev, pair.cur);

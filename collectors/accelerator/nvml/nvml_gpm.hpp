@@ -8,7 +8,10 @@
 // The device's worker thread keeps the previous sample and takes one each
 // cycle: the values exported in a cycle are those of the interval since
 // the last cycle (so the first cycle after a start, or after the driver
-// was reloaded, has none). Two samples taken less than 100 ms apart (NVML
+// was reloaded, has none). On a device with NVLink-C2C links and a driver
+// of R575 or later, the C2C throughput of the device and of each link is
+// asked too and integrated over the interval into byte counters (the
+// host link "c2c"). Two samples taken less than 100 ms apart (NVML
 // asks for more) give nothing; the older one is kept for the next cycle.
 // On a MIG-enabled GPU each GPU instance has its own pair
 // (nvmlGpmMigSampleGet), and the whole device is still asked (a driver
@@ -23,6 +26,8 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
+#include <vector>
 
 #include "accelerator/backend.hpp"
 #include "accelerator/nvml/nvml_api.hpp"
@@ -54,9 +59,17 @@ class NvmlGpmState {
     Clock::time_point prev_at{};
   };
   using Take = std::function<nvml::Return(nvml::GpmSample)>;
+  // What was asked, by position in the request (empty: did not answer),
+  // and the seconds between the two samples.
+  using Use = std::function<void(const std::vector<std::optional<double>>&, double)>;
 
-  void step(Pair& pair, const Take& take, const char* call, std::optional<GpmActivity>& out,
-            const Check& ok);
+  void read_samples(const std::shared_ptr<const NvmlSession>& session, nvml::Device dev,
+                    DeviceSample& d, const Check& ok);
+  // Takes a sample into `pair` and, given an older one far enough back,
+  // asks `ids` over the two and hands the answers to `use`.
+  void step(Pair& pair, const Take& take, const char* call, const std::vector<unsigned>& ids,
+            const Use& use, const Check& ok);
+  static GpmActivity activity(const std::vector<std::optional<double>>& values);
   void free_pair(Pair& pair);
   void release();
 
@@ -65,6 +78,12 @@ class NvmlGpmState {
   Pair device_;
   std::map<unsigned, Pair> instances_;            // by GPU instance id
   std::unique_ptr<nvml::GpmMetricsGet> request_;  // 13 KB: not on the stack
+  // NVLink-C2C bytes: the rates integrated since the first answer, kept
+  // across driver sessions (a reload does not reset them).
+  C2cLinkBytes c2c_;
+  bool c2c_seen_ = false;
+  std::map<unsigned, C2cLinkBytes> c2c_per_link_;
+  std::set<unsigned> c2c_links_seen_;
 };
 
 // A GPM percentage as a ratio: value / 100 within 0..1; nullopt for a value

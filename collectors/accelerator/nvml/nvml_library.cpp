@@ -73,6 +73,8 @@ std::vector<std::string> resolve_all(void* lib, NvmlApi& a) {
   resolve(lib, a.device_get_total_ecc_errors, {"nvmlDeviceGetTotalEccErrors"});
   resolve(lib, a.device_get_remapped_rows, {"nvmlDeviceGetRemappedRows"});
   resolve(lib, a.device_get_pcie_replay_counter, {"nvmlDeviceGetPcieReplayCounter"});
+  resolve(lib, a.device_get_curr_pcie_link_generation, {"nvmlDeviceGetCurrPcieLinkGeneration"});
+  resolve(lib, a.device_get_curr_pcie_link_width, {"nvmlDeviceGetCurrPcieLinkWidth"});
   resolve(lib, a.device_get_pcie_throughput, {"nvmlDeviceGetPcieThroughput"});
   resolve(lib, a.device_get_field_values, {"nvmlDeviceGetFieldValues"});
   resolve(lib, a.device_get_nvlink_state, {"nvmlDeviceGetNvLinkState"});

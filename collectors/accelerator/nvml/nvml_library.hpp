@@ -50,6 +50,8 @@ struct NvmlApi {
   nvml::DeviceGetTotalEccErrorsFn device_get_total_ecc_errors = nullptr;
   nvml::DeviceGetRemappedRowsFn device_get_remapped_rows = nullptr;
   nvml::DeviceGetUintFn device_get_pcie_replay_counter = nullptr;
+  nvml::DeviceGetUintFn device_get_curr_pcie_link_generation = nullptr;
+  nvml::DeviceGetUintFn device_get_curr_pcie_link_width = nullptr;
   nvml::DeviceGetPcieThroughputFn device_get_pcie_throughput = nullptr;
   nvml::DeviceGetFieldValuesFn device_get_field_values = nullptr;
   nvml::DeviceGetNvLinkStateFn device_get_nvlink_state = nullptr;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "accelerator/nvml/nvml_fields.hpp"
+#include "pcie/pcie_parse.hpp"
 
 namespace nodewatch::accelerator {
 namespace {
@@ -168,8 +169,8 @@ void read_fields(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
   if (auto v = a.field(f[mem_temp])) d.temperature_celsius["memory"] = *v;
   // "Value can be wrapped" (NVML): exported as is, a wrap reads as a
   // counter reset.
-  if (auto v = a.field(f[tx])) d.host_link_tx_bytes = *v;
-  if (auto v = a.field(f[rx])) d.host_link_rx_bytes = *v;
+  if (auto v = a.field(f[tx])) d.host_links["pcie"].tx_bytes = *v;
+  if (auto v = a.field(f[rx])) d.host_links["pcie"].rx_bytes = *v;
   for (std::size_t i = 0; i < throttle_fields.size(); ++i) {
     if (!throttle_at[i]) continue;
     if (auto v = a.field(f[*throttle_at[i]]))
@@ -183,29 +184,46 @@ void read_fields(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
       *links_d > 0 ? static_cast<unsigned>(std::min<double>(*links_d, kMaxC2cLinks)) : 0;
   if (links == 0) return;
   f.clear();
-  for (unsigned l = 0; l < links; ++l) {
-    ask(nvml::kFieldC2cLinkStatus, l);
-    ask(nvml::kFieldC2cLinkErrorIntr, l);
-    ask(nvml::kFieldC2cLinkErrorReplay, l);
-  }
+  // Per link: status, speed, CRC errors, replays, back-to-back replays,
+  // power state (the last two from NVML 12.9).
+  constexpr std::array<unsigned, 6> kPerLink = {
+      nvml::kFieldC2cLinkStatus,         nvml::kFieldC2cLinkMaxBw,
+      nvml::kFieldC2cLinkErrorIntr,      nvml::kFieldC2cLinkErrorReplay,
+      nvml::kFieldC2cLinkErrorReplayB2b, nvml::kFieldC2cLinkPowerState};
+  for (unsigned l = 0; l < links; ++l)
+    for (unsigned field : kPerLink) ask(field, l);
   if (!a.ok(api.device_get_field_values(dev, static_cast<int>(f.size()), f.data()),
             "nvmlDeviceGetFieldValues"))
     return;
+  // A counter that fails this cycle counts with its last good value (one
+  // that never answered counts nothing), so that it never drops.
+  auto counter = [&](unsigned l, const nvml::FieldValue& v) -> std::optional<double> {
+    const std::pair<unsigned, unsigned> key{l, v.field_id};
+    if (auto n = a.field(v)) memory.c2c_errors[key] = *n;
+    if (auto it = memory.c2c_errors.find(key); it != memory.c2c_errors.end()) return it->second;
+    return std::nullopt;
+  };
+  // Capacity: the speeds of the active links summed (as NCCL's topology
+  // sums them), when every active link gave one.
+  std::optional<double> capacity_mb = 0.0;
   for (unsigned l = 0; l < links; ++l) {
-    const nvml::FieldValue* v = &f[3 * l];
-    if (auto active = a.field(v[0])) d.c2c_link_active[l] = *active != 0;
-    // Errors: CRC errors plus replays, whichever of the two the driver has.
-    // A field that fails this cycle counts with its last good value (one
-    // that never answered counts nothing), so the sum never drops.
-    std::optional<double> errors;
-    for (int k = 1; k <= 2; ++k) {
-      const std::pair<unsigned, unsigned> key{l, v[k].field_id};
-      if (auto n = a.field(v[k])) memory.c2c_errors[key] = *n;
-      if (auto it = memory.c2c_errors.find(key); it != memory.c2c_errors.end())
-        errors = errors.value_or(0) + it->second;
+    const nvml::FieldValue* v = &f[kPerLink.size() * l];
+    const std::optional<double> active = a.field(v[0]);
+    if (active) d.c2c_link_active[l] = *active != 0;
+    if (active && *active != 0 && capacity_mb) {
+      const std::optional<double> mb = a.field(v[1]);
+      capacity_mb = mb && *mb > 0 ? std::optional(*capacity_mb + *mb) : std::nullopt;
     }
+    // Errors: CRC errors plus replays, whichever of the two the driver has.
+    std::optional<double> errors;
+    for (int k = 2; k <= 3; ++k)
+      if (auto n = counter(l, v[k])) errors = errors.value_or(0) + *n;
     if (errors) d.c2c_link_errors[l] = *errors;
+    if (auto n = counter(l, v[4])) d.c2c_link_b2b_replays[l] = *n;
+    if (auto state = a.field(v[5])) d.c2c_link_low_power[l] = *state != 0;
   }
+  if (capacity_mb && *capacity_mb > 0)
+    d.host_links["c2c"].capacity_bytes_per_second = *capacity_mb * 1e6;
 }
 
 // The device's NVLink link count from field 91; nullopt when the driver
@@ -651,6 +669,25 @@ void read_memory_errors(Answers& a, nvml::Device dev) {
   }
 }
 
+// The PCIe link's capacity per direction: lanes times the transfer rate
+// of the generation it trained at, less its encoding. An idle GPU may
+// train down to save power: the capacity is that of the link now.
+void read_pcie_link(Answers& a, nvml::Device dev) {
+  const NvmlApi& api = a.api();
+  if (api.device_get_curr_pcie_link_generation == nullptr ||
+      api.device_get_curr_pcie_link_width == nullptr)
+    return;
+  unsigned gen = 0, width = 0;
+  if (!a.ok(api.device_get_curr_pcie_link_generation(dev, &gen),
+            "nvmlDeviceGetCurrPcieLinkGeneration") ||
+      !a.ok(api.device_get_curr_pcie_link_width(dev, &width), "nvmlDeviceGetCurrPcieLinkWidth"))
+    return;
+  const std::optional<double> rate = pcie::generation_transfers_per_second(gen);
+  if (!rate || width == 0 || width > pcie::kMaxLinkWidth) return;  // not trained, or unknown
+  a.sample().host_links["pcie"].capacity_bytes_per_second =
+      width * pcie::lane_bytes_per_second(*rate);
+}
+
 void read_pcie_replays(Answers& a, nvml::Device dev) {
   const NvmlApi& api = a.api();
   if (api.device_get_pcie_replay_counter == nullptr) return;
@@ -667,14 +704,16 @@ void read_pcie_throughput(Answers& a, nvml::Device dev) {
   DeviceSample& d = a.sample();
   if (api.device_get_pcie_throughput == nullptr) return;
   unsigned kb = 0;
-  if (!d.host_link_tx_bytes &&
-      a.ok(api.device_get_pcie_throughput(dev, nvml::kPcieUtilTxBytes, &kb),
-           "nvmlDeviceGetPcieThroughput"))
-    d.host_link_tx_bytes_per_second = kb * 1024.0;
-  if (!d.host_link_rx_bytes &&
-      a.ok(api.device_get_pcie_throughput(dev, nvml::kPcieUtilRxBytes, &kb),
-           "nvmlDeviceGetPcieThroughput"))
-    d.host_link_rx_bytes_per_second = kb * 1024.0;
+  const auto it = d.host_links.find("pcie");
+  const HostLinkSample none;
+  const HostLinkSample& h = it == d.host_links.end() ? none : it->second;
+  const bool tx = !h.tx_bytes, rx = !h.rx_bytes;
+  if (tx && a.ok(api.device_get_pcie_throughput(dev, nvml::kPcieUtilTxBytes, &kb),
+                 "nvmlDeviceGetPcieThroughput"))
+    d.host_links["pcie"].tx_bytes_per_second = kb * 1024.0;
+  if (rx && a.ok(api.device_get_pcie_throughput(dev, nvml::kPcieUtilRxBytes, &kb),
+                 "nvmlDeviceGetPcieThroughput"))
+    d.host_links["pcie"].rx_bytes_per_second = kb * 1024.0;
 }
 
 // The readings of one device, in the order the calls are made (the order
@@ -687,6 +726,7 @@ void read_readings(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
   read_clocks(a, dev);
   read_memory_errors(a, dev);
   read_pcie_replays(a, dev);
+  read_pcie_link(a, dev);
   read_fields(a, dev, memory);
   read_fabric(a, dev, memory);
   read_processes(a, dev);

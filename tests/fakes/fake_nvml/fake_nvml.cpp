@@ -767,16 +767,25 @@ void fill_derived(unsigned i, nvml::FieldValue& f, unsigned links, unsigned link
         ui(links);
       break;
     case fi("NVML_FI_DEV_C2C_LINK_GET_STATUS"):
+    case fi("NVML_FI_DEV_C2C_LINK_GET_MAX_BW"):
     case fi("NVML_FI_DEV_C2C_LINK_ERROR_INTR"):
     case fi("NVML_FI_DEV_C2C_LINK_ERROR_REPLAY"):
+    case fi("NVML_FI_DEV_C2C_LINK_ERROR_REPLAY_B2B"):
+    case fi("NVML_FI_DEV_C2C_LINK_POWER_STATE"):
       if (link >= links)
         f.nvml_return = links == 0 ? nvml::kErrorNotSupported : nvml::kErrorInvalidArgument;
       else if (f.field_id == fi("NVML_FI_DEV_C2C_LINK_GET_STATUS"))
         ui(link % 2 == 0 ? 1 : 0);
+      else if (f.field_id == fi("NVML_FI_DEV_C2C_LINK_GET_MAX_BW"))
+        ui(45000 + 100 * link);
       else if (f.field_id == fi("NVML_FI_DEV_C2C_LINK_ERROR_INTR"))
         ull(i + link);
-      else
+      else if (f.field_id == fi("NVML_FI_DEV_C2C_LINK_ERROR_REPLAY"))
         ull(10ull * link);
+      else if (f.field_id == fi("NVML_FI_DEV_C2C_LINK_ERROR_REPLAY_B2B"))
+        ull(i + 2ull * link);
+      else
+        ui(link % 2);  // low power (1) on the inactive links
       break;
     case fi("NVML_FI_DEV_NVLINK_LINK_COUNT"):
       if (g_state.nvlinks[i] == 0)
@@ -1111,6 +1120,22 @@ FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetPcieReplayCounter(nvml::Device dev, u
   return rc;
 }
 
+// The PCIe link now: generation 4 on even devices, 5 on odd ones; 16 lanes.
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetCurrPcieLinkGeneration(nvml::Device dev,
+                                                                  unsigned* generation) {
+  if (generation == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc == nvml::kSuccess) *generation = 4 + dev->index % 2;
+  return rc;
+}
+
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetCurrPcieLinkWidth(nvml::Device dev, unsigned* width) {
+  if (width == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc == nvml::kSuccess) *width = 16;
+  return rc;
+}
+
 // Throughput: tx 1000+i, rx 2000+i KB/s. Like NVML, it samples for 20 ms.
 FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetPcieThroughput(nvml::Device dev, unsigned counter,
                                                           unsigned* kb) {
@@ -1260,7 +1285,9 @@ FAKE_NVML_EXPORT nvml::Return nvmlEventSetWait_v2(nvml::EventSet set, nvml::Even
 // base 50 graphics (1), 40 SM active (2), 30 SM occupancy (3), 20 tensor
 // (5), 10 DRAM bandwidth (10); seq counts that device's (or instance's)
 // samples from 1 since the last nvmlInit; gi the GPU instance id, 0 for the
-// whole device. Other metric ids answer NOT_SUPPORTED.
+// whole device. The whole device of one with C2C links answers the
+// NVLink-C2C throughput metrics its driver's header has (see
+// c2c_mib_per_second). Other metric ids answer NOT_SUPPORTED.
 
 FAKE_NVML_EXPORT nvml::Return nvmlGpmQueryDeviceSupport(nvml::Device dev,
                                                         nvml::GpmSupport* support) {
@@ -1325,6 +1352,29 @@ FAKE_NVML_EXPORT nvml::Return nvmlGpmMigSampleGet(nvml::Device dev, unsigned gpu
   return take_sample(dev->index, static_cast<int>(gpu_instance_id), sample);
 }
 
+namespace {
+// The MiB/s of NVLink-C2C throughput metric `id` over device i's samples,
+// from the name the driver's header gives `id`: the device's total
+// 1000(i+1) tx, 2000(i+1) rx; link l's total 100(l+1)+i tx, 200(l+1)+i
+// rx, for a link the device has. nullopt: not a C2C metric of that header,
+// or one the device does not have (NOT_SUPPORTED).
+std::optional<double> c2c_mib_per_second(unsigned i, unsigned id) {
+  namespace h = nodewatch::testing::nvml_h;
+  const h::FieldId* f = h::gpm_defined(id, h::header_of_branch(g_state.branch));
+  const unsigned links = g_state.c2c_links[i];
+  if (f == nullptr || links == 0) return std::nullopt;
+  const std::string_view name = f->name;
+  const bool tx = name.ends_with("_TX_PER_SEC");
+  if (name == "NVML_GPM_METRIC_C2C_TOTAL_TX_PER_SEC" ||
+      name == "NVML_GPM_METRIC_C2C_TOTAL_RX_PER_SEC")
+    return (tx ? 1000.0 : 2000.0) * (i + 1);
+  unsigned link = 0;
+  if (std::sscanf(f->name.data(), "NVML_GPM_METRIC_C2C_LINK%u_TOTAL_", &link) != 1 || link >= links)
+    return std::nullopt;
+  return (tx ? 100.0 : 200.0) * (link + 1) + i;
+}
+}  // namespace
+
 FAKE_NVML_EXPORT nvml::Return nvmlGpmMetricsGet(nvml::GpmMetricsGet* m) {
   if (m == nullptr) return nvml::kErrorInvalidArgument;
   if (m->version != nvml::kGpmMetricsGetVersion) return nvml::kErrorArgumentVersionMismatch;
@@ -1338,9 +1388,24 @@ FAKE_NVML_EXPORT nvml::Return nvmlGpmMetricsGet(nvml::GpmMetricsGet* m) {
   if (m->num_metrics > max || a == nullptr || b == nullptr || !a->taken || !b->taken ||
       a->device != b->device || a->gpu_instance != b->gpu_instance || a->seq >= b->seq)
     return nvml::kErrorInvalidArgument;
+  // An id past the driver's NVML_GPM_METRIC_MAX fails the whole request
+  // (modelled so: the test of an older driver then sees every metric lost).
+  for (unsigned k = 0; k < m->num_metrics; ++k)
+    if (m->metrics[k].metric_id >= max) return nvml::kErrorInvalidArgument;
   static char kPercent[] = "%";
+  static char kMibPerSecond[] = "MiB/s";
   for (unsigned k = 0; k < m->num_metrics; ++k) {
     nvml::GpmMetric& r = m->metrics[k];
+    r.metric_info.short_name = nullptr;
+    r.metric_info.long_name = nullptr;
+    if (a->gpu_instance < 0) {
+      if (auto c2c = c2c_mib_per_second(a->device, r.metric_id)) {
+        r.nvml_return = nvml::kSuccess;
+        r.value = *c2c;
+        r.metric_info.unit = kMibPerSecond;
+        continue;
+      }
+    }
     unsigned base = 0;
     switch (r.metric_id) {
       case nvml::kGpmGraphicsUtil: base = 50; break;
@@ -1353,8 +1418,6 @@ FAKE_NVML_EXPORT nvml::Return nvmlGpmMetricsGet(nvml::GpmMetricsGet* m) {
     r.nvml_return = nvml::kSuccess;
     r.value = base + a->device + static_cast<double>(a->seq % 10) +
               (a->gpu_instance < 0 ? 0 : a->gpu_instance);
-    r.metric_info.short_name = nullptr;
-    r.metric_info.long_name = nullptr;
     r.metric_info.unit = kPercent;
   }
   return nvml::kSuccess;
@@ -1597,6 +1660,9 @@ static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetTotalEccErrors), nvml::DeviceGetTotalEccErrorsFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetRemappedRows), nvml::DeviceGetRemappedRowsFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetPcieReplayCounter), nvml::DeviceGetUintFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetCurrPcieLinkGeneration), nvml::DeviceGetUintFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetCurrPcieLinkWidth), nvml::DeviceGetUintFn>);
 static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetPcieThroughput), nvml::DeviceGetPcieThroughputFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetNvLinkState), nvml::DeviceGetNvLinkStateFn>);
