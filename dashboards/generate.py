@@ -691,10 +691,28 @@ def node():
            [(f"increase(nodewatch_accelerator_xid_errors_total{sel()}[{RI}]) > 0", acc + " xid {{xid}}")]),
         ts("Memory controller utilization", "Share of time device memory was read or written.", "percentunit",
            [(f"nodewatch_accelerator_memory_utilization_ratio{sel()}", acc)], min=0, max=1),
-        row("Host links (PCIe)"),
-        ts("Host link throughput", "Bytes per second between host and accelerator.", "Bps",
-           [(f"rate(nodewatch_accelerator_host_link_bytes_total{sel()}[{RI}])", acc + " {{direction}}"),
-            (f"nodewatch_accelerator_host_link_throughput_bytes_per_second{sel()}", acc + " {{direction}} (sampled)")]),
+        row("Host links (PCIe, NVLink-C2C)"),
+        ts("Host link throughput", "Bytes per second between each accelerator and its CPU, by link (pcie on x86 "
+           "nodes, c2c on Grace nodes) and direction (tx from the accelerator, rx to it).", "Bps",
+           [(f"rate(nodewatch_accelerator_host_link_bytes_total{sel()}[{RI}])", acc + " {{link}} {{direction}}"),
+            (f"nodewatch_accelerator_host_link_throughput_bytes_per_second{sel()}",
+             acc + " {{link}} {{direction}} (sampled)")]),
+        ts("Host link utilization", "Throughput against what the link carries per direction now; near 100% while "
+           "compute is under-used (next panel) is NodewatchAcceleratorsWaitOnHostLink.", "percentunit",
+           [(f"(rate(nodewatch_accelerator_host_link_bytes_total{sel()}[{RI}]) or "
+             f"nodewatch_accelerator_host_link_throughput_bytes_per_second{sel()}) / on ({ACC}, link) group_left () "
+             f"nodewatch_accelerator_host_link_capacity_bytes_per_second{sel()}", acc + " {{link}} {{direction}}")],
+           min=0, max=1),
+        ts("Compute beside the host link", "SM activity (GPM), else utilization: low compute with a busy host link "
+           "means the accelerator waits on data from the CPU.", "percentunit",
+           [(f"nodewatch_accelerator_sm_active_ratio{sel()} or on ({ACC}) "
+             f"nodewatch_accelerator_utilization_ratio{sel()}", acc)], min=0, max=1),
+        ts("Host link capacity", "What each link carries per direction as trained now (PCIe lowers its speed at "
+           "idle); C2C: the active links' speeds summed.", "Bps",
+           [(f"nodewatch_accelerator_host_link_capacity_bytes_per_second{sel()}", acc + " {{link}}")]),
+        ts("NVLink-C2C per link", "Bytes per second over each C2C link; empty unless "
+           "collectors.accelerator.c2c_link_bytes is on.", "Bps",
+           [(f"rate(nodewatch_accelerator_c2c_link_bytes_total{sel()}[{RI}])", acc + " link {{link}} {{direction}}")]),
         ts("PCIe link width", "Lanes trained against the maximum.", "none",
            [(f"nodewatch_pcie_link_width{sel()}", "{{device}}"),
             (f"nodewatch_pcie_link_max_width{sel()}", "{{device}} max")]),
@@ -711,9 +729,13 @@ def node():
            [(f"rate(nodewatch_pcie_aer_detail_errors_total{sel()}[{RI}]) > 0", "{{device}} {{severity}} {{error}}")]),
         table("PCIe devices", "Functions the pcie collector watches, with their kind, driver, NUMA node and upstream port.",
               "none", [(f"nodewatch_pcie_device_info{sel()}", "info")], h=8),
-        ts("NVLink-C2C", "Grace NVLink-C2C links active and their error rate.", "none",
+        ts("NVLink-C2C", "Grace NVLink-C2C links active or in low power, their error and back-to-back replay "
+           "rates.", "none",
            [(f"nodewatch_accelerator_c2c_link_active{sel()}", acc + " link {{link}} active"),
-            (f"rate(nodewatch_accelerator_c2c_link_errors_total{sel()}[{RI}])", acc + " link {{link}} errors/s")]),
+            (f"nodewatch_accelerator_c2c_link_low_power{sel()}", acc + " link {{link}} low power"),
+            (f"rate(nodewatch_accelerator_c2c_link_errors_total{sel()}[{RI}])", acc + " link {{link}} errors/s"),
+            (f"rate(nodewatch_accelerator_c2c_link_b2b_replays_total{sel()}[{RI}])",
+             acc + " link {{link}} back-to-back replays/s")]),
         row("NVLink"),
         ts("NVLink links active", "Active NVLink links per accelerator against the links the driver reports.", "none",
            [(f"nodewatch_accelerator_nvlink_links_active{sel()}", acc),
