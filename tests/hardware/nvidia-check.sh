@@ -18,6 +18,9 @@
 #   --timeout SECONDS   limit for each nvidia-smi and nodewatchd run (default 60)
 #   --keep DIR          write the raw outputs to DIR and keep them
 #   --json FILE         also write the pairs and the summary as JSON
+#   --host-link-load N  then copy N GiB to GPU 0 and back with PyTorch and
+#                       check that its host-link byte counters grow by that
+#                       within 5 % (tests/hardware/host_link_load.py)
 # Without --nodewatchd or --build-dir, nodewatchd is built in build-release/
 # with packaging/build-release.sh.
 #
@@ -41,6 +44,7 @@ sysfs=""
 limit=60
 keep=""
 json=""
+host_link_gib=""
 
 usage() { awk '/^# Usage:/ { p = 1 } p && /^#$/ { exit } p { sub(/^# ?/, ""); print }' "$0"; }
 cannot_run() { echo "nvidia-check: cannot run: $*" >&2; exit 2; }
@@ -57,11 +61,15 @@ while (($# > 0)); do
     --timeout) limit=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
     --json) json=$2; shift 2 ;;
+    --host-link-load) host_link_gib=$2; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) usage >&2; cannot_run "unknown argument '$1'" ;;
   esac
 done
 if ! [[ $limit =~ ^[0-9]+$ ]] || ((limit == 0)); then cannot_run "--timeout takes whole seconds"; fi
+if [[ -n $host_link_gib ]] && { ! [[ $host_link_gib =~ ^[0-9]+$ ]] || ((host_link_gib == 0)); }; then
+  cannot_run "--host-link-load takes whole GiB"
+fi
 # Paths given relative to where the check was started (it runs in the
 # repository); a library or program given by name stays a name.
 absolute() { case $1 in "" | /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
@@ -185,5 +193,17 @@ compare_args=(--nodewatch "$work/nodewatch.prom" --smi "$work/before.xml" --smi 
 echo
 python3 tests/hardware/nvidia_compare.py "${compare_args[@]}"
 status=$?
+if [[ -n $host_link_gib ]]; then
+  echo
+  load_args=(--nodewatchd "$nodewatchd" --nvml-library "$nvml_library" --gib "$host_link_gib")
+  [[ -n $json ]] && load_args+=(--json "${json%.json}.host-link.json")
+  load_rc=0
+  python3 tests/hardware/host_link_load.py "${load_args[@]}" || load_rc=$?
+  if ((load_rc == 1)); then
+    status=1
+  elif ((load_rc != 0)); then
+    echo "nvidia-check: the host-link load step could not run (exit status $load_rc)" >&2
+  fi
+fi
 [[ -n $keep ]] && echo "raw outputs in $keep"
 exit "$status"

@@ -11,7 +11,9 @@ the GPUs' PCIe links as fake-nvidia-smi reports them.
   - no nvidia-smi, no GPU, no driver: exit 2; a nodewatchd that does not
     finish within --timeout: exit 1;
   - the two nvidia-smi reads bracket nodewatch's: a counter between them
-    agrees, one outside does not.
+    agrees, one outside does not;
+  - a host-link load step that cannot run (no PyTorch) says so and leaves
+    the comparison's status.
 """
 
 import argparse
@@ -92,14 +94,14 @@ class NvidiaCheckTest(unittest.TestCase):
         env.update(extra)
         return env
 
-    def check(self, library=None, smi=FAKE_SMI, **env):
+    def check(self, library=None, smi=FAKE_SMI, args=(), **env):
         """Runs the check; (exit status, output, report or None)."""
         report = os.path.join(self.tmp.name, "report.json")
         if os.path.exists(report):
             os.remove(report)
         r = subprocess.run(["bash", CHECK, "--nodewatchd", ARGS.nodewatchd,
                             "--nvml-library", library or ARGS.fake_nvml, "--nvidia-smi", smi,
-                            "--sysfs", self.sysfs, "--timeout", "60", "--json", report],
+                            "--sysfs", self.sysfs, "--timeout", "60", "--json", report, *args],
                            env=self.env(**env), capture_output=True, text=True, timeout=300)
         out = r.stdout + r.stderr
         data = None
@@ -129,6 +131,21 @@ class NvidiaCheckTest(unittest.TestCase):
         # The tolerances are stated.
         self.assertIn("±2 C beyond the reads", out)
         self.assertRegex(out, r"AGREE +3 +temperature\.gpu +33 C +33 C +±2 C beyond the reads")
+
+    def test_a_host_link_load_step_that_cannot_run_leaves_the_result(self):
+        # PyTorch that cannot be imported (as on a machine without it): the
+        # step says it could not run, and the comparison's status stands.
+        no_torch = os.path.join(self.tmp.name, "no-torch", "torch")
+        os.makedirs(no_torch, exist_ok=True)
+        with open(os.path.join(no_torch, "__init__.py"), "w", encoding="utf-8") as f:
+            f.write("raise ImportError('no PyTorch here')\n")
+        rc, out, _ = self.check(args=("--host-link-load", "1"),
+                                PYTHONPATH=os.path.dirname(no_torch))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("host-link load: cannot run: PyTorch is not installed", out)
+        self.assertIn("the host-link load step could not run (exit status 2)", out)
+        rc, out, _ = self.check(args=("--host-link-load", "x"))
+        self.assertEqual(rc, 2, out)
 
     def test_everything_agrees_with_an_old_driver(self):
         rc, out, data = self.check(library=ARGS.fake_nvml_old, FAKE_NVIDIA_SMI_FORMAT="old")
