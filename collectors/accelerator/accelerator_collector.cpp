@@ -149,7 +149,10 @@ void emit_device(const DeviceSample& d, MetricSink& out) {
   if (d.row_remap_failed) out.add(families::kRowRemapFailed, dev, *d.row_remap_failed ? 1 : 0);
   for (const auto& [xid, n] : d.xid_errors)
     out.add(families::kXidErrorsTotal, with(d, std::to_string(xid)), static_cast<double>(n));
-  for (const auto& [link, h] : d.host_links) {
+  for (const auto& host_link : d.host_links) {
+    // Not a structured binding: Clang 14 cannot capture one in a lambda.
+    const std::string& link = host_link.first;
+    const HostLinkSample& h = host_link.second;
     auto by = [&](const char* direction) {
       std::vector<std::string> l = with(d, link);
       l.emplace_back(direction);
