@@ -43,7 +43,7 @@ COMMON = IDENTITY + [
     "throttle.sw_thermal", "throttle.display_clock_setting", "ecc.volatile.corrected",
     "ecc.volatile.uncorrected", "remapped_rows.correctable", "remapped_rows.uncorrectable",
     "remapped_rows.pending", "remapped_rows.failed", "pcie.replay_counter", "pcie.link.gen.current",
-    "pcie.link.width.current"]
+    "pcie.link.width.current", "host_link.pcie.capacity"]
 THROTTLE_TIME = ["throttle_time.sw_power_cap", "throttle_time.sync_boost", "throttle_time.sw_thermal",
                  "throttle_time.hw_thermal", "throttle_time.hw_power_brake"]
 AGREE_V12 = set(COMMON + THROTTLE_TIME + ["temperature.memory", "pcie.link.gen.max"])

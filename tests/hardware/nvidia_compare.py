@@ -253,6 +253,24 @@ def nw_gen(nw, metric, bdf):
     return float(gen)
 
 
+# PCIe per lane and direction, bytes per second, by generation: the transfer
+# rate less the line encoding (8b/10b for 1 and 2, 128b/130b for 3 to 5,
+# none for 6's FLIT mode), written out here to check nodewatch's own table.
+_LANE_BYTES_OF_GEN = {1: 2.5e9 * 8 / 10 / 8, 2: 5e9 * 8 / 10 / 8, 3: 8e9 * 128 / 130 / 8,
+                      4: 16e9 * 128 / 130 / 8, 5: 32e9 * 128 / 130 / 8, 6: 64e9 / 8}
+
+
+def smi_pcie_capacity(gpu):
+    """GB/s per direction of the link as trained now, from nvidia-smi's
+    current generation and width."""
+    gen = smi_number(gpu, ["pci/pci_gpu_link_info/pcie_gen/current_link_gen"])
+    width = smi_number(gpu, ["pci/pci_gpu_link_info/link_widths/current_link_width"], "x")
+    lane = _LANE_BYTES_OF_GEN.get(int(gen))
+    if lane is None:
+        raise NotComparable(f"nvidia-smi's generation {gen:g} is no PCIe generation")
+    return width * lane / 1e9
+
+
 def nw_scaled(metric, scale, **labels):
     def get(g, _nw):
         v = g.get(metric, **labels)
@@ -429,6 +447,14 @@ def quantities():
         Quantity("pcie.link.width.current", "", nw_pcie("nodewatch_pcie_link_width"),
                  lambda g: smi_number(g, ["pci/pci_gpu_link_info/link_widths/current_link_width"], "x"),
                  tolerance_text="exact (either read)", why="a link can retrain between the reads"),
+        # The accelerator collector's host-link capacity (NVML's generation
+        # and width, less the encoding) against nvidia-smi's generation and
+        # width.
+        Quantity("host_link.pcie.capacity", "GB/s",
+                 nw_scaled("nodewatch_accelerator_host_link_capacity_bytes_per_second", 1e-9,
+                           link="pcie"),
+                 smi_pcie_capacity, tolerance_text="exact (either read)",
+                 why="a link can retrain between the reads"),
     ]
     return q
 

@@ -200,10 +200,10 @@ void ExpectHealthyGpu(const MetricSink& s, unsigned index, bool old_driver = fal
   EXPECT_EQ(Value(s, "nodewatch_accelerator_row_remap_pending", g.dev()), index % 2);
   EXPECT_EQ(Value(s, "nodewatch_accelerator_row_remap_failed", g.dev()), index == 7 ? 1 : 0);
   EXPECT_EQ(Value(s, "nodewatch_accelerator_pcie_replays_total", g.dev()), 100 + i);
-  // PCIe generation 4 (even devices) or 5, 16 lanes, 128b/130b.
+  // PCIe generation 5, 16 lanes, 128b/130b.
   EXPECT_DOUBLE_EQ(
       Value(s, "nodewatch_accelerator_host_link_capacity_bytes_per_second", g.with("pcie")),
-      16 * (index % 2 == 0 ? 16e9 : 32e9) * 128 / 130 / 8);
+      16 * 32e9 * 128 / 130 / 8);
   EXPECT_EQ(Value(s, "nodewatch_accelerator_processes", g.dev()), 0);
 
   const char* throttle_times[] = {"sw_power_cap", "sync_boost", "sw_thermal", "hw_thermal",
