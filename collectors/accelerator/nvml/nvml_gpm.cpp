@@ -71,12 +71,12 @@ void NvmlGpmState::read(const std::shared_ptr<const NvmlSession>& session, nvml:
                         DeviceSample& d, const Check& ok) {
   read_samples(session, dev, d, ok);
   // The C2C sums once they have a first answer, whatever this cycle got.
-  if (c2c_seen_) {
+  if (c2c_) {
     HostLinkSample& h = d.host_links["c2c"];
-    h.tx_bytes = c2c_.tx;
-    h.rx_bytes = c2c_.rx;
+    h.tx_bytes = c2c_->tx;
+    h.rx_bytes = c2c_->rx;
   }
-  for (unsigned l : c2c_links_seen_) d.c2c_link_bytes[l] = c2c_per_link_[l];
+  for (const auto& [l, bytes] : c2c_per_link_) d.c2c_link_bytes[l] = bytes;
 }
 
 void NvmlGpmState::read_samples(const std::shared_ptr<const NvmlSession>& session, nvml::Device dev,
@@ -109,8 +109,7 @@ void NvmlGpmState::read_samples(const std::shared_ptr<const NvmlSession>& sessio
           ? std::min<unsigned>(static_cast<unsigned>(d.c2c_link_active.rbegin()->first) + 1,
                                nvml::kGpmC2cLinks)
           : 0;
-  std::vector<unsigned> ids;
-  for (const Wanted& w : kWanted) ids.push_back(w.id);
+  std::vector<unsigned> ids = activity_ids();
   if (c2c_links > 0) {
     ids.push_back(nvml::kGpmC2cTotalTx);
     ids.push_back(nvml::kGpmC2cTotalRx);
@@ -126,21 +125,25 @@ void NvmlGpmState::read_samples(const std::shared_ptr<const NvmlSession>& sessio
       [&](const std::vector<std::optional<double>>& v, double seconds) {
         d.gpm = activity(v);
         if (c2c_links == 0) return;
-        // MiB/s over the interval, added up; a rate that did not answer
-        // adds nothing, and the sum stays.
-        auto add = [&](double& sum, const std::optional<double>& mib_per_s) {
+        // MiB/s over the interval, added up from the first rate that
+        // answered; a rate that did not answer adds nothing, and the sum
+        // stays.
+        auto add = [&](const std::optional<double>& mib_per_s, double& sum) {
           if (mib_per_s && *mib_per_s >= 0) sum += *mib_per_s * kMiB * seconds;
-          return mib_per_s.has_value();
         };
         const std::size_t at = kWanted.size();
-        const bool tx = add(c2c_.tx, v[at]);
-        const bool rx = add(c2c_.rx, v[at + 1]);
-        if (tx || rx) c2c_seen_ = true;
+        if (v[at] || v[at + 1]) {
+          C2cLinkBytes& sum = c2c_ ? *c2c_ : c2c_.emplace();
+          add(v[at], sum.tx);
+          add(v[at + 1], sum.rx);
+        }
         for (unsigned l = 0; l < c2c_links; ++l) {
-          C2cLinkBytes& link = c2c_per_link_[l];
-          const bool link_tx = add(link.tx, v[at + 2 + 2 * l]);
-          const bool link_rx = add(link.rx, v[at + 3 + 2 * l]);
-          if (link_tx || link_rx) c2c_links_seen_.insert(l);
+          const std::optional<double>& tx = v[at + 2 + 2 * l];
+          const std::optional<double>& rx = v[at + 3 + 2 * l];
+          if (!tx && !rx) continue;
+          C2cLinkBytes& sum = c2c_per_link_[l];
+          add(tx, sum.tx);
+          add(rx, sum.rx);
         }
       },
       ok);
@@ -178,17 +181,24 @@ void NvmlGpmState::read_samples(const std::shared_ptr<const NvmlSession>& sessio
     free_pair(it->second);
     it = instances_.erase(it);
   }
-  std::vector<unsigned> activity_ids;
-  for (const Wanted& w : kWanted) activity_ids.push_back(w.id);
   for (unsigned gi : gpu_instances) {
     step(
         instances_[gi], [&](nvml::GpmSample s) { return api.gpm_mig_sample_get(dev, gi, s); },
-        "nvmlGpmMigSampleGet", activity_ids,
+        "nvmlGpmMigSampleGet", activity_ids(),
         [&](const std::vector<std::optional<double>>& v, double) {
           d.gpm_instances[gi] = activity(v);
         },
         ok);
   }
+}
+
+const std::vector<unsigned>& NvmlGpmState::activity_ids() {
+  static const std::vector<unsigned> ids = [] {
+    std::vector<unsigned> v;
+    for (const Wanted& w : kWanted) v.push_back(w.id);
+    return v;
+  }();
+  return ids;
 }
 
 GpmActivity NvmlGpmState::activity(const std::vector<std::optional<double>>& values) {

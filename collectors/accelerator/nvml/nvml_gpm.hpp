@@ -26,7 +26,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <vector>
 
 #include "accelerator/backend.hpp"
@@ -69,6 +68,8 @@ class NvmlGpmState {
   // asks `ids` over the two and hands the answers to `use`.
   void step(Pair& pair, const Take& take, const char* call, const std::vector<unsigned>& ids,
             const Use& use, const Check& ok);
+  // The activity metrics' ids, first in every request; their answers.
+  static const std::vector<unsigned>& activity_ids();
   static GpmActivity activity(const std::vector<std::optional<double>>& values);
   void free_pair(Pair& pair);
   void release();
@@ -78,12 +79,11 @@ class NvmlGpmState {
   Pair device_;
   std::map<unsigned, Pair> instances_;            // by GPU instance id
   std::unique_ptr<nvml::GpmMetricsGet> request_;  // 13 KB: not on the stack
-  // NVLink-C2C bytes: the rates integrated since the first answer, kept
-  // across driver sessions (a reload does not reset them).
-  C2cLinkBytes c2c_;
-  bool c2c_seen_ = false;
+  // NVLink-C2C bytes: the rates integrated since the first answer (empty,
+  // or no entry for a link, before it), kept across driver sessions (a
+  // reload does not reset them).
+  std::optional<C2cLinkBytes> c2c_;
   std::map<unsigned, C2cLinkBytes> c2c_per_link_;
-  std::set<unsigned> c2c_links_seen_;
 };
 
 // A GPM percentage as a ratio: value / 100 within 0..1; nullopt for a value
