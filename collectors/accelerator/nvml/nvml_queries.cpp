@@ -705,9 +705,8 @@ void read_pcie_throughput(Answers& a, nvml::Device dev) {
   if (api.device_get_pcie_throughput == nullptr) return;
   unsigned kb = 0;
   const auto it = d.host_links.find("pcie");
-  const HostLinkSample none;
-  const HostLinkSample& h = it == d.host_links.end() ? none : it->second;
-  const bool tx = !h.tx_bytes, rx = !h.rx_bytes;
+  const bool tx = it == d.host_links.end() || !it->second.tx_bytes;
+  const bool rx = it == d.host_links.end() || !it->second.rx_bytes;
   if (tx && a.ok(api.device_get_pcie_throughput(dev, nvml::kPcieUtilTxBytes, &kb),
                  "nvmlDeviceGetPcieThroughput"))
     d.host_links["pcie"].tx_bytes_per_second = kb * 1024.0;
