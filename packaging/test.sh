@@ -150,9 +150,9 @@ took "the build"
 # http_server.cpp under TSan in 17 s, GCC 12 in 29 s. Unoptimised, with
 # line tables only (-g1): a sanitizer's report names file and line; full
 # debug information took a fifth more compile time and longer links.
-# The ASan tree builds every object with libFuzzer's coverage
-# instrumentation, so that the unit tests and the fuzz harnesses
-# (tests/fuzz) share it. Each tree's output is its own log, printed when
+# The ASan tree builds the library and the fuzz harnesses (tests/fuzz)
+# with libFuzzer's coverage instrumentation, so that the unit tests and
+# the harnesses share its objects. Each tree's output is its own log, printed when
 # the foreground gets to it.
 sanitizers=$(mktemp -d)
 (

@@ -94,16 +94,17 @@ def main():
                 '[collectors.accelerator]\ninterval = "1s"\ntimeout = "1s"\n')
         for other in ("pcie", "interconnect", "storage", "nic", "textfile", "kernel", "mesh"):
             f.write(f"[collectors.{other}]\nenabled = false\n")
-    log = open(os.path.join(work, "nodewatchd.log"), "w", encoding="utf-8")
-    daemon = subprocess.Popen([a.nodewatchd, "--config", config], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        return run(a, torch, uuid, port, daemon, work)
-    finally:
-        daemon.send_signal(signal.SIGTERM)
+    with open(os.path.join(work, "nodewatchd.log"), "w", encoding="utf-8") as log:
+        daemon = subprocess.Popen([a.nodewatchd, "--config", config], stdout=log,
+                                  stderr=subprocess.STDOUT)
         try:
-            daemon.wait(10)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
+            return run(a, torch, uuid, port, daemon, work)
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            try:
+                daemon.wait(10)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
 
 
 def run(a, torch, uuid, port, daemon, work):
