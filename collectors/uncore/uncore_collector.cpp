@@ -1,6 +1,7 @@
 #include "uncore/uncore_collector.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <map>
 #include <mutex>
@@ -21,7 +22,8 @@ namespace uncore {
 const MetricTable& uncore_metric_table() {
   static const MetricTable kTable(
       {describe(families::kEventsTotal), describe(families::kEventRunningRatio),
-       describe(families::kEventScaleCorrected), describe(families::kPmuUp)});
+       describe(families::kEventScaleCorrected), describe(families::kPmuUp),
+       describe(families::kHostLinkBytesTotal), describe(families::kHostLinkDeviceInfo)});
   return kTable;
 }
 
@@ -35,8 +37,9 @@ struct Event {
   std::vector<PerfReading> last;
   bool have_last = false;
   double total = 0;
-  bool counted = false;    // was open once: its total is exported while it is not
-  bool corrected = false;  // its scale is known::scale_correction's
+  std::vector<double> cpu_totals;  // the total by CPU of `cpus`, in its order
+  bool counted = false;            // was open once: its total is exported while it is not
+  bool corrected = false;          // its scale is known::scale_correction's
 };
 
 class Counters {
@@ -60,6 +63,7 @@ class Counters {
   // By (PMU, event terms).
   std::map<std::pair<std::string, std::string>, Event> events;
   std::size_t held = 0;
+  bool said_correction = false;  // the scale correction's log line
 };
 
 std::shared_ptr<Counters> make_counters(PerfApi& perf) {
@@ -86,16 +90,25 @@ bool matches(const EventRequest& req, std::string_view pmu) {
 // One collection's work over the shared counters, under their lock.
 class Round {
  public:
+  // `known`: the events the collector counts by itself (host links),
+  // kept as a request's are, and exported only through their own
+  // families.
   Round(Counters& c, const sources::FsRoot& sys, const Cpu& cpu, std::int64_t max_counters,
-        MetricSink& out)
-      : c_(c), sys_(sys), cpu_(cpu), max_(static_cast<std::size_t>(max_counters)), out_(out) {}
+        const std::vector<EventRequest>& requests, std::set<Key> known, MetricSink& out)
+      : c_(c),
+        sys_(sys),
+        cpu_(cpu),
+        max_(static_cast<std::size_t>(max_counters)),
+        requests_(requests),
+        known_(std::move(known)),
+        out_(out) {}
 
   // Forgets the events no request asks for any more, closing their
   // counters: first, so that what a reload dropped holds no descriptor
   // against max_counters when the new events are opened.
-  void forget_unasked(const std::vector<EventRequest>& requests) {
+  void forget_unasked() {
     for (auto it = c_.events.begin(); it != c_.events.end();) {
-      if (asked(requests, it->first, false)) {
+      if (asked(it->first, false)) {
         ++it;
         continue;
       }
@@ -121,7 +134,7 @@ class Round {
   // exported, for when the PMU comes back; one found through a prefix is
   // forgotten (such PMUs may come back under other names, and the
   // events must not pile up).
-  void finish(const std::vector<EventRequest>& requests, bool cut_short) {
+  void finish(bool cut_short) {
     for (auto it = c_.events.begin(); it != c_.events.end();) {
       Event& e = it->second;
       if (results_.contains(it->first) || cut_short) {
@@ -129,7 +142,7 @@ class Round {
         continue;
       }
       c_.close(e);
-      if (!asked(requests, it->first, true)) {
+      if (!asked(it->first, true)) {
         it = c_.events.erase(it);
         continue;
       }
@@ -140,11 +153,17 @@ class Round {
 
  private:
   // Whether a request names the event (`exact`: by the PMU's whole name).
-  static bool asked(const std::vector<EventRequest>& requests, const Key& key, bool exact) {
-    return std::any_of(requests.begin(), requests.end(), [&](const EventRequest& r) {
+  bool named(const Key& key, bool exact) const {
+    return std::any_of(requests_.begin(), requests_.end(), [&](const EventRequest& r) {
       return r.terms == key.second &&
              (exact ? !r.prefix && r.pmu == key.first : matches(r, key.first));
     });
+  }
+
+  // Whether the event is to be kept: named, or known (a known event whose
+  // PMU went is forgotten, as one found through a prefix).
+  bool asked(const Key& key, bool exact) const {
+    return named(key, exact) || (!exact && known_.contains(key));
   }
 
   bool visit_once(const Key& key) {
@@ -212,8 +231,12 @@ class Round {
     e.type = pmu.type;
     e.cpus = pmu.cpus;
     e.attr = *attr;
-    // Said once an event, when it first counts so.
-    if (fix && !e.corrected) spdlog::info("uncore: {}: {}", subject(key), fix->why);
+    // Said once a daemon: every IIO bandwidth counter of the machine has
+    // the same fault.
+    if (fix && !c_.said_correction) {
+      spdlog::info("uncore: {} and the like: {}", subject(key), fix->why);
+      c_.said_correction = true;
+    }
     e.corrected = fix.has_value();
     e.have_last = false;
     return true;
@@ -231,6 +254,7 @@ class Round {
       }
     }
     double counted = 0;
+    e.cpu_totals.resize(now.size(), 0);
     std::uint64_t enabled = 0;
     std::uint64_t running = 0;
     for (std::size_t i = 0; i < now.size(); ++i) {
@@ -245,8 +269,12 @@ class Round {
       enabled += de;
       running += dr;
       // Counted for dr of de nanoseconds: perf's estimate of the rest.
-      if (dr > 0)
-        counted += static_cast<double>(dv) * static_cast<double>(de) / static_cast<double>(dr);
+      if (dr > 0) {
+        const double here =
+            static_cast<double>(dv) * static_cast<double>(de) / static_cast<double>(dr);
+        counted += here;
+        e.cpu_totals[i] += here * e.attr.scale;
+      }
     }
     // The first reading after an open is the baseline: what it counted
     // since the open adds to the total.
@@ -262,6 +290,7 @@ class Round {
   }
 
   void emit(const Key& key, const Event& e, std::optional<double> ratio) {
+    if (!named(key, false)) return;
     out_.add(families::kEventsTotal, {key.first, key.second, e.attr.unit}, e.total);
     if (ratio) out_.add(families::kEventRunningRatio, {key.first, key.second}, *ratio);
     if (e.corrected) out_.add(families::kEventScaleCorrected, {key.first, key.second}, 1);
@@ -271,6 +300,8 @@ class Round {
   const sources::FsRoot& sys_;
   const Cpu& cpu_;
   std::size_t max_;
+  const std::vector<EventRequest>& requests_;
+  std::set<Key> known_;
   MetricSink& out_;
   std::map<Key, bool> results_;  // what each visit answered
   struct PmuRead {
@@ -296,6 +327,10 @@ UncoreOptions read_uncore_options(OptionReader& r) {
     if (!parse_request(text, &error)) r.error("events", "\"" + text + "\": " + error);
     if (!seen.insert(text).second) r.error("events", "\"" + text + "\" is named twice");
   }
+  o.host_links = r.get_bool(
+      "host_links", o.host_links,
+      "count the traffic between the CPU and the devices it hosts on the PMUs nodewatch knows "
+      "(NVIDIA Grace and Vera, Intel IIO), where the node has them");
   o.max_counters = r.get_int("max_counters", o.max_counters, 1, 4096,
                              "descriptors the events may hold together (one per event and CPU "
                              "of its PMU's cpumask); an event past it is not opened");
@@ -327,15 +362,36 @@ std::size_t UncoreCollector::known_events() const {
 }
 
 void UncoreCollector::collect(const CollectContext& ctx, MetricSink& out) {
-  if (requests_.empty()) return;
+  if (requests_.empty() && !options_.host_links) {
+    // Nothing asked (a reload turned everything off): what an earlier
+    // configuration opened is closed.
+    std::lock_guard lock(counters_->mu);
+    for (auto& [key, e] : counters_->events) counters_->close(e);
+    counters_->events.clear();
+    return;
+  }
   const sources::FsRoot sys = roots_.sys();
   sources::Listing pmus = sys.list(kPmuDir);
   if (!pmus.ok() && pmus.status == sources::Status::kError)
     throw CollectError("unreadable",
                        sources::errno_name(pmus.err) + " listing " + sys.full(kPmuDir));
+  std::set<Key> known;
+  if (options_.host_links) {
+    // Found again when the PMUs change, and now and then besides: a
+    // description that could not be read once is not lost for good.
+    if (!links_found_ || pmus.names != link_pmus_ || ++rounds_since_found_ >= kRefindRounds) {
+      links_ = host_link_events(sys, pmus.names, cpu_);
+      link_pmus_ = pmus.names;
+      links_found_ = true;
+      devices_found_ = false;
+      rounds_since_found_ = 0;
+    }
+    for (const HostLinkEvent& e : links_) known.insert({e.pmu, e.terms});
+    find_link_devices(sys);
+  }
   std::lock_guard lock(counters_->mu);
-  Round round(*counters_, sys, cpu_, options_.max_counters, out);
-  round.forget_unasked(requests_);
+  Round round(*counters_, sys, cpu_, options_.max_counters, requests_, known, out);
+  round.forget_unasked();
   std::map<std::string, bool> up;  // by PMU
   bool cut_short = false;
   for (const EventRequest& req : requests_) {
@@ -356,8 +412,58 @@ void UncoreCollector::collect(const CollectContext& ctx, MetricSink& out) {
       up[req.pmu] = false;
     }
   }
+  if (!cut_short) {
+    for (const HostLinkEvent& e : links_) {
+      if ((cut_short = ctx.should_stop())) break;
+      const bool counting = round.visit(e.pmu, e.terms);
+      auto [it, fresh] = up.try_emplace(e.pmu, counting);
+      if (!fresh) it->second = it->second && counting;
+    }
+  }
   for (const auto& [name, ok] : up) out.add(families::kPmuUp, {name}, ok ? 1 : 0);
-  round.finish(requests_, cut_short);
+  round.finish(cut_short);
+  if (options_.host_links) emit_host_links(out);
+}
+
+// The known events' totals summed by series. An event counts in its
+// series once it has counted: its total stays in while it is not
+// counting, so that a series never goes back.
+void UncoreCollector::emit_host_links(MetricSink& out) const {
+  using Series = std::array<std::string, 5>;  // pmu, die, port, link, direction
+  std::map<Series, double> bytes;
+  for (const HostLinkEvent& e : links_) {
+    auto it = counters_->events.find({e.pmu, e.terms});
+    if (it == counters_->events.end() || !it->second.counted) continue;
+    const Event& ev = it->second;
+    const double factor = ev.attr.unit == "bytes" ? 1 : e.bytes_per_count;
+    if (!e.per_die) {
+      bytes[{e.pmu, "", e.port, e.link, e.direction}] += ev.total * factor;
+      continue;
+    }
+    for (std::size_t d = 0; d < e.dies.size() && d < ev.cpu_totals.size(); ++d) {
+      if (!e.dies[d].port) continue;
+      bytes[{e.pmu, std::to_string(d), *e.dies[d].port, e.link, e.direction}] +=
+          ev.cpu_totals[d] * factor;
+    }
+  }
+  for (const auto& [s, v] : bytes)
+    out.add(families::kHostLinkBytesTotal, {s[0], s[1], s[2], s[3], s[4]}, v);
+  for (const HostLinkDevice& d : link_devices_)
+    out.add(families::kHostLinkDeviceInfo, {d.pmu, d.die, d.port, d.device}, 1);
+}
+
+void UncoreCollector::find_link_devices(const sources::FsRoot& sys) {
+  // Only for links that name devices; the PCI listing tells when to look
+  // again (a device added, removed or rescanned).
+  if (links_.empty()) {
+    link_devices_.clear();
+    return;
+  }
+  sources::Listing pci = sys.list("bus/pci/devices");
+  if (devices_found_ && pci.names == link_pci_) return;
+  link_devices_ = host_link_devices(sys, links_, cpu_);
+  link_pci_ = std::move(pci.names);
+  devices_found_ = true;
 }
 
 }  // namespace uncore

@@ -3,6 +3,10 @@
 // units (uncore PMUs: the host side of the C2C and PCIe links, memory and
 // fabric traffic), through perf_event_open(2).
 //
+// By itself (collectors.uncore.host_links) it counts the traffic between
+// the CPU and the devices it hosts on the PMUs known.hpp knows (Grace,
+// Vera, Intel IIO), with the PCI functions behind each link.
+//
 // Events are named in perf's syntax (collectors.uncore.events =
 // ["nvidia_scf_pmu_0/gmem_rd_data/", "uncore_iio_free_running_*/bw_in_port0/"]);
 // the PMUs and their events are found in sysfs at run time (pmu.hpp), a
@@ -39,6 +43,9 @@ namespace uncore {
 
 struct UncoreOptions {
   std::vector<std::string> events;  // perf syntax, each checked by parse_request
+  // Count the host-link events of the PMUs known.hpp knows, where the
+  // node has them (nodewatch_uncore_host_link_*).
+  bool host_links = true;
   // Descriptors all events may hold together (one per event per CPU).
   std::int64_t max_counters = 256;
   bool operator==(const UncoreOptions&) const = default;
@@ -64,11 +71,25 @@ class UncoreCollector final : public Collector {
   std::size_t known_events() const;
 
  private:
+  void find_link_devices(const sources::FsRoot& sys);
+  void emit_host_links(MetricSink& out) const;
+
   Roots roots_;
   UncoreOptions options_;
   std::vector<EventRequest> requests_;
   std::shared_ptr<Counters> counters_;
-  Cpu cpu_;  // for known::scale_correction
+  Cpu cpu_;  // for the known tables
+  // The known host-link events of the PMUs last listed, and the devices
+  // behind them as of the PCI functions last listed: found again when a
+  // listing changes, and every kRefindRounds collections.
+  static constexpr int kRefindRounds = 40;
+  std::vector<std::string> link_pmus_;
+  std::vector<HostLinkEvent> links_;
+  bool links_found_ = false;
+  int rounds_since_found_ = 0;
+  std::vector<std::string> link_pci_;
+  std::vector<HostLinkDevice> link_devices_;
+  bool devices_found_ = false;
 };
 
 // The counters and their totals, shared by the collectors of one daemon

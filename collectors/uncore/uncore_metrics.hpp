@@ -44,4 +44,24 @@ inline constexpr Family kPmuUp{
     "nodewatch_collector_errors_total{collector=\"uncore\"} and the failure log).",
     {"pmu"}};
 
+inline constexpr Family kHostLinkBytesTotal{
+    "nodewatch_uncore_host_link_bytes_total",
+    MetricType::kCounter,
+    "bytes",
+    "Bytes between the CPU and the devices it hosts, as the CPU's own PMUs count them "
+    "(collectors.uncore.host_links), by link (c2c: NVLink-C2C to the GPU; pcie), direction "
+    "(tx: from the device, rx: to it), and where the PMU tells them apart, die (Intel: the "
+    "IIO stack's die) and port (C2C port, IIO port; empty: the PMU whole). Since nodewatch "
+    "started. The devices behind each: nodewatch_uncore_host_link_device_info.",
+    {"pmu", "die", "port", "link", "direction"}};
+
+inline constexpr Family kHostLinkDeviceInfo{
+    "nodewatch_uncore_host_link_device_info",
+    MetricType::kGauge,
+    "",
+    "A PCI function whose traffic nodewatch_uncore_host_link_bytes_total{pmu,die,port} counts, "
+    "value 1: the functions below an Intel IIO port's root port; the NVIDIA GPUs of a Grace "
+    "socket's C2C and SCF PMUs (die and port empty).",
+    {"pmu", "die", "port", "device"}};
+
 }  // namespace nodewatch::uncore::families

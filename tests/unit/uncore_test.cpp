@@ -13,7 +13,9 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <toml++/toml.h>
 
@@ -44,7 +46,8 @@ class FakePerf final : public PerfApi {
     }
     const int fd = next++;
     // As the kernel's, a new counter starts at 0.
-    fds[fd] = Opened{type, {config[0], config[1], config[2]}, cpu, counters[cpu]};
+    fds[fd] = Opened{type, {config[0], config[1], config[2]}, cpu, {}};
+    fds[fd].at_open = reading(fds[fd]);
     ++opens;
     return fd;
   }
@@ -54,7 +57,7 @@ class FakePerf final : public PerfApi {
       return false;
     }
     const Opened& o = fds.at(fd);
-    const PerfReading& now = counters[o.cpu];
+    const PerfReading& now = reading(o);
     *out = {now.value - o.at_open.value, now.enabled_ns - o.at_open.enabled_ns,
             now.running_ns - o.at_open.running_ns};
     return true;
@@ -68,14 +71,35 @@ class FakePerf final : public PerfApi {
     counters[cpu].running_ns += running_ns;
   }
 
+  // The same for one event (PMU type and config words) on `cpu`: its
+  // counter is then its own, not the CPU's.
+  void advance_event(std::uint32_t type, std::uint64_t config0, std::uint64_t config1, int cpu,
+                     std::uint64_t value) {
+    PerfReading& r = events[{type, config0, config1, cpu}];
+    r.value += value;
+    r.enabled_ns += 1000;
+    r.running_ns += 1000;
+  }
+
   struct Opened {
     std::uint32_t type;
     std::uint64_t config[3];
     int cpu;
     PerfReading at_open;
   };
+  const PerfReading& reading(const Opened& o) {
+    auto it = events.find({o.type, o.config[0], o.config[1], o.cpu});
+    return it != events.end() ? it->second : counters[o.cpu];
+  }
+  // The (type, config, config1) of every open descriptor.
+  std::set<std::tuple<std::uint32_t, std::uint64_t, std::uint64_t>> opened() const {
+    std::set<std::tuple<std::uint32_t, std::uint64_t, std::uint64_t>> out;
+    for (const auto& [fd, o] : fds) out.insert({o.type, o.config[0], o.config[1]});
+    return out;
+  }
   std::map<int, Opened> fds;
   std::map<int, PerfReading> counters;
+  std::map<std::tuple<std::uint32_t, std::uint64_t, std::uint64_t, int>, PerfReading> events;
   int next = 100;
   int opens = 0;
   int refuse = 0;
@@ -206,9 +230,11 @@ MetricSink Collect(UncoreCollector& c) {
   return sink;
 }
 
+// Only the named events: the known tables' left out.
 UncoreOptions Events(std::vector<std::string> events) {
   UncoreOptions o;
   o.events = std::move(events);
+  o.host_links = false;
   return o;
 }
 
@@ -494,9 +520,11 @@ TEST(UncoreKnown, ReadsTheCpuFromCpuinfo) {
   EXPECT_EQ(icx.vendor, "GenuineIntel");
   EXPECT_EQ(icx.family, 6);
   EXPECT_EQ(icx.model, 106);
-  Cpu grace = read_cpu(Fixture("grace-6.13").proc());
+  Cpu grace = read_cpu(Fixture("grace-6.14").proc());
   EXPECT_EQ(grace.vendor, "");
   EXPECT_EQ(grace.model, -1);
+  EXPECT_EQ(grace.arm_implementer, 0x41);
+  EXPECT_EQ(grace.arm_part, 0xd4f);
 }
 
 // Bytes a count of bw_in_port0 and bw_out_port0 (0: no such event), and
@@ -535,7 +563,7 @@ TEST(UncoreKnown, IntelIioBandwidthCountsThirtyTwoBytesWhereTheKernelSaysFour) {
 
 TEST(UncoreKnown, GraceC2cEventsTakeThePortFilterAndOpenOnTheirSocketsCpu) {
   std::string error;
-  const sources::FsRoot sys = Fixture("grace-6.13").sys();
+  const sources::FsRoot sys = Fixture("grace-6.14").sys();
   std::optional<EventAttr> a =
       resolve_event(sys, "nvidia_nvlink_c2c0_pmu_0", "total_bytes_loc,port=0x1", &error);
   ASSERT_TRUE(a) << error;
@@ -546,12 +574,230 @@ TEST(UncoreKnown, GraceC2cEventsTakeThePortFilterAndOpenOnTheirSocketsCpu) {
   EXPECT_EQ(a->config[0], std::uint64_t{1} << 32);
   EXPECT_FALSE(resolve_event(sys, "nvidia_nvlink_c2c0_pmu_0", "rd_bytes_rem,port=0x4", &error));
   FakePerf perf;
-  UncoreCollector c(Fixture("grace-6.13"), Events({"nvidia_nvlink_c2c0_pmu_*/rd_bytes_loc/"}),
+  UncoreCollector c(Fixture("grace-6.14"), Events({"nvidia_nvlink_c2c0_pmu_*/rd_bytes_loc/"}),
                     make_counters(perf));
   MetricSink sink = Collect(c);
   std::set<std::pair<std::uint32_t, int>> opened;
   for (const auto& [fd, o] : perf.fds) opened.insert({o.type, o.cpu});
   EXPECT_EQ(opened, (std::set<std::pair<std::uint32_t, int>>{{40, 0}, {41, 72}}));
+}
+
+// The host-link tables (collectors.uncore.host_links, on by default).
+UncoreOptions HostLinks() {
+  return UncoreOptions{};
+}
+
+using Labels = std::vector<std::string>;
+using Opened = std::tuple<std::uint32_t, std::uint64_t, std::uint64_t>;
+
+// Every series of `family` in `sink`, by its label values (read from the
+// rendered text: these values hold no quote or backslash).
+std::set<Labels> SeriesOf(const MetricSink& sink, const Family& family) {
+  std::set<Labels> out;
+  std::istringstream text(sink.render());
+  const std::string head = std::string(family.name) + "{";
+  for (std::string line; std::getline(text, line);) {
+    if (!line.starts_with(head)) continue;
+    Labels labels;
+    for (std::size_t at = line.find('"'); at != std::string::npos && at < line.rfind('}');) {
+      const std::size_t end = line.find('"', at + 1);
+      labels.push_back(line.substr(at + 1, end - at - 1));
+      at = line.find('"', end + 1);
+    }
+    out.insert(labels);
+  }
+  return out;
+}
+
+// Grace from 6.14: each socket's C2C0 and C2C1 PMUs per port (port=0x1,
+// 0x2), its SCF PMU's CPU traffic to GPU memory, its PCIe PMU over every
+// root port; the GPU of each socket behind its C2C and SCF series.
+TEST(UncoreHostLinks, GraceCountsEachC2cPortTheCpusGpuMemoryTrafficAndPcie) {
+  FakePerf perf;
+  UncoreCollector c(Fixture("grace-6.14"), HostLinks(), make_counters(perf));
+  Collect(c);
+  const std::set<Opened> opened = perf.opened();
+  // C2C0 of socket 0 (type 40): the four byte events on each port.
+  for (std::uint64_t port : {1U, 2U})
+    for (std::uint64_t event : {0x0U, 0x1U, 0x2U, 0x3U})
+      EXPECT_TRUE(opened.contains({40, event, port})) << event << " port " << port;
+  EXPECT_FALSE(opened.contains({40, 0x4, 1}));     // total_bytes_loc: the sum of the two
+  EXPECT_TRUE(opened.contains({44, 0x16d, 0}));    // gmem_rd_data
+  EXPECT_TRUE(opened.contains({44, 0x1a0, 0}));    // gmem_wr_total_bytes
+  EXPECT_TRUE(opened.contains({46, 0x0, 0x3ff}));  // PCIe, every root port
+  // 2 sockets x (C2C0 and C2C1: 2 ports x 4 events; SCF 2; PCIe 4).
+  EXPECT_EQ(opened.size(), 2U * (2 * 2 * 4 + 2 + 4));
+  perf.advance_event(40, 0x0, 1, 0, 1000);    // rd_bytes_loc, port 0, socket 0
+  perf.advance_event(40, 0x1, 1, 0, 24);      // rd_bytes_rem
+  perf.advance_event(40, 0x2, 2, 0, 7);       // wr_bytes_loc, port 1
+  perf.advance_event(45, 0x16d, 0, 72, 10);   // socket 1's CPUs read 10 beats of GPU memory
+  perf.advance_event(47, 0x2, 0x3ff, 72, 5);  // a device on socket 1 writes host memory
+  MetricSink sink = Collect(c);
+  EXPECT_EQ(Value(sink, families::kHostLinkBytesTotal,
+                  {"nvidia_nvlink_c2c0_pmu_0", "", "0", "c2c", "rx"}),
+            1024);
+  EXPECT_EQ(Value(sink, families::kHostLinkBytesTotal,
+                  {"nvidia_nvlink_c2c0_pmu_0", "", "1", "c2c", "tx"}),
+            7);
+  EXPECT_EQ(Value(sink, families::kHostLinkBytesTotal,
+                  {"nvidia_nvlink_c2c1_pmu_0", "", "0", "c2c", "rx"}),
+            0);
+  EXPECT_EQ(Value(sink, families::kHostLinkBytesTotal, {"nvidia_scf_pmu_1", "", "", "c2c", "tx"}),
+            320);
+  EXPECT_EQ(Value(sink, families::kHostLinkBytesTotal, {"nvidia_pcie_pmu_1", "", "", "pcie", "tx"}),
+            5);
+  // 2 sockets x (2 C2C PMUs x 2 ports x 2 directions + SCF 2 + PCIe 2).
+  EXPECT_EQ(SeriesOf(sink, families::kHostLinkBytesTotal).size(), 2U * (8 + 2 + 2));
+  EXPECT_EQ(SeriesOf(sink, families::kHostLinkDeviceInfo),
+            (std::set<Labels>{{"nvidia_nvlink_c2c0_pmu_0", "", "", "0009:01:00.0"},
+                              {"nvidia_nvlink_c2c0_pmu_1", "", "", "0019:01:00.0"},
+                              {"nvidia_nvlink_c2c1_pmu_0", "", "", "0009:01:00.0"},
+                              {"nvidia_nvlink_c2c1_pmu_1", "", "", "0019:01:00.0"},
+                              {"nvidia_scf_pmu_0", "", "", "0009:01:00.0"},
+                              {"nvidia_scf_pmu_1", "", "", "0019:01:00.0"}}));
+  EXPECT_EQ(Value(sink, families::kPmuUp, {"nvidia_pcie_pmu_0"}), 1);
+  // The tables' events are not the named events' family.
+  EXPECT_TRUE(SeriesOf(sink, families::kEventsTotal).empty());
+}
+
+// Before 6.14 the C2C PMUs had no port filter: both ports together, the
+// port label empty, config1 left 0 (the kernel then counts both).
+TEST(UncoreHostLinks, GraceBeforeThePortFilterCountsBothPortsTogether) {
+  FakePerf perf;
+  UncoreCollector c(Fixture("grace-6.8"), HostLinks(), make_counters(perf));
+  Collect(c);
+  EXPECT_TRUE(perf.opened().contains({41, 0x2, 0}));
+  perf.advance_event(41, 0x2, 0, 72, 64);
+  MetricSink sink = Collect(c);
+  EXPECT_EQ(
+      Value(sink, families::kHostLinkBytesTotal, {"nvidia_nvlink_c2c0_pmu_1", "", "", "c2c", "tx"}),
+      64);
+  EXPECT_FALSE(HasSeries(sink, families::kHostLinkBytesTotal,
+                         {"nvidia_nvlink_c2c0_pmu_1", "", "0", "c2c", "tx"}));
+}
+
+// Grace's PMU names with another CPU's cpuinfo (Vera's on a kernel before
+// its own tables registers them so, with other event codes): nothing.
+TEST(UncoreHostLinks, GracesTablesAreGracesOnly) {
+  FakePerf perf;
+  const Roots grace = Fixture("grace-6.14");
+  UncoreCollector c(Roots{grace.sys().path(), Fixture("vera-7.1").proc().path(), nullptr},
+                    HostLinks(), make_counters(perf));
+  MetricSink sink = Collect(c);
+  EXPECT_TRUE(perf.opened().empty());
+  EXPECT_TRUE(SeriesOf(sink, families::kHostLinkBytesTotal).empty());
+  EXPECT_TRUE(SeriesOf(sink, families::kPmuUp).empty());
+}
+
+// Vera: the CPU's traffic to GPU memory through UCF's source and
+// destination filters; PCIe per root complex; its C2C PMU (latency only)
+// is not a byte count.
+TEST(UncoreHostLinks, VeraCountsTheCpusGpuMemoryTrafficAndEachRootComplex) {
+  FakePerf perf;
+  UncoreCollector c(Fixture("vera-7.1"), HostLinks(), make_counters(perf));
+  Collect(c);
+  const std::uint64_t cpu_to_gmem = (1U << 1) | (1U << 9);
+  EXPECT_EQ(perf.opened(), (std::set<Opened>{{50, 0x123, cpu_to_gmem},
+                                             {50, 0x124, cpu_to_gmem},
+                                             {51, 0x0, 0},
+                                             {51, 0x1, 0},
+                                             {52, 0x0, 0},
+                                             {52, 0x1, 0}}));
+  perf.advance_event(50, 0x124, cpu_to_gmem, 0, 4096);
+  perf.advance_event(52, 0x0, 0, 0, 100);
+  MetricSink sink = Collect(c);
+  EXPECT_EQ(Value(sink, families::kHostLinkBytesTotal, {"nvidia_ucf_pmu_0", "", "", "c2c", "rx"}),
+            4096);
+  EXPECT_EQ(
+      Value(sink, families::kHostLinkBytesTotal, {"nvidia_pcie_pmu_0_rc_1", "", "", "pcie", "rx"}),
+      100);
+  EXPECT_EQ(SeriesOf(sink, families::kHostLinkBytesTotal).size(), 6U);
+  EXPECT_TRUE(SeriesOf(sink, families::kHostLinkDeviceInfo).empty());
+}
+
+// Intel IIO: a series per die and port whose root port exists, with the
+// functions below it, on Skylake and Ice Lake server (the stacks' root
+// buses from uncore_iio_<k>/die<d>); in bytes as corrected; bw_out where
+// it counts a fixed size. Sapphire Rapids has no mapping: each stack
+// whole, and no bw_out (which counts no fixed size there).
+TEST(UncoreHostLinks, IntelIioCountsEachPortWithTheDevicesBelowIt) {
+  const std::uint64_t bw_in_port0 = 0xff | (0x20U << 8);
+  struct Case {
+    const char* tree;
+    double bytes;  // a count of bw_in_port0
+    std::set<Labels> series;
+  };
+  const Labels gpu_tx{"uncore_iio_free_running_0", "0", "0", "pcie", "tx"};
+  const Labels gpu_rx{"uncore_iio_free_running_0", "0", "0", "pcie", "rx"};
+  const Labels nic_tx{"uncore_iio_free_running_1", "0", "2", "pcie", "tx"};
+  const Labels nic_rx{"uncore_iio_free_running_1", "0", "2", "pcie", "rx"};
+  const Labels nvme_tx{"uncore_iio_free_running_1", "0", "3", "pcie", "tx"};
+  const Labels nvme_rx{"uncore_iio_free_running_1", "0", "3", "pcie", "rx"};
+  for (const Case& k : {Case{"skx-6.8", 4, {gpu_tx, gpu_rx, nic_tx, nic_rx, nvme_tx, nvme_rx}},
+                        Case{"icx-6.8", 32, {gpu_tx, nic_tx, nvme_tx}},
+                        Case{"icx-6.15", 32, {gpu_tx, nic_tx, nvme_tx}},
+                        Case{"spr-6.8",
+                             32,
+                             {{"uncore_iio_free_running_0", "0", "", "pcie", "tx"},
+                              {"uncore_iio_free_running_1", "0", "", "pcie", "tx"}}},
+                        Case{"spr-6.15",
+                             32,
+                             {{"uncore_iio_free_running_0", "0", "", "pcie", "tx"},
+                              {"uncore_iio_free_running_1", "0", "", "pcie", "tx"}}}}) {
+    SCOPED_TRACE(k.tree);
+    FakePerf perf;
+    UncoreCollector c(Fixture(k.tree), HostLinks(), make_counters(perf));
+    Collect(c);
+    perf.advance_event(30, bw_in_port0, 0, 0, 1000);
+    MetricSink sink = Collect(c);
+    EXPECT_EQ(SeriesOf(sink, families::kHostLinkBytesTotal), k.series);
+    const bool mapped = !std::string(k.tree).starts_with("spr");
+    // The count lands in stack 0's port 0 or, unmapped, its whole.
+    EXPECT_NEAR(Value(sink, families::kHostLinkBytesTotal, mapped ? gpu_tx : *k.series.begin()),
+                1000 * k.bytes, 1e-2);
+    std::set<Labels> devices;
+    if (mapped)
+      devices = {{"uncore_iio_free_running_0", "0", "0", "0000:18:00.0"},
+                 {"uncore_iio_free_running_1", "0", "2", "0000:3b:00.0"},
+                 {"uncore_iio_free_running_1", "0", "2", "0000:3b:00.1"},
+                 {"uncore_iio_free_running_1", "0", "3", "0000:3c:00.0"}};
+    EXPECT_EQ(SeriesOf(sink, families::kHostLinkDeviceInfo), devices);
+  }
+}
+
+// A reload rebuilds the collector; the counters and totals stay in the
+// service, so a host-link series goes on from where it was.
+TEST(UncoreHostLinks, AReloadKeepsTheTotals) {
+  FakePerf perf;
+  std::shared_ptr<Counters> counters = make_counters(perf);
+  const Labels series{"nvidia_nvlink_c2c0_pmu_0", "", "0", "c2c", "rx"};
+  {
+    UncoreCollector c(Fixture("grace-6.14"), HostLinks(), counters);
+    Collect(c);
+    perf.advance_event(40, 0x0, 1, 0, 100);
+    EXPECT_EQ(Value(Collect(c), families::kHostLinkBytesTotal, series), 100);
+  }
+  const int opens = perf.opens;
+  UncoreCollector c(Fixture("grace-6.14"), HostLinks(), counters);
+  perf.advance_event(40, 0x0, 1, 0, 50);
+  EXPECT_EQ(Value(Collect(c), families::kHostLinkBytesTotal, series), 150);
+  EXPECT_EQ(perf.opens, opens);  // nothing reopened
+  // Turned off: the tables' counters are closed.
+  UncoreCollector off(Fixture("grace-6.14"), Events({}), counters);
+  Collect(off);
+  EXPECT_EQ(off.open_counters(), 0U);
+}
+
+// Without CAP_PERFMON the known PMUs are down, and no host-link series is
+// made up.
+TEST(UncoreHostLinks, WithoutPermissionTheKnownPmusAreDown) {
+  FakePerf perf;
+  perf.refuse = EACCES;
+  UncoreCollector c(Fixture("vera-7.1"), HostLinks(), make_counters(perf));
+  MetricSink sink = Collect(c);
+  EXPECT_EQ(Value(sink, families::kPmuUp, {"nvidia_ucf_pmu_0"}), 0);
+  EXPECT_TRUE(SeriesOf(sink, families::kHostLinkBytesTotal).empty());
+  EXPECT_EQ(sink.errors().at("no_permission"), 6U);
 }
 
 // The real thing: the kernel's msr PMU, whose tsc event counts the time
