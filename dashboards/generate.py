@@ -710,6 +710,17 @@ def node():
         ts("Host link capacity", "What each link carries per direction as trained now (PCIe lowers its speed at "
            "idle); C2C: the active links' speeds summed.", "Bps",
            [(f"nodewatch_accelerator_host_link_capacity_bytes_per_second{sel()}", acc + " {{link}}")]),
+        ts("Host links as the CPU counts them", "Bytes per second the CPU's own PMUs count between it and "
+           "the devices it hosts (the uncore collector's host-link tables: Grace C2C, SCF and PCIe; Vera UCF "
+           "and PCIe; Intel IIO per stack and port), by PMU, port and direction; empty unless the uncore "
+           "collector runs with its permissions. PCIe here holds NICs and drives too "
+           "(nodewatch_uncore_host_link_device_info names them).", "Bps",
+           [(f"rate(nodewatch_uncore_host_link_bytes_total{sel()}[{RI}])",
+             "{{pmu}} {{die}} {{port}} {{link}} {{direction}}")]),
+        table("Devices behind the CPU's host-link counters", "The PCI functions each of the CPU's host-link "
+              "series counts (Intel: below the IIO port's root port; Grace: the socket's GPUs), to read the panel "
+              "before against the accelerators and NICs.", "none",
+              [(f"nodewatch_uncore_host_link_device_info{sel()}", "device")], w=12),
         ts("NVLink-C2C per link", "Bytes per second over each C2C link; empty unless "
            "collectors.accelerator.c2c_link_bytes is on.", "Bps",
            [(f"rate(nodewatch_accelerator_c2c_link_bytes_total{sel()}[{RI}])", acc + " link {{link}} {{direction}}")]),
