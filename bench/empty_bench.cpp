@@ -13,7 +13,8 @@
 //   textfile      an empty directory; a missing one, the default (the
 //                 normal case of a node without inputs, not counted); a
 //                 missing one configured (a read error counted each time)
-//   uncore        not empty: the real msr PMU, 1 and 8 events (below)
+//   uncore        not empty: the real msr PMU, 1 and 8 events; the
+//                 host-link tables on a modelled Grace pair (below)
 // The baselines: the same steps for a collector that does nothing (the
 // sink and the render alone), and one failed openat (the floor of a look
 // that finds nothing). Ratios against both are printed for collections
@@ -220,6 +221,37 @@ void BM_Uncore_Msr8Events(benchmark::State& state) {
 BENCHMARK(BM_Uncore_Msr8Events)->Apply(Warm);
 BENCHMARK(BM_Uncore_Msr8Events)->Apply(AfterSleep);
 
+// The host-link tables on tests/fixtures/uncore/grace-6.14 (two Grace
+// sockets: 44 events, the GPUs joined by NUMA node), through a perf_event
+// seam that answers without a system call: what the collector's own work
+// costs per collection (listing the PMUs and PCI functions, reading each
+// PMU's type and cpumask, summing 44 counters into 24 series). The kernel
+// reads it leaves out cost what BM_Uncore_Msr1Event's do, one a counter.
+class AnsweringPerf final : public uncore::PerfApi {
+ public:
+  int open(std::uint32_t, const std::uint64_t (&)[3], int, int*) override { return next_++; }
+  bool read(int, uncore::PerfReading* out, int*) override {
+    now_ += 1000;
+    *out = {now_, now_, now_};
+    return true;
+  }
+  void close(int) override {}
+
+ private:
+  int next_ = 1000;
+  std::uint64_t now_ = 0;
+};
+
+void BM_Uncore_GraceHostLinks(benchmark::State& state) {
+  static AnsweringPerf perf;
+  const fs::path root = fs::path(NODEWATCH_FIXTURES_DIR) / "uncore" / "grace-6.14";
+  uncore::UncoreCollector c(Roots{root / "sys", root / "proc", nullptr}, uncore::UncoreOptions{},
+                            uncore::make_counters(perf));
+  Run(state, c);
+}
+BENCHMARK(BM_Uncore_GraceHostLinks)->Apply(Warm);
+BENCHMARK(BM_Uncore_GraceHostLinks)->Apply(AfterSleep);
+
 }  // namespace
 }  // namespace nodewatch
 
@@ -236,6 +268,8 @@ int main(int argc, char** argv) {
                       {"textfile, a configured directory missing (counted)",
                        "BM_Textfile_ConfiguredMissing/0"},
                       {"uncore, msr/tsc/ on every CPU", "BM_Uncore_Msr1Event/0"},
-                      {"uncore, 8 msr events on every CPU", "BM_Uncore_Msr8Events/0"}});
+                      {"uncore, 8 msr events on every CPU", "BM_Uncore_Msr8Events/0"},
+                      {"uncore, host links of two Grace sockets (no kernel reads)",
+                       "BM_Uncore_GraceHostLinks/0"}});
   });
 }
