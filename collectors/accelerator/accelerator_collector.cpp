@@ -61,6 +61,9 @@ const MetricTable& accelerator_metric_table() {
   static const MetricTable t({
       describe(families::kInfo),
       describe(families::kUp),
+      describe(families::kDriverUp),
+      describe(families::kDriverInfo),
+      describe(families::kDriverDevices),
       describe(families::kUtilizationRatio),
       describe(families::kMemoryUtilizationRatio),
       describe(families::kMemoryUsedBytes),
@@ -313,6 +316,12 @@ void AcceleratorCollector::collect(const CollectContext& ctx, MetricSink& out) {
     } catch (const CollectError& e) {
       failures.emplace_back(b->name(), e);
     }
+    const DriverState driver = b->driver_state();
+    if (!driver.known) continue;
+    out.add(families::kDriverUp, {driver.vendor}, driver.up ? 1 : 0);
+    out.add(families::kDriverInfo,
+            {driver.vendor, driver.state, driver.library_version, driver.module_version}, 1);
+    out.add(families::kDriverDevices, {driver.vendor}, driver.devices);
   }
   attribute_jobs(devices, ctx, out);
   for (DeviceSample& d : devices) {

@@ -22,6 +22,31 @@ inline constexpr Family kUp{
     "1 if the accelerator answers its driver, 0 if it is lost, needs a reset or is stuck.",
     {"accelerator", "uuid"}};
 
+inline constexpr Family kDriverUp{
+    "nodewatch_accelerator_driver_up",
+    MetricType::kGauge,
+    "",
+    "1 if the vendor's driver answers, 0 if it does not (why: nodewatch_accelerator_driver_info). "
+    "Exported where the vendor's library is installed or a GPU of the vendor is on the PCI bus.",
+    {"vendor"}};
+
+inline constexpr Family kDriverInfo{
+    "nodewatch_accelerator_driver_info",
+    MetricType::kGauge,
+    "",
+    "The vendor's driver, value 1: state is ok, or why it does not answer (not_loaded, "
+    "version_mismatch, no_permission, init_failed, library_missing, library_broken, lost, "
+    "not_bound); the versions of its library and kernel module where they can be read.",
+    {"vendor", "state", "library_version", "kernel_module_version"}};
+
+inline constexpr Family kDriverDevices{
+    "nodewatch_accelerator_driver_devices",
+    MetricType::kGauge,
+    "",
+    "GPUs of the vendor on the PCI bus (class VGA, 3D or other display; those handed to a "
+    "virtual machine through vfio-pci left out), whether or not its driver answers.",
+    {"vendor"}};
+
 inline constexpr Family kUtilizationRatio{
     "nodewatch_accelerator_utilization_ratio",
     MetricType::kGauge,

@@ -23,7 +23,7 @@ const CollectorSpec& accelerator_collector_spec() {
       std::vector<std::unique_ptr<accelerator::Backend>> backends;
       // The process's NVML service, shared with the interconnect collector's
       // NVLink part: one session and one thread per GPU for both.
-      backends.push_back(accelerator::make_nvml_backend(accelerator::nvml_service(env)));
+      backends.push_back(accelerator::make_nvml_backend(accelerator::nvml_service(env), env.roots));
       backends.push_back(accelerator::make_amdgpu_backend(env.roots));
       const auto& o = env.options_as<accelerator::AcceleratorOptions>();
       accelerator::JobSources jobs;

@@ -187,6 +187,20 @@ class AmdgpuBackend final : public Backend {
 
   std::string_view name() const override { return "amdgpu"; }
   std::vector<DeviceSample> sample(const CollectContext& ctx) override;
+  // Said where an AMD GPU is on the bus or amdgpu showed one: up when
+  // amdgpu holds every one on the bus.
+  DriverState driver_state() override {
+    DriverState d;
+    d.vendor = "amd";
+    const std::vector<PciFunction>& gpus = gpus_.read(sys_);
+    d.devices = static_cast<int>(std::max(gpus.size(), cards_found_));
+    d.known = d.devices > 0;
+    d.up = d.known && std::all_of(gpus.begin(), gpus.end(),
+                                  [](const PciFunction& f) { return f.driver == "amdgpu"; });
+    d.state = d.up ? "ok" : "not_bound";
+    d.module_version = module_version(sys_, "amdgpu");
+    return d;
+  }
 
  private:
   enum class FactsResult { kOk, kNotAmd, kGone };
@@ -203,6 +217,8 @@ class AmdgpuBackend final : public Backend {
       const std::map<std::string, std::size_t, std::less<>>& by_bus);
 
   sources::FsRoot sys_;
+  PciFunctions gpus_{"0x1002"};
+  std::size_t cards_found_ = 0;  // by the last sample(): amdgpu's cards answer
   sources::HeldFiles held_;
   sources::DeviceTable<CardFacts> cards_;
   std::string driver_version_;
@@ -385,6 +401,7 @@ std::vector<DeviceSample> AmdgpuBackend::sample(const CollectContext& ctx) {
     held_.end_cycle();
     if (!out.empty()) read_kfd_processes(ctx, out);
   }
+  cards_found_ = out.size();
   return out;
 }
 

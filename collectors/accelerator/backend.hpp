@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "accelerator/driver_state.hpp"
 #include "accelerator/jobs.hpp"
 #include "nodewatch/collector.hpp"
 
@@ -179,6 +180,8 @@ class Backend {
   virtual std::string_view name() const = 0;  // "nvml", "amdgpu"
   // Reads every device once. See the failure contract above.
   virtual std::vector<DeviceSample> sample(const CollectContext& ctx) = 0;
+  // Whether the vendor's driver answers, after sample() (driver_state.hpp).
+  virtual DriverState driver_state() = 0;
 };
 
 class NvmlService;
@@ -186,8 +189,10 @@ class NvmlService;
 // one nvmlInit and one thread per GPU, shared with the NVLink part of the
 // interconnect collector; see nvml/nvml_service.hpp). Never fails to
 // construct: a missing library is found out (and retried) in sample().
-// Implemented in nvml/nvml_service.cpp.
-std::unique_ptr<Backend> make_nvml_backend(std::shared_ptr<NvmlService> nvml);
+// `roots`: where NVIDIA GPUs are looked for on the PCI bus, and the
+// module's version read, for driver_state(). Implemented in
+// nvml/nvml_service.cpp.
+std::unique_ptr<Backend> make_nvml_backend(std::shared_ptr<NvmlService> nvml, Roots roots = {});
 
 // AMD, through amdgpu's sysfs files under `roots.sysfs`/class/drm.
 // Implemented in amdgpu_backend.cpp.

@@ -24,7 +24,9 @@ class ScriptedBackend : public Backend {
     if (throw_) throw CollectError("library_error", "libfake.so: missing symbol nvmlInit_v2");
     return devices_;
   }
+  DriverState driver_state() override { return driver_; }
   std::vector<DeviceSample> devices_;
+  DriverState driver_;  // not known: nothing said
   bool throw_ = false;
 };
 

@@ -1545,5 +1545,43 @@ TEST(AmdgpuCollector, JobsFromKfdProcesses) {
                    2 * kGiB);
 }
 
+// AMD's driver state: the AMD GPU functions on the bus (VGA, 3D, other
+// display) and whether amdgpu holds each. One that no driver holds (amdgpu
+// failed to load, or is blacklisted) is not_bound; a GPU handed to a
+// virtual machine (vfio-pci) is not the host's; no AMD GPU, nothing said.
+TEST(AmdgpuDriver, UpWhenAmdgpuHoldsEveryAmdGpuOnTheBus) {
+  const fs::path root =
+      fs::temp_directory_path() / ("nodewatch-amd-driver-" + std::to_string(::getpid()));
+  auto function = [&](const std::string& bdf, const std::string& vendor, const std::string& cls,
+                      const std::string& driver) {
+    const fs::path dir = root / "bus/pci/devices" / bdf;
+    fs::create_directories(dir);
+    std::ofstream(dir / "vendor") << vendor << "\n";
+    std::ofstream(dir / "class") << cls << "\n";
+    if (driver.empty()) return;
+    fs::create_directories(root / "bus/pci/drivers" / driver);
+    fs::create_directory_symlink("../../../bus/pci/drivers/" + driver, dir / "driver");
+  };
+  const Roots roots{root, "/nonexistent-procfs"};
+  fs::create_directories(root / "bus/pci/devices");
+  EXPECT_FALSE(make_amdgpu_backend(roots)->driver_state().known);
+  function("0000:03:00.0", "0x1a03", "0x030000", "ast");            // the BMC's display
+  function("0000:c1:00.0", "0x1002", "0x038000", "amdgpu");         // an Instinct GPU
+  function("0000:c2:00.0", "0x1002", "0x038000", "vfio-pci");       // given to a VM
+  function("0000:c1:00.1", "0x1002", "0x040300", "snd_hda_intel");  // its audio: not a GPU
+  std::unique_ptr<Backend> b = make_amdgpu_backend(roots);
+  DriverState d = b->driver_state();
+  EXPECT_TRUE(d.known);
+  EXPECT_TRUE(d.up);
+  EXPECT_EQ(d.state, "ok");
+  EXPECT_EQ(d.devices, 1);
+  function("0000:c3:00.0", "0x1002", "0x030200", "");  // a GPU no driver holds
+  d = b->driver_state();
+  EXPECT_FALSE(d.up);
+  EXPECT_EQ(d.state, "not_bound");
+  EXPECT_EQ(d.devices, 2);
+  fs::remove_all(root);
+}
+
 }  // namespace
 }  // namespace nodewatch::accelerator

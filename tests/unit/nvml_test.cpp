@@ -14,6 +14,7 @@
 #include <cmath>  // before support/collector_test.hpp, which uses std::nan without it
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -28,6 +29,7 @@
 #include "accelerator/nvml/nvml_queries.hpp"
 #include "accelerator/nvml/nvml_service.hpp"
 #include "support/collector_test.hpp"
+#include "support/daemon_process.hpp"
 #include "support/fake_nvml.hpp"
 #include "support/paths.hpp"
 
@@ -37,6 +39,7 @@ namespace {
 using nodewatch::testing::CollectOnce;
 using nodewatch::testing::ExpectConformant;
 using nodewatch::testing::ExpectWellFormedTable;
+using nodewatch::testing::TempDir;
 using nodewatch::testing::Value;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
@@ -89,6 +92,9 @@ struct Gpu {
 // scenario runs none, so no job either). (GPM, and with it the C2C bytes,
 // needs two cycles: none in a first collection.)
 constexpr std::size_t kSeriesPerGpu = 55;
+// And once a node whose NVML library loads: the driver's up, info and
+// devices (nodewatch_accelerator_driver_*).
+constexpr std::size_t kDriverSeries = 3;
 
 // The number of samples with accelerator="i".
 std::size_t SeriesOf(const MetricSink& sink, unsigned i) {
@@ -110,17 +116,30 @@ std::uint64_t ErrorCount(const MetricSink& sink, std::string_view reason) {
   return it == sink.errors().end() ? 0 : it->second;
 }
 
+// The driver-state lines of a collection (nodewatch_accelerator_driver_*).
+std::string DriverState(const MetricSink& s) {
+  std::string out;
+  std::istringstream in(s.render());
+  for (std::string line; std::getline(in, line);)
+    if (line.starts_with("nodewatch_accelerator_driver_")) out += line + "\n";
+  return out;
+}
+
 // One accelerator collector over an NVML service of its own for `library`,
 // the fake reading `scenario_file`.
 class FakeNode {
  public:
   // With the service's tuning (a short retry interval).
   // `c2c_link_bytes`: the collector's option of that name.
+  // `sys`: where NVIDIA GPUs are looked for on the PCI bus (none there by
+  // default).
   FakeNode(const std::string& library, const std::string& scenario_file,
-           NvmlServiceOptions options = {}, bool c2c_link_bytes = false) {
+           NvmlServiceOptions options = {}, bool c2c_link_bytes = false,
+           const std::filesystem::path& sys = "/nonexistent/sys") {
     setenv("FAKE_NVML_SCENARIO", scenario_file.c_str(), 1);
     std::vector<std::unique_ptr<Backend>> backends;
-    backends.push_back(make_nvml_backend(std::make_shared<NvmlService>(library, options)));
+    backends.push_back(make_nvml_backend(std::make_shared<NvmlService>(library, options),
+                                         Roots{sys, "/nonexistent/proc", nullptr}));
     collector_ =
         std::make_unique<AcceleratorCollector>(std::move(backends), JobSources{}, c2c_link_bytes);
   }
@@ -350,7 +369,7 @@ TEST(NvmlTest, EightGpusExportEverySeriesWithTheirValues) {
   const MetricSink s = node.Collect();
   for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(s, i, false, 1);
   EXPECT_TRUE(s.errors().empty());
-  EXPECT_EQ(s.sample_count(), kGpus * kSeriesPerGpu);
+  EXPECT_EQ(s.sample_count(), kGpus * kSeriesPerGpu + kDriverSeries);
   // A second cycle reads the same, now with GPM activity over the two
   // cycles' samples (and reuses the device threads). NVML wants GPM samples
   // more than 100 ms apart; a closer pair gives no activity.
@@ -583,7 +602,14 @@ TEST(NvmlTest, LibraryMissingARequiredSymbolFailsEveryCycle) {
       EXPECT_NE(std::string(e.what()).find(FAKE_NVML_BROKEN_LIBRARY), std::string::npos);
     }
     ExpectConformant(sink);
-    EXPECT_EQ(sink.sample_count(), 0u);
+    // Nothing of the devices; the driver's state, which a collection that
+    // another vendor's devices carry would export.
+    EXPECT_EQ(DriverState(sink),
+              "nodewatch_accelerator_driver_up{vendor=\"nvidia\"} 0\n"
+              "nodewatch_accelerator_driver_info{vendor=\"nvidia\",state=\"library_broken\","
+              "library_version=\"\",kernel_module_version=\"\"} 1\n"
+              "nodewatch_accelerator_driver_devices{vendor=\"nvidia\"} 0\n");
+    EXPECT_EQ(sink.sample_count(), kDriverSeries);
   }
 }
 
@@ -593,8 +619,8 @@ TEST(NvmlTest, OldLibraryFallbacksGiveTheSameCoreValues) {
   for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(s, i, /*old_driver=*/true);
   EXPECT_TRUE(s.errors().empty());
   // No field values: no memory temperature, 5 throttle times, 8 C2C series
-  // of 2 links and the C2C capacity, 6 recovery actions.
-  EXPECT_EQ(s.sample_count(), kGpus * (kSeriesPerGpu - 21));
+  // of 2 links and the C2C capacity, 6 recovery actions; the driver's 3.
+  EXPECT_EQ(s.sample_count(), kGpus * (kSeriesPerGpu - 21) + kDriverSeries);
   FakeHooks hooks(FAKE_NVML_OLD_LIBRARY);
   EXPECT_EQ(hooks.Calls("nvmlDeviceGetMemoryInfo"), kGpus);
   EXPECT_EQ(hooks.Calls("nvmlDeviceGetPciInfo"), kGpus);
@@ -707,32 +733,99 @@ TEST(NvmlTest, NoLibraryMeansNoDevicesAndNoError) {
   FakeNode node("/nonexistent/libnvidia-ml.so.1", scenario("eight_gpus.scenario"));
   for (int cycle = 0; cycle < 2; ++cycle) {
     const MetricSink s = node.Collect();
-    EXPECT_EQ(s.sample_count(), 0u);
+    EXPECT_EQ(s.sample_count(), 0u);  // no library, no NVIDIA GPU: nothing to say
     EXPECT_TRUE(s.errors().empty());
   }
 }
 
+// A sysfs with NVIDIA functions on the PCI bus (`gpus` 3D controllers, one
+// VGA function of another vendor, one NVIDIA GPU handed to a virtual
+// machine through vfio-pci) and the nvidia module's version, when given.
+class NvidiaBus {
+ public:
+  NvidiaBus(int gpus, const std::string& module) {
+    for (int i = 0; i < gpus; ++i)
+      function("0000:" + std::to_string(17 + i) + ":00.0", "0x10de", "0x030200", "nvidia");
+    function("0000:03:00.0", "0x1a03", "0x030000", "ast");  // the BMC's display
+    function("0000:40:00.0", "0x10de", "0x030200", "vfio-pci");
+    if (!module.empty()) dir_.write("module/nvidia/version", module + "\n");
+  }
+  std::filesystem::path sys() const { return dir_.path(); }
+
+ private:
+  void function(const std::string& bdf, const std::string& vendor, const std::string& cls,
+                const std::string& driver) {
+    dir_.write("bus/pci/devices/" + bdf + "/vendor", vendor + "\n");
+    dir_.write("bus/pci/devices/" + bdf + "/class", cls + "\n");
+    std::filesystem::create_directories(dir_.path() / "bus/pci/drivers" / driver);
+    std::filesystem::create_directory_symlink("../../../bus/pci/drivers/" + driver,
+                                              dir_.path() / "bus/pci/devices" / bdf / "driver");
+  }
+  TempDir dir_;
+};
+
+// Installed, with no driver and no NVIDIA GPU (a CPU node with the
+// driver's packages): said, and not an error; the node is healthy (the
+// verdict needs a GPU on the bus).
 TEST(NvmlTest, DriverNotLoadedMeansNoDevicesAndNoError) {
   FakeNode node(FAKE_NVML_LIBRARY, scenario("driver_not_loaded.scenario"));
   const MetricSink s = node.Collect();
-  EXPECT_EQ(s.sample_count(), 0u);
   EXPECT_TRUE(s.errors().empty());
+  EXPECT_EQ(DriverState(s),
+            "nodewatch_accelerator_driver_up{vendor=\"nvidia\"} 0\n"
+            "nodewatch_accelerator_driver_info{vendor=\"nvidia\",state=\"not_loaded\","
+            "library_version=\"580.65.06\",kernel_module_version=\"\"} 1\n"
+            "nodewatch_accelerator_driver_devices{vendor=\"nvidia\"} 0\n");
+  EXPECT_EQ(s.sample_count(), kDriverSeries);
 }
 
-TEST(NvmlTest, OtherInitFailureIsAnError) {
-  FakeNode node(FAKE_NVML_LIBRARY, scenario("no_permission.scenario"));
-  MetricSink sink(accelerator_metric_table());
-  CollectContext ctx{Clock::now() + 10s, nullptr};
-  try {
-    node.collector().collect(ctx, sink);
-    ADD_FAILURE() << "collect did not throw";
-  } catch (const CollectError& e) {
-    EXPECT_EQ(e.reason(), "library_error");
-    EXPECT_NE(std::string(e.what()).find("nvmlInit failed: Insufficient Permissions (4)"),
-              std::string::npos)
-        << e.what();
+// nvmlInit's other answers are the driver's state, not the collector's
+// failure: each with the GPUs on the bus and the module's version.
+TEST(NvmlTest, AnInitFailureIsTheDriversStateWithTheGpusOnTheBus) {
+  struct Case {
+    const char* scenario;
+    const char* state;
+    const char* module;
+  };
+  for (const Case& k : {Case{"driver_not_loaded.scenario", "not_loaded", ""},
+                        Case{"version_mismatch.scenario", "version_mismatch", "550.54.15"},
+                        Case{"no_permission.scenario", "no_permission", "580.65.06"}}) {
+    SCOPED_TRACE(k.scenario);
+    NvidiaBus bus(2, k.module);
+    FakeNode node(FAKE_NVML_LIBRARY, scenario(k.scenario), {}, false, bus.sys());
+    const MetricSink s = node.Collect();
+    EXPECT_TRUE(s.errors().empty());
+    EXPECT_EQ(DriverState(s),
+              std::string("nodewatch_accelerator_driver_up{vendor=\"nvidia\"} 0\n"
+                          "nodewatch_accelerator_driver_info{vendor=\"nvidia\",state=\"") +
+                  k.state + "\",library_version=\"580.65.06\",kernel_module_version=\"" + k.module +
+                  "\"} 1\n"
+                  "nodewatch_accelerator_driver_devices{vendor=\"nvidia\"} 2\n");
   }
-  ExpectConformant(sink);
+}
+
+TEST(NvmlTest, AnAnsweringDriverIsUpWithItsVersions) {
+  NvidiaBus bus(8, "580.65.06");
+  FakeNode node(FAKE_NVML_LIBRARY, scenario("eight_gpus.scenario"), {}, false, bus.sys());
+  const MetricSink s = node.Collect();
+  EXPECT_EQ(DriverState(s),
+            "nodewatch_accelerator_driver_up{vendor=\"nvidia\"} 1\n"
+            "nodewatch_accelerator_driver_info{vendor=\"nvidia\",state=\"ok\","
+            "library_version=\"580.65.06\",kernel_module_version=\"580.65.06\"} 1\n"
+            "nodewatch_accelerator_driver_devices{vendor=\"nvidia\"} 8\n");
+}
+
+// No library at all with NVIDIA GPUs on the bus: said, library_missing.
+TEST(NvmlTest, NoLibraryWithGpusOnTheBusIsSaid) {
+  NvidiaBus bus(1, "");
+  FakeNode node("/nonexistent/libnvidia-ml.so.1", scenario("eight_gpus.scenario"), {}, false,
+                bus.sys());
+  const MetricSink s = node.Collect();
+  EXPECT_EQ(DriverState(s),
+            "nodewatch_accelerator_driver_up{vendor=\"nvidia\"} 0\n"
+            "nodewatch_accelerator_driver_info{vendor=\"nvidia\",state=\"library_missing\","
+            "library_version=\"\",kernel_module_version=\"\"} 1\n"
+            "nodewatch_accelerator_driver_devices{vendor=\"nvidia\"} 1\n");
 }
 
 // --- Regressions of the review's findings. ---

@@ -10,6 +10,7 @@
 #include <system_error>
 #include <vector>
 
+#include "accelerator/driver_state.hpp"
 #include "accelerator/nvml/nvml_fields.hpp"
 #include "nodewatch/collector.hpp"
 #include "nodewatch/metric.hpp"
@@ -131,6 +132,7 @@ NvmlSession::Opened NvmlSession::open(const std::string& library) {
     // A file that exists but does not load (wrong architecture, missing
     // dependency) is worth a warning; no library at all is a CPU node.
     out.warn = library.find('/') != std::string::npos && std::filesystem::exists(library, ec);
+    out.state = out.warn ? "library_broken" : "library_missing";
     out.message = "nvml: cannot load " + library + " (" + (err != nullptr ? err : "?") +
                   "); no NVIDIA devices, retrying once a minute";
     return out;
@@ -144,25 +146,39 @@ NvmlSession::Opened NvmlSession::open(const std::string& library) {
     for (const std::string& m : missing) names += (names.empty() ? "" : ", ") + m;
     throw CollectError("library_error", library + ": missing symbol " + names);
   }
+  // The library's own version answers before nvmlInit (NVIDIA's 535, 550
+  // and 555 do): what is installed, whether or not the driver answers.
+  auto read_nvml_version = [&] {
+    if (s->api_.system_get_nvml_version == nullptr) return;
+    std::array<char, nvml::kNvmlVersionBufferSize> buf{};
+    if (s->api_.system_get_nvml_version(buf.data(), buf.size()) == nvml::kSuccess)
+      s->nvml_version_ = nvml_c_string(buf.data(), buf.size());
+  };
+  read_nvml_version();
+  out.library_version = driver_version_of_nvml(s->nvml_version_);
   const nvml::Return rc = s->api_.init();
-  if (rc == nvml::kErrorDriverNotLoaded) {
-    out.message = "nvml: " + library + " loaded but the NVIDIA driver is not (" + s->error(rc) +
-                  "); no NVIDIA devices, retrying once a minute";
+  if (rc != nvml::kSuccess) {
+    // The driver does not answer: not loaded (9: no NVIDIA GPU, or a
+    // module that failed to build or load), another version than the
+    // library's (18: upgraded without a reboot), no permission on the
+    // device nodes (4). The collector says which (driver_state); an NVIDIA
+    // GPU on the bus makes it the node's problem.
+    out.state = std::string(nvml_init_state(rc));
+    out.warn = rc != nvml::kErrorDriverNotLoaded;
+    out.message = "nvml: " + library + " loaded but the NVIDIA driver does not answer (" +
+                  s->error(rc) + "); no NVIDIA devices, retrying once a minute";
     return out;
   }
-  if (rc != nvml::kSuccess)
-    throw CollectError("library_error", library + ": nvmlInit failed: " + s->error(rc));
   s->initialized_ = true;
   if (s->api_.system_get_driver_version != nullptr) {
     std::array<char, nvml::kDriverVersionBufferSize> buf{};
     if (s->api_.system_get_driver_version(buf.data(), buf.size()) == nvml::kSuccess)
       s->driver_version_ = nvml_c_string(buf.data(), buf.size());
   }
-  if (s->api_.system_get_nvml_version != nullptr) {
-    std::array<char, nvml::kNvmlVersionBufferSize> buf{};
-    if (s->api_.system_get_nvml_version(buf.data(), buf.size()) == nvml::kSuccess)
-      s->nvml_version_ = nvml_c_string(buf.data(), buf.size());
-  }
+  if (s->nvml_version_.empty()) read_nvml_version();
+  out.state = "ok";
+  out.library_version = driver_version_of_nvml(s->nvml_version_);
+  if (out.library_version.empty()) out.library_version = s->driver_version_;
   s->driver_branch_ = nvml_driver_branch(s->nvml_version_, s->driver_version_);
   // A failure here (a driver being reloaded) drops the session: `s` shuts
   // NVML down on the way out, and the open is retried like a failed load.

@@ -129,13 +129,19 @@ class NvmlSession : public std::enable_shared_from_this<NvmlSession> {
     std::shared_ptr<const NvmlSession> session;  // null: no library or no driver
     std::string message;                         // why not, when null
     bool warn = false;  // a library that exists but does not load: worth a warning
+    // The driver's state as driver_state.hpp names it ("ok", or
+    // library_missing, library_broken, or nvmlInit's answer), and the
+    // library's version ("535.261.03", "" where it does not say).
+    std::string state;
+    std::string library_version;
   };
-  // dlopen, dlsym, nvmlInit, nvmlSystemGetDriverVersion, nvmlDeviceGetCount.
-  // No library, or no driver: an Opened without a session (a CPU node is
-  // not an error). Throws CollectError "library_error" for a library that
-  // lacks a required symbol or whose nvmlInit fails for another reason, and
-  // "nvml_error" when nvmlDeviceGetCount fails (a driver being reloaded; the
-  // half-open session is shut down).
+  // dlopen, dlsym, nvmlSystemGetNVMLVersion, nvmlInit,
+  // nvmlSystemGetDriverVersion, nvmlDeviceGetCount. No library, or an
+  // nvmlInit that fails: an Opened without a session, with the state (a
+  // CPU node is not an error; a driver that does not answer is said
+  // through the state). Throws CollectError "library_error" for a library
+  // that lacks a required symbol, and "nvml_error" when nvmlDeviceGetCount
+  // fails (a driver being reloaded; the half-open session is shut down).
   static Opened open(const std::string& library);
 
  private:

@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "accelerator/driver_state.hpp"
 #include "accelerator/nvml/nvml_fields.hpp"
 
 namespace nodewatch::accelerator {
@@ -16,14 +17,31 @@ constexpr int kBudgetPercent = 80;
 // The accelerator collector's view of the service.
 class NvmlBackend final : public Backend {
  public:
-  explicit NvmlBackend(std::shared_ptr<NvmlService> nvml) : nvml_(std::move(nvml)) {}
+  NvmlBackend(std::shared_ptr<NvmlService> nvml, Roots roots)
+      : nvml_(std::move(nvml)), roots_(std::move(roots)) {}
   std::string_view name() const override { return "nvml"; }
   std::vector<DeviceSample> sample(const CollectContext& ctx) override {
     return nvml_->sample_devices(ctx);
   }
+  // Said where the library is installed or an NVIDIA GPU is on the bus.
+  DriverState driver_state() override {
+    const sources::FsRoot sys = roots_.sys();
+    DriverState d;
+    d.vendor = "nvidia";
+    const NvmlService::LoadOutcome o = nvml_->load_outcome();
+    d.devices = static_cast<int>(gpus_.read(sys).size());
+    d.known = (!o.state.empty() && o.state != "library_missing") || d.devices > 0;
+    d.up = o.state == "ok";
+    d.state = o.state.empty() ? "library_missing" : o.state;
+    d.library_version = o.library_version;
+    d.module_version = module_version(sys, "nvidia");
+    return d;
+  }
 
  private:
   std::shared_ptr<NvmlService> nvml_;
+  Roots roots_;
+  PciFunctions gpus_{"0x10de"};
 };
 
 }  // namespace
@@ -40,6 +58,11 @@ NvmlService::~NvmlService() {
   const auto deadline = Clock::now() + kNvmlStopGrace;
   if (xid) release_thread(xid->thread_state(), xid->thread(), deadline);
   pool_.release(deadline);
+}
+
+NvmlService::LoadOutcome NvmlService::load_outcome() const {
+  std::lock_guard lock(mu_);
+  return outcome_;
 }
 
 std::vector<DeviceSample> NvmlService::sample_devices(const CollectContext& ctx) {
@@ -141,10 +164,14 @@ std::shared_ptr<const NvmlSession> NvmlService::ensure_session(Clock::time_point
   opening_ = false;
   opened_.notify_all();
   if (error) {
+    // A library without a symbol nodewatch needs, or a driver that failed
+    // between nvmlInit and the device count.
+    outcome_.state = error->reason() == "library_error" ? "library_broken" : "init_failed";
     load_error_ = error;
     log_load_state(Severity::kError, error->what());
     throw *error;
   }
+  outcome_ = {opened.state, opened.library_version};
   if (!opened.session) {
     log_load_state(opened.warn ? Severity::kWarning : Severity::kInfo, opened.message);
     return nullptr;
@@ -192,6 +219,7 @@ void NvmlService::drop_session(const std::shared_ptr<const NvmlSession>& session
     if (session_ != session) return;
     xid = std::move(xid_);
     session_.reset();
+    outcome_.state = "lost";
     attempted_ = true;
     next_attempt_ = Clock::now() + options_.retry_interval;
     load_error_ = CollectError("nvml_error", library_ + ": " + why);
@@ -237,8 +265,8 @@ std::shared_ptr<NvmlService> nvml_service(const CollectorEnv& env) {
   return env.service<NvmlService>(library, [&] { return std::make_shared<NvmlService>(library); });
 }
 
-std::unique_ptr<Backend> make_nvml_backend(std::shared_ptr<NvmlService> nvml) {
-  return std::make_unique<NvmlBackend>(std::move(nvml));
+std::unique_ptr<Backend> make_nvml_backend(std::shared_ptr<NvmlService> nvml, Roots roots) {
+  return std::make_unique<NvmlBackend>(std::move(nvml), std::move(roots));
 }
 
 }  // namespace nodewatch::accelerator

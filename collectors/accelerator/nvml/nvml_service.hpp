@@ -97,6 +97,15 @@ class NvmlService {
   // Threads running for NVML now: one per GPU seen, and the XID thread.
   std::size_t threads() const;
 
+  // What the last load of the library found: the driver's state as
+  // driver_state.hpp names it ("" before the first), "lost" after the
+  // driver stopped answering a session, and the library's version.
+  struct LoadOutcome {
+    std::string state;
+    std::string library_version;
+  };
+  LoadOutcome load_outcome() const;
+
  private:
   using Clock = std::chrono::steady_clock;
 
@@ -118,6 +127,7 @@ class NvmlService {
   bool attempted_ = false;
   Clock::time_point next_attempt_{};
   std::optional<CollectError> load_error_;
+  LoadOutcome outcome_;
   std::string last_load_message_;
   bool events_checked_ = false;  // for session_: XID thread started, or its absence logged
   std::unique_ptr<NvmlXidWatcher> xid_;

@@ -930,13 +930,18 @@ FAKE_NVML_EXPORT nvml::Return nvmlSystemGetDriverVersion(char* version, unsigned
 
 // "13.580.65.06": the CUDA major version the driver branch came with (13
 // from R580, 12 before), then the driver version.
+// Answered before nvmlInit too, as NVIDIA's libraries answer it (535, 550
+// and 555 of Debian's archive, loaded without a driver: init 9, this call
+// 0): the version is the library's, not the driver's; the scenario names it.
 FAKE_NVML_EXPORT nvml::Return nvmlSystemGetNVMLVersion(char* version, unsigned length) {
   std::string v;
   {
     std::lock_guard lock(g_mu);
-    if (g_state.init_count == 0) return nvml::kErrorUninitialized;
-    if (g_state.version_unknown) return nvml::kErrorNotSupported;
-    v = (g_state.branch >= 580 ? "13." : "12.") + g_state.driver;
+    State before_init;
+    if (g_state.init_count == 0) before_init = load_scenario();
+    const State& st = g_state.init_count == 0 ? before_init : g_state;
+    if (st.version_unknown) return nvml::kErrorNotSupported;
+    v = (st.branch >= 580 ? "13." : "12.") + st.driver;
   }
   return copy_string(v, version, length);
 }
