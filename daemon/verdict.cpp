@@ -237,6 +237,39 @@ void accelerators_enumerated(Check& c) {
   }
 }
 
+// A vendor's GPUs on the bus with its driver not answering: after a kernel
+// or driver upgrade the first failure (a module that did not build or load;
+// a library and module of different versions), and one that left alone
+// looks like a node without GPUs. The library alone, with no GPU of the
+// vendor, is a node without them: healthy.
+void accelerator_drivers(Check& c) {
+  for (const Sample& x : c.s.of(accelerator::families::kDriverUp)) {
+    if (x.value != 0) continue;
+    const std::string vendor(x.label("vendor"));
+    const Sample* gpus = c.s.find(accelerator::families::kDriverDevices, {{"vendor", vendor}});
+    if (gpus == nullptr || gpus->value <= 0) continue;
+    const Sample* info = c.s.find(accelerator::families::kDriverInfo, {{"vendor", vendor}});
+    const std::string state = info != nullptr ? std::string(info->label("state")) : "down";
+    std::string detail = fmt(gpus->value) + " " + vendor + " GPU(s) on the bus, the driver " +
+                         (state == "not_bound" ? "bound to none or not all" : "says " + state);
+    if (info != nullptr) {
+      detail +=
+          " (library " +
+          (info->label("library_version").empty() ? std::string("?")
+                                                  : std::string(info->label("library_version"))) +
+          ", kernel module " +
+          (info->label("kernel_module_version").empty()
+               ? std::string("not loaded or unversioned")
+               : std::string(info->label("kernel_module_version"))) +
+          ")";
+    }
+    // A library and a module of different versions: the reboot loads the
+    // module the library was installed with.
+    c.add(kAccelerator, vendor, "driver_" + state, state == "version_mismatch" ? "reboot" : "drain",
+          std::move(detail));
+  }
+}
+
 void accelerators_responding(Check& c) {
   for (const Sample& x : c.s.of(accelerator::families::kUp))
     if (x.value == 0) {
@@ -498,6 +531,11 @@ const std::vector<Rule>& rules() {
        kAccelerator,
        {accelerator::families::kInfo},
        accelerators_enumerated},
+      {"accelerator_drivers",
+       kAccelerator,
+       {accelerator::families::kDriverUp, accelerator::families::kDriverInfo,
+        accelerator::families::kDriverDevices},
+       accelerator_drivers},
       {"accelerators_responding",
        kAccelerator,
        {accelerator::families::kUp},

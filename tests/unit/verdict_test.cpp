@@ -532,6 +532,19 @@ const std::vector<RuleCase>& RuleCases() {
       {"accelerators_enumerated", With([](Expectations& e) { e.accelerator_count = 2; }), info,
        "accelerator  missing reboot",
        info + std::regex_replace(info, std::regex("\"0\""), "\"1\"")},
+      // The library answers "driver not loaded" with an NVIDIA GPU on the
+      // bus; the near miss: the library alone, no NVIDIA GPU.
+      {"accelerator_drivers",
+       {},
+       "nodewatch_accelerator_driver_up{vendor=\"nvidia\"} 0\n"
+       "nodewatch_accelerator_driver_info{vendor=\"nvidia\",state=\"not_loaded\","
+       "library_version=\"550.163.01\",kernel_module_version=\"\"} 1\n"
+       "nodewatch_accelerator_driver_devices{vendor=\"nvidia\"} 2\n",
+       "accelerator nvidia driver_not_loaded drain",
+       "nodewatch_accelerator_driver_up{vendor=\"nvidia\"} 0\n"
+       "nodewatch_accelerator_driver_info{vendor=\"nvidia\",state=\"not_loaded\","
+       "library_version=\"550.163.01\",kernel_module_version=\"\"} 1\n"
+       "nodewatch_accelerator_driver_devices{vendor=\"nvidia\"} 0\n"},
       {"accelerators_responding",
        {},
        Gpu("up", "", "0"),
