@@ -618,6 +618,14 @@ def node():
                   min=0, max=1)
     items = verdict_row() + [
         row("Accelerators"),
+        state_timeline("Accelerator driver", "1 while the vendor's driver answers; 0 it does not (why, and the "
+                       "versions: the table beside). With GPUs of the vendor on the bus that is "
+                       "NodewatchAcceleratorDriverDown.", "none",
+                       [(f"nodewatch_accelerator_driver_up{sel()}", "{{vendor}}")], mappings=UP_DOWN, w=12, h=6),
+        table("Accelerator driver state", "Each vendor's driver: its state, the versions of its library and "
+              "kernel module, and its GPUs on the PCI bus.", "none",
+              [(f"nodewatch_accelerator_driver_info{sel()}", "info"),
+               (f"nodewatch_accelerator_driver_devices{sel()}", "GPUs on the bus")], w=12, h=6),
         state_timeline("Accelerator up", "1 while the accelerator answers its driver; 0 lost, reset required or stuck.",
                        "none", [(f"nodewatch_accelerator_up{sel()}", acc)], mappings=UP_DOWN, w=24, h=6),
         state_timeline("Recovery action", "The driver's verdict on what the accelerator needs before it is usable "
