@@ -187,12 +187,14 @@ sanitizer_build() {
   return "$rc"
 }
 
-# NVIDIA's NVML libraries of Debian's archive (535, 550, 555), which
-# tests/integration/real_nvml_test.cpp loads: fetched once into a cache
-# through a private apt configuration (tests/archive/fetch.sh); where the
-# archive cannot be reached it says so loudly and those tests skip.
+# What the tests run for real from Debian's archive: NVIDIA's NVML
+# libraries (535, 550, 555; tests/integration/real_nvml_test.cpp) and
+# sid's promtool 3 (the rules' tests under Prometheus 3): fetched once into
+# a cache through a private apt configuration (tests/archive/fetch.sh);
+# where the archive cannot be reached it says so loudly and those tests
+# skip.
 export NODEWATCH_ARCHIVE_CACHE=${NODEWATCH_ARCHIVE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodewatch-archive}
-echo "== the real NVML libraries of Debian's archive"
+echo "== NVIDIA's NVML libraries and promtool 3 from Debian's archive"
 tests/archive/fetch.sh "$NODEWATCH_ARCHIVE_CACHE"
 took "fetching them"
 

@@ -1,74 +1,92 @@
 #!/usr/bin/env bash
-# Fetches the vendor libraries of Debian's archive that the tests load for
-# real (tests/integration/real_nvml_test.cpp) into a cache:
-#   libnvidia-ml1 of bookworm (535), trixie (550) and experimental (555),
-#   non-free: NVIDIA's NVML as a node installs it.
+# Fetches what the tests run for real from Debian's archive into a cache:
+#   nvml/<version>/      libnvidia-ml1 of bookworm (535), trixie (550) and
+#                        experimental (555), non-free: NVIDIA's NVML as a
+#                        node installs it (tests/integration/real_nvml_test.cpp);
+#   promtool/<version>/  promtool of sid (3.x), beside bookworm's 2.42, so
+#                        that the rules' tests run under both
+#                        (tests/e2e/CMakeLists.txt, AlertRules.*).
 # Through a private apt configuration (its own sources list, lists and
-# archives under the cache; the machine's sources are never read or
+# archives under the cache; the machine's sources are neither read nor
 # changed), the archive's signatures checked with the machine's Debian
-# keyring; each package unpacked with dpkg -x into
-# CACHE/nvml/<version>/. A version already there is not fetched again.
-# Where the archive cannot be reached it says so loudly, writes why to
-# CACHE/nvml/status, and exits 0: the tests then skip, saying why.
+# keyring; each package unpacked with dpkg -x. What is already there is
+# not fetched again. Where the archive cannot be reached it says so
+# loudly, writes why to CACHE/status, and exits 0: the tests then skip,
+# saying why.
 # Usage: tests/archive/fetch.sh CACHE_DIR
 set -uo pipefail
 cache=${1:?usage: fetch.sh CACHE_DIR}
-suites=(bookworm trixie experimental)
-nvml="$cache/nvml"
 apt="$cache/apt"
-mkdir -p "$nvml" "$apt/lists/partial" "$apt/archives/partial" || exit 0
+mkdir -p "$apt/lists/partial" "$apt/archives/partial" || exit 0
+# Where the archive answers but a step fails, the message says which.
 
-say_unreachable() {
-  echo "fetch.sh: WARNING: Debian's archive is not reachable ($1): the tests of the real NVML libraries will skip" >&2
-  echo "unreachable: $1" >"$nvml/status"
+# name package suite component path: one per line; the file is the one
+# whose path in the package matches (find -path), kept under its name.
+wanted="nvml libnvidia-ml1 bookworm non-free */libnvidia-ml.so.1
+nvml libnvidia-ml1 trixie non-free */libnvidia-ml.so.1
+nvml libnvidia-ml1 experimental non-free */libnvidia-ml.so.1
+promtool promtool sid main */bin/promtool"
+
+# Says why nothing could be fetched, and stops.
+unreachable() {
+  echo "fetch.sh: WARNING: cannot fetch from Debian's archive ($1): the tests that run its packages will skip" >&2
+  echo "unreachable: $1" >"$cache/status"
   exit 0
 }
 
-have=0
-for suite in "${suites[@]}"; do
-  [[ -f "$nvml/$suite.version" && -e "$nvml/$(cat "$nvml/$suite.version")/libnvidia-ml.so.1" ]] && ((have++))
-done
-if ((have == ${#suites[@]})); then
-  echo "ok (cached): $(cd "$nvml" && cat ./*.version | tr '\n' ' ')" >"$nvml/status"
-  cat "$nvml/status"
+# Cached when every line's version file names an unpacked file.
+cached=1
+while read -r name package suite component path; do
+  file=${path##*/}
+  v="$cache/$name/$suite.version"
+  [[ -f $v && -e "$cache/$name/$(cat "$v")/$file" ]] || cached=0
+done <<<"$wanted"
+if ((cached)); then
+  echo "ok (cached): $(cd "$cache" && cat ./*/*.version | tr '\n' ' ')" | tee "$cache/status"
   exit 0
 fi
 
+[[ $(dpkg --print-architecture 2>/dev/null) == amd64 ]] || unreachable "these packages are fetched for amd64 only"
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 signed=""
 [[ -r $keyring ]] && signed=" [signed-by=$keyring]"
 : >"$apt/sources.list"
-for suite in "${suites[@]}"; do
-  echo "deb$signed http://deb.debian.org/debian $suite non-free" >>"$apt/sources.list"
-done
+while read -r name package suite component path; do
+  echo "deb$signed http://deb.debian.org/debian $suite $component" >>"$apt/sources.list"
+done <<<"$wanted"
+sort -u -o "$apt/sources.list" "$apt/sources.list"
 opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
   -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt" -o "Dir::Cache::Archives=$apt/archives"
   -o Debug::NoLocking=1 -o APT::Sandbox::User=root -o Acquire::Retries=1
-  -o Acquire::http::Timeout=20 -o APT::Architecture=amd64)
-[[ $(dpkg --print-architecture) == amd64 ]] || say_unreachable "NVIDIA's libraries are fetched for amd64 only"
-out=$(timeout 180 apt-get "${opts[@]}" update 2>&1) || say_unreachable "apt-get update: $(tail -1 <<<"$out")"
+  -o Acquire::http::Timeout=20)
+out=$(timeout 180 apt-get "${opts[@]}" update 2>&1) || unreachable "apt-get update: $(tail -1 <<<"$out")"
 if grep -qE '^(E:|Err:)' <<<"$out"; then
-  say_unreachable "apt-get update: $(grep -E '^(E:|Err:)' <<<"$out" | head -1)"
+  unreachable "apt-get update: $(grep -E '^(E:|Err:)' <<<"$out" | head -1)"
 fi
-for suite in "${suites[@]}"; do
-  version=$(apt-cache "${opts[@]}" show "libnvidia-ml1/$suite" 2>/dev/null | sed -n 's/^Version: //p' | head -1)
-  [[ -n $version ]] || say_unreachable "no libnvidia-ml1 in $suite non-free"
+while read -r name package suite component path; do
+  file=${path##*/}
+  version=$(apt-cache "${opts[@]}" show "$package/$suite" 2>/dev/null | sed -n 's/^Version: //p' | head -1)
+  [[ -n $version ]] || unreachable "no $package in $suite $component"
   upstream=${version%-*}
-  if [[ ! -e "$nvml/$upstream/libnvidia-ml.so.1" ]]; then
-    (cd "$apt/archives" && timeout 180 apt-get "${opts[@]}" download "libnvidia-ml1=$version" >/dev/null 2>&1) ||
-      say_unreachable "apt-get download libnvidia-ml1=$version failed"
-    deb=$(ls "$apt/archives"/libnvidia-ml1_"${version/:/%3a}"_*.deb 2>/dev/null | head -1)
-    [[ -n $deb ]] || say_unreachable "libnvidia-ml1=$version: no package downloaded"
-    rm -rf "$nvml/$upstream.tmp" && mkdir -p "$nvml/$upstream.tmp" && dpkg -x "$deb" "$nvml/$upstream.tmp/root" ||
-      say_unreachable "dpkg -x $deb failed"
-    lib=$(find "$nvml/$upstream.tmp/root" -name libnvidia-ml.so.1 | head -1)
-    [[ -n $lib ]] || say_unreachable "$deb holds no libnvidia-ml.so.1"
-    # The library and its versioned name, as the package installs them.
-    cp -P "$(dirname "$lib")"/libnvidia-ml.so.* "$nvml/$upstream.tmp/" &&
-      rm -rf "$nvml/$upstream.tmp/root" && rm -rf "${nvml:?}/$upstream" && mv "$nvml/$upstream.tmp" "$nvml/$upstream" ||
-      say_unreachable "could not unpack $deb"
+  dir="$cache/$name/$upstream"
+  if [[ ! -e "$dir/$file" ]]; then
+    (cd "$apt/archives" && timeout 300 apt-get "${opts[@]}" download "$package=$version" >/dev/null 2>&1) ||
+      unreachable "apt-get download $package=$version failed"
+    deb=$(ls "$apt/archives/${package}_${version/:/%3a}"_*.deb 2>/dev/null | head -1)
+    [[ -n $deb ]] || unreachable "$package=$version: no package downloaded"
+    rm -rf "$dir.tmp" && mkdir -p "$dir.tmp" && dpkg -x "$deb" "$dir.tmp/root" ||
+      unreachable "dpkg -x $deb failed"
+    found=$(find "$dir.tmp/root" \( -type f -o -type l \) -path "$path" | head -1)
+    [[ -n $found ]] || unreachable "$deb holds no $file"
+    # The file and its versioned names beside it (libnvidia-ml.so.1 ->
+    # libnvidia-ml.so.535.261.03), as the package installs them.
+    stem=$file
+    [[ $file == *.so.* ]] && stem=${file%%.so.*}.so.
+    cp -P "$(dirname "$found")/$stem"* "$dir.tmp/" && rm -rf "$dir.tmp/root" "$deb" &&
+      rm -rf "$dir" && mv "$dir.tmp" "$dir" || unreachable "could not unpack $deb"
   fi
-  echo "$upstream" >"$nvml/$suite.version"
-done
-echo "ok: $(cd "$nvml" && cat ./*.version | tr '\n' ' ')" >"$nvml/status"
-cat "$nvml/status"
+  echo "$upstream" >"$cache/$name/$suite.version"
+done <<<"$wanted"
+# The package lists are not needed once all is unpacked (sid's are large).
+rm -rf "$apt/lists" "$apt"/*.bin
+echo "ok: $(cd "$cache" && cat ./*/*.version | tr '\n' ' ')" | tee "$cache/status"
