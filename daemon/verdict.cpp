@@ -306,7 +306,17 @@ void row_remap_pending(Check& c) {
 
 void thermal_margin(Check& c) {
   double margin = c.e.threshold("NodewatchAcceleratorThermalMarginLow.celsius");
+  // The driver's own margin where it gives one (it knows memory's
+  // threshold too); else the GPU's slowdown less its hottest sensor.
+  std::set<std::pair<std::string_view, std::string_view>> judged;
+  for (const Sample& x : c.s.of(accelerator::families::kThermalMarginCelsius)) {
+    judged.insert({x.label("accelerator"), x.label("uuid")});
+    if (x.value < margin)
+      c.add(kAccelerator, c.acc.of(x), "thermal_margin_low", "inspect_hardware",
+            fmt(x.value) + " °C from the nearest slowdown threshold, as the driver reckons");
+  }
   for (const Sample& x : c.s.of(accelerator::families::kTemperatureSlowdownCelsius)) {
+    if (judged.contains({x.label("accelerator"), x.label("uuid")})) continue;
     double hottest = -INFINITY;
     for (const Sample& t : c.s.of(accelerator::families::kTemperatureCelsius))
       if (t.label("accelerator") == x.label("accelerator") && t.label("uuid") == x.label("uuid") &&
@@ -554,7 +564,8 @@ const std::vector<Rule>& rules() {
        row_remap_pending},
       {"thermal_margin",
        kAccelerator,
-       {accelerator::families::kTemperatureSlowdownCelsius,
+       {accelerator::families::kThermalMarginCelsius,
+        accelerator::families::kTemperatureSlowdownCelsius,
         accelerator::families::kTemperatureCelsius},
        thermal_margin},
       {"nvlinks_active", kNvlink, {interconnect::families::kNvlinkLinksActive}, nvlinks_active},

@@ -674,10 +674,13 @@ def node():
             (f"nodewatch_accelerator_process_memory_used_bytes{sel()}", acc + " job {{job_id}}")]),
         ts("Temperature", "Accelerator temperatures by sensor.", "celsius",
            [(f"nodewatch_accelerator_temperature_celsius{sel()}", acc + " {{sensor}}")]),
-        ts("Margin to thermal slowdown", "Slowdown temperature minus the hottest core sensor; alerts below 3 °C.",
+        ts("Margin to thermal slowdown", "The driver's own margin to the nearest slowdown threshold where it "
+           "gives one (NVML 12.8 on), else slowdown temperature minus the hottest core sensor; alerts below 3 °C.",
            "celsius",
-           [(f"nodewatch_accelerator_temperature_slowdown_celsius{sel()} - on (job, instance, accelerator, uuid) group_left () "
-             f"max without (sensor) (nodewatch_accelerator_temperature_celsius{sel(NOT_MEMORY)})", acc)]),
+           [(f"nodewatch_accelerator_thermal_margin_celsius{sel()} or on (job, instance, accelerator, uuid) "
+             f"(nodewatch_accelerator_temperature_slowdown_celsius{sel()} - on (job, instance, accelerator, uuid) "
+             f"group_left () max without (sensor) (nodewatch_accelerator_temperature_celsius{sel(NOT_MEMORY)}))",
+             acc)]),
         ts("Power", "Power draw against the enforced limit.", "watt",
            [(f"nodewatch_accelerator_power_watts{sel()}", acc),
             (f"nodewatch_accelerator_power_limit_watts{sel()}", acc + " limit")]),

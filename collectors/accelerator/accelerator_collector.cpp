@@ -70,6 +70,7 @@ const MetricTable& accelerator_metric_table() {
       describe(families::kMemoryTotalBytes),
       describe(families::kTemperatureCelsius),
       describe(families::kTemperatureSlowdownCelsius),
+      describe(families::kThermalMarginCelsius),
       describe(families::kPowerWatts),
       describe(families::kPowerLimitWatts),
       describe(families::kEnergyJoulesTotal),
@@ -133,6 +134,7 @@ void emit_device(const DeviceSample& d, MetricSink& out) {
   for (const auto& [sensor, v] : d.temperature_celsius)
     out.add(families::kTemperatureCelsius, with(d, sensor), v);
   opt(families::kTemperatureSlowdownCelsius, d.temperature_slowdown_celsius);
+  opt(families::kThermalMarginCelsius, d.thermal_margin_celsius);
   opt(families::kPowerWatts, d.power_watts);
   opt(families::kPowerLimitWatts, d.power_limit_watts);
   opt(families::kEnergyJoulesTotal, d.energy_joules);

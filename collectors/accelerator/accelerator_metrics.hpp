@@ -87,6 +87,15 @@ inline constexpr Family kTemperatureSlowdownCelsius{
     "Temperature at which the device starts to slow its clocks down.",
     {"accelerator", "uuid"}};
 
+inline constexpr Family kThermalMarginCelsius{
+    "nodewatch_accelerator_thermal_margin_celsius",
+    MetricType::kGauge,
+    "celsius",
+    "How far the device is from the nearest thermal slowdown threshold, as its driver reckons it "
+    "(NVIDIA nvmlDeviceGetMarginTemperature, drivers with NVML 12.8 and later; memory's "
+    "threshold included); absent where the driver does not say.",
+    {"accelerator", "uuid"}};
+
 inline constexpr Family kPowerWatts{"nodewatch_accelerator_power_watts",
                                     MetricType::kGauge,
                                     "watts",

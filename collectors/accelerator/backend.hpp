@@ -116,6 +116,7 @@ struct DeviceSample {
   std::map<std::string, double>
       temperature_celsius;  // sensor -> value ("gpu", "memory", "edge", "junction")
   std::optional<double> temperature_slowdown_celsius;
+  std::optional<double> thermal_margin_celsius;  // the driver's, to the nearest slowdown
   std::optional<double> power_watts;
   std::optional<double> power_limit_watts;
   std::optional<double> energy_joules;                // cumulative since driver load

@@ -84,14 +84,14 @@ struct Gpu {
 };
 
 // Series per device in eight_gpus.scenario: info, up, 2 utilization,
-// 2 memory, 2 temperatures, slowdown, power, limit, energy, 3 clocks,
+// 2 memory, 2 temperatures, slowdown, thermal margin, power, limit, energy, 3 clocks,
 // 9 throttle reasons, 5 throttle times, 2 ECC, 2 remapped rows, pending,
 // failed, replays, 2 PCIe byte counters, the capacities of PCIe and C2C,
 // and per C2C link (2) its state, errors, back-to-back replays and power
 // state, 6 recovery actions, the compute process count (0: the default
 // scenario runs none, so no job either). (GPM, and with it the C2C bytes,
 // needs two cycles: none in a first collection.)
-constexpr std::size_t kSeriesPerGpu = 55;
+constexpr std::size_t kSeriesPerGpu = 56;
 // And once a node whose NVML library loads: the driver's up, info and
 // devices (nodewatch_accelerator_driver_*).
 constexpr std::size_t kDriverSeries = 3;
@@ -193,6 +193,10 @@ void ExpectHealthyGpu(const MetricSink& s, unsigned index, bool old_driver = fal
   EXPECT_EQ(Value(s, "nodewatch_accelerator_memory_total_bytes", g.dev()), 80 * kGiB);
   EXPECT_EQ(Value(s, "nodewatch_accelerator_temperature_celsius", g.with("gpu")), 30 + i);
   EXPECT_EQ(Value(s, "nodewatch_accelerator_temperature_slowdown_celsius", g.dev()), 80 + i);
+  // The driver's own margin, where it has the call (not the old library).
+  if (!old_driver) {
+    EXPECT_EQ(Value(s, "nodewatch_accelerator_thermal_margin_celsius", g.dev()), 45 - i);
+  }
   EXPECT_DOUBLE_EQ(Value(s, "nodewatch_accelerator_power_watts", g.dev()), 100.25 + i);
   EXPECT_DOUBLE_EQ(Value(s, "nodewatch_accelerator_power_limit_watts", g.dev()), 700 - 10 * i);
   EXPECT_DOUBLE_EQ(Value(s, "nodewatch_accelerator_energy_joules_total", g.dev()), 5e6 + i);
@@ -619,8 +623,9 @@ TEST(NvmlTest, OldLibraryFallbacksGiveTheSameCoreValues) {
   for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(s, i, /*old_driver=*/true);
   EXPECT_TRUE(s.errors().empty());
   // No field values: no memory temperature, 5 throttle times, 8 C2C series
-  // of 2 links and the C2C capacity, 6 recovery actions; the driver's 3.
-  EXPECT_EQ(s.sample_count(), kGpus * (kSeriesPerGpu - 21) + kDriverSeries);
+  // of 2 links and the C2C capacity, 6 recovery actions; no thermal margin;
+  // the driver's 3.
+  EXPECT_EQ(s.sample_count(), kGpus * (kSeriesPerGpu - 22) + kDriverSeries);
   FakeHooks hooks(FAKE_NVML_OLD_LIBRARY);
   EXPECT_EQ(hooks.Calls("nvmlDeviceGetMemoryInfo"), kGpus);
   EXPECT_EQ(hooks.Calls("nvmlDeviceGetPciInfo"), kGpus);

@@ -667,6 +667,23 @@ TEST(VerdictRules, EveryRuleHasACase) {
         << "the rule " << name << " has no case in RuleCases() (tests/unit/verdict_test.cpp)";
 }
 
+// The driver's thermal margin (NVML 12.8 on) decides where it is given:
+// it knows memory's threshold, which slowdown less the GPU sensor misses.
+TEST(VerdictRules, TheDriversThermalMarginDecidesWhereItIsGiven) {
+  VerdictEngine engine{Expectations{}};
+  // The GPU sensor is far from slowdown; the driver says 1 °C.
+  Verdict v = Evaluate(engine, Gpu("temperature_slowdown_celsius", "", "90") +
+                                   Gpu("temperature_celsius", ",sensor=\"gpu\"", "70") +
+                                   Gpu("thermal_margin_celsius", "", "1"));
+  EXPECT_EQ(Problems(v), "accelerator GPU-a thermal_margin_low inspect_hardware\n");
+  // The GPU sensor is 2 °C from slowdown; the driver says 10: no problem.
+  VerdictEngine fresh{Expectations{}};
+  v = Evaluate(fresh, Gpu("temperature_slowdown_celsius", "", "90") +
+                          Gpu("temperature_celsius", ",sensor=\"gpu\"", "88") +
+                          Gpu("thermal_margin_celsius", "", "10"));
+  EXPECT_EQ(Problems(v), "");
+}
+
 TEST(VerdictRules, EachReportsItsProblemAndNotANearMiss) {
   for (const RuleCase& c : RuleCases()) {
     SCOPED_TRACE(std::string(c.rule));

@@ -89,6 +89,16 @@ static_assert(sizeof(TemperatureV1) == 12);
 inline constexpr unsigned kTemperatureV1Version = sizeof(TemperatureV1) | (1u << 24);
 static_assert(kTemperatureV1Version == 0x0100000C);
 
+// nvmlMarginTemperature_v1_t, for nvmlDeviceGetMarginTemperature (NVML
+// 12.8 on: in go-nvml's nvml.h from the 12.8 sync, f420a32; not in 12.6).
+struct MarginTemperatureV1 {
+  unsigned version;  // kMarginTemperatureV1Version
+  int margin;        // °C to the nearest slowdown threshold
+};
+static_assert(sizeof(MarginTemperatureV1) == 8);
+inline constexpr unsigned kMarginTemperatureV1Version = sizeof(MarginTemperatureV1) | (1u << 24);
+static_assert(kMarginTemperatureV1Version == 0x01000008);
+
 // nvmlPciInfo_t. busIdLegacy is what nvmlDeviceGetPciInfo (v1) fills
 // ("0000:17:00.0"); busId is what _v2/_v3 fill ("00000000:17:00.0"). In the
 // oldest drivers the bytes from offset 36 on were reserved, so v1 callers
@@ -383,6 +393,7 @@ using DeviceGetUtilizationFn = Return (*)(Device, Utilization*);  // GetUtilizat
 using DeviceGetMemoryInfoFn = Return (*)(Device, Memory*);        // GetMemoryInfo
 using DeviceGetMemoryInfoV2Fn = Return (*)(Device, MemoryV2*);    // GetMemoryInfo_v2
 using DeviceGetTemperatureVFn = Return (*)(Device, TemperatureV1*);  // GetTemperatureV
+using DeviceGetMarginTemperatureFn = Return (*)(Device, MarginTemperatureV1*);
 using DeviceGetTemperatureFn = Return (*)(Device, unsigned sensor, unsigned* celsius);
 using DeviceGetTemperatureThresholdFn = Return (*)(Device, unsigned threshold, unsigned* celsius);
 // GetPowerUsage (mW), GetEnforcedPowerLimit (mW), GetPcieReplayCounter.

@@ -40,6 +40,7 @@ struct NvmlApi {
   nvml::DeviceGetMemoryInfoV2Fn device_get_memory_info_v2 = nullptr;
   nvml::DeviceGetMemoryInfoFn device_get_memory_info = nullptr;
   nvml::DeviceGetTemperatureVFn device_get_temperature_v = nullptr;
+  nvml::DeviceGetMarginTemperatureFn device_get_margin_temperature = nullptr;  // 12.8 on
   nvml::DeviceGetTemperatureFn device_get_temperature = nullptr;
   nvml::DeviceGetTemperatureThresholdFn device_get_temperature_threshold = nullptr;
   nvml::DeviceGetUintFn device_get_power_usage = nullptr;

@@ -596,6 +596,14 @@ void read_temperatures(Answers& a, nvml::Device dev) {
              "nvmlDeviceGetTemperatureThreshold"))
       d.temperature_slowdown_celsius = t;
   }
+  // The driver's own margin, to the nearest of the thresholds it knows
+  // (memory's too, which the GPU's slowdown does not cover).
+  if (api.device_get_margin_temperature != nullptr) {
+    nvml::MarginTemperatureV1 m{};
+    m.version = nvml::kMarginTemperatureV1Version;
+    if (a.ok(api.device_get_margin_temperature(dev, &m), "nvmlDeviceGetMarginTemperature"))
+      d.thermal_margin_celsius = m.margin;
+  }
 }
 
 // Power draw, the enforced limit and the energy counter.

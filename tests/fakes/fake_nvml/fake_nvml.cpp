@@ -1262,6 +1262,23 @@ FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetTemperatureV(nvml::Device dev, nvml::
   return rc;
 }
 
+// 45-i °C: nearer than the GPU's own slowdown (80+i, at 30+i: 50), as a
+// driver that counts memory's threshold too may say. Drivers before R570
+// (NVML 12.8) have no such call: NOT_SUPPORTED there.
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetMarginTemperature(nvml::Device dev,
+                                                             nvml::MarginTemperatureV1* m) {
+  if (m == nullptr) return nvml::kErrorInvalidArgument;
+  if (m->version != nvml::kMarginTemperatureV1Version) return 25;  // ARGUMENT_VERSION_MISMATCH
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc != nvml::kSuccess) return rc;
+  {
+    std::lock_guard lock(g_mu);
+    if (g_state.branch < 570) return nvml::kErrorNotSupported;
+  }
+  m->margin = 45 - static_cast<int>(dev->index);
+  return rc;
+}
+
 FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetCurrentClocksEventReasons(nvml::Device dev,
                                                                      unsigned long long* r) {
   return get_reasons(__func__, dev, r);
@@ -1689,6 +1706,8 @@ static_assert(std::is_same_v<decltype(&nvmlDeviceGetPciInfo_v2), nvml::DeviceGet
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetPciInfo_v3), nvml::DeviceGetPciInfoFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetMemoryInfo_v2), nvml::DeviceGetMemoryInfoV2Fn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetTemperatureV), nvml::DeviceGetTemperatureVFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetMarginTemperature), nvml::DeviceGetMarginTemperatureFn>);
 static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetCurrentClocksEventReasons), nvml::DeviceGetUllFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetFieldValues), nvml::DeviceGetFieldValuesFn>);
