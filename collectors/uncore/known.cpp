@@ -88,21 +88,12 @@ std::optional<Correction> scale_correction(std::string_view pmu, std::string_vie
 
 namespace {
 
-std::string pmu_file(std::string_view pmu, std::string_view rest) {
-  std::string p(kPmuDir);
-  p += '/';
-  p += pmu;
-  p += '/';
-  p += rest;
-  return p;
-}
-
 bool has_event(const sources::FsRoot& sys, std::string_view pmu, std::string_view alias) {
-  return sys.read(pmu_file(pmu, "events/" + std::string(alias))).ok();
+  return sys.read(pmu_path(pmu, "events/" + std::string(alias))).ok();
 }
 
 bool has_format(const sources::FsRoot& sys, std::string_view pmu, std::string_view term) {
-  return sys.read(pmu_file(pmu, "format/" + std::string(term))).ok();
+  return sys.read(pmu_path(pmu, "format/" + std::string(term))).ok();
 }
 
 // Grace's cores: Arm Neoverse V2 (implementer 0x41, part 0xd4f). Its
@@ -217,7 +208,7 @@ void intel_iio(std::vector<HostLinkEvent>& out, const sources::FsRoot& sys, cons
   std::vector<std::optional<std::string>> buses(desc->cpus.size());
   bool mapped = false;
   for (std::size_t d = 0; d < buses.size(); ++d) {
-    const sources::Read bus = sys.read(pmu_file(stack, "die" + std::to_string(d)));
+    const sources::Read bus = sys.read(pmu_path(stack, "die" + std::to_string(d)));
     if (!bus.ok()) continue;
     buses[d] = std::string(text::trim(bus.value()));
     mapped = true;

@@ -57,15 +57,6 @@ bool is_name(std::string_view s) {
          s != "." && s != "..";
 }
 
-std::string pmu_path(std::string_view pmu, std::string_view rest) {
-  std::string p(kPmuDir);
-  p += '/';
-  p += pmu;
-  p += '/';
-  p += rest;
-  return p;
-}
-
 // Sets `value` into `attr` at the bits of `format`, low bits first.
 bool apply(const FormatTerm& format, std::uint64_t value, EventAttr& attr) {
   std::uint64_t& word = attr.config[format.word];
@@ -203,6 +194,15 @@ struct Resolver {
 };
 
 }  // namespace
+
+std::string pmu_path(std::string_view pmu, std::string_view rest) {
+  std::string p(kPmuDir);
+  p += '/';
+  p += pmu;
+  p += '/';
+  p += rest;
+  return p;
+}
 
 std::optional<std::vector<int>> parse_cpulist(std::string_view text) {
   text = trim(text);

@@ -27,6 +27,9 @@ namespace nodewatch::uncore {
 
 inline constexpr std::string_view kPmuDir = "bus/event_source/devices";
 
+// "<kPmuDir>/<pmu>/<rest>": a file of a PMU's description.
+std::string pmu_path(std::string_view pmu, std::string_view rest);
+
 // "0-3,8,10-11" -> {0,1,2,3,8,10,11}; nullopt for anything else (an
 // empty list included).
 std::optional<std::vector<int>> parse_cpulist(std::string_view text);
