@@ -254,7 +254,8 @@ class Round {
       }
     }
     double counted = 0;
-    e.cpu_totals.resize(now.size(), 0);
+    // Never shrunk: a die whose CPUs all went offline keeps its total.
+    if (e.cpu_totals.size() < now.size()) e.cpu_totals.resize(now.size(), 0);
     std::uint64_t enabled = 0;
     std::uint64_t running = 0;
     for (std::size_t i = 0; i < now.size(); ++i) {
@@ -380,7 +381,19 @@ void UncoreCollector::collect(const CollectContext& ctx, MetricSink& out) {
     // Found again when the PMUs change, and now and then besides: a
     // description that could not be read once is not lost for good.
     if (!links_found_ || pmus.names != link_pmus_ || ++rounds_since_found_ >= kRefindRounds) {
-      links_ = host_link_events(sys, pmus.names, cpu_);
+      std::vector<HostLinkEvent> found = host_link_events(sys, pmus.names, cpu_);
+      // An event of a PMU still listed that this look did not find (its
+      // description unreadable for a moment) stays, with its total: only
+      // a PMU that went takes its events with it.
+      for (HostLinkEvent& old : links_) {
+        const bool listed =
+            std::find(pmus.names.begin(), pmus.names.end(), old.pmu) != pmus.names.end();
+        const bool kept = std::any_of(found.begin(), found.end(), [&](const HostLinkEvent& e) {
+          return e.pmu == old.pmu && e.terms == old.terms;
+        });
+        if (listed && !kept) found.push_back(std::move(old));
+      }
+      links_ = std::move(found);
       link_pmus_ = pmus.names;
       links_found_ = true;
       devices_found_ = false;

@@ -49,7 +49,8 @@ inline constexpr Family kHostLinkBytesTotal{
     MetricType::kCounter,
     "bytes",
     "Bytes between the CPU and the devices it hosts, as the CPU's own PMUs count them "
-    "(collectors.uncore.host_links), by link (c2c: NVLink-C2C to the GPU; pcie), direction "
+    "(collectors.uncore.host_links), by link (c2c: NVLink-C2C, to the GPU; on a Grace CPU "
+    "Superchip, to the other CPU; pcie), direction "
     "(tx: from the device, rx: to it), and where the PMU tells them apart, die (Intel: the "
     "IIO stack's die) and port (C2C port, IIO port; empty: the PMU whole). Since nodewatch "
     "started. The devices behind each: nodewatch_uncore_host_link_device_info.",

@@ -788,6 +788,43 @@ TEST(UncoreHostLinks, AReloadKeepsTheTotals) {
   EXPECT_EQ(off.open_counters(), 0U);
 }
 
+// The tables are looked for again when the PMUs listed change: an event
+// of a PMU still listed that the new look misses (its file unreadable for
+// a moment) keeps its counters and its total; a PMU that goes takes its
+// events with it.
+TEST(UncoreHostLinks, AMomentarilyUnreadableEventKeepsItsSeries) {
+  TempDir dir;
+  std::filesystem::copy(
+      nodewatch::testing::fixtures_dir() / "uncore" / "grace-6.14", dir.path(),
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+  const Roots roots{dir.path() / "sys", dir.path() / "proc", nullptr};
+  const std::filesystem::path pmus = dir.path() / "sys" / kPmuDir;
+  FakePerf perf;
+  UncoreCollector c(roots, HostLinks(), make_counters(perf));
+  const Labels series{"nvidia_nvlink_c2c0_pmu_0", "", "0", "c2c", "rx"};
+  Collect(c);
+  perf.advance_event(40, 0x0, 1, 0, 100);
+  EXPECT_EQ(Value(Collect(c), families::kHostLinkBytesTotal, series), 100);
+  // rd_bytes_loc unreadable, and a PMU appears: the tables are looked for.
+  std::filesystem::rename(pmus / "nvidia_nvlink_c2c0_pmu_0/events/rd_bytes_loc",
+                          dir.path() / "rd_bytes_loc");
+  std::filesystem::create_directories(pmus / "software");
+  perf.advance_event(40, 0x0, 1, 0, 50);
+  EXPECT_EQ(Value(Collect(c), families::kHostLinkBytesTotal, series), 150);
+  std::filesystem::rename(dir.path() / "rd_bytes_loc",
+                          pmus / "nvidia_nvlink_c2c0_pmu_0/events/rd_bytes_loc");
+  perf.advance_event(40, 0x0, 1, 0, 25);
+  EXPECT_EQ(Value(Collect(c), families::kHostLinkBytesTotal, series), 175);
+  // The socket's PMUs go: their series with them.
+  for (const char* pmu : {"nvidia_nvlink_c2c0_pmu_0", "nvidia_nvlink_c2c1_pmu_0",
+                          "nvidia_scf_pmu_0", "nvidia_pcie_pmu_0"})
+    std::filesystem::remove_all(pmus / pmu);
+  MetricSink sink = Collect(c);
+  EXPECT_FALSE(HasSeries(sink, families::kHostLinkBytesTotal, series));
+  EXPECT_TRUE(HasSeries(sink, families::kHostLinkBytesTotal,
+                        {"nvidia_nvlink_c2c0_pmu_1", "", "0", "c2c", "rx"}));
+}
+
 // Without CAP_PERFMON the known PMUs are down, and no host-link series is
 // made up.
 TEST(UncoreHostLinks, WithoutPermissionTheKnownPmusAreDown) {
