@@ -248,8 +248,10 @@ void accelerator_drivers(Check& c) {
     const std::string vendor(x.label("vendor"));
     const Sample* gpus = c.s.find(accelerator::families::kDriverDevices, {{"vendor", vendor}});
     if (gpus == nullptr || gpus->value <= 0) continue;
+    std::string state = "down";
+    for (const Sample& s : c.s.of(accelerator::families::kDriverState))
+      if (s.value == 1 && s.label("vendor") == vendor) state = std::string(s.label("state"));
     const Sample* info = c.s.find(accelerator::families::kDriverInfo, {{"vendor", vendor}});
-    const std::string state = info != nullptr ? std::string(info->label("state")) : "down";
     std::string detail = fmt(gpus->value) + " " + vendor + " GPU(s) on the bus, the driver " +
                          (state == "not_bound" ? "bound to none or not all" : "says " + state);
     if (info != nullptr) {
@@ -543,8 +545,8 @@ const std::vector<Rule>& rules() {
        accelerators_enumerated},
       {"accelerator_drivers",
        kAccelerator,
-       {accelerator::families::kDriverUp, accelerator::families::kDriverInfo,
-        accelerator::families::kDriverDevices},
+       {accelerator::families::kDriverUp, accelerator::families::kDriverState,
+        accelerator::families::kDriverInfo, accelerator::families::kDriverDevices},
        accelerator_drivers},
       {"accelerators_responding",
        kAccelerator,

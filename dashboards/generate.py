@@ -622,9 +622,10 @@ def node():
                        "versions: the table beside). With GPUs of the vendor on the bus that is "
                        "NodewatchAcceleratorDriverDown.", "none",
                        [(f"nodewatch_accelerator_driver_up{sel()}", "{{vendor}}")], mappings=UP_DOWN, w=12, h=6),
-        table("Accelerator driver state", "Each vendor's driver: its state, the versions of its library and "
-              "kernel module, and its GPUs on the PCI bus.", "none",
-              [(f"nodewatch_accelerator_driver_info{sel()}", "info"),
+        table("Accelerator driver state", "Each vendor's driver: the state it is in, the versions of its "
+              "library and kernel module, and its GPUs on the PCI bus.", "none",
+              [(f"nodewatch_accelerator_driver_state{sel()} == 1", "state"),
+               (f"nodewatch_accelerator_driver_info{sel()}", "versions"),
                (f"nodewatch_accelerator_driver_devices{sel()}", "GPUs on the bus")], w=12, h=6),
         state_timeline("Accelerator up", "1 while the accelerator answers its driver; 0 lost, reset required or stuck.",
                        "none", [(f"nodewatch_accelerator_up{sel()}", acc)], mappings=UP_DOWN, w=24, h=6),

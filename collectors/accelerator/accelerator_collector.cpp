@@ -62,6 +62,7 @@ const MetricTable& accelerator_metric_table() {
       describe(families::kInfo),
       describe(families::kUp),
       describe(families::kDriverUp),
+      describe(families::kDriverState),
       describe(families::kDriverInfo),
       describe(families::kDriverDevices),
       describe(families::kUtilizationRatio),
@@ -321,8 +322,10 @@ void AcceleratorCollector::collect(const CollectContext& ctx, MetricSink& out) {
     const DriverState driver = b->driver_state();
     if (!driver.known) continue;
     out.add(families::kDriverUp, {driver.vendor}, driver.up ? 1 : 0);
-    out.add(families::kDriverInfo,
-            {driver.vendor, driver.state, driver.library_version, driver.module_version}, 1);
+    for (std::string_view s : driver.states)
+      out.add(families::kDriverState, {driver.vendor, std::string(s)}, s == driver.state ? 1 : 0);
+    out.add(families::kDriverInfo, {driver.vendor, driver.library_version, driver.module_version},
+            1);
     out.add(families::kDriverDevices, {driver.vendor}, driver.devices);
   }
   attribute_jobs(devices, ctx, out);

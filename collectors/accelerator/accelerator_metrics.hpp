@@ -26,18 +26,26 @@ inline constexpr Family kDriverUp{
     "nodewatch_accelerator_driver_up",
     MetricType::kGauge,
     "",
-    "1 if the vendor's driver answers, 0 if it does not (why: nodewatch_accelerator_driver_info). "
+    "1 if the vendor's driver answers, 0 if it does not (why: nodewatch_accelerator_driver_state). "
     "Exported where the vendor's library is installed or a GPU of the vendor is on the PCI bus.",
     {"vendor"}};
+
+inline constexpr Family kDriverState{
+    "nodewatch_accelerator_driver_state",
+    MetricType::kGauge,
+    "",
+    "1 for the state the vendor's driver is in, 0 for the others: ok, or why it does not answer "
+    "(NVIDIA: not_loaded, version_mismatch, no_permission, init_failed, library_missing, "
+    "library_broken, lost; AMD: not_bound).",
+    {"vendor", "state"}};
 
 inline constexpr Family kDriverInfo{
     "nodewatch_accelerator_driver_info",
     MetricType::kGauge,
     "",
-    "The vendor's driver, value 1: state is ok, or why it does not answer (not_loaded, "
-    "version_mismatch, no_permission, init_failed, library_missing, library_broken, lost, "
-    "not_bound); the versions of its library and kernel module where they can be read.",
-    {"vendor", "state", "library_version", "kernel_module_version"}};
+    "The vendor's driver, value 1: the versions of its library and kernel module, where they can "
+    "be read (empty: not installed, not loaded, or not said).",
+    {"vendor", "library_version", "kernel_module_version"}};
 
 inline constexpr Family kDriverDevices{
     "nodewatch_accelerator_driver_devices",

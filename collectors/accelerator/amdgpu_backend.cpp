@@ -189,16 +189,21 @@ class AmdgpuBackend final : public Backend {
   std::vector<DeviceSample> sample(const CollectContext& ctx) override;
   // Said where an AMD GPU is on the bus or amdgpu showed one: up when
   // amdgpu holds every one on the bus.
+  // Once said, for the backend's life: the series do not vanish when a
+  // collection finds fewer cards.
   DriverState driver_state() override {
     DriverState d;
     d.vendor = "amd";
+    d.states = kAmdStates;
     const std::vector<PciFunction>& gpus = gpus_.read(sys_);
     d.devices = static_cast<int>(std::max(gpus.size(), cards_found_));
-    d.known = d.devices > 0;
-    d.up = d.known && std::all_of(gpus.begin(), gpus.end(),
-                                  [](const PciFunction& f) { return f.driver == "amdgpu"; });
-    d.state = d.up ? "ok" : "not_bound";
-    d.module_version = module_version(sys_, "amdgpu");
+    known_ = known_ || d.devices > 0;
+    d.known = known_;
+    d.up = std::all_of(gpus.begin(), gpus.end(),
+                       [](const PciFunction& f) { return f.driver == "amdgpu"; });
+    d.state = d.up ? kAmdStates[0] : kAmdStates[1];
+    if (std::optional<std::string> v = module_version(sys_, "amdgpu")) module_ = std::move(*v);
+    d.module_version = module_;
     return d;
   }
 
@@ -219,6 +224,8 @@ class AmdgpuBackend final : public Backend {
   sources::FsRoot sys_;
   PciFunctions gpus_{"0x1002"};
   std::size_t cards_found_ = 0;  // by the last sample(): amdgpu's cards answer
+  bool known_ = false;
+  std::string module_;  // amdgpu's version as last read
   sources::HeldFiles held_;
   sources::DeviceTable<CardFacts> cards_;
   std::string driver_version_;

@@ -12,7 +12,11 @@ constexpr std::string_view kDevices = "bus/pci/devices";
 
 bool accelerator_class(std::uint32_t pci_class) {
   const std::uint32_t sub = pci_class >> 8;
-  return sub == 0x0300 || sub == 0x0302 || sub == 0x0380;
+  return sub == 0x0300 || sub == 0x0302 || sub == 0x0380 || (pci_class >> 16) == 0x12;
+}
+
+bool gone(const sources::Read& r) {
+  return r.status == sources::Status::kAbsent || r.status == sources::Status::kGone;
 }
 
 // "../../../bus/pci/drivers/nvidia" -> "nvidia".
@@ -27,17 +31,25 @@ const std::vector<PciFunction>& PciFunctions::read(const sources::FsRoot& sys) {
   sources::Listing list = sys.list(kDevices);
   if (!read_ || list.names != listing_) {
     matching_.clear();
+    // A function whose files could not be read (not gone: a device being
+    // added) is looked at again next time.
+    bool complete = true;
     for (const std::string& bdf : list.names) {
       const std::string dir = std::string(kDevices) + "/" + bdf;
       const sources::Read vendor = sys.read(dir + "/vendor");
-      if (!vendor.ok() || text::trim(vendor.value()) != vendor_id_) continue;
+      if (!vendor.ok()) {
+        complete = complete && gone(vendor);
+        continue;
+      }
+      if (text::trim(vendor.value()) != vendor_id_) continue;
       const sources::Read cls = sys.read(dir + "/class");
       const std::optional<std::uint32_t> c =
           cls.ok() ? pcie::parse_pci_class(cls.value()) : std::nullopt;
+      if (!cls.ok()) complete = complete && gone(cls);
       if (c && accelerator_class(*c)) matching_.push_back(bdf);
     }
-    listing_ = std::move(list.names);
-    read_ = true;
+    listing_ = complete ? std::move(list.names) : std::vector<std::string>{};
+    read_ = complete;
   }
   functions_.clear();
   for (const std::string& bdf : matching_) {
@@ -49,9 +61,11 @@ const std::vector<PciFunction>& PciFunctions::read(const sources::FsRoot& sys) {
   return functions_;
 }
 
-std::string module_version(const sources::FsRoot& sys, std::string_view name) {
+std::optional<std::string> module_version(const sources::FsRoot& sys, std::string_view name) {
   const sources::Read v = sys.read("module/" + std::string(name) + "/version");
-  return v.ok() ? std::string(text::trim(v.value())) : std::string();
+  if (v.ok()) return std::string(text::trim(v.value()));
+  if (gone(v)) return std::string();
+  return std::nullopt;
 }
 
 std::string_view nvml_init_state(int rc) {

@@ -333,7 +333,8 @@ std::string Reference(const MetricTable& table, const std::vector<std::vector<st
     for (std::size_t i = 0; i < values.size(); ++i) {
       if (family[i] != static_cast<int>(f)) continue;
       prometheus::ClientMetric m;
-      for (std::size_t l = 0; l < d.labels.size(); ++l) m.label.push_back({d.labels[l], labels[i][l]});
+      for (std::size_t l = 0; l < d.labels.size(); ++l)
+        m.label.push_back({d.labels[l], labels[i][l]});
       if (d.type == MetricType::kCounter) m.counter.value = values[i];
       if (d.type == MetricType::kGauge) m.gauge.value = values[i];
       if (const Histogram* h = histograms[i]) {
@@ -387,8 +388,9 @@ TEST(MetricSinkTest, RendersWhatPrometheusCppRendersForTheSameFamilies) {
                                        std::nan(""),
                                        INFINITY,
                                        -INFINITY};
-  const std::vector<std::string> texts = {"", "a", "sda", "nvme0n1", "say \"hi\"", "back\\slash",
-                                          "new\nline", "Grüße 温度 🚀", "{}=,", "trailing\\"};
+  const std::vector<std::string> texts = {"",           "a",           "sda",       "nvme0n1",
+                                          "say \"hi\"", "back\\slash", "new\nline", "Grüße 温度 🚀",
+                                          "{}=,",       "trailing\\"};
   std::mt19937_64 rng(20261202);
   for (int round = 0; round < 40; ++round) {
     std::vector<std::vector<std::string>> labels;
@@ -405,7 +407,8 @@ TEST(MetricSinkTest, RendersWhatPrometheusCppRendersForTheSameFamilies) {
       for (std::size_t l = 0; l < d.labels.size(); ++l) lv.push_back(texts[rng() % texts.size()]);
       if (!used.insert({f, lv}).second) continue;
       double v = rng() % 3 == 0 ? special[rng() % special.size()]
-                                : std::ldexp(static_cast<double>(rng() % 1000000), static_cast<int>(rng() % 80) - 40);
+                                : std::ldexp(static_cast<double>(rng() % 1000000),
+                                             static_cast<int>(rng() % 80) - 40);
       if (d.type == MetricType::kCounter && !(v >= 0)) v = std::isnan(v) ? 0 : -v;
       const Histogram* hp = nullptr;
       if (d.type == MetricType::kHistogram) {
@@ -456,7 +459,9 @@ TEST(MetricSinkTest, ACachedCollectionRendersAsAFreshOneAndForgetsVanishedSeries
   // collection's), rendered with the new values.
   std::string second = collect({{"sda", 10.5}, {"sdb", 20}});
   EXPECT_NE(second.find("{device=\"sda\"} 10.5\n"), std::string::npos) << second;
-  EXPECT_EQ(second.find("} 1\n" "nodewatch_test_read"), std::string::npos);
+  EXPECT_EQ(second.find("} 1\n"
+                        "nodewatch_test_read"),
+            std::string::npos);
   // sdb is gone: its series are not rendered and no longer held.
   std::string third = collect({{"sda", 11}});
   EXPECT_EQ(third.find("sdb"), std::string::npos);

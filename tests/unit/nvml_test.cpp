@@ -30,6 +30,7 @@
 #include "accelerator/nvml/nvml_service.hpp"
 #include "support/collector_test.hpp"
 #include "support/daemon_process.hpp"
+#include "support/driver_summary.hpp"
 #include "support/fake_nvml.hpp"
 #include "support/paths.hpp"
 
@@ -92,9 +93,9 @@ struct Gpu {
 // scenario runs none, so no job either). (GPM, and with it the C2C bytes,
 // needs two cycles: none in a first collection.)
 constexpr std::size_t kSeriesPerGpu = 56;
-// And once a node whose NVML library loads: the driver's up, info and
-// devices (nodewatch_accelerator_driver_*).
-constexpr std::size_t kDriverSeries = 3;
+// And once a node whose NVML library loads: the driver's up, its 8 states,
+// info and devices (nodewatch_accelerator_driver_*).
+constexpr std::size_t kDriverSeries = 11;
 
 // The number of samples with accelerator="i".
 std::size_t SeriesOf(const MetricSink& sink, unsigned i) {
@@ -116,13 +117,9 @@ std::uint64_t ErrorCount(const MetricSink& sink, std::string_view reason) {
   return it == sink.errors().end() ? 0 : it->second;
 }
 
-// The driver-state lines of a collection (nodewatch_accelerator_driver_*).
+// The NVIDIA driver's families of a collection, in one line.
 std::string DriverState(const MetricSink& s) {
-  std::string out;
-  std::istringstream in(s.render());
-  for (std::string line; std::getline(in, line);)
-    if (line.starts_with("nodewatch_accelerator_driver_")) out += line + "\n";
-  return out;
+  return nodewatch::testing::DriverSummary(s.render(), "nvidia");
 }
 
 // One accelerator collector over an NVML service of its own for `library`,
@@ -608,11 +605,7 @@ TEST(NvmlTest, LibraryMissingARequiredSymbolFailsEveryCycle) {
     ExpectConformant(sink);
     // Nothing of the devices; the driver's state, which a collection that
     // another vendor's devices carry would export.
-    EXPECT_EQ(DriverState(sink),
-              "nodewatch_accelerator_driver_up{vendor=\"nvidia\"} 0\n"
-              "nodewatch_accelerator_driver_info{vendor=\"nvidia\",state=\"library_broken\","
-              "library_version=\"\",kernel_module_version=\"\"} 1\n"
-              "nodewatch_accelerator_driver_devices{vendor=\"nvidia\"} 0\n");
+    EXPECT_EQ(DriverState(sink), "up=0 state=library_broken library= module= devices=0 states=8");
     EXPECT_EQ(sink.sample_count(), kDriverSeries);
   }
 }
@@ -776,11 +769,7 @@ TEST(NvmlTest, DriverNotLoadedMeansNoDevicesAndNoError) {
   FakeNode node(FAKE_NVML_LIBRARY, scenario("driver_not_loaded.scenario"));
   const MetricSink s = node.Collect();
   EXPECT_TRUE(s.errors().empty());
-  EXPECT_EQ(DriverState(s),
-            "nodewatch_accelerator_driver_up{vendor=\"nvidia\"} 0\n"
-            "nodewatch_accelerator_driver_info{vendor=\"nvidia\",state=\"not_loaded\","
-            "library_version=\"580.65.06\",kernel_module_version=\"\"} 1\n"
-            "nodewatch_accelerator_driver_devices{vendor=\"nvidia\"} 0\n");
+  EXPECT_EQ(DriverState(s), "up=0 state=not_loaded library=580.65.06 module= devices=0 states=8");
   EXPECT_EQ(s.sample_count(), kDriverSeries);
 }
 
@@ -800,12 +789,8 @@ TEST(NvmlTest, AnInitFailureIsTheDriversStateWithTheGpusOnTheBus) {
     FakeNode node(FAKE_NVML_LIBRARY, scenario(k.scenario), {}, false, bus.sys());
     const MetricSink s = node.Collect();
     EXPECT_TRUE(s.errors().empty());
-    EXPECT_EQ(DriverState(s),
-              std::string("nodewatch_accelerator_driver_up{vendor=\"nvidia\"} 0\n"
-                          "nodewatch_accelerator_driver_info{vendor=\"nvidia\",state=\"") +
-                  k.state + "\",library_version=\"580.65.06\",kernel_module_version=\"" + k.module +
-                  "\"} 1\n"
-                  "nodewatch_accelerator_driver_devices{vendor=\"nvidia\"} 2\n");
+    EXPECT_EQ(DriverState(s), std::string("up=0 state=") + k.state +
+                                  " library=580.65.06 module=" + k.module + " devices=2 states=8");
   }
 }
 
@@ -813,11 +798,7 @@ TEST(NvmlTest, AnAnsweringDriverIsUpWithItsVersions) {
   NvidiaBus bus(8, "580.65.06");
   FakeNode node(FAKE_NVML_LIBRARY, scenario("eight_gpus.scenario"), {}, false, bus.sys());
   const MetricSink s = node.Collect();
-  EXPECT_EQ(DriverState(s),
-            "nodewatch_accelerator_driver_up{vendor=\"nvidia\"} 1\n"
-            "nodewatch_accelerator_driver_info{vendor=\"nvidia\",state=\"ok\","
-            "library_version=\"580.65.06\",kernel_module_version=\"580.65.06\"} 1\n"
-            "nodewatch_accelerator_driver_devices{vendor=\"nvidia\"} 8\n");
+  EXPECT_EQ(DriverState(s), "up=1 state=ok library=580.65.06 module=580.65.06 devices=8 states=8");
 }
 
 // No library at all with NVIDIA GPUs on the bus: said, library_missing.
@@ -826,11 +807,7 @@ TEST(NvmlTest, NoLibraryWithGpusOnTheBusIsSaid) {
   FakeNode node("/nonexistent/libnvidia-ml.so.1", scenario("eight_gpus.scenario"), {}, false,
                 bus.sys());
   const MetricSink s = node.Collect();
-  EXPECT_EQ(DriverState(s),
-            "nodewatch_accelerator_driver_up{vendor=\"nvidia\"} 0\n"
-            "nodewatch_accelerator_driver_info{vendor=\"nvidia\",state=\"library_missing\","
-            "library_version=\"\",kernel_module_version=\"\"} 1\n"
-            "nodewatch_accelerator_driver_devices{vendor=\"nvidia\"} 1\n");
+  EXPECT_EQ(DriverState(s), "up=0 state=library_missing library= module= devices=1 states=8");
 }
 
 // --- Regressions of the review's findings. ---

@@ -537,12 +537,16 @@ const std::vector<RuleCase>& RuleCases() {
       {"accelerator_drivers",
        {},
        "nodewatch_accelerator_driver_up{vendor=\"nvidia\"} 0\n"
-       "nodewatch_accelerator_driver_info{vendor=\"nvidia\",state=\"not_loaded\","
+       "nodewatch_accelerator_driver_state{vendor=\"nvidia\",state=\"ok\"} 0\n"
+       "nodewatch_accelerator_driver_state{vendor=\"nvidia\",state=\"not_loaded\"} 1\n"
+       "nodewatch_accelerator_driver_info{vendor=\"nvidia\","
        "library_version=\"550.163.01\",kernel_module_version=\"\"} 1\n"
        "nodewatch_accelerator_driver_devices{vendor=\"nvidia\"} 2\n",
        "accelerator nvidia driver_not_loaded drain",
        "nodewatch_accelerator_driver_up{vendor=\"nvidia\"} 0\n"
-       "nodewatch_accelerator_driver_info{vendor=\"nvidia\",state=\"not_loaded\","
+       "nodewatch_accelerator_driver_state{vendor=\"nvidia\",state=\"ok\"} 0\n"
+       "nodewatch_accelerator_driver_state{vendor=\"nvidia\",state=\"not_loaded\"} 1\n"
+       "nodewatch_accelerator_driver_info{vendor=\"nvidia\","
        "library_version=\"550.163.01\",kernel_module_version=\"\"} 1\n"
        "nodewatch_accelerator_driver_devices{vendor=\"nvidia\"} 0\n"},
       {"accelerators_responding",

@@ -23,18 +23,26 @@ class NvmlBackend final : public Backend {
   std::vector<DeviceSample> sample(const CollectContext& ctx) override {
     return nvml_->sample_devices(ctx);
   }
-  // Said where the library is installed or an NVIDIA GPU is on the bus.
+  // Said where the library is installed or an NVIDIA GPU is on the bus,
+  // once the library was looked for; then for the backend's life.
   DriverState driver_state() override {
     const sources::FsRoot sys = roots_.sys();
     DriverState d;
     d.vendor = "nvidia";
+    d.states = kNvidiaStates;
     const NvmlService::LoadOutcome o = nvml_->load_outcome();
     d.devices = static_cast<int>(gpus_.read(sys).size());
-    d.known = (!o.state.empty() && o.state != "library_missing") || d.devices > 0;
+    if (o.state.empty()) return d;  // not looked for yet (another caller is loading it)
+    known_ = known_ || o.state != "library_missing" || d.devices > 0;
+    d.known = known_;
     d.up = o.state == "ok";
-    d.state = o.state.empty() ? "library_missing" : o.state;
-    d.library_version = o.library_version;
-    d.module_version = module_version(sys, "nvidia");
+    d.state = kNvidiaStates[0];
+    for (std::string_view s : kNvidiaStates)
+      if (s == o.state) d.state = s;
+    if (!o.library_version.empty() || o.state == "library_missing") library_ = o.library_version;
+    if (std::optional<std::string> v = module_version(sys, "nvidia")) module_ = std::move(*v);
+    d.library_version = library_;
+    d.module_version = module_;
     return d;
   }
 
@@ -42,6 +50,9 @@ class NvmlBackend final : public Backend {
   std::shared_ptr<NvmlService> nvml_;
   Roots roots_;
   PciFunctions gpus_{"0x10de"};
+  bool known_ = false;
+  std::string library_;  // the last versions read
+  std::string module_;
 };
 
 }  // namespace
