@@ -10,4 +10,8 @@ if [[ -z $version || ! -x $promtool ]]; then
   echo "skipped: no promtool 3 in $cache/promtool ($(cat "$cache/status" 2>/dev/null || echo "tests/archive/fetch.sh not run"))"
   exit 77
 fi
+if ! "$promtool" --version 2>&1 | grep -qE 'version 3\.'; then
+  echo "skipped: $promtool is not a promtool 3: $("$promtool" --version 2>&1 | head -1)"
+  exit 77
+fi
 PROMTOOL=$promtool exec bash "$(dirname "$0")/../../alerts/check.sh"
