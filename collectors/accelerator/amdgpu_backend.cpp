@@ -187,10 +187,10 @@ class AmdgpuBackend final : public Backend {
 
   std::string_view name() const override { return "amdgpu"; }
   std::vector<DeviceSample> sample(const CollectContext& ctx) override;
-  // Said where an AMD GPU is on the bus or amdgpu showed one: up when
-  // amdgpu holds every one on the bus.
-  // Once said, for the backend's life: the series do not vanish when a
-  // collection finds fewer cards.
+  // Said where an AMD GPU is on the bus or amdgpu showed one, and from
+  // then on for the backend's life (the series do not vanish when a
+  // collection finds fewer cards): up when amdgpu holds every one on the
+  // bus.
   DriverState driver_state() override {
     DriverState d;
     d.vendor = "amd";
