@@ -60,6 +60,7 @@ std::vector<std::string> with(const DeviceSample& d, std::string extra) {
 const MetricTable& accelerator_metric_table() {
   static const MetricTable t({
       describe(families::kInfo),
+      describe(families::kPlatformInfo),
       describe(families::kUp),
       describe(families::kDriverUp),
       describe(families::kDriverState),
@@ -123,6 +124,13 @@ void emit_device(const DeviceSample& d, MetricSink& out) {
           std::vector<std::string>{std::to_string(d.index), d.uuid, d.vendor, d.model, d.pci_bus_id,
                                    d.driver_version, d.serial},
           1);
+  if (d.platform)
+    out.add(families::kPlatformInfo,
+            std::vector<std::string>{
+                std::to_string(d.index), d.uuid, d.platform->chassis_serial,
+                std::to_string(d.platform->slot), std::to_string(d.platform->tray),
+                std::to_string(d.platform->host), std::to_string(d.platform->module)},
+            1);
   out.add(families::kUp, dev, d.up ? 1 : 0);
   report_device_errors(d, out);
   auto opt = [&](std::string_view name, const std::optional<double>& v, double scale = 1.0) {

@@ -15,6 +15,15 @@ inline constexpr Family kInfo{
     "Static facts about an accelerator; always 1.",
     {"accelerator", "uuid", "vendor", "model", "pci_bus_id", "driver_version", "serial"}};
 
+inline constexpr Family kPlatformInfo{
+    "nodewatch_accelerator_platform_info",
+    MetricType::kGauge,
+    "",
+    "Where the accelerator sits in its rack, as its driver says (NVIDIA Blackwell and later, NVML "
+    "12.8 and later), value 1: the chassis's serial number, the slot in the chassis (switches "
+    "included), the compute tray, the host within the slot, the GPU within the host.",
+    {"accelerator", "uuid", "chassis_serial", "slot", "tray", "host", "module"}};
+
 inline constexpr Family kUp{
     "nodewatch_accelerator_up",
     MetricType::kGauge,

@@ -106,6 +106,18 @@ struct DeviceSample {
   std::string pci_bus_id;  // "0000:17:00.0", lower case
   std::string driver_version;
   std::string serial;
+  // Where it sits in its rack, where the driver says (NVIDIA Blackwell on,
+  // NVML 12.8 on): the chassis's serial number, the slot in the chassis,
+  // the compute tray, the host within the slot, the GPU within the host.
+  struct Platform {
+    std::string chassis_serial;
+    unsigned slot = 0;
+    unsigned tray = 0;
+    unsigned host = 0;
+    unsigned module = 0;
+    bool operator==(const Platform&) const = default;
+  };
+  std::optional<Platform> platform;
 
   bool up = true;  // false: lost, reset required, or stuck in the driver
 

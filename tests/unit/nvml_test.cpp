@@ -86,13 +86,14 @@ struct Gpu {
 
 // Series per device in eight_gpus.scenario: info, up, 2 utilization,
 // 2 memory, 2 temperatures, slowdown, thermal margin, power, limit, energy, 3 clocks,
+// the platform's place,
 // 9 throttle reasons, 5 throttle times, 2 ECC, 2 remapped rows, pending,
 // failed, replays, 2 PCIe byte counters, the capacities of PCIe and C2C,
 // and per C2C link (2) its state, errors, back-to-back replays and power
 // state, 6 recovery actions, the compute process count (0: the default
 // scenario runs none, so no job either). (GPM, and with it the C2C bytes,
 // needs two cycles: none in a first collection.)
-constexpr std::size_t kSeriesPerGpu = 56;
+constexpr std::size_t kSeriesPerGpu = 57;
 // And once a node whose NVML library loads: the driver's up, its 8 states,
 // info and devices (nodewatch_accelerator_driver_*).
 constexpr std::size_t kDriverSeries = 11;
@@ -193,6 +194,11 @@ void ExpectHealthyGpu(const MetricSink& s, unsigned index, bool old_driver = fal
   // The driver's own margin, where it has the call (not the old library).
   if (!old_driver) {
     EXPECT_EQ(Value(s, "nodewatch_accelerator_thermal_margin_celsius", g.dev()), 45 - i);
+    // Four GPUs a tray, as the fake places them.
+    EXPECT_EQ(Value(s, "nodewatch_accelerator_platform_info",
+                    {g.a(), g.uuid(), "1821225000123", std::to_string(2 + g.i / 4),
+                     std::to_string(g.i / 4), "0", std::to_string(g.i % 4 + 1)}),
+              1);
   }
   EXPECT_DOUBLE_EQ(Value(s, "nodewatch_accelerator_power_watts", g.dev()), 100.25 + i);
   EXPECT_DOUBLE_EQ(Value(s, "nodewatch_accelerator_power_limit_watts", g.dev()), 700 - 10 * i);
@@ -309,13 +315,15 @@ void ExpectHealthyGpu(const MetricSink& s, unsigned index, bool old_driver = fal
   EXPECT_EQ(SeriesOf(s, index), kSeriesPerGpu + (with_gpm ? 7 : 0));
 }
 
-// A device reported down for `reason`: its identity and up 0, nothing else.
+// A device reported down for `reason`: its identity, its place in the
+// rack (so that a tray's lost GPUs are seen together) and up 0, nothing
+// else.
 void ExpectDownGpu(const MetricSink& s, unsigned index) {
   SCOPED_TRACE("GPU " + std::to_string(index));
   const Gpu g{index};
   EXPECT_EQ(Value(s, "nodewatch_accelerator_info", g.info()), 1);
   EXPECT_EQ(Value(s, "nodewatch_accelerator_up", g.dev()), 0);
-  EXPECT_EQ(SeriesOf(s, index), 2u);
+  EXPECT_EQ(SeriesOf(s, index), 3u);
 }
 
 TEST(NvmlTest, MetricTableIsWellFormed) {
@@ -616,9 +624,9 @@ TEST(NvmlTest, OldLibraryFallbacksGiveTheSameCoreValues) {
   for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(s, i, /*old_driver=*/true);
   EXPECT_TRUE(s.errors().empty());
   // No field values: no memory temperature, 5 throttle times, 8 C2C series
-  // of 2 links and the C2C capacity, 6 recovery actions; no thermal margin;
-  // the driver's 3.
-  EXPECT_EQ(s.sample_count(), kGpus * (kSeriesPerGpu - 22) + kDriverSeries);
+  // of 2 links and the C2C capacity, 6 recovery actions; no thermal margin
+  // and no platform info (calls the old library lacks); the driver's.
+  EXPECT_EQ(s.sample_count(), kGpus * (kSeriesPerGpu - 23) + kDriverSeries);
   FakeHooks hooks(FAKE_NVML_OLD_LIBRARY);
   EXPECT_EQ(hooks.Calls("nvmlDeviceGetMemoryInfo"), kGpus);
   EXPECT_EQ(hooks.Calls("nvmlDeviceGetPciInfo"), kGpus);
@@ -929,7 +937,7 @@ TEST(NvmlTest, HandleErrorOtherThanLostKeepsTheDeviceUp) {
   const Gpu g{4};
   EXPECT_EQ(Value(s, "nodewatch_accelerator_info", g.info()), 1);
   EXPECT_EQ(Value(s, "nodewatch_accelerator_up", g.dev()), 1);
-  EXPECT_EQ(SeriesOf(s, 4), 2u);
+  EXPECT_EQ(SeriesOf(s, 4), 3u);  // info, platform info, up
   EXPECT_EQ(ErrorCount(s, "nvml_error"), 1u);
   EXPECT_EQ(s.errors().size(), 1u);
   for (unsigned i = 0; i < kGpus; ++i)

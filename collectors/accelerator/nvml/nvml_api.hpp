@@ -99,6 +99,24 @@ static_assert(sizeof(MarginTemperatureV1) == 8);
 inline constexpr unsigned kMarginTemperatureV1Version = sizeof(MarginTemperatureV1) | (1u << 24);
 static_assert(kMarginTemperatureV1Version == 0x01000008);
 
+// nvmlPlatformInfo_v2_t, for nvmlDeviceGetPlatformInfo: where a GPU sits
+// in its rack (Blackwell on). The same in go-nvml's nvml.h from the 12.8
+// sync (f420a32) to 13.3 (8b8585b); absent before 12.8. v1 (rackGuid,
+// chassisPhysicalSlotNumber, computeSlotIndex, nodeIndex) is deprecated.
+struct PlatformInfoV2 {
+  unsigned version;  // kPlatformInfoV2Version
+  unsigned char ib_guid[16];
+  unsigned char chassis_serial[16];  // Blackwell: 13 bytes, the rest zero
+  unsigned char slot_number;         // in the chassis, switches included
+  unsigned char tray_index;          // among the compute trays
+  unsigned char host_id;             // the node within the slot
+  unsigned char peer_type;
+  unsigned char module_id;  // the GPU within the node
+};
+static_assert(sizeof(PlatformInfoV2) == 44);
+inline constexpr unsigned kPlatformInfoV2Version = sizeof(PlatformInfoV2) | (2u << 24);
+static_assert(kPlatformInfoV2Version == 0x0200002C);
+
 // nvmlPciInfo_t. busIdLegacy is what nvmlDeviceGetPciInfo (v1) fills
 // ("0000:17:00.0"); busId is what _v2/_v3 fill ("00000000:17:00.0"). In the
 // oldest drivers the bytes from offset 36 on were reserved, so v1 callers
@@ -394,6 +412,7 @@ using DeviceGetMemoryInfoFn = Return (*)(Device, Memory*);        // GetMemoryIn
 using DeviceGetMemoryInfoV2Fn = Return (*)(Device, MemoryV2*);    // GetMemoryInfo_v2
 using DeviceGetTemperatureVFn = Return (*)(Device, TemperatureV1*);  // GetTemperatureV
 using DeviceGetMarginTemperatureFn = Return (*)(Device, MarginTemperatureV1*);
+using DeviceGetPlatformInfoFn = Return (*)(Device, PlatformInfoV2*);
 using DeviceGetTemperatureFn = Return (*)(Device, unsigned sensor, unsigned* celsius);
 using DeviceGetTemperatureThresholdFn = Return (*)(Device, unsigned threshold, unsigned* celsius);
 // GetPowerUsage (mW), GetEnforcedPowerLimit (mW), GetPcieReplayCounter.

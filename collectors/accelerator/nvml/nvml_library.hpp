@@ -41,6 +41,7 @@ struct NvmlApi {
   nvml::DeviceGetMemoryInfoFn device_get_memory_info = nullptr;
   nvml::DeviceGetTemperatureVFn device_get_temperature_v = nullptr;
   nvml::DeviceGetMarginTemperatureFn device_get_margin_temperature = nullptr;  // 12.8 on
+  nvml::DeviceGetPlatformInfoFn device_get_platform_info = nullptr;            // 12.8 on
   nvml::DeviceGetTemperatureFn device_get_temperature = nullptr;
   nvml::DeviceGetTemperatureThresholdFn device_get_temperature_threshold = nullptr;
   nvml::DeviceGetUintFn device_get_power_usage = nullptr;

@@ -767,6 +767,20 @@ void read_device(const NvmlSession& s, unsigned index, NvmlQuestions questions, 
   d.serial =
       read_string(a, api.device_get_serial, "nvmlDeviceGetSerial", dev, nvml::kSerialBufferSize);
   d.pci_bus_id = read_pci_bus_id(a, dev);
+  if (api.device_get_platform_info != nullptr) {
+    nvml::PlatformInfoV2 p{};
+    p.version = nvml::kPlatformInfoV2Version;
+    if (a.ok(api.device_get_platform_info(dev, &p), "nvmlDeviceGetPlatformInfo")) {
+      DeviceSample::Platform where;
+      where.chassis_serial =
+          nvml_c_string(reinterpret_cast<const char*>(p.chassis_serial), sizeof p.chassis_serial);
+      where.slot = p.slot_number;
+      where.tray = p.tray_index;
+      where.host = p.host_id;
+      where.module = p.module_id;
+      d.platform = std::move(where);
+    }
+  }
   publish_identity(d);
   switch (questions) {
     case NvmlQuestions::kDevice: read_readings(a, dev, memory); break;
@@ -800,6 +814,7 @@ void copy_identity(const DeviceSample& from, DeviceSample& to) {
   to.model = from.model;
   to.pci_bus_id = from.pci_bus_id;
   to.serial = from.serial;
+  to.platform = from.platform;
 }
 
 void merge_identity(const DeviceSample& from, DeviceSample& to) {
@@ -810,6 +825,7 @@ void merge_identity(const DeviceSample& from, DeviceSample& to) {
   keep(from.model, to.model);
   keep(from.pci_bus_id, to.pci_bus_id);
   keep(from.serial, to.serial);
+  if (from.platform) to.platform = from.platform;
 }
 
 std::string normalize_pci_bus_id(std::string_view bus_id) {

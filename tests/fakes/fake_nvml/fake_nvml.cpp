@@ -1262,6 +1262,28 @@ FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetTemperatureV(nvml::Device dev, nvml::
   return rc;
 }
 
+// A GB200 NVL72-like placement: chassis "1821225000123", four GPUs a tray,
+// tray i/4 in slot 2+i/4, host 0, module i%4+1. Drivers before R570 (NVML
+// 12.8) have no such call: NOT_SUPPORTED there.
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetPlatformInfo(nvml::Device dev, nvml::PlatformInfoV2* p) {
+  if (p == nullptr) return nvml::kErrorInvalidArgument;
+  if (p->version != nvml::kPlatformInfoV2Version) return 25;  // ARGUMENT_VERSION_MISMATCH
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  if (rc != nvml::kSuccess) return rc;
+  {
+    std::lock_guard lock(g_mu);
+    if (g_state.branch < 570) return nvml::kErrorNotSupported;
+  }
+  const char serial[] = "1821225000123";
+  std::memset(p->chassis_serial, 0, sizeof p->chassis_serial);
+  std::memcpy(p->chassis_serial, serial, sizeof serial - 1);
+  p->slot_number = static_cast<unsigned char>(2 + dev->index / 4);
+  p->tray_index = static_cast<unsigned char>(dev->index / 4);
+  p->host_id = 0;
+  p->module_id = static_cast<unsigned char>(dev->index % 4 + 1);
+  return rc;
+}
+
 // 45-i °C: nearer than the GPU's own slowdown (80+i, at 30+i: 50), as a
 // driver that counts memory's threshold too may say. Drivers before R570
 // (NVML 12.8) have no such call: NOT_SUPPORTED there.
@@ -1708,6 +1730,7 @@ static_assert(std::is_same_v<decltype(&nvmlDeviceGetMemoryInfo_v2), nvml::Device
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetTemperatureV), nvml::DeviceGetTemperatureVFn>);
 static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetMarginTemperature), nvml::DeviceGetMarginTemperatureFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetPlatformInfo), nvml::DeviceGetPlatformInfoFn>);
 static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetCurrentClocksEventReasons), nvml::DeviceGetUllFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetFieldValues), nvml::DeviceGetFieldValuesFn>);
