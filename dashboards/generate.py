@@ -517,6 +517,13 @@ def fleet():
         table("Problems across the fleet", "Each kind of current verdict problem with its action, and on how many "
               "nodes (one component each).", "none",
               [(f"count by (subsystem, problem, action) (nodewatch_node_problem_info{sel()})", "series")], w=12),
+        table("GPUs by chassis and tray", "Where the driver says where GPUs sit (NVIDIA Blackwell and later): "
+              "each compute tray's GPUs and how many answer; several down in one tray is "
+              "NodewatchAcceleratorTrayDegraded.", "none",
+              [(f"count by (chassis_serial, slot, tray) (nodewatch_accelerator_platform_info{sel()})", "GPUs"),
+               (f"sum by (chassis_serial, slot, tray) (nodewatch_accelerator_up{sel()} "
+                f"* on (job, instance, accelerator, uuid) group_left (chassis_serial, slot, tray) "
+                f"nodewatch_accelerator_platform_info{sel()})", "answering")], w=24),
         row("Worst nodes"),
         table("Hottest accelerators", "The ten nodes with the hottest accelerator sensor now.", "celsius",
               [(f"topk(10, max by (instance) (nodewatch_accelerator_temperature_celsius{sel()}))", "max °C")],
