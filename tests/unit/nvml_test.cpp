@@ -710,11 +710,19 @@ TEST(NvmlTest, HungCallMarksOnlyThatDeviceStuckAndCollectMeetsTheDeadline) {
 }
 
 TEST(NvmlTest, DestroyingTheServiceDoesNotWaitForAHungCall) {
+  // The detached thread goes on through the fake after its call returns
+  // (the rest of its device's questions) and may still be there when this
+  // test ends: the library must not be unloaded under it, so a handle is
+  // kept open for the process. (Unloaded, its globals were destroyed under
+  // the thread: ThreadSanitizer saw it once the thread had more questions
+  // to ask after the hung one.)
   FakeNode node(FAKE_NVML_LIBRARY, scenario("blocking_long.scenario"));
   // The first collection starts GPU 6's query; on a loaded machine under
   // TSan it may give up before that thread has read the identity, so what
   // it shows of GPU 6 is not asserted here.
   (void)node.Collect(2s);
+  static FakeHooks* const kept_mapped = new FakeHooks(FAKE_NVML_LIBRARY);
+  (void)kept_mapped;
   FakeHooks hooks(FAKE_NVML_LIBRARY);  // keeps the library mapped for the wait below
   // The test is about a thread that is inside the call when Destroy starts.
   ASSERT_TRUE(hooks.WaitBlocked()) << "GPU 6's call never started";
