@@ -1262,18 +1262,27 @@ FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetTemperatureV(nvml::Device dev, nvml::
   return rc;
 }
 
+namespace {
+
+// enter() for a call that drivers before `branch` lack: NOT_SUPPORTED on
+// those (nodewatch exports the same for a symbol missing and for this).
+nvml::Return enter_since(const char* function, nvml::Device dev, unsigned branch) {
+  const nvml::Return rc = enter(function, function, dev);
+  if (rc != nvml::kSuccess) return rc;
+  std::lock_guard lock(g_mu);
+  return g_state.branch < branch ? nvml::kErrorNotSupported : nvml::kSuccess;
+}
+
+}  // namespace
+
 // A GB200 NVL72-like placement: chassis "1821225000123", four GPUs a tray,
 // tray i/4 in slot 2+i/4, host 0, module i%4+1. Drivers before R570 (NVML
 // 12.8) have no such call: NOT_SUPPORTED there.
 FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetPlatformInfo(nvml::Device dev, nvml::PlatformInfoV2* p) {
   if (p == nullptr) return nvml::kErrorInvalidArgument;
   if (p->version != nvml::kPlatformInfoV2Version) return 25;  // ARGUMENT_VERSION_MISMATCH
-  const nvml::Return rc = enter(__func__, __func__, dev);
+  const nvml::Return rc = enter_since(__func__, dev, 570);
   if (rc != nvml::kSuccess) return rc;
-  {
-    std::lock_guard lock(g_mu);
-    if (g_state.branch < 570) return nvml::kErrorNotSupported;
-  }
   const char serial[] = "1821225000123";
   std::memset(p->chassis_serial, 0, sizeof p->chassis_serial);
   std::memcpy(p->chassis_serial, serial, sizeof serial - 1);
@@ -1291,12 +1300,8 @@ FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetMarginTemperature(nvml::Device dev,
                                                              nvml::MarginTemperatureV1* m) {
   if (m == nullptr) return nvml::kErrorInvalidArgument;
   if (m->version != nvml::kMarginTemperatureV1Version) return 25;  // ARGUMENT_VERSION_MISMATCH
-  const nvml::Return rc = enter(__func__, __func__, dev);
+  const nvml::Return rc = enter_since(__func__, dev, 570);
   if (rc != nvml::kSuccess) return rc;
-  {
-    std::lock_guard lock(g_mu);
-    if (g_state.branch < 570) return nvml::kErrorNotSupported;
-  }
   m->margin = 45 - static_cast<int>(dev->index);
   return rc;
 }
