@@ -10,6 +10,7 @@
 
 #include "app.hpp"
 #include "nodewatch/fs_helper.hpp"
+#include "nodewatch/kernel_log_fd.hpp"
 #include "version.hpp"
 
 namespace {
@@ -31,6 +32,9 @@ int main(int argc, char** argv) {
   // A replacement helper launcher (nodewatch/fs_helper.hpp) runs from here and
   // never returns.
   nodewatch::helper::launcher_entry(argc, argv);
+  // The kernel log its unit opened for it as standard input, if that is
+  // what standard input is (nodewatch/kernel_log_fd.hpp).
+  nodewatch::kernel::adopt_inherited_log();
   nodewatch::CommandLine cmd;
   CLI::App app{"nodewatchd: per-node monitoring daemon for AI training clusters"};
   app.set_version_flag("--version", std::string("nodewatchd ") + nodewatch::kVersion +

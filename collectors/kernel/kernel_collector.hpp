@@ -47,6 +47,7 @@
 
 #include "kernel/kernel_service.hpp"
 #include "nodewatch/collector.hpp"
+#include "nodewatch/kernel_log_fd.hpp"
 
 namespace nodewatch {
 
@@ -58,7 +59,7 @@ const CollectorSpec& kernel_collector_spec();
 namespace kernel {
 
 struct KernelOptions {
-  std::string kmsg_path = "/dev/kmsg";
+  std::string kmsg_path = kKernelLogPath;
   std::string state_file = "/var/lib/nodewatch/kernel-log.state";  // "" keeps none
   std::int64_t max_devices = 64;
   bool edac = true;

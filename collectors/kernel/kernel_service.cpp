@@ -104,7 +104,9 @@ std::string dropped_text(const std::vector<std::string>& dropped) {
 std::string read_error_text(int err) {
   std::string why = std::strerror(err);
   if (err == EPERM || err == EACCES)
-    why += " (reading it needs CAP_SYSLOG where kernel.dmesg_restrict=1)";
+    why +=
+        " (where kernel.dmesg_restrict=1, reading it needs CAP_SYSLOG or the log opened as "
+        "standard input, as the unit's StandardInput=file:/dev/kmsg does)";
   return why;
 }
 

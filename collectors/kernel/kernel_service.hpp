@@ -38,12 +38,13 @@
 #include "kernel/kernel_log.hpp"
 #include "kernel/kernel_state.hpp"
 #include "kernel/kmsg_reader.hpp"
+#include "nodewatch/kernel_log_fd.hpp"
 #include "nodewatch/unique_fd.hpp"
 
 namespace nodewatch::kernel {
 
 struct KernelLogOptions {
-  std::string kmsg_path = "/dev/kmsg";
+  std::string kmsg_path = kKernelLogPath;
   std::string state_file = "/var/lib/nodewatch/kernel-log.state";  // "" keeps no state
   std::string boot_id_path = "/proc/sys/kernel/random/boot_id";
   std::size_t max_devices = 64;

@@ -2,12 +2,53 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <utility>
 
+#include "nodewatch/kernel_log_fd.hpp"
+
 namespace nodewatch::kernel {
+
+namespace {
+
+// The kernel log's device: drivers/char/mem.c, MEM_MAJOR 1, minor 11
+// ("kmsg"), the same in every kernel since /dev/kmsg was added (2.6.x).
+constexpr unsigned kKmsgMajor = 1;
+constexpr unsigned kKmsgMinor = 11;
+
+int g_inherited = -1;  // written once, before any thread (adopt_inherited_log)
+
+}  // namespace
+
+bool adopt_inherited_log() {
+  struct stat st {};
+  if (g_inherited >= 0 || ::fstat(STDIN_FILENO, &st) != 0 || !S_ISCHR(st.st_mode) ||
+      major(st.st_rdev) != kKmsgMajor || minor(st.st_rdev) != kKmsgMinor)
+    return false;
+  const int fd = ::fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (fd < 0) return false;
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+    ::close(fd);
+    return false;
+  }
+  const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null < 0 || ::dup2(null, STDIN_FILENO) < 0) {
+    if (null >= 0) ::close(null);
+    ::close(fd);
+    return false;
+  }
+  ::close(null);
+  g_inherited = fd;
+  return true;
+}
+
+int inherited_log_fd() {
+  return g_inherited;
+}
 
 KmsgReader::KmsgReader(std::string path) : path_(std::move(path)) {}
 
@@ -22,8 +63,22 @@ void KmsgReader::close() {
 
 int KmsgReader::open() {
   close();
-  int fd = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return errno;
+  int fd = -1;
+  if (inherited_log_fd() >= 0 && path_ == kKernelLogPath) {
+    // The log opened for this process: a descriptor of its own, at the
+    // first record as a new open would be (the position is the open
+    // file's, shared with the adopted descriptor, which nothing else reads).
+    fd = ::fcntl(inherited_log_fd(), F_DUPFD_CLOEXEC, 3);
+    if (fd < 0) return errno;
+    if (::lseek(fd, 0, SEEK_SET) < 0) {
+      int err = errno;
+      ::close(fd);
+      return err;
+    }
+  } else {
+    fd = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return errno;
+  }
   fd_.reset(fd);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {

@@ -500,13 +500,16 @@ TEST(DaemonNvmlTest, XidCountsSurviveReloadsAndARebuiltAcceleratorCollector) {
   EXPECT_EQ(d.wait(5s), 0);
 }
 
-// The unit grants CAP_SYSLOG and nothing else (packaging/nodewatch.service):
-// as an unprivileged user with that capability alone, the real /dev/kmsg
-// is read; without it, where kernel.dmesg_restrict=1 (Debian's default),
-// it is not, and the daemon says why and serves on. The log is only read.
-TEST(DaemonTest, ReadsTheRealKernelLogWithCapSyslogAloneAsTheUnitGrantsIt) {
+// The unit grants no capability (packaging/nodewatch.service): systemd
+// opens /dev/kmsg as root and hands it over as standard input. As an
+// unprivileged user with no capability, the real kernel log is read
+// through that descriptor; with neither it nor CAP_SYSLOG, where
+// kernel.dmesg_restrict=1 (Debian's default), it is not, and the daemon
+// says why and serves on; CAP_SYSLOG alone (a container, another init)
+// opens it. The log is only read.
+TEST(DaemonTest, ReadsTheRealKernelLogThroughTheDescriptorItsUnitOpens) {
   if (::geteuid() != 0)
-    GTEST_SKIP() << "NOT CHECKED: changing to an unprivileged user with CAP_SYSLOG needs root";
+    GTEST_SKIP() << "NOT CHECKED: opening /dev/kmsg, then running as another user, needs root";
   if (::access("/usr/bin/setpriv", X_OK) != 0)
     GTEST_SKIP() << "NOT CHECKED: /usr/bin/setpriv (util-linux) is missing";
   if (::access("/dev/kmsg", R_OK) != 0) GTEST_SKIP() << "NOT CHECKED: no /dev/kmsg here";
@@ -523,33 +526,74 @@ TEST(DaemonTest, ReadsTheRealKernelLogWithCapSyslogAloneAsTheUnitGrantsIt) {
   auto file = dir.write("nodewatch.toml", config);
   ::chmod(file.c_str(), 0644);
   const bool restricted = ReadFile("/proc/sys/kernel/dmesg_restrict").rfind("1", 0) == 0;
-  for (bool with_cap : {true, false}) {
-    SCOPED_TRACE(with_cap ? "with CAP_SYSLOG" : "without capabilities");
+  enum class Way { kDescriptor, kCapSyslog, kNeither };
+  for (Way way : {Way::kDescriptor, Way::kCapSyslog, Way::kNeither}) {
+    SCOPED_TRACE(way == Way::kDescriptor  ? "standard input opened by root, no capability"
+                 : way == Way::kCapSyslog ? "CAP_SYSLOG alone"
+                                          : "neither");
+    std::filesystem::remove(dir.path() / "state" / "kernel.state");
     DaemonProcess::Options o;
-    o.args = {"--reuid=65534", "--regid=65534", "--clear-groups"};
-    if (with_cap) {
-      o.args.push_back("--inh-caps=+syslog");
-      o.args.push_back("--ambient-caps=+syslog");
+    o.args = {"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+              "--bounding-set=-all"};
+    if (way == Way::kCapSyslog) {
+      o.args = {"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all,+syslog",
+                "--ambient-caps=+syslog"};
     }
+    if (way == Way::kDescriptor) o.stdin_file = "/dev/kmsg";
     o.args.insert(o.args.end(), {BinaryPath().string(), "--config", file.string(), "--once"});
     o.program = "/usr/bin/setpriv";
     o.stdout_file = dir.path() / "out";
     DaemonProcess d(o, dir.path() / "log");
     ASSERT_EQ(d.wait(30s), 0) << d.log();
     const std::string out = ReadFile(dir.path() / "out");
-    const bool readable = with_cap || !restricted;
+    const bool readable = way != Way::kNeither || !restricted;
     EXPECT_EQ(SampleValue(out, "nodewatch_kernel_log_up"), readable ? 1 : 0) << d.log();
     if (readable) {
       // The whole ring buffer was read: its first record is this boot's.
       EXPECT_TRUE(SampleValue(out, "nodewatch_kernel_log_last_record_timestamp_seconds"));
       EXPECT_TRUE(std::filesystem::exists(dir.path() / "state" / "kernel.state"));
     } else {
-      EXPECT_NE(d.log().find("log_unreadable: /dev/kmsg: Operation not permitted (reading it "
-                             "needs CAP_SYSLOG"),
+      EXPECT_NE(d.log().find("log_unreadable: /dev/kmsg: Operation not permitted (where "
+                             "kernel.dmesg_restrict=1, reading it needs CAP_SYSLOG or the log "
+                             "opened as standard input"),
                 std::string::npos)
           << d.log();
     }
   }
+}
+
+// Standard input that is the kernel log is taken off fd 0 (nothing started
+// from the daemon inherits it; /dev/null takes its place) and read there
+// by the daemon, as it runs under its unit.
+TEST(DaemonTest, TakesTheKernelLogOffStandardInputAndReadsItWhole) {
+  const int probe = ::open("/dev/kmsg", O_RDONLY | O_CLOEXEC);
+  if (probe < 0)
+    GTEST_SKIP() << "NOT CHECKED: /dev/kmsg cannot be opened here: " << std::strerror(errno);
+  ::close(probe);
+  TempDir dir;
+  std::string config;
+  for (const CollectorSpec& spec : builtin_collectors())
+    if (spec.name != "kernel")
+      config += "[collectors." + std::string(spec.name) + "]\nenabled = false\n";
+  config +=
+      "[collectors.kernel]\nstate_file = \"" + (dir.path() / "kernel.state").string() + "\"\n";
+  DaemonProcess::Options o;
+  o.args = BaseArgs(dir.write("nodewatch.toml", config));
+  o.stdin_file = "/dev/kmsg";
+  DaemonProcess d(o, dir.path() / "log");
+  auto port = d.port();
+  ASSERT_TRUE(port) << d.log();
+  std::error_code ec;
+  EXPECT_EQ(std::filesystem::read_symlink("/proc/" + std::to_string(d.pid()) + "/fd/0", ec),
+            "/dev/null")
+      << ec.message();
+  const std::string body = ScrapeUntil(*port, [](const std::string& b) {
+    return SampleValue(b, "nodewatch_kernel_log_last_record_timestamp_seconds").has_value();
+  });
+  EXPECT_EQ(SampleValue(body, "nodewatch_kernel_log_up"), 1) << d.log();
+  EXPECT_TRUE(SampleValue(body, "nodewatch_kernel_log_last_record_timestamp_seconds")) << body;
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(5s), 0) << d.log();
 }
 
 TEST(DaemonTest, CheckConfig) {

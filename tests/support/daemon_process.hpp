@@ -119,6 +119,9 @@ class DaemonProcess {
     std::vector<int> pass_fds;
     bool listen_fds = false;
     std::filesystem::path stdout_file;  // empty: /dev/null
+    // Opened read-only by the child, as the test's user, before it runs
+    // `program` (as systemd opens StandardInput=file:); empty: inherited.
+    std::filesystem::path stdin_file;
     // What to run: nodewatchd, or a wrapper that runs it (setpriv), which
     // then has nodewatchd and its arguments in `args`.
     std::filesystem::path program = BinaryPath();
@@ -137,6 +140,11 @@ class DaemonProcess {
                     ? ::open("/dev/null", O_WRONLY)
                     : ::open(o.stdout_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       ::dup2(out, 1);
+      if (!o.stdin_file.empty()) {
+        int in = ::open(o.stdin_file.c_str(), O_RDONLY | O_NOCTTY);
+        if (in < 0) ::_exit(126);
+        ::dup2(in, 0);
+      }
       for (std::size_t i = 0; i < o.pass_fds.size(); ++i)
         ::dup2(o.pass_fds[i], static_cast<int>(3 + i));
       for (const auto& e : o.unset_env) ::unsetenv(e.c_str());
