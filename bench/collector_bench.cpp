@@ -105,7 +105,7 @@ void BM_Nvlink_8Gpu18Links_EmitOnly(benchmark::State& state) {
   setenv("FAKE_NVML_SCENARIO", (kFixtures / "nvml" / "eight_gpus.scenario").c_str(), 1);
   accelerator::NvmlService nvml(FAKE_NVML_LIBRARY);
   const std::vector<accelerator::DeviceSample> samples = nvml.sample_nvlinks(Context());
-  interconnect::NvlinkErrorTotals totals;
+  interconnect::NvlinkTotals totals;
   auto emit = [&samples, &totals](MetricSink& sink) {
     interconnect::emit_nvlinks(samples, totals, false, sink);
   };

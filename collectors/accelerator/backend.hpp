@@ -61,6 +61,24 @@ struct NvlinkSample {
   // "malformed_packet", "buffer_overrun", "receive", "receive_remote",
   // "receive_general", "local_link_integrity", "transmit_discard").
   std::map<std::string, double> errors;
+  // NVLink5 link quality (Blackwell on), each only where the driver has it.
+  // Bit error rates by kind: "effective" (after FEC), "symbol" (before
+  // FEC), "raw" (NVML 13.2's total raw BER).
+  std::map<std::string, double> bit_error_rate;
+  // The FEC history (NVML 12.8 on): cumulative count of each bin, 0-15.
+  std::map<unsigned, double> fec_history;
+  // Physical-layer retransmission counters, cumulative, by counter:
+  // "xmit_blocks", "xmit_retry_blocks" (NVML 13.2's fields) and the PRM
+  // PLR group's "rcv_codes", "rcv_code_errors", "rcv_uncorrectable_codes",
+  // "xmit_codes", "xmit_retry_codes", "xmit_retry_events", "sync_events"
+  // (NVML 13.1's nvmlDeviceReadPRMCounters_v1).
+  std::map<std::string, double> plr;
+  // PORT_XMIT_WAIT (PRM, NVML 13.1 on): cumulative ticks in which the port
+  // had data to send and sent none, the link's congestion signal.
+  std::optional<double> transmit_wait_ticks;
+  // The data rate left for transactions after the FEC overhead (NVML
+  // 13.3), bytes per second.
+  std::optional<double> data_rate_bytes_per_second;
 };
 
 // Activity over the last collection interval from NVML's GPM (Hopper and

@@ -19,9 +19,11 @@ InterconnectOptions read_interconnect_options(OptionReader& r) {
   o.nvlink = r.get_bool("nvlink", o.nvlink, "export NVLink links through NVML ([nvml])");
   o.nvlink_link_errors =
       r.get_bool("nvlink_link_errors", o.nvlink_link_errors,
-                 "also export the NVLink error counters per link "
+                 "also export the NVLink error counters and link quality per link "
                  "(`nodewatch_nvlink_link_errors_total`, 90-144 series per accelerator, nearly all "
-                 "0); the per-accelerator sums are always exported");
+                 "0; on NVLink5 the `nodewatch_nvlink_link_*` BER, FEC, PLR and transmit-wait "
+                 "series, up to 30 more per link); the per-accelerator sums and worst rates are "
+                 "always exported");
   r.refuse_moved("nvml_library", "library in [nvml]");
   return o;
 }
@@ -85,13 +87,13 @@ const CollectorSpec& interconnect_collector_spec() {
                                                   std::chrono::steady_clock::now,
                                                   std::move(counters)),
           // The process's NVML service, shared with the accelerator collector.
-          o.nvlink ? std::make_unique<interconnect::NvlinkMetrics>(
-                         accelerator::nvml_service(env), o.nvlink_link_errors,
-                         // The error sums' last values outlive a rebuilt collector.
-                         env.service<interconnect::NvlinkErrorTotals>(
-                             "nvlink",
-                             [] { return std::make_shared<interconnect::NvlinkErrorTotals>(); }))
-                   : nullptr);
+          o.nvlink
+              ? std::make_unique<interconnect::NvlinkMetrics>(
+                    accelerator::nvml_service(env), o.nvlink_link_errors,
+                    // The error sums' last values outlive a rebuilt collector.
+                    env.service<interconnect::NvlinkTotals>(
+                        "nvlink", [] { return std::make_shared<interconnect::NvlinkTotals>(); }))
+              : nullptr);
     };
     return spec;
   }();

@@ -267,7 +267,7 @@ inline constexpr Family kNvlinkErrorsTotal{
     "",
     "NVLink errors of the accelerator's links together, by type: crc_flit, crc_data, replay, "
     "recovery, ecc (up to Hopper); symbol, effective, recovery, recovery_failed and the receive "
-    "and transmit errors (NVLink5).",
+    "and transmit errors (NVLink5); link_down (the PRM counter, NVML 13.1 on).",
     {"accelerator", "uuid", "type"}};
 
 inline constexpr Family kNvlinkLinkErrorsTotal{
@@ -277,6 +277,84 @@ inline constexpr Family kNvlinkLinkErrorsTotal{
     "NVLink errors per link and type, as nodewatch_nvlink_errors_total; only with "
     "collectors.interconnect.nvlink_link_errors.",
     {"accelerator", "uuid", "link", "type"}};
+
+// NVLink5 link quality (Blackwell on): per accelerator (its worst link, or
+// its links' sum), and per link only with nvlink_link_errors.
+inline constexpr Family kNvlinkBitErrorRate{
+    "nodewatch_nvlink_bit_error_rate",
+    MetricType::kGauge,
+    "",
+    "Highest bit error rate of the accelerator's active NVLink links, by kind: effective (after "
+    "FEC), "
+    "symbol (before FEC), raw (NVML 13.2 on); NVLink5, as the driver computes it.",
+    {"accelerator", "uuid", "kind"}};
+
+inline constexpr Family kNvlinkLinkBitErrorRate{
+    "nodewatch_nvlink_link_bit_error_rate",
+    MetricType::kGauge,
+    "",
+    "Bit error rate per NVLink link and kind, as nodewatch_nvlink_bit_error_rate; only with "
+    "collectors.interconnect.nvlink_link_errors.",
+    {"accelerator", "uuid", "link", "kind"}};
+
+inline constexpr Family kNvlinkFecCodewordsTotal{
+    "nodewatch_nvlink_fec_codewords_total",
+    MetricType::kCounter,
+    "",
+    "Codewords received over the accelerator's NVLink links by FEC history bin, the number of "
+    "symbol errors the FEC corrected in them (0-15; NVML 12.8 on).",
+    {"accelerator", "uuid", "bin"}};
+
+inline constexpr Family kNvlinkLinkFecCodewordsTotal{
+    "nodewatch_nvlink_link_fec_codewords_total",
+    MetricType::kCounter,
+    "",
+    "Codewords per NVLink link and FEC history bin, as nodewatch_nvlink_fec_codewords_total; only "
+    "with collectors.interconnect.nvlink_link_errors.",
+    {"accelerator", "uuid", "link", "bin"}};
+
+inline constexpr Family kNvlinkPlrTotal{
+    "nodewatch_nvlink_plr_total",
+    MetricType::kCounter,
+    "",
+    "Physical-layer retransmission (PLR) counts of the accelerator's NVLink links together, by "
+    "counter: xmit_blocks, xmit_retry_blocks (NVML 13.2's fields); rcv_codes, rcv_code_errors, "
+    "rcv_uncorrectable_codes, xmit_codes, xmit_retry_codes, xmit_retry_events, sync_events (the "
+    "PRM counters, NVML 13.1 on).",
+    {"accelerator", "uuid", "counter"}};
+
+inline constexpr Family kNvlinkLinkPlrTotal{
+    "nodewatch_nvlink_link_plr_total",
+    MetricType::kCounter,
+    "",
+    "PLR counts per NVLink link and counter, as nodewatch_nvlink_plr_total; only with "
+    "collectors.interconnect.nvlink_link_errors.",
+    {"accelerator", "uuid", "link", "counter"}};
+
+inline constexpr Family kNvlinkTransmitWaitTicksTotal{
+    "nodewatch_nvlink_transmit_wait_ticks_total",
+    MetricType::kCounter,
+    "",
+    "Ticks in which the accelerator's NVLink ports had data to send and sent none "
+    "(PORT_XMIT_WAIT, NVML 13.1 on), its links together: NVLink's congestion signal. The tick's "
+    "length is the hardware's and not published.",
+    {"accelerator", "uuid"}};
+
+inline constexpr Family kNvlinkLinkTransmitWaitTicksTotal{
+    "nodewatch_nvlink_link_transmit_wait_ticks_total",
+    MetricType::kCounter,
+    "",
+    "PORT_XMIT_WAIT ticks per NVLink link, as nodewatch_nvlink_transmit_wait_ticks_total; only "
+    "with collectors.interconnect.nvlink_link_errors.",
+    {"accelerator", "uuid", "link"}};
+
+inline constexpr Family kNvlinkDataRateBytesPerSecond{
+    "nodewatch_nvlink_data_rate_bytes_per_second",
+    MetricType::kGauge,
+    "bytes_per_second",
+    "Data rate of the NVLink link left for transactions after the FEC overhead, per direction "
+    "(NVML 13.3 on).",
+    {"accelerator", "uuid", "link"}};
 
 inline constexpr Family kNvlinkLinks{"nodewatch_accelerator_nvlink_links",
                                      MetricType::kGauge,

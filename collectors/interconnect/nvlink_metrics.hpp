@@ -7,13 +7,20 @@
 //
 // Series (labels accelerator, uuid, link):
 //   nodewatch_nvlink_up, nodewatch_nvlink_speed_bytes_per_second,
+//   nodewatch_nvlink_data_rate_bytes_per_second,
 //   nodewatch_nvlink_transmitted_bytes_total, nodewatch_nvlink_received_bytes_total,
-//   nodewatch_nvlink_link_errors_total{type} (only with link_errors)
-// and per accelerator: nodewatch_nvlink_errors_total{type} (the links'
-//   sum), nodewatch_accelerator_nvlink_links,
-//   nodewatch_accelerator_nvlink_links_active.
+//   and only with link_errors: nodewatch_nvlink_link_errors_total{type},
+//   nodewatch_nvlink_link_bit_error_rate{kind},
+//   nodewatch_nvlink_link_fec_codewords_total{bin},
+//   nodewatch_nvlink_link_plr_total{counter},
+//   nodewatch_nvlink_link_transmit_wait_ticks_total;
+// and per accelerator: nodewatch_nvlink_errors_total{type},
+//   nodewatch_nvlink_fec_codewords_total{bin}, nodewatch_nvlink_plr_total{counter},
+//   nodewatch_nvlink_transmit_wait_ticks_total (the links' sums),
+//   nodewatch_nvlink_bit_error_rate{kind} (the worst link's),
+//   nodewatch_accelerator_nvlink_links, nodewatch_accelerator_nvlink_links_active.
 //
-// The error counters per accelerator are the sum over its links, each link
+// The counters per accelerator are the sum over its links, each link
 // counting with the last value read of it: a link whose counter could not
 // be read in one collection keeps its last value in the sum, so that the
 // sum never drops (which Prometheus would read as a reset and count the
@@ -29,7 +36,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -50,32 +59,41 @@ std::vector<std::string> nvlink_metric_prefixes();
 // The families above, in a table of their own (tests, benchmarks).
 const MetricTable& nvlink_metric_table();
 
-// The last error count read of each (accelerator, link, type), kept while
+// The last count read of each (accelerator, link, counter), kept while
 // the process runs (a Services entry: a rebuilt interconnect collector
-// finds it): what the per-accelerator sums are made of. Thread-safe.
-class NvlinkErrorTotals {
+// finds it): what the per-accelerator sums are made of. The counters: the
+// error counts by type, the FEC history by bin, the PLR counts by
+// counter, and PORT_XMIT_WAIT. Thread-safe.
+class NvlinkTotals {
  public:
-  // Takes this collection's per-link counts of `d`; returns the sum per
-  // type over every link read so far, in type order.
-  std::vector<std::pair<std::string, double>> update(const accelerator::DeviceSample& d);
+  // The sums over every link read so far, each in label order.
+  struct Sums {
+    std::vector<std::pair<std::string, double>> errors;  // by type
+    std::vector<std::pair<std::string, double>> fec;     // by bin
+    std::vector<std::pair<std::string, double>> plr;     // by counter
+    std::optional<double> transmit_wait_ticks;
+  };
+  // Takes this collection's per-link counts of `d`; returns the sums.
+  Sums update(const accelerator::DeviceSample& d);
 
  private:
+  enum class Of { kError, kFec, kPlr, kTransmitWait };
   std::mutex mu_;
-  // uuid -> (link, type) -> last value
-  std::map<std::string, std::map<std::pair<unsigned, std::string>, double>> last_;
+  // uuid -> (what, label, link) -> last value
+  std::map<std::string, std::map<std::tuple<Of, std::string, unsigned>, double>> last_;
 };
 
 // Adds the NVLink series of `devices` (samples with their links filled in)
 // to `sink`, and reports their partial failures. `totals` keeps the error
 // counts between collections; `link_errors` adds the per-link series.
-void emit_nvlinks(const std::vector<accelerator::DeviceSample>& devices, NvlinkErrorTotals& totals,
+void emit_nvlinks(const std::vector<accelerator::DeviceSample>& devices, NvlinkTotals& totals,
                   bool link_errors, MetricSink& sink);
 
 class NvlinkMetrics {
  public:
   // `totals`: null for one of its own (tests).
   explicit NvlinkMetrics(std::shared_ptr<accelerator::NvmlService> nvml, bool link_errors = false,
-                         std::shared_ptr<NvlinkErrorTotals> totals = nullptr);
+                         std::shared_ptr<NvlinkTotals> totals = nullptr);
 
   // Adds every NVLink series to `sink`. A library that cannot be used is
   // counted under its reason (the service logs it, and the accelerator
@@ -86,7 +104,7 @@ class NvlinkMetrics {
  private:
   std::shared_ptr<accelerator::NvmlService> nvml_;
   bool link_errors_;
-  std::shared_ptr<NvlinkErrorTotals> totals_;
+  std::shared_ptr<NvlinkTotals> totals_;
 };
 
 }  // namespace nodewatch::interconnect

@@ -17,11 +17,13 @@
 #include <vector>
 
 #include "accelerator/accelerator_collector.hpp"
+#include "accelerator/nvml/nvml_queries.hpp"
 #include "accelerator/nvml/nvml_service.hpp"
 #include "config.hpp"
 #include "interconnect/interconnect_collector.hpp"
 #include "interconnect/nvlink_metrics.hpp"
 #include "support/collector_test.hpp"
+#include "support/daemon_process.hpp"
 #include "support/paths.hpp"
 
 namespace nodewatch::accelerator {
@@ -30,8 +32,10 @@ namespace {
 using interconnect::nvlink_metric_prefixes;
 using interconnect::nvlink_metric_table;
 using interconnect::NvlinkMetrics;
+using nodewatch::testing::ErrorCount;
 using nodewatch::testing::ExpectConformant;
 using nodewatch::testing::ExpectWellFormedTable;
+using nodewatch::testing::TempDir;
 using namespace std::chrono_literals;
 
 std::string scenario(const char* name) {
@@ -87,8 +91,8 @@ class Hooks {
   Hooks(const Hooks&) = delete;
   Hooks& operator=(const Hooks&) = delete;
   bool Script(const char* line) { return script_ != nullptr && script_(line) == 0; }
-  unsigned long long Calls(const char* function) {
-    return calls_ != nullptr ? calls_(function, -1) : ~0ull;
+  unsigned long long Calls(const char* function, int device = -1) {
+    return calls_ != nullptr ? calls_(function, device) : ~0ull;
   }
 
  private:
@@ -186,11 +190,138 @@ TEST(NvlinkTest, Nvlink5ThirtySixLinks) {
       EXPECT_FALSE(Has(sink, "nodewatch_nvlink_link_errors_total", crc));
     }
   }
-  EXPECT_EQ(sink.sample_count(), 4u * (2 + 36 * (4 + 11) + 11));
+  // Per link: up, speed, bytes both ways, 11 error types, and R580's link
+  // quality (effective and symbol BER, 16 FEC bins); per accelerator: the
+  // link counts, the 11 error sums, the worst two BERs, the 16 bin sums.
+  EXPECT_EQ(sink.sample_count(), 4u * (2 + 36 * (4 + 11 + 2 + 16) + 11 + 2 + 16));
   // Blackwell answers NOT_SUPPORTED for the per-counter call: asked on the
   // first link only (5 counters), not on the 35 others.
   Hooks hooks(FAKE_NVML_LIBRARY);
   EXPECT_EQ(hooks.Calls("nvmlDeviceGetNvLinkErrorCounter"), 4u * 5);
+}
+
+// NVLink5 quality under a driver of NVML 13.3 (the values are the fake's,
+// tests/fixtures/nvml/README.md): the BERs decoded, the worst active link's
+// per accelerator; FEC bins, PLR and transmit-wait summed over the links;
+// the PRM counters asked by local port = link + 1; a Hopper asked each
+// quality field and the PRM call once, never again.
+TEST(NvlinkTest, Nvlink5QualityPerAcceleratorAndPerLink) {
+  Node node(FAKE_NVML_LIBRARY, scenario("nvlink5_quality.scenario"));
+  node.Collect();
+  const MetricSink sink = node.Collect();
+  EXPECT_EQ(ErrorCount(sink, "nvml_error"), 0u);
+  const double kEps = 1e-6;  // relative
+  auto near = [&](double got, double want) { EXPECT_NEAR(got, want, std::abs(want) * kEps); };
+  for (unsigned i = 0; i < 2; ++i) {
+    const std::string a = std::to_string(i);
+    // GPU 0: links 0-2 active (3 down); GPU 1: all four.
+    const unsigned active = i == 0 ? 3 : 4;
+    near(Get(sink, "nodewatch_nvlink_bit_error_rate", {a, uuid(i), "effective"}),
+         i == 0 ? 1e-15 : 3e-8);
+    near(Get(sink, "nodewatch_nvlink_bit_error_rate", {a, uuid(i), "symbol"}), active * 1e-8);
+    near(Get(sink, "nodewatch_nvlink_bit_error_rate", {a, uuid(i), "raw"}), active * 1e-6);
+    for (unsigned b = 0; b < 16; ++b)
+      EXPECT_EQ(Get(sink, "nodewatch_nvlink_fec_codewords_total", {a, uuid(i), std::to_string(b)}),
+                4.0 * (16 - b) * 1000 * (i + 1) + 6);
+    // The fields, of every link; the PRM counters, of the active links.
+    EXPECT_EQ(Get(sink, "nodewatch_nvlink_plr_total", {a, uuid(i), "xmit_blocks"}),
+              4e9 * (i + 1) + 6);
+    EXPECT_EQ(Get(sink, "nodewatch_nvlink_plr_total", {a, uuid(i), "xmit_retry_blocks"}),
+              4000.0 * (i + 1) + 6);
+    const double link_sum = active == 3 ? 3 : 6;  // 0+1+2, 0+1+2+3
+    EXPECT_EQ(Get(sink, "nodewatch_nvlink_plr_total", {a, uuid(i), "xmit_codes"}),
+              active * 1e9 * (i + 1) + link_sum);
+    EXPECT_EQ(Get(sink, "nodewatch_nvlink_plr_total", {a, uuid(i), "xmit_retry_codes"}),
+              active * 100.0 * (i + 1) + link_sum);
+    EXPECT_EQ(Get(sink, "nodewatch_nvlink_plr_total", {a, uuid(i), "rcv_code_errors"}),
+              active * i + link_sum);
+    EXPECT_EQ(Get(sink, "nodewatch_nvlink_transmit_wait_ticks_total", {a, uuid(i)}),
+              active * 1e6 * (i + 1) + link_sum);
+    EXPECT_EQ(Get(sink, "nodewatch_nvlink_errors_total", {a, uuid(i), "link_down"}), 0);
+    for (unsigned l = 0; l < 4; ++l) {
+      const std::string link = std::to_string(l);
+      EXPECT_EQ(Get(sink, "nodewatch_nvlink_data_rate_bytes_per_second", {a, uuid(i), link}),
+                47000e6);
+      near(Get(sink, "nodewatch_nvlink_link_bit_error_rate", {a, uuid(i), link, "symbol"}),
+           (l + 1) * 1e-8);
+      EXPECT_EQ(Get(sink, "nodewatch_nvlink_link_fec_codewords_total", {a, uuid(i), link, "15"}),
+                1000.0 * (i + 1) + l);
+      // Port l+1 is link l: a port one off would give link l its
+      // neighbour's count, and link 0 none.
+      const bool up = i == 1 || l < 3;
+      EXPECT_EQ(Has(sink, "nodewatch_nvlink_link_plr_total", {a, uuid(i), link, "xmit_codes"}), up);
+      if (up) {
+        EXPECT_EQ(Get(sink, "nodewatch_nvlink_link_plr_total", {a, uuid(i), link, "xmit_codes"}),
+                  1e9 * (i + 1) + l);
+        EXPECT_EQ(Get(sink, "nodewatch_nvlink_link_transmit_wait_ticks_total", {a, uuid(i), link}),
+                  1e6 * (i + 1) + l);
+      }
+    }
+  }
+  // The Hopper: none of it, and asked once.
+  EXPECT_FALSE(Has(sink, "nodewatch_nvlink_bit_error_rate", {"2", uuid(2), "effective"}));
+  EXPECT_FALSE(Has(sink, "nodewatch_nvlink_fec_codewords_total", {"2", uuid(2), "0"}));
+  EXPECT_FALSE(Has(sink, "nodewatch_nvlink_transmit_wait_ticks_total", {"2", uuid(2)}));
+  Hooks hooks(FAKE_NVML_LIBRARY);
+  EXPECT_EQ(hooks.Calls("field 220", 2), 4u) << "asked again after NOT_SUPPORTED on every link";
+  EXPECT_EQ(hooks.Calls("field 250", 2), 4u);
+  EXPECT_EQ(hooks.Calls("field 220", 0), 8u) << "the Blackwell is asked every collection";
+  EXPECT_EQ(hooks.Calls("nvmlDeviceReadPRMCounters_v1", 2), 1u);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceReadPRMCounters_v1", 0), 2u);
+}
+
+// NVML's BER encoding (mantissa in bits 8-11, exponent in bits 0-7), as
+// DCGM decodes it; and field 296's unit, read against the link's speed.
+TEST(NvlinkTest, BerDecodingAndDataRateUnit) {
+  EXPECT_DOUBLE_EQ(nvml_nvlink_ber(0x30C), 3e-12);
+  EXPECT_DOUBLE_EQ(nvml_nvlink_ber(0x109), 1e-9);
+  EXPECT_EQ(nvml_nvlink_ber(0), 0);
+  EXPECT_LT(nvml_nvlink_ber(0xFFF), 1e-250);  // DCGM's "zero BER": 15e-255
+  EXPECT_DOUBLE_EQ(nvml_nvlink_ber(0xFFFF030C), 3e-12) << "bits above 11 are not the rate's";
+  const double speed = 53125e6;                                   // a GB200 link, 53.125 GB/s
+  EXPECT_EQ(nvml_nvlink_data_rate_bytes(50000, speed), 50000e6);  // MB/s
+  EXPECT_EQ(nvml_nvlink_data_rate_bytes(48828125, speed), 48828125.0 * 1024);  // KiB/s
+  EXPECT_FALSE(nvml_nvlink_data_rate_bytes(400, speed));                       // Gb/s? no
+  EXPECT_FALSE(nvml_nvlink_data_rate_bytes(60000, speed)) << "above the link's speed";
+  EXPECT_FALSE(nvml_nvlink_data_rate_bytes(50000, std::nullopt));
+  EXPECT_FALSE(nvml_nvlink_data_rate_bytes(0, speed));
+}
+
+// An R580 driver (NVML 13.0) knows the BERs and the FEC history, not the
+// 13.2/13.3 fields (INVALID_ARGUMENT: asked once) nor the PRM call.
+TEST(NvlinkTest, Nvlink5QualityAskedOnlyWhereTheDriverHasIt) {
+  TempDir dir;
+  const auto file = dir.write("s.scenario", "devices 1\nnvlink5 0 2\ndriver 580.65.06\n");
+  Node node(FAKE_NVML_LIBRARY, file.string());
+  node.Collect();
+  const MetricSink sink = node.Collect();
+  EXPECT_EQ(ErrorCount(sink, "nvml_error"), 0u);
+  EXPECT_TRUE(Has(sink, "nodewatch_nvlink_bit_error_rate", {"0", uuid(0), "effective"}));
+  EXPECT_TRUE(Has(sink, "nodewatch_nvlink_fec_codewords_total", {"0", uuid(0), "15"}));
+  EXPECT_FALSE(Has(sink, "nodewatch_nvlink_bit_error_rate", {"0", uuid(0), "raw"}));
+  EXPECT_FALSE(Has(sink, "nodewatch_nvlink_plr_total", {"0", uuid(0), "xmit_blocks"}));
+  EXPECT_FALSE(Has(sink, "nodewatch_nvlink_plr_total", {"0", uuid(0), "xmit_codes"}));
+  EXPECT_FALSE(Has(sink, "nodewatch_nvlink_data_rate_bytes_per_second", {"0", uuid(0), "0"}));
+  Hooks hooks(FAKE_NVML_LIBRARY);
+  for (const char* field : {"field 293", "field 294", "field 295", "field 296"})
+    EXPECT_EQ(hooks.Calls(field, 0), 2u) << field << ": asked again after INVALID_ARGUMENT";
+  EXPECT_EQ(hooks.Calls("field 220", 0), 4u);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceReadPRMCounters_v1", 0), 1u);
+}
+
+// A FEC bin that fails for a collection keeps its last count in the sum
+// (never a drop that Prometheus would read as a reset).
+TEST(NvlinkTest, AFailedFecBinKeepsItsSum) {
+  Node node(FAKE_NVML_LIBRARY, scenario("nvlink5_quality.scenario"));
+  const MetricSink first = node.Collect();
+  const std::vector<std::string> bin3 = {"0", uuid(0), "3"};
+  const double before = Get(first, "nodewatch_nvlink_fec_codewords_total", bin3);
+  Hooks hooks(FAKE_NVML_LIBRARY);
+  ASSERT_TRUE(hooks.Script("field_fail 0 238 999"));
+  const MetricSink second = node.Collect();
+  EXPECT_EQ(Get(second, "nodewatch_nvlink_fec_codewords_total", bin3), before);
+  EXPECT_FALSE(Has(second, "nodewatch_nvlink_link_fec_codewords_total", {"0", uuid(0), "0", "3"}));
+  EXPECT_GE(ErrorCount(second, "nvml_error"), 1u);
 }
 
 TEST(NvlinkTest, ErrorsGrowBetweenCollections) {

@@ -238,6 +238,26 @@ inline constexpr unsigned kFieldNvlinkCountLinkRecoveryFailedEvents = 214;
 inline constexpr unsigned kFieldNvlinkCountLinkRecoveryEvents = 215;
 inline constexpr unsigned kFieldNvlinkCountEffectiveErrors = 219;
 inline constexpr unsigned kFieldNvlinkCountSymbolErrors = 221;
+// NVLink5 link quality, scope = link. Bit error rates (12.6 on) as NVML
+// encodes them: the exponent in bits 0-7, the mantissa in bits 8-11
+// (NVML_NVLINK_BER_{EXP,MANTISSA}_{SHIFT,WIDTH}): mantissa x 10^-exponent.
+inline constexpr unsigned kFieldNvlinkCountEffectiveBer = 220;  // after FEC
+inline constexpr unsigned kFieldNvlinkCountSymbolBer = 222;     // before FEC
+inline constexpr unsigned kNvlinkBerMantissaShift = 8;
+inline constexpr unsigned kNvlinkBerMantissaMask = 0xf;
+inline constexpr unsigned kNvlinkBerExponentShift = 0;
+inline constexpr unsigned kNvlinkBerExponentMask = 0xff;
+// The FEC history (12.8 on): bin b at 235 + b, b 0-15, cumulative.
+inline constexpr unsigned kFieldNvlinkCountFecHistory0 = 235;
+inline constexpr unsigned kNvlinkFecHistoryBins = 16;
+// 13.2 on: the total raw BER (encoded as above [inferred: the header
+// says "NVLINK total raw BER" and no encoding]) and the physical-layer
+// retransmission (PLR) block counters; 13.3 on: the data rate left after
+// the FEC overhead.
+inline constexpr unsigned kFieldNvlinkCountRawBerV2 = 293;
+inline constexpr unsigned kFieldNvlinkPlrXmitBlocks = 294;
+inline constexpr unsigned kFieldNvlinkPlrXmitRetryBlocks = 295;
+inline constexpr unsigned kFieldNvlinkGetDataRate = 296;
 inline constexpr unsigned kFieldC2cLinkCount = 170;
 inline constexpr unsigned kFieldC2cLinkStatus = 171;  // scope = link; 0 inactive, 1 active
 // scope = link: that link's speed, MB/s ("C2C Link Speed in MBps for
@@ -251,6 +271,36 @@ inline constexpr unsigned kFieldC2cLinkErrorIntr = 231;       // NVML 12.9 on; s
 inline constexpr unsigned kFieldC2cLinkErrorReplay = 232;     // scope = link
 inline constexpr unsigned kFieldC2cLinkErrorReplayB2b = 233;  // scope = link; back-to-back replays
 inline constexpr unsigned kFieldC2cLinkPowerState = 234;      // scope = link; 0 full, 1 low power
+
+// nvmlDeviceReadPRMCounters_v1 (NVML 13.1 on; Blackwell on): counters of
+// the NVLink ports' PRM registers, by nvmlPRMCounterId_t. The ids, the
+// structs and the call are the same in 13.1, 13.2 and 13.3; no header
+// before 13.1 has them (the symbol is then absent and nothing is asked).
+inline constexpr unsigned kPrmLinkDownEvents = 1;  // PPCNT physical layer (group 0x12)
+inline constexpr unsigned kPrmPortXmitWait = 201;  // PPCNT IB port counters (group 0x20)
+inline constexpr unsigned kPrmPlrRcvCodes = 301;   // PPCNT PLR counters (group 0x22), 301-307
+inline constexpr unsigned kPrmPlrRcvCodeErr = 302;
+inline constexpr unsigned kPrmPlrRcvUncorrectableCode = 303;
+inline constexpr unsigned kPrmPlrXmitCodes = 304;
+inline constexpr unsigned kPrmPlrXmitRetryCodes = 305;
+inline constexpr unsigned kPrmPlrXmitRetryEvents = 306;
+inline constexpr unsigned kPrmPlrSyncEvents = 307;
+// nvmlPRMCounter_v1_t: the id and the port in, the status and the value out.
+struct PrmCounter {
+  unsigned counter_id;
+  unsigned local_port;  // nvmlPRMCounterInput_v1_t
+  Return status;        // nvmlPRMCounterValue_v1_t
+  unsigned output_type;
+  Value output_value;
+};
+static_assert(sizeof(PrmCounter) == 24 && offsetof(PrmCounter, status) == 8 &&
+              offsetof(PrmCounter, output_value) == 16);
+// nvmlPRMCounterList_v1_t (no version field: the _v1 of the call is it).
+struct PrmCounterList {
+  unsigned num_counters;
+  PrmCounter* counters;
+};
+static_assert(sizeof(PrmCounterList) == 16 && offsetof(PrmCounterList, counters) == 8);
 
 // nvmlDeviceGpuRecoveryAction_t (RECOVER_IMEX_DOMAIN from NVML 13.3).
 inline constexpr unsigned kRecoveryActionNone = 0;
@@ -453,5 +503,6 @@ using DeviceGetGpuInstanceIdFn = Return (*)(Device, unsigned*);
 using DeviceGetProcessesFn = Return (*)(Device, unsigned* count, void* infos);
 // nvmlDeviceGetGpuFabricInfoV: takes a GpuFabricInfoV2 or V3, by its version.
 using DeviceGetGpuFabricInfoVFn = Return (*)(Device, void* info);
+using DeviceReadPrmCountersFn = Return (*)(Device, PrmCounterList*);
 
 }  // namespace nodewatch::accelerator::nvml

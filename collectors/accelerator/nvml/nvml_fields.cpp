@@ -52,7 +52,7 @@ constexpr std::array<Meaning, 6> kVersioned = {{
 
 // Ids that meant the same in every header that defines them: asked of every
 // driver, even one whose branch is unknown.
-constexpr std::array<NvmlFieldDef, 30> kStable = {{
+constexpr std::array<NvmlFieldDef, 52> kStable = {{
     {nvml::kFieldClocksEventSwPowerCapNs, "clocks_event_reason_sw_power_cap", K::kInteger64},
     {nvml::kFieldClocksEventSyncBoostNs, "clocks_event_reason_sync_boost", K::kInteger64},
     {nvml::kFieldMemoryTemp, "memory_temp", K::kNumber},
@@ -86,6 +86,28 @@ constexpr std::array<NvmlFieldDef, 30> kStable = {{
     {nvml::kFieldC2cLinkErrorReplay, "c2c_link_error_replay", K::kInteger},
     {nvml::kFieldC2cLinkErrorReplayB2b, "c2c_link_error_replay_b2b", K::kInteger},
     {nvml::kFieldC2cLinkPowerState, "c2c_link_power_state", K::kInteger},
+    {nvml::kFieldNvlinkCountEffectiveBer, "nvlink_count_effective_ber", K::kInteger},
+    {nvml::kFieldNvlinkCountSymbolBer, "nvlink_count_symbol_ber", K::kInteger},
+    {nvml::kFieldNvlinkCountFecHistory0 + 0, "nvlink_count_fec_history_0", K::kInteger},
+    {nvml::kFieldNvlinkCountFecHistory0 + 1, "nvlink_count_fec_history_1", K::kInteger},
+    {nvml::kFieldNvlinkCountFecHistory0 + 2, "nvlink_count_fec_history_2", K::kInteger},
+    {nvml::kFieldNvlinkCountFecHistory0 + 3, "nvlink_count_fec_history_3", K::kInteger},
+    {nvml::kFieldNvlinkCountFecHistory0 + 4, "nvlink_count_fec_history_4", K::kInteger},
+    {nvml::kFieldNvlinkCountFecHistory0 + 5, "nvlink_count_fec_history_5", K::kInteger},
+    {nvml::kFieldNvlinkCountFecHistory0 + 6, "nvlink_count_fec_history_6", K::kInteger},
+    {nvml::kFieldNvlinkCountFecHistory0 + 7, "nvlink_count_fec_history_7", K::kInteger},
+    {nvml::kFieldNvlinkCountFecHistory0 + 8, "nvlink_count_fec_history_8", K::kInteger},
+    {nvml::kFieldNvlinkCountFecHistory0 + 9, "nvlink_count_fec_history_9", K::kInteger},
+    {nvml::kFieldNvlinkCountFecHistory0 + 10, "nvlink_count_fec_history_10", K::kInteger},
+    {nvml::kFieldNvlinkCountFecHistory0 + 11, "nvlink_count_fec_history_11", K::kInteger},
+    {nvml::kFieldNvlinkCountFecHistory0 + 12, "nvlink_count_fec_history_12", K::kInteger},
+    {nvml::kFieldNvlinkCountFecHistory0 + 13, "nvlink_count_fec_history_13", K::kInteger},
+    {nvml::kFieldNvlinkCountFecHistory0 + 14, "nvlink_count_fec_history_14", K::kInteger},
+    {nvml::kFieldNvlinkCountFecHistory0 + 15, "nvlink_count_fec_history_15", K::kInteger},
+    {nvml::kFieldNvlinkCountRawBerV2, "nvlink_count_raw_ber_v2", K::kInteger},
+    {nvml::kFieldNvlinkPlrXmitBlocks, "nvlink_plr_xmit_blocks", K::kInteger},
+    {nvml::kFieldNvlinkPlrXmitRetryBlocks, "nvlink_plr_xmit_retry_blocks", K::kInteger},
+    {nvml::kFieldNvlinkGetDataRate, "nvlink_get_data_rate", K::kInteger},
 }};
 
 bool in_range(const Meaning& m, std::optional<unsigned> branch) {

@@ -77,6 +77,7 @@ struct NvmlApi {
   nvml::DeviceGetGpuInstanceIdFn device_get_gpu_instance_id = nullptr;
   // NVLink fabric.
   nvml::DeviceGetGpuFabricInfoVFn device_get_gpu_fabric_info_v = nullptr;
+  nvml::DeviceReadPrmCountersFn device_read_prm_counters = nullptr;  // 13.1 on
   // Running compute processes; `processes_v1`: only the first version,
   // which fills ProcessInfoV1. `_v2` besides, for the drivers whose `_v3`
   // fills a larger struct (nvml_queries.cpp, read_process_list).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -358,23 +359,160 @@ void sort_nvlink_fields(Answers& a, const nvml::FieldValue* v, NvlinkSample& lin
   }
 }
 
+// NVLink5 link quality, asked with kNvlinkFields of each link, each only
+// until the driver shows it does not have it (nvlink_fields_absent).
+struct NvlinkQualityField {
+  unsigned id;
+  enum class Kind { kBer, kFec, kPlr, kDataRate } kind;
+  const char* name;  // kBer: the kind of rate; kPlr: the counter
+  unsigned bin;      // kFec
+};
+constexpr std::array<NvlinkQualityField, 22> kNvlinkQualityFields = [] {
+  using K = NvlinkQualityField::Kind;
+  std::array<NvlinkQualityField, 22> out{{
+      {nvml::kFieldNvlinkCountEffectiveBer, K::kBer, "effective", 0},
+      {nvml::kFieldNvlinkCountSymbolBer, K::kBer, "symbol", 0},
+      {nvml::kFieldNvlinkCountRawBerV2, K::kBer, "raw", 0},
+      {nvml::kFieldNvlinkPlrXmitBlocks, K::kPlr, "xmit_blocks", 0},
+      {nvml::kFieldNvlinkPlrXmitRetryBlocks, K::kPlr, "xmit_retry_blocks", 0},
+      {nvml::kFieldNvlinkGetDataRate, K::kDataRate, nullptr, 0},
+  }};
+  for (unsigned b = 0; b < nvml::kNvlinkFecHistoryBins; ++b)
+    out[6 + b] = {nvml::kFieldNvlinkCountFecHistory0 + b, K::kFec, nullptr, b};
+  return out;
+}();
+
+// One link's answer to a quality field into `link`.
+void sort_nvlink_quality(Answers& a, const NvlinkQualityField& q, const nvml::FieldValue& f,
+                         NvlinkSample& link) {
+  using K = NvlinkQualityField::Kind;
+  auto v = a.field(f);
+  if (!v) return;
+  switch (q.kind) {
+    case K::kBer:
+      link.bit_error_rate[q.name] = nvml_nvlink_ber(f.value_type == nvml::kValueTypeUnsignedLongLong
+                                                        ? f.value.ull_val
+                                                        : static_cast<unsigned long long>(*v));
+      break;
+    case K::kFec: link.fec_history[q.bin] = *v; break;
+    case K::kPlr: link.plr[q.name] = *v; break;
+    case K::kDataRate:
+      if (auto bytes = nvml_nvlink_data_rate_bytes(*v, link.speed_bytes_per_second))
+        link.data_rate_bytes_per_second = *bytes;
+      else
+        a.error("field " + std::to_string(f.field_id) + " (nvlink_get_data_rate) link " +
+                std::to_string(link.link) + ": " + std::to_string(*v) +
+                " is in no unit that puts it below the link's speed");
+      break;
+  }
+}
+
 // Everything else of every link in one batched call.
 void read_nvlink_fields(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
   const NvmlApi& api = a.api();
   if (api.device_get_field_values == nullptr) return;
   std::vector<NvlinkSample>& links = a.sample().nvlinks;
-  std::vector<nvml::FieldValue> f(links.size() * kNvlinkFields.size());
+  std::vector<const NvlinkQualityField*> quality;
+  for (const NvlinkQualityField& q : kNvlinkQualityFields)
+    if (!memory.nvlink_fields_absent.contains(q.id)) quality.push_back(&q);
+  const std::size_t per_link = kNvlinkFields.size() + quality.size();
+  std::vector<nvml::FieldValue> f(links.size() * per_link);
   for (std::size_t i = 0; i < links.size(); ++i) {
-    for (std::size_t k = 0; k < kNvlinkFields.size(); ++k) {
-      f[i * kNvlinkFields.size() + k].field_id = kNvlinkFields[k].id;
-      f[i * kNvlinkFields.size() + k].scope_id = links[i].link;
+    nvml::FieldValue* row = &f[i * per_link];
+    for (std::size_t k = 0; k < per_link; ++k) {
+      row[k].field_id =
+          k < kNvlinkFields.size() ? kNvlinkFields[k].id : quality[k - kNvlinkFields.size()]->id;
+      row[k].scope_id = links[i].link;
     }
   }
   if (!a.ok(api.device_get_field_values(dev, static_cast<int>(f.size()), f.data()),
             "nvmlDeviceGetFieldValues"))
     return;
-  for (std::size_t i = 0; i < links.size(); ++i)
-    sort_nvlink_fields(a, &f[i * kNvlinkFields.size()], links[i], memory);
+  const bool any_active =
+      std::any_of(links.begin(), links.end(), [](const NvlinkSample& l) { return l.active; });
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    const nvml::FieldValue* row = &f[i * per_link];
+    sort_nvlink_fields(a, row, links[i], memory);
+    for (std::size_t q = 0; q < quality.size(); ++q)
+      sort_nvlink_quality(a, *quality[q], row[kNvlinkFields.size() + q], links[i]);
+  }
+  // A field no link has: the driver does not know it, or the device does
+  // not have it; never asked again.
+  for (std::size_t q = 0; q < quality.size() && !links.empty(); ++q) {
+    bool unknown = true, unsupported = true;
+    for (std::size_t i = 0; i < links.size(); ++i) {
+      const nvml::Return rc = f[i * per_link + kNvlinkFields.size() + q].nvml_return;
+      unknown = unknown && rc == nvml::kErrorInvalidArgument;
+      unsupported = unsupported && rc == nvml::kErrorNotSupported;
+    }
+    if (unknown || (unsupported && any_active)) memory.nvlink_fields_absent.insert(quality[q]->id);
+  }
+}
+
+// The PRM counters of every link in one call (NVML 13.1 on), where the
+// driver has the call and the device answers it.
+struct PrmCounterDef {
+  unsigned id;
+  enum class Kind { kError, kPlr, kTransmitWait } kind;
+  const char* name;
+};
+constexpr std::array<PrmCounterDef, 9> kPrmCounters = {{
+    {nvml::kPrmLinkDownEvents, PrmCounterDef::Kind::kError, "link_down"},
+    {nvml::kPrmPortXmitWait, PrmCounterDef::Kind::kTransmitWait, nullptr},
+    {nvml::kPrmPlrRcvCodes, PrmCounterDef::Kind::kPlr, "rcv_codes"},
+    {nvml::kPrmPlrRcvCodeErr, PrmCounterDef::Kind::kPlr, "rcv_code_errors"},
+    {nvml::kPrmPlrRcvUncorrectableCode, PrmCounterDef::Kind::kPlr, "rcv_uncorrectable_codes"},
+    {nvml::kPrmPlrXmitCodes, PrmCounterDef::Kind::kPlr, "xmit_codes"},
+    {nvml::kPrmPlrXmitRetryCodes, PrmCounterDef::Kind::kPlr, "xmit_retry_codes"},
+    {nvml::kPrmPlrXmitRetryEvents, PrmCounterDef::Kind::kPlr, "xmit_retry_events"},
+    {nvml::kPrmPlrSyncEvents, PrmCounterDef::Kind::kPlr, "sync_events"},
+}};
+
+void read_nvlink_prm(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
+  const NvmlApi& api = a.api();
+  if (api.device_read_prm_counters == nullptr || memory.prm_absent) return;
+  std::vector<NvlinkSample>& links = a.sample().nvlinks;
+  std::vector<nvml::PrmCounter> c;
+  for (const NvlinkSample& l : links) {
+    if (!l.active) continue;  // a port that is down has no counters to read
+    for (const PrmCounterDef& def : kPrmCounters) {
+      nvml::PrmCounter one{};
+      one.counter_id = def.id;
+      one.local_port = nvml_prm_local_port(l.link);
+      c.push_back(one);
+    }
+  }
+  if (c.empty()) return;
+  nvml::PrmCounterList list{static_cast<unsigned>(c.size()), c.data()};
+  const nvml::Return rc = api.device_read_prm_counters(dev, &list);
+  if (rc == nvml::kErrorNotSupported || rc == nvml::kErrorFunctionNotFound) {
+    memory.prm_absent = true;
+    return;
+  }
+  if (!a.ok(rc, "nvmlDeviceReadPRMCounters_v1")) return;
+  std::size_t k = 0;
+  for (NvlinkSample& l : links) {
+    if (!l.active) continue;
+    for (const PrmCounterDef& def : kPrmCounters) {
+      const nvml::PrmCounter& one = c[k++];
+      if (one.status == nvml::kErrorNotSupported) continue;
+      if (!a.ok(one.status, "nvmlDeviceReadPRMCounters_v1 counter")) continue;
+      nvml::FieldValue as_field{};
+      as_field.value_type = one.output_type;
+      as_field.value = one.output_value;
+      auto v = field_value_as_double(as_field);
+      if (!v || one.output_type == nvml::kValueTypeDouble) {
+        a.error("nvmlDeviceReadPRMCounters_v1 counter " + std::to_string(def.id) + " answered " +
+                nvml_value_type_name(one.output_type) + ", expected an integer");
+        continue;
+      }
+      switch (def.kind) {
+        case PrmCounterDef::Kind::kError: l.errors[def.name] = *v; break;
+        case PrmCounterDef::Kind::kPlr: l.plr[def.name] = *v; break;
+        case PrmCounterDef::Kind::kTransmitWait: l.transmit_wait_ticks = *v; break;
+      }
+    }
+  }
 }
 
 // The NVLink links of one device. The number of links is discovered, never
@@ -386,6 +524,7 @@ void read_nvlinks(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
   if (a.sample().nvlinks.empty()) return;
   read_nvlink_error_counters(a, dev, memory);
   read_nvlink_fields(a, dev, memory);
+  read_nvlink_prm(a, dev, memory);
 }
 
 // The accelerator collector's questions, after the identity.
@@ -862,6 +1001,27 @@ std::string normalize_pci_bus_id(std::string_view bus_id) {
   std::array<char, 32> buf{};
   std::snprintf(buf.data(), buf.size(), "%04llx:%02llx:%02llx.%llx", domain, bus, device, function);
   return buf.data();
+}
+
+double nvml_nvlink_ber(unsigned long long raw) {
+  const auto mantissa = (raw >> nvml::kNvlinkBerMantissaShift) & nvml::kNvlinkBerMantissaMask;
+  const auto exponent = (raw >> nvml::kNvlinkBerExponentShift) & nvml::kNvlinkBerExponentMask;
+  return static_cast<double>(mantissa) * std::pow(10.0, -static_cast<double>(exponent));
+}
+
+unsigned nvml_prm_local_port(unsigned link) {
+  return link + 1;
+}
+
+std::optional<double> nvml_nvlink_data_rate_bytes(double value,
+                                                  std::optional<double> speed_bytes_per_second) {
+  if (!speed_bytes_per_second || *speed_bytes_per_second <= 0 || value <= 0) return std::nullopt;
+  // MB/s, as the speed field; KiB/s, as the driver's own per-link rate.
+  for (double scale : {1e6, 1024.0}) {
+    const double ratio = value * scale / *speed_bytes_per_second;
+    if (ratio >= 0.5 && ratio <= 1.0 + 1e-9) return value * scale;
+  }
+  return std::nullopt;
 }
 
 std::optional<double> field_value_as_double(const nvml::FieldValue& v) {

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -51,6 +52,14 @@ struct NvmlDeviceMemory {
   // Whether the device's per-counter NVLink error call ever answered: then
   // its "recovery" is the one exported, never the NVLink5 field's.
   bool nvlink_legacy_errors = false;
+  // NVLink5 quality fields (kNvlinkQualityFields) not asked again: the
+  // driver does not know the id (INVALID_ARGUMENT on every link), or the
+  // device does not have it (NOT_SUPPORTED on every link while one is
+  // active: a Hopper asked a Blackwell field).
+  std::set<unsigned> nvlink_fields_absent;
+  // nvmlDeviceReadPRMCounters_v1 answered NOT_SUPPORTED (or the call
+  // itself failed as not there): not asked again.
+  bool prm_absent = false;
   // The fabric call answered ARGUMENT_VERSION_MISMATCH to v3: a driver
   // before NVML 13.0, asked with v2 from then on.
   bool fabric_v2 = false;
@@ -88,6 +97,27 @@ std::string normalize_pci_bus_id(std::string_view bus_id);
 // The value of one answered nvmlFieldValue_t, read through the union member
 // its value_type names; nullopt for a type this code does not know.
 std::optional<double> field_value_as_double(const nvml::FieldValue& v);
+
+// An NVLink bit error rate as NVML encodes it (fields 220, 222, 293): the
+// mantissa (bits 8-11) times 10 to the minus exponent (bits 0-7), as
+// DCGM's decoding does.
+double nvml_nvlink_ber(unsigned long long raw);
+
+// The PRM local port of NVLink link `link` (nvmlPRMCounterInput_v1_t's
+// localPort), for nvmlDeviceReadPRMCounters_v1: the link's index plus 1,
+// as DCGM 4.6 asks it ("DCGM FE_LINK GPU ports map to PRM local_port + 1";
+// port 0 answers nothing on a B200 there).
+unsigned nvml_prm_local_port(unsigned link);
+
+// Field 296 (NVML 13.3, "the effective NVLink data rate ... after
+// accounting for FEC overhead") in bytes per second. The header gives no
+// unit, so the answer is read in the unit that puts it between half the
+// link's speed (field 164, MB/s) and that speed: MB/s as that field, or
+// KiB/s as the driver's own per-link rate (nvlinkLinkDataRateKiBps in
+// NVIDIA's open kernel modules). nullopt when neither does, or when the
+// speed is unknown [inferred: check on hardware].
+std::optional<double> nvml_nvlink_data_rate_bytes(double value,
+                                                  std::optional<double> speed_bytes_per_second);
 
 // Clock event (throttle) reasons: the bit in NVML's mask and the `reason`
 // label it is exported under. Every label is emitted (0 or 1) whenever the

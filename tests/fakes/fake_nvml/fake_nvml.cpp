@@ -29,7 +29,9 @@
 //   unsigned long long fake_nvml_calls(const char* function, int device)
 //                                           calls so far (since the last
 //                                           nvmlInit) of `function` (exact
-//                                           exported name, "*" for all) on
+//                                           exported name, "*" for all;
+//                                           "field N": asks of field id N,
+//                                           one per link) on
 //                                           `device` (-1 for all; calls on no
 //                                           device, nvmlDeviceGetCount, count
 //                                           on device 0)
@@ -155,7 +157,10 @@ struct State {
   unsigned devices = 8;
   std::string driver = kDefaultDriver;  // driver VERSION
   unsigned branch = 580;                // its major number
-  bool version_unknown = false;         // version_unknown: both version calls answer NOT_SUPPORTED
+  std::string header;                   // header H: field ids as NVML H (else the branch's)
+  // nvlink_ber DEV LINK KIND MANTISSA EXPONENT: in place of the derived rate.
+  std::map<std::tuple<unsigned, unsigned, std::string>, unsigned long long> nvlink_ber;
+  bool version_unknown = false;  // version_unknown: both version calls answer NOT_SUPPORTED
   nvml::Return init_error = nvml::kSuccess;
   std::string parse_error;
   std::vector<FailRule> fails;
@@ -192,6 +197,8 @@ struct State {
   std::map<std::string, std::array<unsigned long long, kMaxDevices>, std::less<>> calls;
   std::map<std::string, std::array<unsigned long long, kMaxDevices>, std::less<>> base_calls;
   std::array<unsigned long long, kMaxDevices> device_calls{};
+  // Field ids asked of nvmlDeviceGetFieldValues, each link's ask one.
+  std::map<unsigned, std::array<unsigned long long, kMaxDevices>> field_asks;
   unsigned long long waits = 0;
   int blocked = 0;
   unsigned long long inits = 0;  // every nvmlInit call, kept across sessions
@@ -389,6 +396,20 @@ bool apply_line(State& st, const std::string& raw, std::string* error) {
   } else if (cmd == "driver" && w.size() == 2 && w[1].size() < 40 && parse_branch(w[1], &n)) {
     st.driver = w[1];
     st.branch = static_cast<unsigned>(n);
+  } else if (cmd == "header" && w.size() == 2 &&
+             std::find(nodewatch::testing::nvml_h::kHeaders.begin(),
+                       nodewatch::testing::nvml_h::kHeaders.end(),
+                       w[1]) != nodewatch::testing::nvml_h::kHeaders.end()) {
+    st.header = w[1];
+  } else if (cmd == "nvlink_ber" && w.size() == 6 && parse_device(w[1], &dev) &&
+             parse_number(w[2], &n) && (w[3] == "effective" || w[3] == "symbol" || w[3] == "raw")) {
+    unsigned long long mantissa = 0, exponent = 0;
+    if (!parse_number(w[4], &mantissa) || !parse_number(w[5], &exponent) || mantissa > 15 ||
+        exponent > 255)
+      return bad();
+    for (unsigned i = 0; i < kMaxDevices; ++i)
+      if (dev == kAnyDevice || dev == static_cast<int>(i))
+        st.nvlink_ber[{i, static_cast<unsigned>(n), w[3]}] = mantissa << 8 | exponent;
   } else if (cmd == "version_unknown" && w.size() == 1) {
     st.version_unknown = true;
   } else if (cmd == "field_value" && w.size() == 5 && parse_device(w[1], &dev)) {
@@ -560,6 +581,31 @@ unsigned long long nvlink_error(unsigned i, unsigned l, const std::string& type,
   auto it = g_state.nvlink_errors.find({i, l, type});
   return derived + (it == g_state.nvlink_errors.end() ? 0 : it->second);
 }
+#ifndef FAKE_NVML_OLD_DRIVER
+// NVLink5 link quality of link l on device i (field id `field`): the bit
+// error rates as NVML encodes them (mantissa << 8 | exponent): effective
+// (i%9+1)e-15, symbol (l%9+1)e-8, raw (l%9+1)e-6, or `nvlink_ber`; FEC
+// history bin b (16-b)*1000*(i+1)+l; PLR blocks 10^9(i+1)+l sent,
+// 1000(i+1)+l retried; the data rate 47000 (MB/s, under field 164's 50000).
+unsigned long long nvlink_quality(unsigned i, unsigned l, unsigned field) {
+  namespace h = nodewatch::testing::nvml_h;
+  auto ber = [&](const char* kind, unsigned long long mantissa, unsigned long long exponent) {
+    auto it = g_state.nvlink_ber.find({i, l, kind});
+    return it != g_state.nvlink_ber.end() ? it->second : mantissa << 8 | exponent;
+  };
+  if (field == h::fi("NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_BER"))
+    return ber("effective", i % 9 + 1, 15);
+  if (field == h::fi("NVML_FI_DEV_NVLINK_COUNT_SYMBOL_BER")) return ber("symbol", l % 9 + 1, 8);
+  if (field == h::fi("NVML_FI_DEV_NVLINK_COUNT_RAW_BER_V2")) return ber("raw", l % 9 + 1, 6);
+  if (field == h::fi("NVML_FI_DEV_NVLINK_PLR_XMIT_BLOCKS"))
+    return nvlink_error(i, l, "xmit_blocks", 1000000000ull * (i + 1) + l);
+  if (field == h::fi("NVML_FI_DEV_NVLINK_PLR_XMIT_RETRY_BLOCKS"))
+    return nvlink_error(i, l, "xmit_retry_blocks", 1000ull * (i + 1) + l);
+  if (field == h::fi("NVML_FI_DEV_NVLINK_GET_DATA_RATE")) return 47000;
+  const unsigned bin = field - h::fi("NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_0");
+  return nvlink_error(i, l, "fec_" + std::to_string(bin), (16ull - bin) * 1000 * (i + 1) + l);
+}
+#endif
 constexpr std::array<const char*, 5> kNvlinkLegacyTypes = {"replay", "recovery", "crc_flit",
                                                            "crc_data", "ecc"};
 
@@ -674,7 +720,8 @@ FieldMeaning meaning_of(unsigned branch, unsigned id) {
   namespace h = nodewatch::testing::nvml_h;
   // (13.2 changed the GPM metric count, which is not modelled: R590 is
   // answered as 13.1.)
-  const std::string_view header = h::header_of_branch(branch);
+  const std::string_view header =
+      g_state.header.empty() ? h::header_of_branch(branch) : std::string_view(g_state.header);
   const h::FieldId* f = h::defined(id, header);
   if (f == nullptr) return {Meaning::kUnknown};
   static constexpr std::array<std::string_view, 3> kClockEventTimes = {
@@ -804,6 +851,35 @@ void fill_derived(unsigned i, nvml::FieldValue& f, unsigned links, unsigned link
         ull((f.field_id == fi("NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX") ? 1000ull : 2000ull) *
                 (i + 1) +
             link);
+      break;
+    case fi("NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_BER"):
+    case fi("NVML_FI_DEV_NVLINK_COUNT_SYMBOL_BER"):
+    case fi("NVML_FI_DEV_NVLINK_COUNT_RAW_BER_V2"):
+    case fi("NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_0"):
+    case fi("NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_1"):
+    case fi("NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_2"):
+    case fi("NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_3"):
+    case fi("NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_4"):
+    case fi("NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_5"):
+    case fi("NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_6"):
+    case fi("NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_7"):
+    case fi("NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_8"):
+    case fi("NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_9"):
+    case fi("NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_10"):
+    case fi("NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_11"):
+    case fi("NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_12"):
+    case fi("NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_13"):
+    case fi("NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_14"):
+    case fi("NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_15"):
+    case fi("NVML_FI_DEV_NVLINK_PLR_XMIT_BLOCKS"):
+    case fi("NVML_FI_DEV_NVLINK_PLR_XMIT_RETRY_BLOCKS"):
+    case fi("NVML_FI_DEV_NVLINK_GET_DATA_RATE"):
+      // Link quality: on an "nvlink5" device; a Hopper ("nvlink") has the
+      // ids (from the header that defines them) but not the counters.
+      if (!g_state.nvlink5[i] || link >= g_state.nvlinks[i])
+        f.nvml_return = nvml::kErrorNotSupported;
+      else
+        ull(nvlink_quality(i, link, f.field_id));
       break;
     default: {
       // NVLink5 counters, only on an "nvlink5" device; a driver without them
@@ -1317,7 +1393,10 @@ FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetFieldValues(nvml::Device dev, int cou
   const nvml::Return rc = enter(__func__, __func__, dev);
   if (rc != nvml::kSuccess) return rc;
   std::lock_guard lock(g_mu);
-  for (int k = 0; k < count; ++k) fill_field(dev->index, values[k]);
+  for (int k = 0; k < count; ++k) {
+    ++g_state.field_asks[values[k].field_id][dev->index];
+    fill_field(dev->index, values[k]);
+  }
   return rc;
 }
 
@@ -1639,6 +1718,58 @@ FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetGpuFabricInfoV(nvml::Device dev, void
   std::memcpy(info, &out, v3 ? sizeof(nvml::GpuFabricInfoV3) : sizeof(nvml::GpuFabricInfoV2));
   return nvml::kSuccess;
 }
+
+// ---------------------------------------------------------------------------
+// PRM counters (R590, NVML 13.1, on): on an "nvlink5" device, local port p
+// is link p-1 (port 0, or one past the links, answers INVALID_ARGUMENT per
+// counter); NOT_SUPPORTED on any other device. Values of link l on device
+// i: link_down 0, PORT_XMIT_WAIT 10^6(i+1)+l, PLR rcv_codes and xmit_codes
+// 10^9(i+1)+l, rcv_code_errors i+l, rcv_uncorrectable_codes 0,
+// xmit_retry_codes 100(i+1)+l, xmit_retry_events 10(i+1)+l, sync_events 0;
+// each plus what `nvlink_errors DEV LINK NAME N` added (NAME: the exported
+// counter or type: link_down, transmit_wait, xmit_codes, ...).
+
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceReadPRMCounters_v1(nvml::Device dev,
+                                                           nvml::PrmCounterList* list) {
+  if (list == nullptr || (list->num_counters > 0 && list->counters == nullptr))
+    return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter_since(__func__, dev, 590);
+  if (rc != nvml::kSuccess) return rc;
+  std::lock_guard lock(g_mu);
+  const unsigned i = dev->index;
+  if (!g_state.nvlink5[i]) return nvml::kErrorNotSupported;
+  struct Counter {
+    unsigned id;
+    const char* name;
+    unsigned long long per_device;  // the value: per_device(i+1)+l, or 0
+  };
+  static constexpr std::array<Counter, 9> kCounters = {{
+      {1, "link_down", 0},
+      {201, "transmit_wait", 1000000},
+      {301, "rcv_codes", 1000000000},
+      {302, "rcv_code_errors", 0},  // i+l
+      {303, "rcv_uncorrectable_codes", 0},
+      {304, "xmit_codes", 1000000000},
+      {305, "xmit_retry_codes", 100},
+      {306, "xmit_retry_events", 10},
+      {307, "sync_events", 0},
+  }};
+  for (unsigned k = 0; k < list->num_counters; ++k) {
+    nvml::PrmCounter& c = list->counters[k];
+    c.status = nvml::kErrorInvalidArgument;
+    if (c.local_port == 0 || c.local_port > g_state.nvlinks[i]) continue;
+    const unsigned l = c.local_port - 1;
+    for (const Counter& known : kCounters) {
+      if (known.id != c.counter_id) continue;
+      unsigned long long v = known.per_device * (i + 1ull) + (known.per_device ? l : 0);
+      if (known.id == 302) v = i + l;
+      c.status = nvml::kSuccess;
+      c.output_type = nvml::kValueTypeUnsignedLongLong;
+      c.output_value.ull_val = nvlink_error(i, l, known.name, v);
+    }
+  }
+  return nvml::kSuccess;
+}
 #endif  // FAKE_NVML_OLD_DRIVER
 
 // ---------------------------------------------------------------------------
@@ -1657,6 +1788,15 @@ FAKE_NVML_EXPORT unsigned long long fake_nvml_calls(const char* function, int de
   if (function == nullptr) return 0;
   std::lock_guard lock(g_mu);
   unsigned long long total = 0;
+  // "field N": how often field id N was asked (one per link asked).
+  if (std::strncmp(function, "field ", 6) == 0) {
+    auto it =
+        g_state.field_asks.find(static_cast<unsigned>(std::strtoul(function + 6, nullptr, 10)));
+    if (it == g_state.field_asks.end()) return 0;
+    for (unsigned i = 0; i < kMaxDevices; ++i)
+      if (device < 0 || device == static_cast<int>(i)) total += it->second[i];
+    return total;
+  }
   for (const auto& [name, per_device] : g_state.calls) {
     if (std::strcmp(function, "*") != 0 && name != function) continue;
     for (unsigned i = 0; i < kMaxDevices; ++i)
@@ -1755,6 +1895,8 @@ static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetGpuInstanceId), nvml::DeviceGetGpuInstanceIdFn>);
 static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetGpuFabricInfoV), nvml::DeviceGetGpuFabricInfoVFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceReadPRMCounters_v1), nvml::DeviceReadPrmCountersFn>);
 static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetComputeRunningProcesses_v3), nvml::DeviceGetProcessesFn>);
 static_assert(
