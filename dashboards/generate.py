@@ -780,8 +780,33 @@ def node():
         ts("NVLink errors by link", "NVLink errors per second per link and type; empty unless "
            "collectors.interconnect.nvlink_link_errors is on.", "cps",
            [(f"rate(nodewatch_nvlink_link_errors_total{sel()}[{RI}]) > 0", acc + " link {{link}} {{type}}")]),
-        ts("NVLink speed", "Per-direction link speed as the driver reports it.", "Bps",
-           [(f"min without (link) (nodewatch_nvlink_speed_bytes_per_second{sel()})", acc + " slowest link")]),
+        ts("NVLink speed", "Per-direction link speed as the driver reports it, and the data rate left after the "
+           "FEC overhead (NVLink5, NVML 13.3 on).", "Bps",
+           [(f"min without (link) (nodewatch_nvlink_speed_bytes_per_second{sel()})", acc + " slowest link"),
+            (f"min without (link) (nodewatch_nvlink_data_rate_bytes_per_second{sel()})",
+             acc + " slowest link, data rate")]),
+        ts("NVLink bit error rate", "The worst active link's bit error rate (NVLink5): effective (after FEC; the "
+           "alert's), symbol and raw (before FEC); with nvlink_link_errors, each link's effective rate.", "sci",
+           [(f"nodewatch_nvlink_bit_error_rate{sel()}", acc + " {{kind}}"),
+            ("nodewatch_nvlink_link_bit_error_rate" + sel('kind="effective"'), acc + " link {{link}} effective")]),
+        ts("NVLink FEC history", "Codewords per second by FEC history bin (symbol errors corrected in them, 0-15) "
+           "over each accelerator's links; the high bins filling is a link near uncorrectable errors; with "
+           "nvlink_link_errors, the top bin per link.", "cps",
+           [("rate(nodewatch_nvlink_fec_codewords_total" + sel('bin!="0"') + f"[{RI}]) > 0", acc + " bin {{bin}}"),
+            ("rate(nodewatch_nvlink_link_fec_codewords_total" + sel('bin="15"') + f"[{RI}]) > 0",
+             acc + " link {{link}} bin 15")]),
+        ts("NVLink retransmission and transmit wait", "Physical-layer retransmission: the fraction of codewords "
+           "(blocks) sent again, each accelerator's links together (the alert's); PORT_XMIT_WAIT ticks per second, "
+           "NVLink's congestion signal; with nvlink_link_errors, per link.", "short",
+           [("sum without (counter) (rate(nodewatch_nvlink_plr_total"
+             + sel('counter=~"xmit_retry_codes|xmit_retry_blocks"') + f"[{RI}]))"
+             " / sum without (counter) (rate(nodewatch_nvlink_plr_total"
+             + sel('counter=~"xmit_codes|xmit_blocks"') + f"[{RI}]))", acc + " retransmitted (ratio)"),
+            (f"rate(nodewatch_nvlink_transmit_wait_ticks_total{sel()}[{RI}])", acc + " transmit-wait ticks/s"),
+            ("rate(nodewatch_nvlink_link_plr_total" + sel('counter="xmit_retry_codes"') + f"[{RI}]) > 0",
+             acc + " link {{link}} retransmitted codes/s"),
+            (f"rate(nodewatch_nvlink_link_transmit_wait_ticks_total{sel()}[{RI}]) > 0",
+             acc + " link {{link}} transmit-wait ticks/s")]),
         state_timeline("NVLink fabric registration", "Registration of the accelerator with the NVLink fabric of an "
                        "NVSwitch system (HGX, NVL72), done by the fabric manager; until it completes the accelerator "
                        "has no NVLink peers.", "none",
