@@ -818,6 +818,11 @@ def node():
                        [(f"nodewatch_accelerator_fabric_healthy{sel()}", acc)], mappings=HEALTHY),
         table("NVLink fabric", "Clique and cluster each accelerator registered in (the accelerators of one NVLink "
               "domain share them).", "none", [(f"nodewatch_accelerator_fabric_info{sel()}", "info")], h=6),
+        table("NVLink fabric faults", "What the fabric health says now: the driver's summary (NVML 13.0 on) and each "
+              "fault of its health mask that is present (degraded bandwidth, route recovery or unhealthy route, "
+              "access-timeout recovery, an incorrect configuration and which).", "none",
+              [(f"nodewatch_accelerator_fabric_health_summary{sel()} == 1", "summary"),
+               (f"nodewatch_accelerator_fabric_fault{sel()} == 1", "fault")], h=6),
         row("Fabric ports"),
         state_timeline("Port state", "InfiniBand port state: 4 active; 1 down, 2 init, 3 armed.", "none",
                        [(f"nodewatch_interconnect_port_state{sel()}", "{{device}}/{{port}}")],

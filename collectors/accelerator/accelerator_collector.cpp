@@ -107,6 +107,8 @@ const MetricTable& accelerator_metric_table() {
       describe(families::kRecoveryAction),
       describe(families::kFabricState),
       describe(families::kFabricHealthy),
+      describe(families::kFabricHealthSummary),
+      describe(families::kFabricFault),
       describe(families::kFabricInfo),
       // Jobs (jobs.hpp): from the processes' cgroups and the kubelet's
       // pod-resources API.
@@ -214,6 +216,13 @@ void emit_device(const DeviceSample& d, MetricSink& out) {
     for (std::size_t s = 0; s < kFabricStates.size(); ++s)
       out.add(families::kFabricState, with(d, kFabricStates[s]), f.state == s ? 1 : 0);
     if (f.state != 0) out.add(families::kFabricHealthy, dev, f.healthy ? 1 : 0);
+    if (!f.summary.empty()) {
+      for (const char* s : {"healthy", "unhealthy", "limited_capacity"})
+        out.add(families::kFabricHealthSummary, with(d, s), f.summary == s ? 1 : 0);
+      if (f.summary == "unknown") out.add(families::kFabricHealthSummary, with(d, "unknown"), 1);
+    }
+    for (const auto& [fault, present] : f.faults)
+      out.add(families::kFabricFault, with(d, fault), present ? 1 : 0);
     if (f.state == kFabricStates.size() - 1)
       out.add(
           families::kFabricInfo,

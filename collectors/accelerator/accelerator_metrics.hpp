@@ -343,6 +343,27 @@ inline constexpr Family kFabricHealthy{
     "1 if the device completed fabric registration and its fabric health shows no fault, else 0.",
     {"accelerator", "uuid"}};
 
+inline constexpr Family kFabricHealthSummary{
+    "nodewatch_accelerator_fabric_health_summary",
+    MetricType::kGauge,
+    "",
+    "The driver's summary of the device's NVLink fabric health (NVML 13.0 on): 1 for the current "
+    "one (healthy, unhealthy, limited_capacity; unknown, 1 alone, for a value newer than NVML "
+    "13.3), "
+    "0 for the others.",
+    {"accelerator", "uuid", "summary"}};
+
+inline constexpr Family kFabricFault{
+    "nodewatch_accelerator_fabric_fault",
+    MetricType::kGauge,
+    "",
+    "1 while the fabric health mask reports the fault, 0 while it reports its absence (only the "
+    "faults the driver reports on): degraded_bandwidth (NVML 12.4 on), route_recovery, "
+    "route_unhealthy, access_timeout_recovery (12.8 on), and the incorrect configurations "
+    "incorrect_sysguid, incorrect_chassis_serial, no_partition, insufficient_nvlinks, "
+    "incompatible_gpu_firmware (13.0 on), invalid_location (13.1), gpu_state_invalid (13.2).",
+    {"accelerator", "uuid", "fault"}};
+
 inline constexpr Family kFabricInfo{"nodewatch_accelerator_fabric_info",
                                     MetricType::kGauge,
                                     "",

@@ -17,6 +17,7 @@
 //    reason in `errors`; the other devices are unaffected.
 // sample() is called from one thread at a time (the collector's worker).
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -112,7 +113,23 @@ struct FabricSample {
   bool healthy = false;   // completed, status success, no fault in the health mask
   std::string clique_id;  // when completed
   std::string cluster_uuid;
+  // The driver's health summary (v3, NVML 13.0 on), when it gives one:
+  // "healthy", "unhealthy", "limited_capacity"; "unknown" for a value past
+  // those.
+  std::string summary;
+  // Each fault of the health mask the driver reports on (a field it says
+  // is not supported is left out), true while present: degraded_bandwidth,
+  // route_recovery, route_unhealthy, access_timeout_recovery, and the
+  // incorrect configurations (kFabricConfigurationFaults).
+  std::map<std::string, bool> faults;
 };
+
+// The incorrect-configuration values of the fabric health mask, from 2 on
+// (NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_*, 13.0 to 13.2).
+inline constexpr std::array<const char*, 7> kFabricConfigurationFaults = {
+    "incorrect_sysguid",    "incorrect_chassis_serial",  "no_partition",
+    "insufficient_nvlinks", "incompatible_gpu_firmware", "invalid_location",
+    "gpu_state_invalid"};
 
 struct DeviceSample {
   // Identity: `index` is the vendor's own device index (NVML index, the

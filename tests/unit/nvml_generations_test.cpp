@@ -382,6 +382,28 @@ TEST(NvmlGenerationTest, RecoveryActionAndFabricStateAsTheDriverSaysThem) {
   EXPECT_EQ(Value(s, "nodewatch_accelerator_fabric_info", {"6", dev(6)[1], "32766", cluster}), 1);
   for (const std::string& st : states) EXPECT_FALSE(Has(s, kState, with(7, st))) << st;
   EXPECT_FALSE(Has(s, kHealthy, dev(7)));
+
+  // The summary (v3, R580 here) and the faults the mask reports on.
+  const char* kSummary = "nodewatch_accelerator_fabric_health_summary";
+  const char* kFault = "nodewatch_accelerator_fabric_fault";
+  const std::vector<std::string> summaries = {"healthy", "unhealthy", "limited_capacity"};
+  ExpectOneOf(s, kSummary, 4, summaries, "limited_capacity");
+  EXPECT_FALSE(Has(s, kSummary, with(0, "healthy"))) << "summary 0: not supported, not exported";
+  EXPECT_FALSE(Has(s, kFault, with(0, "degraded_bandwidth"))) << "a mask of 'not supported'";
+  EXPECT_EQ(Value(s, kFault, with(1, "degraded_bandwidth")), 1);
+  EXPECT_FALSE(Has(s, kFault, with(1, "route_recovery")));
+  const std::vector<std::string> faults = {"degraded_bandwidth",
+                                           "route_recovery",
+                                           "route_unhealthy",
+                                           "access_timeout_recovery",
+                                           "incorrect_sysguid",
+                                           "incorrect_chassis_serial",
+                                           "no_partition",
+                                           "insufficient_nvlinks",
+                                           "incompatible_gpu_firmware",
+                                           "invalid_location",
+                                           "gpu_state_invalid"};
+  for (const std::string& f : faults) EXPECT_EQ(Value(s, kFault, with(6, f)), 0) << f;
 }
 
 // R570 knows only the v2 fabric struct (no health summary): asked v3, it
@@ -421,10 +443,27 @@ TEST(NvmlGenerationTest, FabricHealthReadsEveryFieldOfTheMask) {
   }
   info.health_mask = 1u << 8;  // incorrect configuration: none
   EXPECT_TRUE(fabric_sample(info, true).healthy);
+  const char* kConfig[] = {"incorrect_sysguid",    "incorrect_chassis_serial",  "no_partition",
+                           "insufficient_nvlinks", "incompatible_gpu_firmware", "invalid_location",
+                           "gpu_state_invalid"};
   for (unsigned c = 2; c <= 8; ++c) {
     info.health_mask = c << 8;
-    EXPECT_FALSE(fabric_sample(info, true).healthy) << c;
+    const FabricSample f = fabric_sample(info, true);
+    EXPECT_FALSE(f.healthy) << c;
+    // Exactly this one of the configuration faults is present.
+    for (unsigned k = 0; k < 7; ++k) EXPECT_EQ(f.faults.at(kConfig[k]), k + 2 == c) << c;
+    EXPECT_FALSE(f.faults.contains("degraded_bandwidth")) << "not reported on";
   }
+  info.health_mask = 12u << 8;  // a configuration value newer than 13.3
+  EXPECT_TRUE(fabric_sample(info, true).faults.at("incorrect_configuration"));
+  EXPECT_FALSE(fabric_sample(info, true).healthy);
+  info.health_mask = (1u << 4) | (2u << 6);  // route unhealthy; access timeout FALSE
+  EXPECT_TRUE(fabric_sample(info, true).faults.at("route_unhealthy"));
+  EXPECT_FALSE(fabric_sample(info, true).faults.at("access_timeout_recovery"));
+  info.health_mask = 0;
+  info.health_summary = 7;  // newer than 13.3
+  EXPECT_EQ(fabric_sample(info, true).summary, "unknown");
+  EXPECT_FALSE(fabric_sample(info, true).healthy);
   info.health_mask = 0;
   info.health_summary = 2;  // unhealthy
   EXPECT_FALSE(fabric_sample(info, true).healthy);

@@ -422,10 +422,16 @@ inline constexpr unsigned kFabricHealthTrue = 1;
 // supported, 1 none, 2..8 a configuration fault.
 inline constexpr unsigned kFabricHealthShiftIncorrectConfiguration = 8;
 inline constexpr unsigned kFabricHealthIncorrectConfigurationNone = 1;
-// NVML_GPU_FABRIC_HEALTH_SUMMARY_* (v3): 1 healthy, 2 unhealthy, 3 limited
-// capacity.
+// Its values 2..8: INCORRECT_SYSGUID, _CHASSIS_SN, NO_PARTITION,
+// INSUFFICIENT_NVLINKS, INCOMPATIBLE_GPU_FW (13.0 on), INVALID_LOCATION
+// (13.1 on), GPU_STATE_INVALID (13.2 on); the same numbers in every header
+// that has them, to 13.3.
+inline constexpr unsigned kFabricHealthIncorrectConfigurationMask = 0xf;
+// NVML_GPU_FABRIC_HEALTH_SUMMARY_* (v3, 13.0 on): 1 healthy, 2 unhealthy, 3
+// limited capacity.
 inline constexpr unsigned kFabricHealthSummaryNotSupported = 0;
 inline constexpr unsigned kFabricHealthSummaryHealthy = 1;
+inline constexpr unsigned kFabricHealthSummaryLimitedCapacity = 3;
 
 // Running compute processes. nvmlDeviceGetComputeRunningProcesses fills
 // nvmlProcessInfo_v1_t; its _v2 (NVML 11) and _v3 (NVML 11.6 / R510 on)

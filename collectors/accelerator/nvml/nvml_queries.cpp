@@ -1069,16 +1069,39 @@ FabricSample fabric_sample(const nvml::GpuFabricInfoV3& info, bool has_summary) 
   f.cluster_uuid = std::move(uuid);
   auto field = [&](unsigned shift, unsigned mask) { return (info.health_mask >> shift) & mask; };
   bool healthy = info.status == nvml::kSuccess;
-  for (unsigned shift :
-       {nvml::kFabricHealthShiftDegradedBw, nvml::kFabricHealthShiftRouteRecovery,
-        nvml::kFabricHealthShiftRouteUnhealthy, nvml::kFabricHealthShiftAccessTimeoutRecovery})
-    if (field(shift, 0x3) == nvml::kFabricHealthTrue) healthy = false;
-  if (field(nvml::kFabricHealthShiftIncorrectConfiguration, 0xf) >
-      nvml::kFabricHealthIncorrectConfigurationNone)
-    healthy = false;
-  if (has_summary && info.health_summary != nvml::kFabricHealthSummaryNotSupported &&
-      info.health_summary != nvml::kFabricHealthSummaryHealthy)
-    healthy = false;
+  struct Fault {
+    unsigned shift;
+    const char* name;
+  };
+  for (const Fault& fault :
+       {Fault{nvml::kFabricHealthShiftDegradedBw, "degraded_bandwidth"},
+        Fault{nvml::kFabricHealthShiftRouteRecovery, "route_recovery"},
+        Fault{nvml::kFabricHealthShiftRouteUnhealthy, "route_unhealthy"},
+        Fault{nvml::kFabricHealthShiftAccessTimeoutRecovery, "access_timeout_recovery"}}) {
+    const unsigned v = field(fault.shift, 0x3);
+    if (v == 0) continue;  // not supported by this driver
+    f.faults[fault.name] = v == nvml::kFabricHealthTrue;
+    if (v == nvml::kFabricHealthTrue) healthy = false;
+  }
+  const unsigned config = field(nvml::kFabricHealthShiftIncorrectConfiguration,
+                                nvml::kFabricHealthIncorrectConfigurationMask);
+  if (config != 0) {
+    // Every configuration fault is reported on (0) once the field is; a
+    // value past the known ones is a fault too, as "incorrect_configuration".
+    for (std::size_t k = 0; k < kFabricConfigurationFaults.size(); ++k)
+      f.faults[kFabricConfigurationFaults[k]] =
+          config == nvml::kFabricHealthIncorrectConfigurationNone + 1 + k;
+    if (config > nvml::kFabricHealthIncorrectConfigurationNone + kFabricConfigurationFaults.size())
+      f.faults["incorrect_configuration"] = true;
+  }
+  if (config > nvml::kFabricHealthIncorrectConfigurationNone) healthy = false;
+  if (has_summary && info.health_summary != nvml::kFabricHealthSummaryNotSupported) {
+    static constexpr std::array<const char*, 3> kSummaries = {"healthy", "unhealthy",
+                                                              "limited_capacity"};
+    const unsigned s = info.health_summary;
+    f.summary = s <= kSummaries.size() ? kSummaries[s - 1] : "unknown";  // a newer driver's
+    if (s != nvml::kFabricHealthSummaryHealthy) healthy = false;
+  }
   f.healthy = healthy;
   return f;
 }
