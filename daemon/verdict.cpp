@@ -306,6 +306,23 @@ void row_remap_pending(Check& c) {
     }
 }
 
+void memory_unrepairable(Check& c) {
+  for (const Sample& x : c.s.of(accelerator::families::kMemoryUnrepairable))
+    if (x.value == 1)
+      c.add(kAccelerator, c.acc.of(x), "memory_unrepairable", "contact_vendor",
+            "the GPU reports memory it can no longer repair: the device needs service");
+}
+
+void repair_pending(Check& c) {
+  for (const Sample& x : c.s.of(accelerator::families::kRepairPending))
+    if (x.value == 1) {
+      std::string comp = c.acc.of(x);
+      c.add(kAccelerator, comp, std::string(x.label("unit")) + "_repair_pending",
+            c.acc.action(comp, "reset_gpu"),
+            "a " + std::string(x.label("unit")) + " repair waits for a reset");
+    }
+}
+
 void thermal_margin(Check& c) {
   double margin = c.e.threshold("NodewatchAcceleratorThermalMarginLow.celsius");
   // The driver's own margin where it gives one (it knows memory's
@@ -564,6 +581,11 @@ const std::vector<Rule>& rules() {
        kAccelerator,
        {accelerator::families::kRowRemapPending},
        row_remap_pending},
+      {"memory_unrepairable",
+       kAccelerator,
+       {accelerator::families::kMemoryUnrepairable},
+       memory_unrepairable},
+      {"repair_pending", kAccelerator, {accelerator::families::kRepairPending}, repair_pending},
       {"thermal_margin",
        kAccelerator,
        {accelerator::families::kThermalMarginCelsius,

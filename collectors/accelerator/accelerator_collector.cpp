@@ -83,6 +83,8 @@ const MetricTable& accelerator_metric_table() {
       describe(families::kRemappedRows),
       describe(families::kRowRemapPending),
       describe(families::kRowRemapFailed),
+      describe(families::kRepairPending),
+      describe(families::kMemoryUnrepairable),
       describe(families::kXidErrorsTotal),
       describe(families::kHostLinkBytesTotal),
       describe(families::kHostLinkThroughputBytesPerSecond),
@@ -118,6 +120,25 @@ const MetricTable& accelerator_metric_table() {
       describe(families::kPodResourcesUp),
   });
   return t;
+}
+
+// The NVLink fabric registration and health of one device.
+void emit_fabric(const DeviceSample& d, const FabricSample& f, MetricSink& out) {
+  const auto dev = device_labels(d);
+  for (std::size_t s = 0; s < kFabricStates.size(); ++s)
+    out.add(families::kFabricState, with(d, kFabricStates[s]), f.state == s ? 1 : 0);
+  if (f.state != 0) out.add(families::kFabricHealthy, dev, f.healthy ? 1 : 0);
+  if (!f.summary.empty()) {
+    for (const char* s : {"healthy", "unhealthy", "limited_capacity"})
+      out.add(families::kFabricHealthSummary, with(d, s), f.summary == s ? 1 : 0);
+    if (f.summary == "unknown") out.add(families::kFabricHealthSummary, with(d, "unknown"), 1);
+  }
+  for (const auto& [fault, present] : f.faults)
+    out.add(families::kFabricFault, with(d, fault), present ? 1 : 0);
+  if (f.state == kFabricStates.size() - 1)
+    out.add(families::kFabricInfo,
+            std::vector<std::string>{std::to_string(d.index), d.uuid, f.clique_id, f.cluster_uuid},
+            1);
 }
 
 void emit_device(const DeviceSample& d, MetricSink& out) {
@@ -163,6 +184,10 @@ void emit_device(const DeviceSample& d, MetricSink& out) {
     out.add(families::kRemappedRows, with(d, "uncorrectable"), *d.remapped_rows_uncorrectable);
   if (d.row_remap_pending) out.add(families::kRowRemapPending, dev, *d.row_remap_pending ? 1 : 0);
   if (d.row_remap_failed) out.add(families::kRowRemapFailed, dev, *d.row_remap_failed ? 1 : 0);
+  for (const auto& [unit, pending] : d.repair_pending)
+    out.add(families::kRepairPending, with(d, unit), pending ? 1 : 0);
+  if (d.memory_unrepairable)
+    out.add(families::kMemoryUnrepairable, dev, *d.memory_unrepairable ? 1 : 0);
   for (const auto& [xid, n] : d.xid_errors)
     out.add(families::kXidErrorsTotal, with(d, std::to_string(xid)), static_cast<double>(n));
   for (const auto& host_link : d.host_links) {
@@ -211,24 +236,7 @@ void emit_device(const DeviceSample& d, MetricSink& out) {
               known && *d.recovery_action == a ? 1 : 0);
     if (!known) out.add(families::kRecoveryAction, with(d, "unknown"), 1);
   }
-  if (d.fabric) {
-    const FabricSample& f = *d.fabric;
-    for (std::size_t s = 0; s < kFabricStates.size(); ++s)
-      out.add(families::kFabricState, with(d, kFabricStates[s]), f.state == s ? 1 : 0);
-    if (f.state != 0) out.add(families::kFabricHealthy, dev, f.healthy ? 1 : 0);
-    if (!f.summary.empty()) {
-      for (const char* s : {"healthy", "unhealthy", "limited_capacity"})
-        out.add(families::kFabricHealthSummary, with(d, s), f.summary == s ? 1 : 0);
-      if (f.summary == "unknown") out.add(families::kFabricHealthSummary, with(d, "unknown"), 1);
-    }
-    for (const auto& [fault, present] : f.faults)
-      out.add(families::kFabricFault, with(d, fault), present ? 1 : 0);
-    if (f.state == kFabricStates.size() - 1)
-      out.add(
-          families::kFabricInfo,
-          std::vector<std::string>{std::to_string(d.index), d.uuid, f.clique_id, f.cluster_uuid},
-          1);
-  }
+  if (d.fabric) emit_fabric(d, *d.fabric, out);
   if (d.processes) out.add(families::kProcesses, dev, static_cast<double>(d.processes->size()));
   std::map<std::string, double> memory;  // by job_id
   for (const DeviceJob& j : d.jobs.jobs) {

@@ -165,6 +165,22 @@ inline constexpr Family kRemappedRows{
     "Memory rows remapped, by the kind of error that caused it (correctable, uncorrectable).",
     {"accelerator", "uuid", "cause"}};
 
+inline constexpr Family kRepairPending{
+    "nodewatch_accelerator_repair_pending",
+    MetricType::kGauge,
+    "",
+    "1 if a repair of the unit (channel: a memory channel; tpc: a texture processing cluster) "
+    "waits for a GPU reset, else 0 (NVML 13.0 on, Ampere on).",
+    {"accelerator", "uuid", "unit"}};
+
+inline constexpr Family kMemoryUnrepairable{
+    "nodewatch_accelerator_memory_unrepairable",
+    MetricType::kGauge,
+    "",
+    "1 if the GPU reports memory it can no longer repair (the device needs service), else 0 "
+    "(NVML 13.1 on, Hopper on).",
+    {"accelerator", "uuid"}};
+
 inline constexpr Family kRowRemapPending{"nodewatch_accelerator_row_remap_pending",
                                          MetricType::kGauge,
                                          "",

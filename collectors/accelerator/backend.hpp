@@ -176,6 +176,10 @@ struct DeviceSample {
   std::optional<double> remapped_rows_uncorrectable;
   std::optional<bool> row_remap_pending;
   std::optional<bool> row_remap_failed;
+  // Repairs that wait for a GPU reset, by unit ("channel", "tpc"; NVML 13.0
+  // on), and memory the GPU can no longer repair (13.1 on).
+  std::map<std::string, bool> repair_pending;
+  std::optional<bool> memory_unrepairable;
   std::map<unsigned, std::uint64_t> xid_errors;  // XID code -> count since nodewatch started
   // The links to the host CPU by kind: "pcie", and "c2c" (NVLink-C2C to a
   // Grace or Vera CPU, whose traffic does not cross PCIe).

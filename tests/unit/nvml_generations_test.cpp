@@ -406,6 +406,50 @@ TEST(NvmlGenerationTest, RecoveryActionAndFabricStateAsTheDriverSaysThem) {
   for (const std::string& f : faults) EXPECT_EQ(Value(s, kFault, with(6, f)), 0) << f;
 }
 
+// Repairs pending a reset (R580 on) and unrepairable memory (R590 on), as
+// the driver says them; an older driver is not asked what it lacks.
+TEST(NvmlGenerationTest, RepairStatusAndUnrepairableMemoryByDriver) {
+  const std::string file = ::testing::TempDir() + "repair.scenario";
+  auto write = [&](const char* text) {
+    std::FILE* f = std::fopen(file.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(text, f);
+    std::fclose(f);
+  };
+  const char* kRepair = "nodewatch_accelerator_repair_pending";
+  const char* kUnrepairable = "nodewatch_accelerator_memory_unrepairable";
+  write(
+      "devices 3\ndriver 590.44.01\nrepair_pending 1 channel\nrepair_pending 2 tpc\n"
+      "unrepairable 2\n");
+  {
+    Node node(file);
+    const MetricSink s = node.Collect();
+    EXPECT_TRUE(s.errors().empty()) << s.render();
+    EXPECT_EQ(Value(s, kRepair, with(0, "channel")), 0);
+    EXPECT_EQ(Value(s, kRepair, with(0, "tpc")), 0);
+    EXPECT_EQ(Value(s, kRepair, with(1, "channel")), 1);
+    EXPECT_EQ(Value(s, kRepair, with(1, "tpc")), 0);
+    EXPECT_EQ(Value(s, kRepair, with(2, "tpc")), 1);
+    EXPECT_EQ(Value(s, kUnrepairable, dev(0)), 0);
+    EXPECT_EQ(Value(s, kUnrepairable, dev(2)), 1);
+  }
+  write("devices 1\ndriver 580.65.06\nunrepairable 0\n");
+  {
+    Node node(file);
+    const MetricSink s = node.Collect();
+    EXPECT_TRUE(s.errors().empty()) << s.render();
+    EXPECT_EQ(Value(s, kRepair, with(0, "channel")), 0);
+    EXPECT_FALSE(Has(s, kUnrepairable, dev(0))) << "R580 has no unrepairable-memory flag";
+  }
+  write("devices 1\ndriver 570.124.06\n");
+  {
+    Node node(file);
+    const MetricSink s = node.Collect();
+    EXPECT_TRUE(s.errors().empty()) << s.render();
+    EXPECT_FALSE(Has(s, kRepair, with(0, "channel")));
+  }
+}
+
 // R570 knows only the v2 fabric struct (no health summary): asked v3, it
 // answers ARGUMENT_VERSION_MISMATCH, and v2 is used from then on.
 TEST(NvmlGenerationTest, FabricFallsBackToTheV2StructOnAnOlderDriver) {

@@ -88,12 +88,12 @@ struct Gpu {
 // 2 memory, 2 temperatures, slowdown, thermal margin, power, limit, energy, 3 clocks,
 // the platform's place,
 // 9 throttle reasons, 5 throttle times, 2 ECC, 2 remapped rows, pending,
-// failed, replays, 2 PCIe byte counters, the capacities of PCIe and C2C,
+// failed, 2 repairs pending (R580), replays, 2 PCIe byte counters, the capacities of PCIe and C2C,
 // and per C2C link (2) its state, errors, back-to-back replays and power
 // state, 6 recovery actions, the compute process count (0: the default
 // scenario runs none, so no job either). (GPM, and with it the C2C bytes,
 // needs two cycles: none in a first collection.)
-constexpr std::size_t kSeriesPerGpu = 57;
+constexpr std::size_t kSeriesPerGpu = 59;
 // And once a node whose NVML library loads: the driver's up, its 8 states,
 // info and devices (nodewatch_accelerator_driver_*).
 constexpr std::size_t kDriverSeries = 11;
@@ -388,6 +388,7 @@ TEST(NvmlTest, EightGpusExportEverySeriesWithTheirValues) {
   EXPECT_TRUE(again.errors().empty());
   // Every family but those that other scenarios produce (XID events; the
   // sampled throughput, only without byte counters; MIG instances; fabric;
+  // unrepairable memory, of R590 drivers;
   // jobs, which need processes: tests/integration/jobs_cgroup_test.cpp)
   // or an option (the per-link C2C bytes).
   const std::string text = again.render();
@@ -396,6 +397,7 @@ TEST(NvmlTest, EightGpusExportEverySeriesWithTheirValues) {
         d.name == "nodewatch_accelerator_host_link_throughput_bytes_per_second" ||
         d.name.rfind("nodewatch_accelerator_gpu_instance_", 0) == 0 ||
         d.name.rfind("nodewatch_accelerator_fabric_", 0) == 0 ||
+        d.name == "nodewatch_accelerator_memory_unrepairable" ||  // R590 on
         d.name == "nodewatch_accelerator_job_info" ||
         d.name == "nodewatch_accelerator_process_memory_used_bytes" ||
         d.name == "nodewatch_accelerator_pod_resources_up" ||
@@ -624,9 +626,10 @@ TEST(NvmlTest, OldLibraryFallbacksGiveTheSameCoreValues) {
   for (unsigned i = 0; i < kGpus; ++i) ExpectHealthyGpu(s, i, /*old_driver=*/true);
   EXPECT_TRUE(s.errors().empty());
   // No field values: no memory temperature, 5 throttle times, 8 C2C series
-  // of 2 links and the C2C capacity, 6 recovery actions; no thermal margin
-  // and no platform info (calls the old library lacks); the driver's.
-  EXPECT_EQ(s.sample_count(), kGpus * (kSeriesPerGpu - 23) + kDriverSeries);
+  // of 2 links and the C2C capacity, 6 recovery actions; no thermal margin,
+  // no platform info and no repair status (calls the old library lacks);
+  // the driver's.
+  EXPECT_EQ(s.sample_count(), kGpus * (kSeriesPerGpu - 25) + kDriverSeries);
   FakeHooks hooks(FAKE_NVML_OLD_LIBRARY);
   EXPECT_EQ(hooks.Calls("nvmlDeviceGetMemoryInfo"), kGpus);
   EXPECT_EQ(hooks.Calls("nvmlDeviceGetPciInfo"), kGpus);

@@ -570,6 +570,18 @@ const std::vector<RuleCase>& RuleCases() {
        Gpu("row_remap_pending", "", "1"),
        "accelerator GPU-a row_remap_pending reset_gpu",
        Gpu("row_remap_pending", "", "0")},
+      {"memory_unrepairable",
+       {},
+       Gpu("memory_unrepairable", "", "1"),
+       "accelerator GPU-a memory_unrepairable contact_vendor",
+       Gpu("memory_unrepairable", "", "0")},
+      {"repair_pending",
+       {},
+       Gpu("repair_pending", ",unit=\"tpc\"", "1") +
+           Gpu("repair_pending", ",unit=\"channel\"", "0"),
+       "accelerator GPU-a tpc_repair_pending reset_gpu",
+       Gpu("repair_pending", ",unit=\"tpc\"", "0") +
+           Gpu("repair_pending", ",unit=\"channel\"", "0")},
       // NodewatchAcceleratorThermalMarginLow.celsius is 3: 2 below the
       // slowdown is too close, 3 is not; the memory sensor does not count.
       {"thermal_margin",

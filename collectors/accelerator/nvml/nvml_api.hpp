@@ -99,6 +99,25 @@ static_assert(sizeof(MarginTemperatureV1) == 8);
 inline constexpr unsigned kMarginTemperatureV1Version = sizeof(MarginTemperatureV1) | (1u << 24);
 static_assert(kMarginTemperatureV1Version == 0x01000008);
 
+// nvmlRepairStatus_v1_t, for nvmlDeviceGetRepairStatus (NVML 13.0 on, in
+// every header since, the same; Ampere on): TPC and memory-channel repairs
+// that wait for a GPU reset.
+struct RepairStatusV1 {
+  unsigned version;  // kRepairStatusV1Version
+  unsigned channel_repair_pending;
+  unsigned tpc_repair_pending;
+};
+static_assert(sizeof(RepairStatusV1) == 12);
+inline constexpr unsigned kRepairStatusV1Version = sizeof(RepairStatusV1) | (1u << 24);
+static_assert(kRepairStatusV1Version == 0x0100000C);
+// nvmlUnrepairableMemoryStatus_v1_t, for
+// nvmlDeviceGetUnrepairableMemoryFlag_v1 (NVML 13.1 on; Hopper on): no
+// version field (the _v1 of the call is it).
+struct UnrepairableMemoryStatusV1 {
+  unsigned unrepairable_memory;
+};
+static_assert(sizeof(UnrepairableMemoryStatusV1) == 4);
+
 // nvmlPlatformInfo_v2_t, for nvmlDeviceGetPlatformInfo: where a GPU sits
 // in its rack (Blackwell on). The same in go-nvml's nvml.h from the 12.8
 // sync (f420a32) to 13.3 (8b8585b); absent before 12.8. v1 (rackGuid,
@@ -468,6 +487,8 @@ using DeviceGetMemoryInfoFn = Return (*)(Device, Memory*);        // GetMemoryIn
 using DeviceGetMemoryInfoV2Fn = Return (*)(Device, MemoryV2*);    // GetMemoryInfo_v2
 using DeviceGetTemperatureVFn = Return (*)(Device, TemperatureV1*);  // GetTemperatureV
 using DeviceGetMarginTemperatureFn = Return (*)(Device, MarginTemperatureV1*);
+using DeviceGetRepairStatusFn = Return (*)(Device, RepairStatusV1*);
+using DeviceGetUnrepairableMemoryFlagFn = Return (*)(Device, UnrepairableMemoryStatusV1*);
 using DeviceGetPlatformInfoFn = Return (*)(Device, PlatformInfoV2*);
 using DeviceGetTemperatureFn = Return (*)(Device, unsigned sensor, unsigned* celsius);
 using DeviceGetTemperatureThresholdFn = Return (*)(Device, unsigned threshold, unsigned* celsius);

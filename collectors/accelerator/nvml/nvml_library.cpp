@@ -64,6 +64,8 @@ std::vector<std::string> resolve_all(void* lib, NvmlApi& a) {
   resolve(lib, a.device_get_memory_info, {"nvmlDeviceGetMemoryInfo"});
   resolve(lib, a.device_get_temperature_v, {"nvmlDeviceGetTemperatureV"});
   resolve(lib, a.device_get_margin_temperature, {"nvmlDeviceGetMarginTemperature"});
+  resolve(lib, a.device_get_repair_status, {"nvmlDeviceGetRepairStatus"});
+  resolve(lib, a.device_get_unrepairable_memory_flag, {"nvmlDeviceGetUnrepairableMemoryFlag_v1"});
   resolve(lib, a.device_get_platform_info, {"nvmlDeviceGetPlatformInfo"});
   resolve(lib, a.device_get_temperature, {"nvmlDeviceGetTemperature"});
   resolve(lib, a.device_get_temperature_threshold, {"nvmlDeviceGetTemperatureThreshold"});

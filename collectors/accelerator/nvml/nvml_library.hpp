@@ -40,8 +40,10 @@ struct NvmlApi {
   nvml::DeviceGetMemoryInfoV2Fn device_get_memory_info_v2 = nullptr;
   nvml::DeviceGetMemoryInfoFn device_get_memory_info = nullptr;
   nvml::DeviceGetTemperatureVFn device_get_temperature_v = nullptr;
-  nvml::DeviceGetMarginTemperatureFn device_get_margin_temperature = nullptr;  // 12.8 on
-  nvml::DeviceGetPlatformInfoFn device_get_platform_info = nullptr;            // 12.8 on
+  nvml::DeviceGetMarginTemperatureFn device_get_margin_temperature = nullptr;             // 12.8 on
+  nvml::DeviceGetRepairStatusFn device_get_repair_status = nullptr;                       // 13.0 on
+  nvml::DeviceGetUnrepairableMemoryFlagFn device_get_unrepairable_memory_flag = nullptr;  // 13.1 on
+  nvml::DeviceGetPlatformInfoFn device_get_platform_info = nullptr;                       // 12.8 on
   nvml::DeviceGetTemperatureFn device_get_temperature = nullptr;
   nvml::DeviceGetTemperatureThresholdFn device_get_temperature_threshold = nullptr;
   nvml::DeviceGetUintFn device_get_power_usage = nullptr;

@@ -814,6 +814,20 @@ void read_memory_errors(Answers& a, nvml::Device dev) {
       d.row_remap_failed = failed != 0;
     }
   }
+  if (api.device_get_repair_status != nullptr) {
+    nvml::RepairStatusV1 r{};
+    r.version = nvml::kRepairStatusV1Version;
+    if (a.ok(api.device_get_repair_status(dev, &r), "nvmlDeviceGetRepairStatus")) {
+      d.repair_pending["channel"] = r.channel_repair_pending != 0;
+      d.repair_pending["tpc"] = r.tpc_repair_pending != 0;
+    }
+  }
+  if (api.device_get_unrepairable_memory_flag != nullptr) {
+    nvml::UnrepairableMemoryStatusV1 u{};
+    if (a.ok(api.device_get_unrepairable_memory_flag(dev, &u),
+             "nvmlDeviceGetUnrepairableMemoryFlag_v1"))
+      d.memory_unrepairable = u.unrepairable_memory != 0;
+  }
 }
 
 // The PCIe link's capacity per direction: lanes times the transfer rate

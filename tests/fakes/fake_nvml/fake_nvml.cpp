@@ -55,6 +55,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -180,7 +181,9 @@ struct State {
   // nvlink_errors DEV LINK TYPE N: added to the derived value.
   std::map<std::tuple<unsigned, unsigned, std::string>, unsigned long long> nvlink_errors;
   std::vector<FieldValueRule> field_values;
-  std::array<unsigned, kMaxDevices> recovery_action{};  // recovery_action DEV N
+  std::array<unsigned, kMaxDevices> recovery_action{};        // recovery_action DEV N
+  std::set<std::pair<unsigned, std::string>> repair_pending;  // repair_pending DEV channel|tpc
+  std::array<bool, kMaxDevices> unrepairable{};               // unrepairable DEV
   // remapped_rows DEV CORR UNC PENDING FAILED, in place of the derived values.
   std::array<std::optional<std::array<unsigned, 4>>, kMaxDevices> remapped_rows{};
   std::array<bool, kMaxDevices> no_gpm{};
@@ -410,6 +413,13 @@ bool apply_line(State& st, const std::string& raw, std::string* error) {
     for (unsigned i = 0; i < kMaxDevices; ++i)
       if (dev == kAnyDevice || dev == static_cast<int>(i))
         st.nvlink_ber[{i, static_cast<unsigned>(n), w[3]}] = mantissa << 8 | exponent;
+  } else if (cmd == "repair_pending" && w.size() == 3 && parse_device(w[1], &dev) &&
+             (w[2] == "channel" || w[2] == "tpc")) {
+    for (unsigned i = 0; i < kMaxDevices; ++i)
+      if (dev == kAnyDevice || dev == static_cast<int>(i)) st.repair_pending.insert({i, w[2]});
+  } else if (cmd == "unrepairable" && w.size() == 2 && parse_device(w[1], &dev)) {
+    for (unsigned i = 0; i < kMaxDevices; ++i)
+      if (dev == kAnyDevice || dev == static_cast<int>(i)) st.unrepairable[i] = true;
   } else if (cmd == "version_unknown" && w.size() == 1) {
     st.version_unknown = true;
   } else if (cmd == "field_value" && w.size() == 5 && parse_device(w[1], &dev)) {
@@ -1369,6 +1379,30 @@ FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetPlatformInfo(nvml::Device dev, nvml::
   return rc;
 }
 
+// No repair pending unless `repair_pending` says so. Drivers before R580
+// (NVML 13.0) have no such call: NOT_SUPPORTED there.
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetRepairStatus(nvml::Device dev, nvml::RepairStatusV1* r) {
+  if (r == nullptr) return nvml::kErrorInvalidArgument;
+  if (r->version != nvml::kRepairStatusV1Version) return 25;  // ARGUMENT_VERSION_MISMATCH
+  const nvml::Return rc = enter_since(__func__, dev, 580);
+  if (rc != nvml::kSuccess) return rc;
+  std::lock_guard lock(g_mu);
+  r->channel_repair_pending = g_state.repair_pending.contains({dev->index, "channel"}) ? 1 : 0;
+  r->tpc_repair_pending = g_state.repair_pending.contains({dev->index, "tpc"}) ? 1 : 0;
+  return rc;
+}
+
+// 0 unless `unrepairable` says so; before R590 (NVML 13.1), NOT_SUPPORTED.
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetUnrepairableMemoryFlag_v1(
+    nvml::Device dev, nvml::UnrepairableMemoryStatusV1* u) {
+  if (u == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter_since(__func__, dev, 590);
+  if (rc != nvml::kSuccess) return rc;
+  std::lock_guard lock(g_mu);
+  u->unrepairable_memory = g_state.unrepairable[dev->index] ? 1 : 0;
+  return rc;
+}
+
 // 45-i °C: nearer than the GPU's own slowdown (80+i, at 30+i: 50), as a
 // driver that counts memory's threshold too may say. Drivers before R570
 // (NVML 12.8) have no such call: NOT_SUPPORTED there.
@@ -1876,6 +1910,9 @@ static_assert(std::is_same_v<decltype(&nvmlDeviceGetTemperatureV), nvml::DeviceG
 static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetMarginTemperature), nvml::DeviceGetMarginTemperatureFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetPlatformInfo), nvml::DeviceGetPlatformInfoFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetRepairStatus), nvml::DeviceGetRepairStatusFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetUnrepairableMemoryFlag_v1),
+                             nvml::DeviceGetUnrepairableMemoryFlagFn>);
 static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetCurrentClocksEventReasons), nvml::DeviceGetUllFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetFieldValues), nvml::DeviceGetFieldValuesFn>);
