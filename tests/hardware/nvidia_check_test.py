@@ -13,7 +13,9 @@ the GPUs' PCIe links as fake-nvidia-smi reports them.
   - the two nvidia-smi reads bracket nodewatch's: a counter between them
     agrees, one outside does not;
   - a host-link load step that cannot run (no PyTorch) says so and leaves
-    the comparison's status.
+    the comparison's status;
+  - a driver answer nodewatch does not expect (a field of another value
+    type) fails the check, though every value agrees.
 """
 
 import argparse
@@ -166,6 +168,17 @@ class NvidiaCheckTest(unittest.TestCase):
         self.assertRegex(out, r"DISAGREE +3 +temperature\.gpu +33 C +43 C +±2 C beyond the reads +off by -10 C")
         self.assertIn("1 disagree", out)
         self.assertIn("result: FAILED", out)
+
+    def test_an_answer_nodewatch_does_not_expect_fails(self):
+        # The recovery action (field 230), an integer, answered as a double.
+        scenario = os.path.join(self.tmp.name, "odd.scenario")
+        with open(scenario, "w", encoding="utf-8") as f:
+            f.write(f"devices {DEVICES}\nfield_value 0 230 d 1.5\n")
+        rc, out, data = self.check(FAKE_NVML_SCENARIO=scenario)
+        self.assertEqual(rc, 1, out)
+        self.assertEqual(data["summary"]["DISAGREE"], 0, out)
+        self.assertEqual(data["nvml_errors"], {"accelerator/nvml_field_type": 1.0}, out)
+        self.assertIn("accelerator collector counted 1 nvml_field_type", out)
 
     def test_a_gpu_nodewatch_does_not_see(self):
         rc, out, data = self.check(FAKE_NVIDIA_SMI_DEVICES=str(DEVICES + 1))

@@ -102,6 +102,10 @@ class Nodewatch:
     gpus: dict          # uuid -> NodewatchGpu (NVIDIA only)
     pcie: dict          # (metric, device) -> value
     collector_up: dict  # collector -> value
+    nvml_errors: dict = field(default_factory=dict)  # (collector, reason) -> count
+
+
+NVML_ERROR_REASONS = ("nvml_error", "nvml_field_type")
 
 
 def read_nodewatch(text):
@@ -120,7 +124,12 @@ def read_nodewatch(text):
             pcie[(s.name, s.labels["device"])] = s.value
         elif s.name == "nodewatch_collector_up":
             up[s.labels.get("collector", "")] = s.value
-    return Nodewatch(gpus, pcie, up)
+    # An answer of the real driver that nodewatch did not expect (a call
+    # failing otherwise than NOT_SUPPORTED, a field of another value type).
+    errors = {(s.labels.get("collector", ""), s.labels["reason"]): s.value for s in samples
+              if s.name == "nodewatch_collector_errors_total"
+              and s.labels.get("reason") in NVML_ERROR_REASONS and s.value > 0}
+    return Nodewatch(gpus, pcie, up, errors)
 
 
 # ---------------------------------------------------------------------------
@@ -688,6 +697,10 @@ def main(argv=None):
     pairs = compare(nw, roots)
     count = print_report(pairs, nw, sys.stdout)
     status = 0
+    for (collector, reason), n in sorted(nw.nvml_errors.items()):
+        print(f"nodewatch's {collector} collector counted {n:.0f} {reason}: the driver answered "
+              "a question as nodewatch does not expect (nodewatchd's log says which)")
+        status = 1
     if count["DISAGREE"]:
         status = 1
     elif not count["AGREE"]:
@@ -696,7 +709,8 @@ def main(argv=None):
     print("result: " + ("every comparable value agrees" if status == 0 else "FAILED"))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"pairs": [p.__dict__ for p in pairs], "summary": count, "status": status}, f,
+            json.dump({"pairs": [p.__dict__ for p in pairs], "summary": count, "status": status,
+                       "nvml_errors": {f"{c}/{r}": n for (c, r), n in nw.nvml_errors.items()}}, f,
                       indent=1)
     return status
 
