@@ -783,6 +783,9 @@ def node():
         ts("NVLink errors by link", "NVLink errors per second per link and type; empty unless "
            "collectors.interconnect.nvlink_link_errors is on.", "cps",
            [(f"rate(nodewatch_nvlink_link_errors_total{sel()}[{RI}]) > 0", acc + " link {{link}} {{type}}")]),
+        ts("NVLink P2P peers", "Other accelerators each one reaches peer-to-peer over NVLink, as the driver says "
+           "(asked again when its links change).", "none",
+           [(f"sum without (peer) (nodewatch_accelerator_nvlink_p2p_ok{sel()})", acc)]),
         ts("NVLink speed", "Per-direction link speed as the driver reports it, and the data rate left after the "
            "FEC overhead (NVLink5, NVML 13.3 on).", "Bps",
            [(f"min without (link) (nodewatch_nvlink_speed_bytes_per_second{sel()})", acc + " slowest link"),

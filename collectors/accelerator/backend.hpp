@@ -198,6 +198,10 @@ struct DeviceSample {
   // each link that answered.
   std::optional<unsigned> nvlink_count;
   std::vector<NvlinkSample> nvlinks;
+  // Whether peer-to-peer over NVLink works with each other device of the
+  // vendor, by its index (nvmlDeviceGetP2PStatus, NVLINK): a device with
+  // NVLink links only.
+  std::map<unsigned, bool> nvlink_p2p;
   // GPM activity of the whole device, and per MIG GPU instance (by id).
   std::optional<GpmActivity> gpm;
   std::map<unsigned, GpmActivity> gpm_instances;

@@ -356,6 +356,15 @@ inline constexpr Family kNvlinkDataRateBytesPerSecond{
     "(NVML 13.3 on).",
     {"accelerator", "uuid", "link"}};
 
+inline constexpr Family kNvlinkP2pOk{
+    "nodewatch_accelerator_nvlink_p2p_ok",
+    MetricType::kGauge,
+    "",
+    "1 if peer-to-peer over NVLink works between the accelerator and the peer (the other "
+    "accelerator's index), as the driver says (nvmlDeviceGetP2PStatus), else 0; accelerators with "
+    "NVLink links only.",
+    {"accelerator", "uuid", "peer"}};
+
 inline constexpr Family kNvlinkLinks{"nodewatch_accelerator_nvlink_links",
                                      MetricType::kGauge,
                                      "",

@@ -31,6 +31,7 @@ std::vector<MetricDesc> nvlink_metric_descs() {
       describe(families::kNvlinkLinkPlrTotal),
       describe(families::kNvlinkTransmitWaitTicksTotal),
       describe(families::kNvlinkLinkTransmitWaitTicksTotal),
+      describe(families::kNvlinkP2pOk),
       describe(families::kNvlinkLinks),
       describe(families::kNvlinkLinksActive),
   };
@@ -129,6 +130,8 @@ void emit_nvlinks(const std::vector<DeviceSample>& devices, NvlinkTotals& totals
       sink.add(families::kNvlinkTransmitWaitTicksTotal, {index, d.uuid}, *sums.transmit_wait_ticks);
     for (const auto& [kind, ber] : worst_ber)
       sink.add(families::kNvlinkBitErrorRate, {index, d.uuid, kind}, ber);
+    for (const auto& [peer, ok] : d.nvlink_p2p)
+      sink.add(families::kNvlinkP2pOk, {index, d.uuid, std::to_string(peer)}, ok ? 1 : 0);
     if (d.nvlink_count) {
       sink.add(families::kNvlinkLinks, {index, d.uuid}, *d.nvlink_count);
       sink.add(families::kNvlinkLinksActive, {index, d.uuid}, active);

@@ -150,8 +150,8 @@ TEST(NvlinkTest, HopperEighteenLinksOneDown) {
   }
   EXPECT_FALSE(Has(sink, "nodewatch_nvlink_up", {"0", uuid(0), "18"}));
   // 8 GPUs x (2 + 18 links x (up, speed, tx, rx, 5 error types) + the 5
-  // per-accelerator sums).
-  EXPECT_EQ(sink.sample_count(), 8u * (2 + 18 * 9 + 5));
+  // per-accelerator sums + P2P with the 7 others).
+  EXPECT_EQ(sink.sample_count(), 8u * (2 + 18 * 9 + 5 + 7));
 }
 
 TEST(NvlinkTest, Nvlink5ThirtySixLinks) {
@@ -192,8 +192,9 @@ TEST(NvlinkTest, Nvlink5ThirtySixLinks) {
   }
   // Per link: up, speed, bytes both ways, 11 error types, and R580's link
   // quality (effective and symbol BER, 16 FEC bins); per accelerator: the
-  // link counts, the 11 error sums, the worst two BERs, the 16 bin sums.
-  EXPECT_EQ(sink.sample_count(), 4u * (2 + 36 * (4 + 11 + 2 + 16) + 11 + 2 + 16));
+  // link counts, the 11 error sums, the worst two BERs, the 16 bin sums,
+  // P2P with the 3 others.
+  EXPECT_EQ(sink.sample_count(), 4u * (2 + 36 * (4 + 11 + 2 + 16) + 11 + 2 + 16 + 3));
   // Blackwell answers NOT_SUPPORTED for the per-counter call: asked on the
   // first link only (5 counters), not on the 35 others.
   Hooks hooks(FAKE_NVML_LIBRARY);
@@ -268,6 +269,40 @@ TEST(NvlinkTest, Nvlink5QualityPerAcceleratorAndPerLink) {
   EXPECT_EQ(hooks.Calls("field 220", 0), 8u) << "the Blackwell is asked every collection";
   EXPECT_EQ(hooks.Calls("nvmlDeviceReadPRMCounters_v1", 2), 1u);
   EXPECT_EQ(hooks.Calls("nvmlDeviceReadPRMCounters_v1", 0), 2u);
+}
+
+// P2P over NVLink per peer, as the driver says it; asked again only when a
+// device's active links change, and kept in between.
+TEST(NvlinkTest, P2pOverNvlinkPerPeerAskedWhenTheLinksChange) {
+  TempDir dir;
+  const auto file = dir.write("s.scenario", "devices 4\nnvlink * 4\np2p_status 2 1 4\n");
+  Node node(FAKE_NVML_LIBRARY, file.string());
+  node.Collect();
+  const MetricSink sink = node.Collect();
+  for (unsigned i = 0; i < 4; ++i)
+    for (unsigned p = 0; p < 4; ++p) {
+      const std::vector<std::string> key = {std::to_string(i), uuid(i), std::to_string(p)};
+      if (p == i) {
+        EXPECT_FALSE(Has(sink, "nodewatch_accelerator_nvlink_p2p_ok", key));
+        continue;
+      }
+      // Disabled by a registry key from GPU 2 to GPU 1, that order only.
+      EXPECT_EQ(Get(sink, "nodewatch_accelerator_nvlink_p2p_ok", key), i == 2 && p == 1 ? 0 : 1)
+          << i << "-" << p;
+    }
+  Hooks hooks(FAKE_NVML_LIBRARY);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetP2PStatus"), 4u * 3)
+      << "asked again with the links as they were";
+  // GPU 3's links all go down: it asks again (3 calls), and reads no NVLink P2P.
+  for (const char* line :
+       {"nvlink_down 3 0", "nvlink_down 3 1", "nvlink_down 3 2", "nvlink_down 3 3"})
+    ASSERT_TRUE(hooks.Script(line));
+  const MetricSink after = node.Collect();
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetP2PStatus", 3), 3u + 3u);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceGetP2PStatus", 0), 3u) << "GPU 0's links did not change";
+  EXPECT_EQ(Get(after, "nodewatch_accelerator_nvlink_p2p_ok", {"3", uuid(3), "0"}), 0);
+  EXPECT_EQ(Get(after, "nodewatch_accelerator_nvlink_p2p_ok", {"0", uuid(0), "3"}), 1)
+      << "kept from its last ask: GPU 0 is asked again only when its own links change";
 }
 
 // NVML's BER encoding (mantissa in bits 8-11, exponent in bits 0-7), as
@@ -366,8 +401,8 @@ TEST(NvlinkTest, ErrorsPerAcceleratorByDefault) {
     }
   }
   EXPECT_EQ(sink.render().find("nodewatch_nvlink_link_errors_total"), std::string::npos);
-  // 8 GPUs x (2 + 18 links x (up, speed, tx, rx) + 5 sums).
-  EXPECT_EQ(sink.sample_count(), 8u * (2 + 18 * 4 + 5));
+  // 8 GPUs x (2 + 18 links x (up, speed, tx, rx) + 5 sums + 7 P2P peers).
+  EXPECT_EQ(sink.sample_count(), 8u * (2 + 18 * 4 + 5 + 7));
 }
 
 // Links whose counters cannot be read in a collection keep their last

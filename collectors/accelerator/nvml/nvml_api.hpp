@@ -321,6 +321,13 @@ struct PrmCounterList {
 };
 static_assert(sizeof(PrmCounterList) == 16 && offsetof(PrmCounterList, counters) == 8);
 
+// nvmlGpuP2PCapsIndex_t's NVLINK and nvmlGpuP2PStatus_t's OK: the same
+// values in every header from 12.2 to 13.3 (READ 0, WRITE 1, NVLINK 2; OK 0,
+// then the reasons it is not: chipset, GPU, IOH topology, regkey, not
+// supported, unknown).
+inline constexpr unsigned kP2pCapsIndexNvlink = 2;
+inline constexpr unsigned kP2pStatusOk = 0;
+
 // nvmlDeviceGpuRecoveryAction_t (RECOVER_IMEX_DOMAIN from NVML 13.3).
 inline constexpr unsigned kRecoveryActionNone = 0;
 inline constexpr unsigned kRecoveryActionGpuReset = 1;
@@ -531,5 +538,7 @@ using DeviceGetProcessesFn = Return (*)(Device, unsigned* count, void* infos);
 // nvmlDeviceGetGpuFabricInfoV: takes a GpuFabricInfoV2 or V3, by its version.
 using DeviceGetGpuFabricInfoVFn = Return (*)(Device, void* info);
 using DeviceReadPrmCountersFn = Return (*)(Device, PrmCounterList*);
+// nvmlDeviceGetP2PStatus(device1, device2, nvmlGpuP2PCapsIndex_t, &nvmlGpuP2PStatus_t).
+using DeviceGetP2pStatusFn = Return (*)(Device, Device, unsigned caps_index, unsigned* status);
 
 }  // namespace nodewatch::accelerator::nvml

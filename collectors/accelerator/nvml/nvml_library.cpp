@@ -101,6 +101,7 @@ std::vector<std::string> resolve_all(void* lib, NvmlApi& a) {
   resolve(lib, a.device_get_gpu_instance_id, {"nvmlDeviceGetGpuInstanceId"});
   resolve(lib, a.device_get_gpu_fabric_info_v, {"nvmlDeviceGetGpuFabricInfoV"});
   resolve(lib, a.device_read_prm_counters, {"nvmlDeviceReadPRMCounters_v1"});
+  resolve(lib, a.device_get_p2p_status, {"nvmlDeviceGetP2PStatus"});
   const char* processes =
       resolve(lib, a.device_get_compute_running_processes,
               {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2",

@@ -80,6 +80,7 @@ struct NvmlApi {
   // NVLink fabric.
   nvml::DeviceGetGpuFabricInfoVFn device_get_gpu_fabric_info_v = nullptr;
   nvml::DeviceReadPrmCountersFn device_read_prm_counters = nullptr;  // 13.1 on
+  nvml::DeviceGetP2pStatusFn device_get_p2p_status = nullptr;
   // Running compute processes; `processes_v1`: only the first version,
   // which fills ProcessInfoV1. `_v2` besides, for the drivers whose `_v3`
   // fills a larger struct (nvml_queries.cpp, read_process_list).

@@ -518,13 +518,55 @@ void read_nvlink_prm(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
 // The NVLink links of one device. The number of links is discovered, never
 // assumed: field 91 where the driver has it, else nvmlDeviceGetNvLinkState
 // on link 0, 1, ... until the driver says there is no such link.
-void read_nvlinks(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
+// Peer-to-peer over NVLink with every other device, asked when the active
+// link count changed since the last answer (it is the links' and the
+// fabric's; asking it each collection would cost n-1 calls per device and
+// a call on a peer that hangs), and kept in between.
+void read_nvlink_p2p(Answers& a, nvml::Device dev, unsigned index, NvmlDeviceMemory& memory) {
+  const NvmlApi& api = a.api();
+  if (api.device_get_p2p_status == nullptr) return;
+  const std::vector<NvlinkSample>& links = a.sample().nvlinks;
+  const auto active = static_cast<std::size_t>(
+      std::count_if(links.begin(), links.end(), [](const NvlinkSample& l) { return l.active; }));
+  if (memory.p2p_asked_active != active) {
+    bool whole = true;
+    for (unsigned peer = 0; peer < a.session().device_count(); ++peer) {
+      if (peer == index) continue;
+      nvml::Device other = nullptr;
+      unsigned status = 0;
+      nvml::Return rc = api.device_get_handle_by_index(peer, &other);
+      if (rc == nvml::kSuccess)
+        rc = api.device_get_p2p_status(dev, other, nvml::kP2pCapsIndexNvlink, &status);
+      if (rc == nvml::kErrorNotSupported) {
+        // The driver cannot say: nothing exported, and not asked again
+        // while the links stay as they are.
+        memory.p2p_nvlink.clear();
+        memory.p2p_asked_active = active;
+        return;
+      }
+      if (rc != nvml::kSuccess) {
+        // A peer lost or failing: its last answer stays, asked again next time.
+        if (rc != nvml::kErrorGpuIsLost && rc != nvml::kErrorResetRequired)
+          a.error("nvmlDeviceGetP2PStatus " + std::to_string(index) + "-" + std::to_string(peer) +
+                  ": " + a.session().error(rc));
+        whole = false;
+        continue;
+      }
+      memory.p2p_nvlink[peer] = status == nvml::kP2pStatusOk;
+    }
+    if (whole) memory.p2p_asked_active = active;
+  }
+  a.sample().nvlink_p2p = memory.p2p_nvlink;
+}
+
+void read_nvlinks(Answers& a, nvml::Device dev, unsigned index, NvmlDeviceMemory& memory) {
   if (a.api().device_get_nvlink_state == nullptr) return;
   read_nvlink_states(a, dev, read_nvlink_count(a, dev));
   if (a.sample().nvlinks.empty()) return;
   read_nvlink_error_counters(a, dev, memory);
   read_nvlink_fields(a, dev, memory);
   read_nvlink_prm(a, dev, memory);
+  read_nvlink_p2p(a, dev, index, memory);
 }
 
 // The accelerator collector's questions, after the identity.
@@ -937,7 +979,7 @@ void read_device(const NvmlSession& s, unsigned index, NvmlQuestions questions, 
   publish_identity(d);
   switch (questions) {
     case NvmlQuestions::kDevice: read_readings(a, dev, memory); break;
-    case NvmlQuestions::kNvlink: read_nvlinks(a, dev, memory); break;
+    case NvmlQuestions::kNvlink: read_nvlinks(a, dev, index, memory); break;
   }
 }
 

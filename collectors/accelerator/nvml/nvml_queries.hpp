@@ -60,6 +60,10 @@ struct NvmlDeviceMemory {
   // nvmlDeviceReadPRMCounters_v1 answered NOT_SUPPORTED (or the call
   // itself failed as not there): not asked again.
   bool prm_absent = false;
+  // NVLink P2P with each peer, last asked with this many active links (it
+  // is asked again when that changes, or after a peer did not answer).
+  std::optional<std::size_t> p2p_asked_active;
+  std::map<unsigned, bool> p2p_nvlink;
   // The fabric call answered ARGUMENT_VERSION_MISMATCH to v3: a driver
   // before NVML 13.0, asked with v2 from then on.
   bool fabric_v2 = false;

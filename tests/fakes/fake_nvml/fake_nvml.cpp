@@ -181,9 +181,10 @@ struct State {
   // nvlink_errors DEV LINK TYPE N: added to the derived value.
   std::map<std::tuple<unsigned, unsigned, std::string>, unsigned long long> nvlink_errors;
   std::vector<FieldValueRule> field_values;
-  std::array<unsigned, kMaxDevices> recovery_action{};        // recovery_action DEV N
-  std::set<std::pair<unsigned, std::string>> repair_pending;  // repair_pending DEV channel|tpc
-  std::array<bool, kMaxDevices> unrepairable{};               // unrepairable DEV
+  std::array<unsigned, kMaxDevices> recovery_action{};           // recovery_action DEV N
+  std::set<std::pair<unsigned, std::string>> repair_pending;     // repair_pending DEV channel|tpc
+  std::array<bool, kMaxDevices> unrepairable{};                  // unrepairable DEV
+  std::map<std::pair<unsigned, unsigned>, unsigned> p2p_status;  // p2p_status DEV PEER CODE
   // remapped_rows DEV CORR UNC PENDING FAILED, in place of the derived values.
   std::array<std::optional<std::array<unsigned, 4>>, kMaxDevices> remapped_rows{};
   std::array<bool, kMaxDevices> no_gpm{};
@@ -417,6 +418,12 @@ bool apply_line(State& st, const std::string& raw, std::string* error) {
              (w[2] == "channel" || w[2] == "tpc")) {
     for (unsigned i = 0; i < kMaxDevices; ++i)
       if (dev == kAnyDevice || dev == static_cast<int>(i)) st.repair_pending.insert({i, w[2]});
+  } else if (cmd == "p2p_status" && w.size() == 4 && parse_device(w[1], &dev) &&
+             dev != kAnyDevice && parse_number(w[2], &n)) {
+    unsigned long long code = 0;
+    if (!parse_number(w[3], &code)) return bad();
+    st.p2p_status[{static_cast<unsigned>(dev), static_cast<unsigned>(n)}] =
+        static_cast<unsigned>(code);
   } else if (cmd == "unrepairable" && w.size() == 2 && parse_device(w[1], &dev)) {
     for (unsigned i = 0; i < kMaxDevices; ++i)
       if (dev == kAnyDevice || dev == static_cast<int>(i)) st.unrepairable[i] = true;
@@ -1379,6 +1386,32 @@ FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetPlatformInfo(nvml::Device dev, nvml::
   return rc;
 }
 
+// P2P over NVLink (index 2): OK (0) between two devices with NVLink links
+// of which at least one is active each, NOT_SUPPORTED (5) otherwise, or
+// what `p2p_status DEV PEER CODE` says (for that order of the two); the
+// other capabilities: OK.
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetP2PStatus(nvml::Device a, nvml::Device b, unsigned index,
+                                                     unsigned* status) {
+  if (b == nullptr || status == nullptr) return nvml::kErrorInvalidArgument;
+  const nvml::Return rc = enter(__func__, __func__, a);
+  if (rc != nvml::kSuccess) return rc;
+  std::lock_guard lock(g_mu);
+  auto linked = [](unsigned i) {
+    for (unsigned l = 0; l < g_state.nvlinks[i]; ++l)
+      if (!g_state.nvlink_down.contains({i, l})) return true;
+    return false;
+  };
+  *status = 0;
+  if (index == 2) {
+    auto it = g_state.p2p_status.find({a->index, b->index});
+    if (it != g_state.p2p_status.end())
+      *status = it->second;
+    else if (!linked(a->index) || !linked(b->index))
+      *status = 5;
+  }
+  return nvml::kSuccess;
+}
+
 // No repair pending unless `repair_pending` says so. Drivers before R580
 // (NVML 13.0) have no such call: NOT_SUPPORTED there.
 FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetRepairStatus(nvml::Device dev, nvml::RepairStatusV1* r) {
@@ -1911,6 +1944,7 @@ static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetMarginTemperature), nvml::DeviceGetMarginTemperatureFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetPlatformInfo), nvml::DeviceGetPlatformInfoFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetRepairStatus), nvml::DeviceGetRepairStatusFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetP2PStatus), nvml::DeviceGetP2pStatusFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetUnrepairableMemoryFlag_v1),
                              nvml::DeviceGetUnrepairableMemoryFlagFn>);
 static_assert(
