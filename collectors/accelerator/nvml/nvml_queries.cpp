@@ -515,9 +515,6 @@ void read_nvlink_prm(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
   }
 }
 
-// The NVLink links of one device. The number of links is discovered, never
-// assumed: field 91 where the driver has it, else nvmlDeviceGetNvLinkState
-// on link 0, 1, ... until the driver says there is no such link.
 // Peer-to-peer over NVLink with every other device, asked when the active
 // link count changed since the last answer (it is the links' and the
 // fabric's; asking it each collection would cost n-1 calls per device and
@@ -559,6 +556,9 @@ void read_nvlink_p2p(Answers& a, nvml::Device dev, unsigned index, NvmlDeviceMem
   a.sample().nvlink_p2p = memory.p2p_nvlink;
 }
 
+// The NVLink links of one device. The number of links is discovered, never
+// assumed: field 91 where the driver has it, else nvmlDeviceGetNvLinkState
+// on link 0, 1, ... until the driver says there is no such link.
 void read_nvlinks(Answers& a, nvml::Device dev, unsigned index, NvmlDeviceMemory& memory) {
   if (a.api().device_get_nvlink_state == nullptr) return;
   read_nvlink_states(a, dev, read_nvlink_count(a, dev));
