@@ -49,17 +49,27 @@ const MetricTable& nvlink_metric_table() {
 NvlinkTotals::Sums NvlinkTotals::update(const DeviceSample& d) {
   std::lock_guard lock(mu_);
   auto& last = last_[d.uuid];
+  // A link's counter that went back (the link retrained, the driver
+  // cleared it) counts on from what it had reached: its last value joins
+  // its offset, so the sum never drops.
+  auto take = [&last](const Key& key, double value) {
+    auto [it, added] = last.try_emplace(key, Count{value, 0});
+    if (added) return;
+    if (value < it->second.value) it->second.offset += it->second.value;
+    it->second.value = value;
+  };
   for (const NvlinkSample& l : d.nvlinks) {
-    for (const auto& [type, value] : l.errors) last[{Of::kError, type, l.link}] = value;
+    for (const auto& [type, value] : l.errors) take({Of::kError, type, l.link}, value);
     for (const auto& [bin, value] : l.fec_history)
-      last[{Of::kFec, std::to_string(bin), l.link}] = value;
-    for (const auto& [counter, value] : l.plr) last[{Of::kPlr, counter, l.link}] = value;
-    if (l.transmit_wait_ticks) last[{Of::kTransmitWait, "", l.link}] = *l.transmit_wait_ticks;
+      take({Of::kFec, std::to_string(bin), l.link}, value);
+    for (const auto& [counter, value] : l.plr) take({Of::kPlr, counter, l.link}, value);
+    if (l.transmit_wait_ticks) take({Of::kTransmitWait, "", l.link}, *l.transmit_wait_ticks);
   }
   std::map<std::string, double> errors, plr;
   std::map<unsigned, double> fec;  // in the bins' order, not the strings'
   Sums out;
-  for (const auto& [key, value] : last) {
+  for (const auto& [key, count] : last) {
+    const double value = count.value + count.offset;
     const std::string& label = std::get<1>(key);
     switch (std::get<0>(key)) {
       case Of::kError: errors[label] += value; break;

@@ -61,7 +61,10 @@ const MetricTable& nvlink_metric_table();
 
 // The last count read of each (accelerator, link, counter), kept while
 // the process runs (a Services entry: a rebuilt interconnect collector
-// finds it): what the per-accelerator sums are made of. The counters: the
+// finds it): what the per-accelerator sums are made of. A link's counter
+// that goes back (retrained, cleared) counts on from what it had reached,
+// so that a sum never drops, which Prometheus would read as a reset of the
+// whole sum and count every link's total again. The counters: the
 // error counts by type, the FEC history by bin, the PLR counts by
 // counter, and PORT_XMIT_WAIT. Thread-safe.
 class NvlinkTotals {
@@ -78,9 +81,14 @@ class NvlinkTotals {
 
  private:
   enum class Of { kError, kFec, kPlr, kTransmitWait };
+  using Key = std::tuple<Of, std::string, unsigned>;  // what, label, link
+  struct Count {
+    double value;   // the last read
+    double offset;  // what it had reached before each time it went back
+  };
   std::mutex mu_;
-  // uuid -> (what, label, link) -> last value
-  std::map<std::string, std::map<std::tuple<Of, std::string, unsigned>, double>> last_;
+  // uuid -> key -> count
+  std::map<std::string, std::map<Key, Count>> last_;
 };
 
 // Adds the NVLink series of `devices` (samples with their links filled in)

@@ -241,15 +241,19 @@ TEST(NvlinkTest, Nvlink5QualityPerAcceleratorAndPerLink) {
     EXPECT_EQ(Get(sink, "nodewatch_nvlink_errors_total", {a, uuid(i), "link_down"}), 0);
     for (unsigned l = 0; l < 4; ++l) {
       const std::string link = std::to_string(l);
-      EXPECT_EQ(Get(sink, "nodewatch_nvlink_data_rate_bytes_per_second", {a, uuid(i), link}),
-                47000e6);
+      // A link down has no data rate (and it is no error).
+      const bool up = i == 1 || l < 3;
+      EXPECT_EQ(Has(sink, "nodewatch_nvlink_data_rate_bytes_per_second", {a, uuid(i), link}), up);
+      if (up) {
+        EXPECT_EQ(Get(sink, "nodewatch_nvlink_data_rate_bytes_per_second", {a, uuid(i), link}),
+                  47000e6);
+      }
       near(Get(sink, "nodewatch_nvlink_link_bit_error_rate", {a, uuid(i), link, "symbol"}),
            (l + 1) * 1e-8);
       EXPECT_EQ(Get(sink, "nodewatch_nvlink_link_fec_codewords_total", {a, uuid(i), link, "15"}),
                 1000.0 * (i + 1) + l);
       // Port l+1 is link l: a port one off would give link l its
       // neighbour's count, and link 0 none.
-      const bool up = i == 1 || l < 3;
       EXPECT_EQ(Has(sink, "nodewatch_nvlink_link_plr_total", {a, uuid(i), link, "xmit_codes"}), up);
       if (up) {
         EXPECT_EQ(Get(sink, "nodewatch_nvlink_link_plr_total", {a, uuid(i), link, "xmit_codes"}),
@@ -357,6 +361,37 @@ TEST(NvlinkTest, AFailedFecBinKeepsItsSum) {
   EXPECT_EQ(Get(second, "nodewatch_nvlink_fec_codewords_total", bin3), before);
   EXPECT_FALSE(Has(second, "nodewatch_nvlink_link_fec_codewords_total", {"0", uuid(0), "0", "3"}));
   EXPECT_GE(ErrorCount(second, "nvml_error"), 1u);
+}
+
+// A link's counter that goes back (retrained, cleared) counts on from what
+// it had reached: the accelerator's sum never drops.
+TEST(NvlinkTest, ALinkCounterThatGoesBackKeepsTheSumGrowing) {
+  Node node(FAKE_NVML_LIBRARY, scenario("nvlink5_quality.scenario"));
+  const MetricSink first = node.Collect();
+  const std::vector<std::string> blocks = {"0", uuid(0), "xmit_blocks"};
+  EXPECT_EQ(Get(first, "nodewatch_nvlink_plr_total", blocks), 4e9 + 6);
+  Hooks hooks(FAKE_NVML_LIBRARY);
+  ASSERT_TRUE(hooks.Script("field_value 0 294 ull 5"));  // every link of GPU 0 back to 5
+  const MetricSink second = node.Collect();
+  EXPECT_EQ(Get(second, "nodewatch_nvlink_plr_total", blocks), 4e9 + 6 + 4 * 5);
+  EXPECT_EQ(Get(second, "nodewatch_nvlink_link_plr_total", {"0", uuid(0), "1", "xmit_blocks"}), 5)
+      << "the link's own series is the driver's count";
+}
+
+// The PRM counters refused for want of privilege: said once, not asked again.
+TEST(NvlinkTest, PrmCountersRefusedAreNotAskedAgain) {
+  TempDir dir;
+  const auto file = dir.write("s.scenario",
+                              "devices 1\nnvlink5 0 2\ndriver 590.44.01\n"
+                              "fail 0 nvmlDeviceReadPRMCounters_v1 4\n");
+  Node node(FAKE_NVML_LIBRARY, file.string());
+  const MetricSink first = node.Collect();
+  EXPECT_EQ(ErrorCount(first, "nvml_error"), 1u);
+  const MetricSink second = node.Collect();
+  EXPECT_EQ(ErrorCount(second, "nvml_error"), 0u);
+  EXPECT_FALSE(Has(second, "nodewatch_nvlink_transmit_wait_ticks_total", {"0", uuid(0)}));
+  Hooks hooks(FAKE_NVML_LIBRARY);
+  EXPECT_EQ(hooks.Calls("nvmlDeviceReadPRMCounters_v1", 0), 1u);
 }
 
 TEST(NvlinkTest, ErrorsGrowBetweenCollections) {

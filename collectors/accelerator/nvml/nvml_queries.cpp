@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -397,6 +398,11 @@ void sort_nvlink_quality(Answers& a, const NvlinkQualityField& q, const nvml::Fi
     case K::kFec: link.fec_history[q.bin] = *v; break;
     case K::kPlr: link.plr[q.name] = *v; break;
     case K::kDataRate:
+      // A link down or not trained has no rate (0) nor speed: nothing to
+      // say, not an error.
+      if (!link.active || *v <= 0 || !link.speed_bytes_per_second ||
+          *link.speed_bytes_per_second <= 0)
+        break;
       if (auto bytes = nvml_nvlink_data_rate_bytes(*v, link.speed_bytes_per_second))
         link.data_rate_bytes_per_second = *bytes;
       else
@@ -489,6 +495,14 @@ void read_nvlink_prm(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
     memory.prm_absent = true;
     return;
   }
+  if (rc == nvml::kErrorNoPermission) {
+    // The driver keeps the PRM registers to a privileged caller: said once
+    // (counted in this collection), not asked again.
+    memory.prm_absent = true;
+    a.error("nvmlDeviceReadPRMCounters_v1: " + a.session().error(rc) +
+            " (the PRM counters need privileges nodewatchd does not have; not asked again)");
+    return;
+  }
   if (!a.ok(rc, "nvmlDeviceReadPRMCounters_v1")) return;
   std::size_t k = 0;
   for (NvlinkSample& l : links) {
@@ -516,17 +530,22 @@ void read_nvlink_prm(Answers& a, nvml::Device dev, NvmlDeviceMemory& memory) {
 }
 
 // Peer-to-peer over NVLink with every other device, asked when the active
-// link count changed since the last answer (it is the links' and the
-// fabric's; asking it each collection would cost n-1 calls per device and
-// a call on a peer that hangs), and kept in between.
+// link count changed since the last answer, and otherwise every
+// kP2pRecheck (a peer's links or the fabric may change it too): asking it
+// each collection would cost n-1 calls per device, and a call on a peer
+// that hangs. Kept in between.
+constexpr auto kP2pRecheck = std::chrono::minutes(5);
+
 void read_nvlink_p2p(Answers& a, nvml::Device dev, unsigned index, NvmlDeviceMemory& memory) {
   const NvmlApi& api = a.api();
   if (api.device_get_p2p_status == nullptr) return;
   const std::vector<NvlinkSample>& links = a.sample().nvlinks;
   const auto active = static_cast<std::size_t>(
       std::count_if(links.begin(), links.end(), [](const NvlinkSample& l) { return l.active; }));
-  if (memory.p2p_asked_active != active) {
+  const auto now = std::chrono::steady_clock::now();
+  if (memory.p2p_asked_active != active || now - memory.p2p_asked_at >= kP2pRecheck) {
     bool whole = true;
+    std::map<unsigned, bool> answers;
     for (unsigned peer = 0; peer < a.session().device_count(); ++peer) {
       if (peer == index) continue;
       nvml::Device other = nullptr;
@@ -534,24 +553,24 @@ void read_nvlink_p2p(Answers& a, nvml::Device dev, unsigned index, NvmlDeviceMem
       nvml::Return rc = api.device_get_handle_by_index(peer, &other);
       if (rc == nvml::kSuccess)
         rc = api.device_get_p2p_status(dev, other, nvml::kP2pCapsIndexNvlink, &status);
-      if (rc == nvml::kErrorNotSupported) {
-        // The driver cannot say: nothing exported, and not asked again
-        // while the links stay as they are.
-        memory.p2p_nvlink.clear();
-        memory.p2p_asked_active = active;
-        return;
-      }
+      if (rc == nvml::kErrorNotSupported) continue;  // the driver cannot say for this pair
       if (rc != nvml::kSuccess) {
         // A peer lost or failing: its last answer stays, asked again next time.
         if (rc != nvml::kErrorGpuIsLost && rc != nvml::kErrorResetRequired)
           a.error("nvmlDeviceGetP2PStatus " + std::to_string(index) + "-" + std::to_string(peer) +
                   ": " + a.session().error(rc));
+        if (auto it = memory.p2p_nvlink.find(peer); it != memory.p2p_nvlink.end())
+          answers.insert(*it);
         whole = false;
         continue;
       }
-      memory.p2p_nvlink[peer] = status == nvml::kP2pStatusOk;
+      answers[peer] = status == nvml::kP2pStatusOk;
     }
-    if (whole) memory.p2p_asked_active = active;
+    memory.p2p_nvlink = std::move(answers);  // peers past the count are gone
+    if (whole) {
+      memory.p2p_asked_active = active;
+      memory.p2p_asked_at = now;
+    }
   }
   a.sample().nvlink_p2p = memory.p2p_nvlink;
 }

@@ -14,6 +14,7 @@
 // leaves the value empty and records "nvml_error" with the call and its
 // answer as the detail.
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <optional>
@@ -60,9 +61,11 @@ struct NvmlDeviceMemory {
   // nvmlDeviceReadPRMCounters_v1 answered NOT_SUPPORTED (or the call
   // itself failed as not there): not asked again.
   bool prm_absent = false;
-  // NVLink P2P with each peer, last asked with this many active links (it
-  // is asked again when that changes, or after a peer did not answer).
+  // NVLink P2P with each peer, last asked with this many active links and
+  // at this time (asked again when that changes, after a while, or after a
+  // peer did not answer).
   std::optional<std::size_t> p2p_asked_active;
+  std::chrono::steady_clock::time_point p2p_asked_at;
   std::map<unsigned, bool> p2p_nvlink;
   // The fabric call answered ARGUMENT_VERSION_MISMATCH to v3: a driver
   // before NVML 13.0, asked with v2 from then on.
