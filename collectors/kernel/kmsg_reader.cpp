@@ -31,7 +31,10 @@ bool adopt_inherited_log() {
   const int fd = ::fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
   if (fd < 0) return false;
   const int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+  // Opened for writing only: no log to read through it (kmsg_path is
+  // opened as before).
+  if (flags < 0 || (flags & O_ACCMODE) == O_WRONLY ||
+      ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
     ::close(fd);
     return false;
   }

@@ -144,6 +144,7 @@ class DaemonProcess {
         int in = ::open(o.stdin_file.c_str(), O_RDONLY | O_NOCTTY);
         if (in < 0) ::_exit(126);
         ::dup2(in, 0);
+        if (in != 0) ::close(in);
       }
       for (std::size_t i = 0; i < o.pass_fds.size(); ++i)
         ::dup2(o.pass_fds[i], static_cast<int>(3 + i));
