@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -67,9 +68,11 @@ TEST(SelfMetrics, ProcessFiguresWithNoDescriptorLeftAreTheLastRead) {
   GTEST_SKIP() << "a sanitizer's runtime opens files of its own (/proc/self/maps) and "
                   "reports false errors with every descriptor taken";
 #endif
-  // Some CPU time, so that a cpu_seconds of 0 is not the figure read.
-  for (auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(60);
-       std::chrono::steady_clock::now() < end;) {
+  // Some CPU time, so that a cpu_seconds of 0 is not the figure read: 60 ms
+  // of the process's own (a wall-clock spin on a loaded machine can get
+  // less than the 10 ms tick /proc counts in).
+  for (timespec t{}; ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) == 0 &&
+                     t.tv_sec * 1000 + t.tv_nsec / 1000000 < 60;) {
   }
   SelfMetrics self;
   const std::string before = self.render({}, nullptr);
