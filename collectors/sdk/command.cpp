@@ -1,0 +1,161 @@
+#include "nodewatch/command.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <mutex>
+
+#include "nodewatch/unique_fd.hpp"
+
+namespace nodewatch::command {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::mutex g_mutex;
+std::vector<pid_t> g_unreaped;  // killed, not yet let go by the kernel
+
+void reap_old() {
+  std::lock_guard lock(g_mutex);
+  std::erase_if(g_unreaped, [](pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) != 0; });
+}
+
+int ms_until(Clock::time_point t) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(t - Clock::now());
+  return static_cast<int>(std::clamp<long long>(left.count() + 1, 0, 60'000));
+}
+
+// Collects the exit status of `pid` if it has exited; true then.
+bool try_wait(pid_t pid, Result& r) {
+  int status = 0;
+  pid_t got = ::waitpid(pid, &status, WNOHANG);
+  if (got != pid) return got < 0;  // an error: nothing left to wait for
+  if (WIFEXITED(status)) r.exit_status = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  return true;
+}
+
+}  // namespace
+
+Result run(const std::vector<std::string>& argv, Clock::time_point deadline,
+           std::size_t max_output) {
+  reap_old();
+  Result r;
+  if (argv.empty() || argv[0].empty() || argv[0][0] != '/') {
+    r.err = EINVAL;
+    return r;
+  }
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) {
+    r.err = errno;
+    return r;
+  }
+  UniqueFd read_end(p[0]), write_end(p[1]);
+  ::fcntl(read_end.get(), F_SETFL, ::fcntl(read_end.get(), F_GETFL) | O_NONBLOCK);
+
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  ::posix_spawn_file_actions_init(&fa);
+  ::posix_spawnattr_init(&attr);
+  ::posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  ::posix_spawn_file_actions_adddup2(&fa, write_end.get(), 1);
+  ::posix_spawn_file_actions_adddup2(&fa, write_end.get(), 2);
+  ::posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  ::posix_spawnattr_setsigmask(&attr, &none);
+  ::posix_spawnattr_setsigdefault(&attr, &all);
+  ::posix_spawnattr_setpgroup(&attr, 0);
+  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+                                        POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_USEVFORK);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  char path_env[] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
+  char locale_env[] = "LC_ALL=C";
+  char* env[] = {path_env, locale_env, nullptr};
+  pid_t pid = 0;
+  int rc = ::posix_spawn(&pid, args[0], &fa, &attr, args.data(), env);
+  ::posix_spawn_file_actions_destroy(&fa);
+  ::posix_spawnattr_destroy(&attr);
+  write_end.reset();
+  if (rc != 0) {
+    r.err = rc;
+    return r;
+  }
+  r.started = true;
+  // A pidfd makes the child's exit pollable; without one (a kernel before
+  // 5.3) its exit is polled every 5 ms once the pipe is closed.
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+
+  bool eof = false, exited = false;
+  // Reads what the pipe holds now (its read end does not block).
+  auto drain = [&] {
+    char buf[16384];
+    while (!eof) {
+      ssize_t got = ::read(read_end.get(), buf, sizeof buf);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0 && errno == EAGAIN) return;
+      if (got <= 0) {
+        eof = true;
+        return;
+      }
+      std::size_t room = max_output > r.output.size() ? max_output - r.output.size() : 0;
+      if (static_cast<std::size_t>(got) > room) r.truncated = true;
+      r.output.append(buf, std::min(room, static_cast<std::size_t>(got)));
+    }
+  };
+  while (true) {
+    if (eof && try_wait(pid, r)) {
+      exited = true;
+      break;
+    }
+    if (Clock::now() >= deadline) break;
+    pollfd fds[2] = {{eof ? -1 : read_end.get(), POLLIN, 0}, {pidfd.get(), POLLIN, 0}};
+    int wait_ms = ms_until(deadline);
+    if (eof && pidfd.get() < 0) wait_ms = std::min(wait_ms, 5);
+    int n = ::poll(fds, 2, wait_ms);
+    if (n < 0 && errno != EINTR) break;
+    if (n <= 0) continue;
+    if (fds[0].revents != 0) drain();
+    // Exited, though something it started may hold the pipe open: take
+    // what is there and stop.
+    if ((fds[1].revents & POLLIN) != 0) {
+      drain();
+      if (try_wait(pid, r)) {
+        exited = true;
+        break;
+      }
+    }
+  }
+  if (exited) return r;
+
+  r.timed_out = true;
+  ::kill(-pid, SIGKILL);
+  if (pidfd.get() >= 0) {
+    pollfd f{pidfd.get(), POLLIN, 0};
+    ::poll(&f, 1, 100);
+  }
+  Result ignored;
+  if (!try_wait(pid, ignored)) {
+    std::lock_guard lock(g_mutex);
+    g_unreaped.push_back(pid);
+  }
+  return r;
+}
+
+std::size_t unreaped() {
+  reap_old();
+  std::lock_guard lock(g_mutex);
+  return g_unreaped.size();
+}
+
+}  // namespace nodewatch::command
