@@ -44,6 +44,24 @@ inline std::vector<std::string> E2ENodeArgs(const TempDir& dir, const E2ENodeOpt
   fs::create_directories(dir.path() / "node" / "textfile");
   for (const auto& e : fs::directory_iterator(kE2EFixtures / "textfile"))
     if (e.path().extension() == ".prom") fs::copy(e.path(), dir.path() / "node" / "textfile");
+  // IMEX: its configuration in the node's tree, with the command service
+  // on and no nodes file (not configured: tests that want it write
+  // node/etc/nvidia-imex/nodes_config.cfg), and the fake nvidia-imex-ctl
+  // (tests/fixtures/imex), whose answers go beside it in node/bin.
+  const fs::path imex = dir.path() / "node" / "etc" / "nvidia-imex";
+  fs::create_directories(imex);
+  fs::create_directories(dir.path() / "node" / "etc" / "systemd" / "system");
+  fs::create_directories(dir.path() / "node" / "bin");
+  {
+    std::string cfg = ReadFile(kE2EFixtures / "imex" / "config.cfg");
+    const std::string key = "IMEX_NODE_CONFIG_FILE=";
+    std::size_t at = cfg.find(key) + key.size();
+    cfg.replace(at, cfg.find('\n', at) - at, (imex / "nodes_config.cfg").string());
+    std::ofstream(imex / "config.cfg") << cfg;
+    fs::copy_file(kE2EFixtures / "imex" / "nvidia-imex-ctl",
+                  dir.path() / "node" / "bin" / "nvidia-imex-ctl",
+                  fs::copy_options::overwrite_existing);
+  }
   std::string kernel = KernelSection(dir.path());
   if (!o.kmsg.empty()) {
     const std::string modelled = (kE2EFixtures / "kernel" / "kmsg-node.txt").string();
@@ -61,6 +79,11 @@ inline std::vector<std::string> E2ENodeArgs(const TempDir& dir, const E2ENodeOpt
             "\"1h\"\ndirectory = \""
          << (dir.path() / "node" / "textfile").string() << "\"\n"
          << kernel << "interval = \"1h\"\n"
+         << "[collectors.imex]\ninterval = \"1h\"\nconfig_file = \""
+         << (imex / "config.cfg").string() << "\"\nsocket = \""
+         << (imex / "imex_ctrl.sock").string() << "\"\nsystemd_dir = \""
+         << (dir.path() / "node" / "etc" / "systemd" / "system").string() << "\"\nctl = \""
+         << (dir.path() / "node" / "bin" / "nvidia-imex-ctl").string() << "\"\n"
          << o.extra_config;
   std::ofstream(dir.path() / "nodewatch.toml") << WithCheckSocket(config.str(), dir.path());
   return {"--config", (dir.path() / "nodewatch.toml").string(),
