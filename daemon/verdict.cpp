@@ -9,6 +9,8 @@
 
 #include "accelerator/accelerator_metrics.hpp"
 #include "daemon_metrics.hpp"
+#include "imex/imex_metrics.hpp"
+#include "imex/imex_parse.hpp"
 #include "interconnect/interconnect_metrics.hpp"
 #include "kernel/kernel_metrics.hpp"
 #include "nic/nic_metrics.hpp"
@@ -377,6 +379,31 @@ void fabric_registered(Check& c) {
   }
 }
 
+// IMEX: only where the imex collector found it configured (it exports
+// nothing elsewhere). A daemon that says it is anything but ready cannot
+// import or export memory for a job across the domain's nodes; one that
+// does not answer at all is a problem only where nvidia-imex.service is
+// enabled to run (IMEX started per job by a scheduler's prolog is stopped
+// between jobs). The domain's state is not this node's: a degraded domain
+// points at the peer that is down (NodewatchImexPeerUnreachable).
+void imex_ready(Check& c) {
+  std::string_view service;
+  for (const Sample& x : c.s.of(imex::families::kInfo)) service = x.label("service");
+  for (const Sample& x : c.s.of(imex::families::kDaemonState)) {
+    std::string_view state = x.label("state");
+    if (x.value != 1 || state == "ready") continue;
+    if (std::find(std::begin(imex::kDaemonStates), std::end(imex::kDaemonStates), state) !=
+        std::end(imex::kDaemonStates))
+      c.add(kNvlink, "imex", "imex_not_ready", "drain",
+            "the IMEX daemon is " + std::string(state) +
+                ": GPUs of this node cannot share memory across the NVLink domain");
+    else if (state == "unreachable" && service == "enabled")
+      c.add(kNvlink, "imex", "imex_not_ready", "drain",
+            "the IMEX daemon does not answer on its command service, and nvidia-imex.service is "
+            "enabled");
+  }
+}
+
 // --- pcie ---
 
 void pcie_links(Check& c) {
@@ -595,6 +622,7 @@ const std::vector<Rule>& rules() {
       {"nvlinks_active", kNvlink, {interconnect::families::kNvlinkLinksActive}, nvlinks_active},
       {"fabric_healthy", kNvlink, {accelerator::families::kFabricHealthy}, fabric_healthy},
       {"fabric_registered", kNvlink, {accelerator::families::kFabricState}, fabric_registered},
+      {"imex_ready", kNvlink, {imex::families::kInfo, imex::families::kDaemonState}, imex_ready},
       {"pcie_links",
        kPcie,
        {pcie::families::kLinkWidth, pcie::families::kLinkSpeedTransfersPerSecond,

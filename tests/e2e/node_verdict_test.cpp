@@ -104,6 +104,25 @@ class VerdictNode {
     std::ofstream(p) << value << "\n";
   }
 
+  // IMEX configured (tests/fixtures/imex): a three-node domain of which
+  // this node is the first, nvidia-imex.service enabled or not, and what
+  // the fake nvidia-imex-ctl answers: the daemon's state and the domain.
+  void imex(const std::string& state, const std::string& domain = "domain-up.json",
+            bool enabled = true) {
+    const std::filesystem::path node = dir_.path() / "node";
+    std::ofstream(node / "etc/nvidia-imex/config.cfg", std::ios::app)
+        << "BIND_INTERFACE_IP=198.18.0.1\n";
+    std::ofstream(node / "etc/nvidia-imex/nodes_config.cfg")
+        << "198.18.0.1\n198.18.0.2\n198.18.0.3\n";
+    if (enabled) {
+      std::filesystem::create_directories(node / "etc/systemd/system/multi-user.target.wants");
+      std::ofstream(node / "etc/systemd/system/multi-user.target.wants/nvidia-imex.service");
+    }
+    std::ofstream(node / "bin/q.out") << state << "\n";
+    std::ofstream(node / "bin/N.out") << ReadFile(testing::kE2EFixtures / "imex" / domain);
+  }
+  std::string imex_calls() const { return ReadFile(dir_.path() / "node/bin/calls"); }
+
   struct Run {
     std::optional<int> rc;
     std::string out;
@@ -237,9 +256,49 @@ INSTANTIATE_TEST_SUITE_P(
                     "name=<unknown>, GPU has fallen off the bus.");
               },
               "kernel", "0000:8a:00.0", "xid_79", "reboot"},
+        Fault{"ImexDaemonWaitingForPeers",
+              [](VerdictNode& n) { n.imex("WAITING_FOR_PEERS", "domain-degraded.json"); }, "nvlink",
+              "imex", "imex_not_ready", "drain"},
         Fault{"DriverAsksForAReboot", [](VerdictNode& n) { n.add_nvml("recovery_action 6 2"); },
               "accelerator", "0000:7a:00.0", "driver_requests_node_reboot", "reboot"}),
     [](const ::testing::TestParamInfo<Fault>& i) { return std::string(i.param.name); });
+
+// IMEX both ways: configured and ready in a degraded domain (a peer down
+// is the peer's problem, not this node's), and installed but not
+// configured, where the ctl would say the daemon is unavailable: healthy,
+// and the ctl never run.
+TEST(NodeVerdict, ImexIsJudgedOnlyWhereItIsConfiguredAndOnlyForThisNode) {
+  VerdictNode ready;
+  ready.imex("READY", "domain-degraded.json");
+  auto r = ready.check();
+  EXPECT_EQ(r.rc, 0) << r.out << r.log;
+  EXPECT_NE(ready.imex_calls().find(" -q"), std::string::npos);
+  auto m = ready.run({"--once"});
+  ASSERT_EQ(m.rc, 0) << m.log;
+  for (const char* line : {"nodewatch_imex_daemon_state{state=\"ready\"} 1",
+                           "nodewatch_imex_domain_state{state=\"degraded\"} 1",
+                           "nodewatch_imex_peer_connected{peer=\"198.18.0.3\"} 0",
+                           "nodewatch_imex_domain_nodes_ready 2"})
+    EXPECT_NE(m.out.find(line), std::string::npos) << line << "\n" << m.out;
+
+  VerdictNode installed;
+  std::ofstream(installed.dir().path() / "node/bin/q.out") << "UNAVAILABLE\n";
+  auto h = installed.check();
+  EXPECT_EQ(h.rc, 0) << h.out << h.log;
+  auto n = installed.run({"--once"});
+  EXPECT_EQ(n.out.find("nodewatch_imex_daemon_state"), std::string::npos);
+  EXPECT_EQ(installed.imex_calls(), "");
+
+  // Configured, the daemon not running, its unit not enabled (started by a
+  // job's prolog): not this node's problem between jobs.
+  VerdictNode per_job;
+  per_job.imex("", "domain-up.json", false);
+  std::ofstream(per_job.dir().path() / "node/bin/q.out")
+      << ReadFile(testing::kE2EFixtures / "imex" / "unreachable.txt");
+  std::ofstream(per_job.dir().path() / "node/bin/q.rc") << "1\n";
+  auto j = per_job.check();
+  EXPECT_EQ(j.rc, 0) << j.out << j.log;
+}
 
 TEST(NodeVerdict, WhatItLearnsFromTheHealthyNodeIsHealthyFedBack) {
   VerdictNode node;

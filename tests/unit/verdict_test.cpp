@@ -606,6 +606,20 @@ const std::vector<RuleCase>& RuleCases() {
        "nvlink GPU-a fabric_not_registered drain",
        Gpu("fabric_state", ",state=\"in_progress\"", "0") +
            Gpu("fabric_state", ",state=\"completed\"", "1")},
+      // IMEX's daemon in any state but ready; not answering at all counts
+      // only where its unit is enabled (IMEX started per job is stopped
+      // between jobs).
+      {"imex_ready",
+       {},
+       "nodewatch_imex_info{mode=\"nodes_file\",config_file=\"/etc/nvidia-imex/config.cfg\","
+       "service=\"disabled\",version=\"580.95.05\"} 1\n"
+       "nodewatch_imex_daemon_state{state=\"ready\"} 0\n"
+       "nodewatch_imex_daemon_state{state=\"waiting_for_peers\"} 1\n",
+       "nvlink imex imex_not_ready drain",
+       "nodewatch_imex_info{mode=\"nodes_file\",config_file=\"/etc/nvidia-imex/config.cfg\","
+       "service=\"disabled\",version=\"\"} 1\n"
+       "nodewatch_imex_daemon_state{state=\"ready\"} 0\n"
+       "nodewatch_imex_daemon_state{state=\"unreachable\"} 1\n"},
       {"pcie_links", With([](Expectations& e) {
          e.pcie.push_back({"0000:3b:00.0", 16, std::nullopt});
        }),
@@ -698,6 +712,35 @@ TEST(VerdictRules, TheDriversThermalMarginDecidesWhereItIsGiven) {
                           Gpu("temperature_celsius", ",sensor=\"gpu\"", "88") +
                           Gpu("thermal_margin_celsius", "", "10"));
   EXPECT_EQ(Problems(v), "");
+}
+
+// IMEX: each state the imex collector gives, with the unit enabled and not.
+TEST(VerdictRules, ImexNotAnsweringCountsOnlyWhereItsUnitIsEnabled) {
+  auto node = [](std::string_view service, std::string_view state) {
+    return "nodewatch_imex_info{mode=\"nodes_file\",config_file=\"/c\",service=\"" +
+           std::string(service) + "\",version=\"\"} 1\nnodewatch_imex_daemon_state{state=\"" +
+           std::string(state) + "\"} 1\n";
+  };
+  const std::pair<std::string, std::string> cases[] = {
+      {node("enabled", "ready"), ""},
+      {node("enabled", "unreachable"), "nvlink imex imex_not_ready drain\n"},
+      {node("disabled", "unreachable"), ""},
+      {node("absent", "unreachable"), ""},
+      {node("enabled", "command_off"), ""},
+      {node("enabled", "ctl_missing"), ""},
+      {node("enabled", "query_failed"), ""},
+      {node("enabled", "no_permission"), ""},
+      {node("disabled", "unavailable"), "nvlink imex imex_not_ready drain\n"},
+      {node("enabled", "shutting_down"), "nvlink imex imex_not_ready drain\n"},
+      {"", ""},  // no IMEX: nothing
+  };
+  for (const auto& [exposition, want] : cases) {
+    SCOPED_TRACE(exposition);
+    VerdictEngine engine{Expectations{}};
+    Verdict v = Evaluate(engine, exposition);
+    EXPECT_EQ(Problems(v), want);
+    EXPECT_EQ(v.overall(), want.empty() ? Health::kHealthy : Health::kUnhealthy);
+  }
 }
 
 TEST(VerdictRules, EachReportsItsProblemAndNotANearMiss) {
