@@ -153,6 +153,9 @@ RED_IF_ANY = [{"color": "green", "value": None}, {"color": "red", "value": 1}]
 HEALTHY = [
     {"type": "value", "options": {"0": {"text": "not healthy", "color": "red"}, "1": {"text": "healthy", "color": "green"}}}
 ]
+READY = [
+    {"type": "value", "options": {"0": {"text": "not ready", "color": "red"}, "1": {"text": "ready", "color": "green"}}}
+]
 
 # One-hot families (one series per label value, exactly one of them 1) are
 # drawn as one series per accelerator whose value is the code of the label
@@ -829,6 +832,25 @@ def node():
               "access-timeout recovery, an incorrect configuration and which).", "none",
               [(f"nodewatch_accelerator_fabric_health_summary{sel()} == 1", "summary"),
                (f"nodewatch_accelerator_fabric_fault{sel()} == 1", "fault")], h=6),
+        state_timeline("IMEX daemon", "Where IMEX is configured (empty elsewhere): 1 while this node's IMEX daemon "
+                       "says it is ready; the table beside it gives the state it is in otherwise.", "none",
+                       [("nodewatch_imex_daemon_state" + sel('state="ready"'), "IMEX")], mappings=READY, w=8, h=6),
+        table("IMEX state", "The daemon's state (as it reports it, or why it could not: unreachable, command_off, "
+              "ctl_missing, no_permission, query_failed), the domain's (up, degraded, down, unknown), and how IMEX "
+              "was found (nodes file or a ComputeDomain's socket, nvidia-imex.service, driver version).", "none",
+              [(f"nodewatch_imex_daemon_state{sel()} == 1", "daemon"),
+               (f"nodewatch_imex_domain_state{sel()} == 1", "domain"),
+               (f"nodewatch_imex_info{sel()}", "info")], w=16, h=6),
+        ts("IMEX domain members", "Members the nodes file lists, those the domain reports and those it reports "
+           "ready, and this node's connections to the others.", "none",
+           [(f"nodewatch_imex_nodes_configured{sel()}", "configured"),
+            (f"nodewatch_imex_domain_nodes{sel()}", "in the domain"),
+            (f"nodewatch_imex_domain_nodes_ready{sel()}", "ready"),
+            (f"sum without (peer) (nodewatch_imex_peer_connected{sel()}) + 1", "connected (this node included)"),
+            (f"nodewatch_imex_up{sel()}", "daemon answering")], w=12, h=6),
+        table("IMEX peers not connected", "Members this node's IMEX daemon has no connection to (down, never "
+              "connected, version or node-map mismatch).", "none",
+              [(f"nodewatch_imex_peer_connected{sel()} == 0", "connected")], w=12, h=6),
         row("Fabric ports"),
         state_timeline("Port state", "InfiniBand port state: 4 active; 1 down, 2 init, 3 armed.", "none",
                        [(f"nodewatch_interconnect_port_state{sel()}", "{{device}}/{{port}}")],
@@ -1181,10 +1203,17 @@ def fabric():
                        "accelerator completed registration and its fabric is healthy.", "none",
                        [(f"min by (instance) (nodewatch_accelerator_fabric_healthy{sel()})", "{{instance}}")],
                        mappings=HEALTHY, w=12, h=8),
+        state_timeline("IMEX daemon per node", "Nodes where IMEX is configured: 1 while the node's IMEX daemon "
+                       "says it is ready.", "none",
+                       [("nodewatch_imex_daemon_state" + sel('state="ready"'), "{{instance}}")],
+                       mappings=READY, w=12, h=8),
+        table("IMEX members not reached", "Members of an IMEX domain that other nodes have no IMEX connection to, "
+              "with how many nodes see it so (all of them: the member is down; one: the path between two).",
+              "none", [(f"count by (peer) (nodewatch_imex_peer_connected{sel()} == 0)", "nodes")], w=12, h=8),
     ]
     return dashboard("nodewatch-fabric", "nodewatch / Fabric",
                      "InfiniBand and RoCE ports: throughput, link state over time, errors and congestion; NVLink "
-                     "fabric registration and health.", items, ["fabric"])
+                     "fabric registration and health; IMEX.", items, ["fabric"])
 
 
 # ---------------------------------------------------------------------------
