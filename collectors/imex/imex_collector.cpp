@@ -157,6 +157,8 @@ ImexCollector::Setup ImexCollector::look(MetricSink& out) const {
   else if (nodes.failed())
     out.error("nodes_unreadable", s.config.nodes_file, nodes.error_name());
 
+  // The unit's links are looked at only where they can matter.
+  if (s.socket.empty() && s.members == 0) return s;
   s.service = unit_state();
   if (!s.socket.empty()) {
     s.configured = true;
