@@ -84,27 +84,23 @@ const MetricTable& imex_metric_table() {
 
 ImexOptions read_imex_options(OptionReader& r) {
   ImexOptions o;
-  auto absolute = [&](std::string_view key, const std::string& v, bool may_be_empty) {
+  // An absolute path, or "" where `may_be_empty`.
+  auto path = [&](std::string_view key, std::string& v, bool may_be_empty, Help help) {
+    v = r.get_string(key, v, help);
     if ((!may_be_empty || !v.empty()) && (v.empty() || v[0] != '/'))
       r.error(key, "must be an absolute path");
   };
-  o.config_file = r.get_string(
-      "config_file", o.config_file,
-      "IMEX's configuration (nvidia-imex -c): where its nodes file and command service are");
-  absolute("config_file", o.config_file, false);
-  o.ctl = r.get_string("ctl", o.ctl,
-                       "absolute path of nvidia-imex-ctl; \"\": the first of /usr/bin, /usr/sbin, "
-                       "/usr/local/bin, /opt/nvidia/imex/bin, /usr/local/nvidia/imex/bin");
-  absolute("ctl", o.ctl, true);
-  o.socket = r.get_string("socket", o.socket,
-                          "IMEX's command socket (a host-managed ComputeDomain's); \"\": "
-                          "IMEX_CMD_UNIX_DOMAIN_PATH of config_file, else "
-                          "/etc/nvidia-imex/imex_ctrl.sock");
-  absolute("socket", o.socket, true);
-  o.systemd_dir = r.get_string("systemd_dir", o.systemd_dir,
-                               "systemd's directory of enabled and masked units, where "
-                               "nvidia-imex.service is looked for (the host's, in a container)");
-  absolute("systemd_dir", o.systemd_dir, false);
+  path("config_file", o.config_file, false,
+       "IMEX's configuration (nvidia-imex -c): where its nodes file and command service are");
+  path("ctl", o.ctl, true,
+       "absolute path of nvidia-imex-ctl; \"\": the first of /usr/bin, /usr/sbin, /usr/local/bin, "
+       "/opt/nvidia/imex/bin, /usr/local/nvidia/imex/bin");
+  path("socket", o.socket, true,
+       "IMEX's command socket (a host-managed ComputeDomain's); \"\": IMEX_CMD_UNIX_DOMAIN_PATH of "
+       "config_file, else /etc/nvidia-imex/imex_ctrl.sock");
+  path("systemd_dir", o.systemd_dir, false,
+       "systemd's directory of enabled and masked units, where nvidia-imex.service is looked for "
+       "(the host's, in a container)");
   return o;
 }
 

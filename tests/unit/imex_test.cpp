@@ -17,6 +17,7 @@
 #include <fstream>
 #include <string>
 
+#include "config.hpp"
 #include "imex/imex_collector.hpp"
 #include "imex/imex_metrics.hpp"
 #include "imex/imex_parse.hpp"
@@ -509,6 +510,22 @@ TEST(ImexCollector, FilesItCannotReadAreCounted) {
   MetricSink t(c.metrics());
   CollectOnce(c, t);
   EXPECT_EQ(ErrorCount(t, "config_unreadable"), 1u);
+}
+
+TEST(ImexCollector, PathsMustBeAbsolute) {
+  std::vector<CollectorSpec> catalog = {imex_collector_spec()};
+  ConfigResult r = parse_config(
+      "[collectors.imex]\nconfig_file = \"etc/imex.cfg\"\nctl = \"nvidia-imex-ctl\"\n"
+      "socket = \"\"\nsystemd_dir = \"\"\n",
+      "t.toml", catalog);
+  ASSERT_EQ(r.errors.size(), 3u);
+  EXPECT_EQ(r.errors[0].key, "collectors.imex.config_file");
+  EXPECT_EQ(r.errors[1].key, "collectors.imex.ctl");
+  EXPECT_EQ(r.errors[2].key, "collectors.imex.systemd_dir");
+  EXPECT_EQ(r.errors[2].message, "must be an absolute path");
+  EXPECT_TRUE(parse_config("[collectors.imex]\nctl = \"/opt/nvidia/imex/bin/nvidia-imex-ctl\"\n",
+                           "t.toml", catalog)
+                  .errors.empty());
 }
 
 }  // namespace
