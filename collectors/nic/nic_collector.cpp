@@ -17,8 +17,17 @@ std::vector<std::string> default_driver_counters() {
       R"((rx|tx)_discards_phy)",
       R"(rx_prio[0-7]_discards)",
       R"(rx_out_of_buffer)",
-      // mlx5: physical errors
-      R"(rx_(crc_errors|symbol_err|pcs_symbol_err)_phy)",
+      // mlx5: physical errors, FEC, link and module events
+      R"(rx_(crc_errors|symbol_err|pcs_symbol_err|corrected_bits)_phy)",
+      R"(link_down_events_phy)",
+      R"(module_(unplug|bus_stuck|high_temp|bad_shorted))",
+      // mlx5: the host side (PCIe stalls, overflow, recoveries, congestion
+      // events) and the port's receive buffer, per priority where it says
+      R"(outbound_pci_(stalled_(rd|wr)(_events)?|buffer_overflow))",
+      R"((rx|tx)_pci_signal_integrity)",
+      R"(pci_bw_(inbound|outbound)_(high|low))",
+      R"(rx_buffer_passed_thres_phy)",
+      R"(rx_prio[0-7]_(buf_discard|cong_discard|marked))",
       // ice (Intel E800): PFC and link pause requests, port drops, CRC errors
       R"((rx|tx)_priority_[0-7]_xoff\.nic)",
       R"(link_xoff_(rx|tx)\.nic)",
@@ -82,12 +91,13 @@ const MetricTable& nic_metric_table() {
 
 NicCollector::NicCollector(Roots roots, NicOptions options, std::unique_ptr<KernelSource> source,
                            std::shared_ptr<sources::WrapCounters> qdisc_counters,
-                           std::size_t max_held)
+                           std::size_t max_held,
+                           std::shared_ptr<sources::WrapCounters> ethtool_counters)
     : options_(std::move(options)),
       source_(std::move(source)),
       links_(options_.interfaces, options_.legacy_counters),
       qdiscs_(std::move(qdisc_counters)),
-      ethtool_(options_.driver_counters, options_.max_driver_counters),
+      ethtool_(options_.driver_counters, options_.max_driver_counters, std::move(ethtool_counters)),
       protocols_(roots, max_held) {}
 
 const MetricTable& NicCollector::metrics() const {
@@ -106,11 +116,13 @@ void NicCollector::collect(const CollectContext& ctx, MetricSink& out) {
 
 std::unique_ptr<NicCollector> make_nic_collector(const CollectorEnv& env,
                                                  std::unique_ptr<KernelSource> source) {
-  // The qdiscs' wrap offsets outlive a rebuilt collector.
-  auto counters = env.service<sources::WrapCounters>(
-      "nic", [] { return std::make_shared<sources::WrapCounters>(); });
+  // The qdiscs' and the driver statistics' wrap offsets outlive a rebuilt
+  // collector (two sets: each part begins and ends its own cycles).
+  auto make = [] { return std::make_shared<sources::WrapCounters>(); };
+  auto counters = env.service<sources::WrapCounters>("nic", make);
+  auto ethtool = env.service<sources::WrapCounters>("nic-ethtool", make);
   return std::make_unique<NicCollector>(env.roots, env.options_as<NicOptions>(), std::move(source),
-                                        std::move(counters));
+                                        std::move(counters), kDefaultMaxHeld, std::move(ethtool));
 }
 
 }  // namespace nic

@@ -86,17 +86,22 @@ NicOptions read_nic_options(OptionReader& r);
 // Every metric the collector can emit.
 const MetricTable& nic_metric_table();
 
+// The procfs descriptors a collector holds at most, by default.
+inline constexpr std::size_t kDefaultMaxHeld = 4096;
+
 class NicCollector final : public Collector {
  public:
   // `source` may be null: the real kernel source is then opened on the
   // first collect (in the namespace of the collecting thread).
-  // `qdisc_counters` may be shared with the collector this one replaces
-  // (null: a private one). `max_held` bounds the procfs descriptors held
+  // `qdisc_counters` and `ethtool_counters` (wrap offsets) may be shared
+  // with the collector this one replaces
+  // (null: private ones). `max_held` bounds the procfs descriptors held
   // (0: none). Throws std::invalid_argument for a pattern that does not
   // compile (rejected earlier by the configuration check).
   NicCollector(Roots roots, NicOptions options, std::unique_ptr<KernelSource> source = nullptr,
                std::shared_ptr<sources::WrapCounters> qdisc_counters = nullptr,
-               std::size_t max_held = 4096);
+               std::size_t max_held = kDefaultMaxHeld,
+               std::shared_ptr<sources::WrapCounters> ethtool_counters = nullptr);
 
   const MetricTable& metrics() const override;
   void collect(const CollectContext& ctx, MetricSink& out) override;

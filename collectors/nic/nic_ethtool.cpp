@@ -1,5 +1,6 @@
 #include "nic/nic_ethtool.hpp"
 
+#include <algorithm>
 #include <set>
 #include <string_view>
 #include <tuple>
@@ -32,8 +33,10 @@ std::string anchored(std::string_view pattern) {
 }
 
 EthtoolStats::EthtoolStats(const std::vector<std::string>& driver_counters,
-                           std::int64_t max_driver_counters)
-    : max_driver_counters_(max_driver_counters) {
+                           std::int64_t max_driver_counters,
+                           std::shared_ptr<sources::WrapCounters> counters)
+    : max_driver_counters_(max_driver_counters),
+      counters_(counters ? std::move(counters) : std::make_shared<sources::WrapCounters>()) {
   for (const std::string& c : driver_counters) {
     allow_.emplace_back(sources::NameFilterSpec{anchored(c), ""});
   }
@@ -50,6 +53,19 @@ std::vector<MetricDesc> EthtoolStats::metric_descs() {
   d.push_back(describe(families::kFecCorrectedBlocksTotal));
   d.push_back(describe(families::kFecUncorrectableBlocksTotal));
   d.push_back(describe(families::kDriverCountersTotal));
+  d.push_back(describe(families::kPcieStalledRatio));
+  d.push_back(describe(families::kPcieStalledSecondsTotal));
+  d.push_back(describe(families::kPcieBufferOverflowPacketsTotal));
+  d.push_back(describe(families::kPcieRecoveriesTotal));
+  d.push_back(describe(families::kPcieCongestionEventsTotal));
+  d.push_back(describe(families::kPcieCongested));
+  d.push_back(describe(families::kReceiveBufferAlmostFullTotal));
+  d.push_back(describe(families::kPriorityDiscardsTotal));
+  d.push_back(describe(families::kEcnMarkedPacketsTotal));
+  d.push_back(describe(families::kFecCorrectedBitErrorsTotal));
+  d.push_back(describe(families::kPostFecSymbolErrorsTotal));
+  d.push_back(describe(families::kLinkDownEventsTotal));
+  d.push_back(describe(families::kModuleEventsTotal));
   return d;
 }
 
@@ -112,6 +128,7 @@ void EthtoolStats::collect(const CollectContext& ctx, const std::vector<Selected
     netlink_cycle_ = cycle_;
   }
   interfaces_.begin_cycle();
+  counters_->begin_cycle();
   for (const SelectedLink& link : links) {
     if (ctx.should_stop()) {
       complete = false;
@@ -145,7 +162,10 @@ void EthtoolStats::collect(const CollectContext& ctx, const std::vector<Selected
       }
     }
   }
-  if (complete) interfaces_.end_cycle();
+  if (complete) {
+    interfaces_.end_cycle();
+    counters_->end_cycle();
+  }
 }
 
 void EthtoolStats::select(std::vector<std::string> names, DriverStats& stats) {
@@ -162,8 +182,17 @@ void EthtoolStats::select(std::vector<std::string> names, DriverStats& stats) {
   // under each queue's heading): the first is exported, the others would
   // be the same series.
   std::set<std::string_view> seen;
+  for (auto& t : stats.prio_traffic) t.clear();
+  stats.pfc = 0;
   for (std::uint32_t i = 0; i < all.size(); ++i) {
     const std::string& name = all[i];
+    for (std::uint8_t p = 0; p < 8; ++p) {
+      const std::string prio = "prio" + std::to_string(p) + "_";
+      if (name == "rx_" + prio + "bytes" || name == "tx_" + prio + "bytes")
+        stats.prio_traffic[p].push_back(i);
+      if (name == "rx_" + prio + "pause" || name == "tx_" + prio + "pause")
+        stats.pfc = static_cast<std::uint8_t>(stats.pfc | (1u << p));
+    }
     if (name.empty() || !is_valid_utf8(name) || !allowed(name)) continue;
     if (!seen.insert(name).second) {
       ++stats.duplicates;
@@ -175,7 +204,7 @@ void EthtoolStats::select(std::vector<std::string> names, DriverStats& stats) {
     }
     DriverCounterMapping m = map_driver_counter(name);
     if (m.metric != DriverMetric::kGeneric &&
-        !curated.insert({m.metric, m.direction, m.priority, m.level}).second) {
+        !curated.insert({m.metric, m.direction, m.priority, m.kind}).second) {
       m = DriverCounterMapping{};
     }
     stats.selected.push_back(SelectedCounter{i, name, std::move(m)});
@@ -221,19 +250,33 @@ void EthtoolStats::collect_interface(const SelectedLink& link, DriverStats& stat
   if (stats.over_limit > 0) out.error("driver_counter_limit", stats.over_limit);
   if (stats.duplicates > 0) out.error("driver_counter_duplicate", stats.duplicates);
   if (stats.selected.empty()) return;
+  // A failed read keeps the 32-bit statistics' offsets through this cycle.
+  auto keep_offsets = [&] {
+    for (const SelectedCounter& c : stats.selected)
+      if (c.mapping.wraps32) counters_->keep(wrap_key(stats, c.name));
+  };
   std::vector<std::uint64_t> values;
   s = source.stats_values(link.name, stats.count, &values);
   if (s == Status::kError) out.error("ethtool_error", ifname, "ETHTOOL_GSTATS");
-  if (s != Status::kOk) return;
+  if (s != Status::kOk) {
+    keep_offsets();
+    return;
+  }
   if (values.size() != stats.count) {
     // The set changed since the names were read: names again next time.
     out.error("driver_stats_changed", ifname, "ETHTOOL_GSTATS");
     stats.valid = false;
+    keep_offsets();
     return;
   }
+  update_active(stats, values);
+  // Per PCIe direction, its high and low crossings.
+  std::map<std::string, std::pair<double, double>> crossings;
   for (const SelectedCounter& c : stats.selected) {
-    double v = as_double(values[c.index]);
     const DriverCounterMapping& m = c.mapping;
+    double v = m.wraps32 ? as_double(counters_->update(wrap_key(stats, c.name), values[c.index]))
+                         : as_double(values[c.index]);
+    const bool active = !m.priority.empty() && (stats.active & (1u << (m.priority[0] - '0'))) != 0;
     switch (m.metric) {
       case DriverMetric::kPfcPauseFrames:
         out.add(families::kPfcPauseFramesTotal, {ifname, m.direction, m.priority}, v);
@@ -253,17 +296,74 @@ void EthtoolStats::collect_interface(const SelectedLink& link, DriverStats& stat
         }
         break;
       case DriverMetric::kPauseStorm:
-        out.add(families::kPauseStormEventsTotal, {ifname, m.level}, v);
+        out.add(families::kPauseStormEventsTotal, {ifname, m.kind}, v);
         break;
       case DriverMetric::kDiscards:
         out.add(families::kDiscardsTotal, {ifname, m.direction, m.priority}, v);
         break;
       case DriverMetric::kOutOfBuffer: out.add(families::kOutOfBufferTotal, {ifname}, v); break;
+      case DriverMetric::kPcieStalled:
+        // A gauge: percent of the last second (counters.rst).
+        out.add(families::kPcieStalledRatio, {ifname, m.kind}, std::min(v, 100.0) / 100);
+        break;
+      case DriverMetric::kPcieStalledSeconds:
+        out.add(families::kPcieStalledSecondsTotal, {ifname, m.kind}, v);
+        break;
+      case DriverMetric::kPcieBufferOverflow:
+        out.add(families::kPcieBufferOverflowPacketsTotal, {ifname}, v);
+        break;
+      case DriverMetric::kPcieRecoveries:
+        out.add(families::kPcieRecoveriesTotal, {ifname, m.direction}, v);
+        break;
+      case DriverMetric::kPcieCongestion:
+        out.add(families::kPcieCongestionEventsTotal, {ifname, m.direction, m.kind}, v);
+        (m.kind == "high" ? crossings[m.direction].first : crossings[m.direction].second) = v;
+        break;
+      case DriverMetric::kBufferAlmostFull:
+        out.add(families::kReceiveBufferAlmostFullTotal, {ifname}, v);
+        break;
+      case DriverMetric::kPriorityDiscards:
+        if (active) out.add(families::kPriorityDiscardsTotal, {ifname, m.priority, m.kind}, v);
+        break;
+      case DriverMetric::kEcnMarked:
+        if (active) out.add(families::kEcnMarkedPacketsTotal, {ifname, m.priority}, v);
+        break;
+      case DriverMetric::kFecCorrectedBits:
+        out.add(families::kFecCorrectedBitErrorsTotal, {ifname}, v);
+        break;
+      case DriverMetric::kPostFecSymbolErrors:
+        out.add(families::kPostFecSymbolErrorsTotal, {ifname}, v);
+        break;
+      case DriverMetric::kLinkDownEvents:
+        out.add(families::kLinkDownEventsTotal, {ifname}, v);
+        break;
+      case DriverMetric::kModuleEvents:
+        out.add(families::kModuleEventsTotal, {ifname, m.kind}, v);
+        break;
       case DriverMetric::kGeneric:
         out.add(families::kDriverCountersTotal, {ifname, c.name}, v);
         break;
     }
   }
+  for (const auto& [direction, hl] : crossings)
+    out.add(families::kPcieCongested, {ifname, direction}, hl.first > hl.second ? 1 : 0);
+}
+
+void EthtoolStats::update_active(DriverStats& stats, const std::vector<std::uint64_t>& values) {
+  stats.active |= stats.pfc;
+  for (std::size_t p = 0; p < 8; ++p)
+    for (std::uint32_t i : stats.prio_traffic[p])
+      if (values[i] > 0) stats.active = static_cast<std::uint8_t>(stats.active | (1u << p));
+  for (const SelectedCounter& c : stats.selected) {
+    const DriverCounterMapping& m = c.mapping;
+    if ((m.metric == DriverMetric::kPriorityDiscards || m.metric == DriverMetric::kEcnMarked) &&
+        values[c.index] > 0)
+      stats.active = static_cast<std::uint8_t>(stats.active | (1u << (m.priority[0] - '0')));
+  }
+}
+
+std::string EthtoolStats::wrap_key(const DriverStats& stats, const std::string& name) {
+  return std::to_string(stats.ifindex) + " " + name;
 }
 
 }  // namespace nodewatch::nic

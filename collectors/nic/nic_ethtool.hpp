@@ -29,8 +29,10 @@
 // rename its statistics without changing their number, and values must
 // never land under another counter's labels).
 
+#include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,7 @@
 #include "nodewatch/collector.hpp"
 #include "nodewatch/sources/device_table.hpp"
 #include "nodewatch/sources/name_filter.hpp"
+#include "nodewatch/sources/wrap_counter.hpp"
 
 namespace nodewatch::nic {
 
@@ -51,7 +54,10 @@ class EthtoolStats {
  public:
   // `driver_counters` validated (sources::pattern_error); throws
   // std::invalid_argument for one that does not compile.
-  EthtoolStats(const std::vector<std::string>& driver_counters, std::int64_t max_driver_counters);
+  // `counters` keeps the 32-bit statistics' wrap offsets (a service, so
+  // that a rebuilt collector goes on from them); null: its own.
+  EthtoolStats(const std::vector<std::string>& driver_counters, std::int64_t max_driver_counters,
+               std::shared_ptr<sources::WrapCounters> counters = nullptr);
 
   // The declarations of every metric this part emits.
   static std::vector<MetricDesc> metric_descs();
@@ -79,6 +85,14 @@ class EthtoolStats {
     std::vector<SelectedCounter> selected;
     std::uint64_t over_limit = 0;
     std::uint64_t duplicates = 0;  // allow-listed names given again
+    // Per priority (bit p): the driver's traffic counters of it (indices
+    // of rx/tx_prio<p>_bytes), PFC on it (it lists rx/tx_prio<p>_pause),
+    // and whether it ever carried traffic, had PFC or counted a discard or
+    // mark: only those priorities' buffer counters are exported (mlx5
+    // lists all eight), and once exported they stay.
+    std::array<std::vector<std::uint32_t>, 8> prio_traffic;
+    std::uint8_t pfc = 0;
+    std::uint8_t active = 0;
   };
 
   bool allowed(std::string_view name) const;
@@ -93,7 +107,13 @@ class EthtoolStats {
   void select(std::vector<std::string> names, DriverStats& stats);
 
   std::vector<sources::NameFilter> allow_;
+  // The priorities whose buffer counters are exported now (see DriverStats).
+  static void update_active(DriverStats& stats, const std::vector<std::uint64_t>& values);
+  // A 32-bit statistic's key in counters_.
+  static std::string wrap_key(const DriverStats& stats, const std::string& name);
+
   std::int64_t max_driver_counters_;
+  std::shared_ptr<sources::WrapCounters> counters_;
   sources::DeviceTable<DriverStats> interfaces_{kRefreshCycles};
   // ifindex -> standard pause / FEC statistics of this collection.
   std::map<int, PauseStats> pause_;

@@ -311,6 +311,112 @@ inline constexpr Family kOutOfBufferTotal{
     "Packets dropped because a receive queue had no software buffer (mlx5 rx_out_of_buffer).",
     {"interface"}};
 
+inline constexpr Family kPcieStalledRatio{
+    "nodewatch_nic_pcie_stalled_ratio",
+    MetricType::kGauge,
+    "ratio",
+    "Fraction of the last second in which the device had outbound PCIe requests it could not "
+    "issue for want of posted credits: the host does not take what arrives fast enough (mlx5 "
+    "outbound_pci_stalled_rd, _wr).",
+    {"interface", "operation"}};
+
+inline constexpr Family kPcieStalledSecondsTotal{
+    "nodewatch_nic_pcie_stalled_seconds_total",
+    MetricType::kCounter,
+    "seconds",
+    "Seconds in which the device was stalled on outbound PCIe requests more than 30% of the time "
+    "(mlx5 outbound_pci_stalled_rd_events, _wr_events).",
+    {"interface", "operation"}};
+
+inline constexpr Family kPcieBufferOverflowPacketsTotal{
+    "nodewatch_nic_pcie_buffer_overflow_packets_total",
+    MetricType::kCounter,
+    "",
+    "Packets the device dropped because its PCIe buffer overflowed (mlx5 "
+    "outbound_pci_buffer_overflow).",
+    {"interface"}};
+
+inline constexpr Family kPcieRecoveriesTotal{
+    "nodewatch_nic_pcie_recoveries_total",
+    MetricType::kCounter,
+    "",
+    "PCIe link recoveries for signal integrity: rx, started by framing or CRC errors the device "
+    "saw; tx, started by the other side (mlx5 rx_pci_signal_integrity, tx_pci_signal_integrity).",
+    {"interface", "direction"}};
+
+inline constexpr Family kPcieCongestionEventsTotal{
+    "nodewatch_nic_pcie_congestion_events_total",
+    MetricType::kCounter,
+    "",
+    "Times the device's PCIe bandwidth crossed its high or low threshold (mlx5, Linux 6.17 on: "
+    "90% and 75% by default, devlink pcie_cong_*), inbound (to host memory) or outbound: high "
+    "above low means congested now.",
+    {"interface", "direction", "level"}};
+
+inline constexpr Family kPcieCongested{
+    "nodewatch_nic_pcie_congested",
+    MetricType::kGauge,
+    "",
+    "1 while the device's PCIe bandwidth is above its high threshold and has not yet fallen below "
+    "its low one (its high crossings outnumber its low ones: mlx5, Linux 6.17 on), inbound or "
+    "outbound; else 0.",
+    {"interface", "direction"}};
+
+inline constexpr Family kReceiveBufferAlmostFullTotal{
+    "nodewatch_nic_receive_buffer_almost_full_total",
+    MetricType::kCounter,
+    "",
+    "Times the port's receive buffer passed 85% full (mlx5 rx_buffer_passed_thres_phy).",
+    {"interface"}};
+
+inline constexpr Family kPriorityDiscardsTotal{
+    "nodewatch_nic_priority_discards_total",
+    MetricType::kCounter,
+    "",
+    "Packets the port discarded per priority, for want of a receive buffer for the host "
+    "(no_buffer) or by its congestion control (congestion: WRED) (mlx5 rx_prio<p>_buf_discard, "
+    "_cong_discard); a priority once it carried traffic, had PFC or counted one.",
+    {"interface", "priority", "reason"}};
+
+inline constexpr Family kEcnMarkedPacketsTotal{
+    "nodewatch_nic_ecn_marked_packets_total",
+    MetricType::kCounter,
+    "",
+    "Packets the port marked with ECN for the host's congestion, per priority (mlx5 "
+    "rx_prio<p>_marked); a priority once it carried traffic, had PFC or counted one.",
+    {"interface", "priority"}};
+
+inline constexpr Family kFecCorrectedBitErrorsTotal{
+    "nodewatch_nic_fec_corrected_bit_errors_total",
+    MetricType::kCounter,
+    "",
+    "Bits the port's FEC corrected (mlx5 rx_corrected_bits_phy): over the bits the line carried, "
+    "the pre-FEC bit error rate.",
+    {"interface"}};
+
+inline constexpr Family kPostFecSymbolErrorsTotal{
+    "nodewatch_nic_post_fec_symbol_errors_total",
+    MetricType::kCounter,
+    "",
+    "Symbol errors the port's FEC did not correct, or all of them with FEC off (mlx5 "
+    "rx_pcs_symbol_err_phy): over the bits the line carried, the post-FEC bit error rate.",
+    {"interface"}};
+
+inline constexpr Family kLinkDownEventsTotal{
+    "nodewatch_nic_link_down_events_total",
+    MetricType::kCounter,
+    "",
+    "Times the port's physical link went down (mlx5 link_down_events_phy).",
+    {"interface"}};
+
+inline constexpr Family kModuleEventsTotal{
+    "nodewatch_nic_module_events_total",
+    MetricType::kCounter,
+    "",
+    "Events of the port's cable or transceiver module: unplug, bus_stuck (its I2C bus shorted), "
+    "high_temp, bad_shorted (a shorted cable) (mlx5 module_*).",
+    {"interface", "event"}};
+
 inline constexpr Family kFecCorrectedBlocksTotal{
     "nodewatch_nic_fec_corrected_blocks_total",
     MetricType::kCounter,

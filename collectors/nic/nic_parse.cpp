@@ -144,13 +144,20 @@ struct DriverPattern {
   std::string_view pattern;
   DriverMetric metric;
   std::string_view direction;
-  std::string_view level;
+  std::string_view kind;
+  bool wraps32 = false;
 };
 
 // ConnectX-4 to ConnectX-8 (mlx5_core): drivers/net/ethernet/mellanox/mlx5/
-// core/en_stats.c, documented in Documentation/networking/device_drivers/
-// ethernet/mellanox/mlx5/counters.rst. The per-priority counters exist only
-// for priorities with PFC enabled; pause durations are in microseconds.
+// core/en_stats.c (and en/pcie_cong_event.c), documented in Documentation/
+// networking/device_drivers/ethernet/mellanox/mlx5/counters.rst (6.6 on);
+// names checked in the sources of 6.1 to 7.1 (docs/collectors.md, "nic",
+// gives the table). The PFC counters exist only for priorities with PFC
+// enabled, pause durations are in microseconds; the per-priority buffer
+// counters (buf_discard, cong_discard, marked, 5.4 on) exist for all eight;
+// the PCIe congestion events from 6.17. Widths: the MPCNT fields other
+// than the buffer overflow, link_down_events_phy, the Q-counter
+// rx_out_of_buffer and the driver's congestion counts are 32 bits.
 // Intel E800 (ice): drivers/net/ethernet/intel/ice/ice_ethtool.c; the PF
 // (".nic") statistics appear on the PF's netdev only. XOFF frames are the
 // pause requests (XON frames release a pause and are not counted as pauses).
@@ -167,7 +174,29 @@ constexpr DriverPattern kDriverPatterns[] = {
     {"rx_discards_phy", DriverMetric::kDiscards, "rx", ""},
     {"tx_discards_phy", DriverMetric::kDiscards, "tx", ""},
     {"rx_prio%p_discards", DriverMetric::kDiscards, "rx", ""},
-    {"rx_out_of_buffer", DriverMetric::kOutOfBuffer, "", ""},
+    {"rx_out_of_buffer", DriverMetric::kOutOfBuffer, "", "", true},
+    {"outbound_pci_stalled_rd", DriverMetric::kPcieStalled, "", "read"},
+    {"outbound_pci_stalled_wr", DriverMetric::kPcieStalled, "", "write"},
+    {"outbound_pci_stalled_rd_events", DriverMetric::kPcieStalledSeconds, "", "read", true},
+    {"outbound_pci_stalled_wr_events", DriverMetric::kPcieStalledSeconds, "", "write", true},
+    {"outbound_pci_buffer_overflow", DriverMetric::kPcieBufferOverflow, "", ""},
+    {"rx_pci_signal_integrity", DriverMetric::kPcieRecoveries, "rx", "", true},
+    {"tx_pci_signal_integrity", DriverMetric::kPcieRecoveries, "tx", "", true},
+    {"pci_bw_inbound_high", DriverMetric::kPcieCongestion, "inbound", "high", true},
+    {"pci_bw_inbound_low", DriverMetric::kPcieCongestion, "inbound", "low", true},
+    {"pci_bw_outbound_high", DriverMetric::kPcieCongestion, "outbound", "high", true},
+    {"pci_bw_outbound_low", DriverMetric::kPcieCongestion, "outbound", "low", true},
+    {"rx_buffer_passed_thres_phy", DriverMetric::kBufferAlmostFull, "", ""},
+    {"rx_prio%p_buf_discard", DriverMetric::kPriorityDiscards, "", "no_buffer"},
+    {"rx_prio%p_cong_discard", DriverMetric::kPriorityDiscards, "", "congestion"},
+    {"rx_prio%p_marked", DriverMetric::kEcnMarked, "", ""},
+    {"rx_corrected_bits_phy", DriverMetric::kFecCorrectedBits, "", ""},
+    {"rx_pcs_symbol_err_phy", DriverMetric::kPostFecSymbolErrors, "", ""},
+    {"link_down_events_phy", DriverMetric::kLinkDownEvents, "", "", true},
+    {"module_unplug", DriverMetric::kModuleEvents, "", "unplug"},
+    {"module_bus_stuck", DriverMetric::kModuleEvents, "", "bus_stuck"},
+    {"module_high_temp", DriverMetric::kModuleEvents, "", "high_temp"},
+    {"module_bad_shorted", DriverMetric::kModuleEvents, "", "bad_shorted"},
     // ice
     {"rx_priority_%p_xoff.nic", DriverMetric::kPfcPauseFrames, "rx", ""},
     {"tx_priority_%p_xoff.nic", DriverMetric::kPfcPauseFrames, "tx", ""},
@@ -434,7 +463,8 @@ DriverCounterMapping map_driver_counter(std::string_view name) {
     out.metric = p.metric;
     out.direction = std::string(p.direction);
     out.priority = std::move(priority);
-    out.level = std::string(p.level);
+    out.kind = std::string(p.kind);
+    out.wraps32 = p.wraps32;
     return out;
   }
   return out;

@@ -171,20 +171,39 @@ std::map<std::string, std::uint64_t, std::less<>> parse_proc_net_pairs(
 // collector's curated metrics. Pure and table-driven: see kDriverPatterns in
 // nic_parse.cpp for the ConnectX (mlx5) and Intel E800 (ice) names.
 enum class DriverMetric {
-  kGeneric,           // nodewatch_nic_driver_counters_total{counter}
-  kPfcPauseFrames,    // {direction, priority}
-  kPfcPauseDuration,  // {direction, priority}, value in microseconds
-  kPauseFrames,       // {direction}, link-level pause
-  kPauseStorm,        // {level}
-  kDiscards,          // {direction, priority}; priority "" for port-level
-  kOutOfBuffer,
+  kGeneric,              // nodewatch_nic_driver_counters_total{counter}
+  kPfcPauseFrames,       // {direction, priority}
+  kPfcPauseDuration,     // {direction, priority}, value in microseconds
+  kPauseFrames,          // {direction}, link-level pause
+  kPauseStorm,           // {level}
+  kDiscards,             // {direction, priority}; priority "" for port-level
+  kOutOfBuffer,          //
+  kPcieStalled,          // {operation}: a gauge, percent of the last second
+  kPcieStalledSeconds,   // {operation}
+  kPcieBufferOverflow,   //
+  kPcieRecoveries,       // {direction}
+  kPcieCongestion,       // {direction: inbound, outbound; level: high, low}
+  kBufferAlmostFull,     //
+  kPriorityDiscards,     // {priority, reason: no_buffer, congestion}
+  kEcnMarked,            // {priority}
+  kFecCorrectedBits,     //
+  kPostFecSymbolErrors,  //
+  kLinkDownEvents,       //
+  kModuleEvents,         // {event}
 };
 
 struct DriverCounterMapping {
   DriverMetric metric = DriverMetric::kGeneric;
-  std::string direction;  // "rx" or "tx"
+  std::string direction;  // "rx" or "tx"; "inbound" or "outbound" for PCIe congestion
   std::string priority;   // "0".."7", or ""
-  std::string level;      // "warning" or "error"
+  // The family's own label: the pause storm's or PCIe congestion's level,
+  // the stall's operation (read, write), the discard's reason, the module
+  // event.
+  std::string kind;
+  // The driver keeps it in 32 bits (an ethtool u64 that wraps at 2^32:
+  // mlx5's Q-counter, MPCNT and PPCNT fields of 0x20 bits, its software
+  // PCIe congestion counts): wraps are accumulated.
+  bool wraps32 = false;
 };
 
 DriverCounterMapping map_driver_counter(std::string_view name);

@@ -523,7 +523,7 @@ TEST(NicDriverMapping, ConnectXNames) {
   EXPECT_EQ(m.priority, "7");
   m = map_driver_counter("tx_pause_storm_error_events");
   EXPECT_EQ(m.metric, DriverMetric::kPauseStorm);
-  EXPECT_EQ(m.level, "error");
+  EXPECT_EQ(m.kind, "error");
   m = map_driver_counter("rx_discards_phy");
   EXPECT_EQ(m.metric, DriverMetric::kDiscards);
   EXPECT_EQ(m.priority, "");
@@ -536,6 +536,31 @@ TEST(NicDriverMapping, ConnectXNames) {
   EXPECT_EQ(map_driver_counter("rx_prio8_pause").metric, DriverMetric::kGeneric);
   EXPECT_EQ(map_driver_counter("rx_global_pause").metric, DriverMetric::kGeneric);
   EXPECT_EQ(map_driver_counter("rx_crc_errors_phy").metric, DriverMetric::kGeneric);
+  // The congestion counters, with the width the driver keeps them in.
+  m = map_driver_counter("outbound_pci_stalled_wr");
+  EXPECT_EQ(m.metric, DriverMetric::kPcieStalled);
+  EXPECT_EQ(m.kind, "write");
+  EXPECT_FALSE(m.wraps32);
+  m = map_driver_counter("outbound_pci_stalled_rd_events");
+  EXPECT_EQ(m.metric, DriverMetric::kPcieStalledSeconds);
+  EXPECT_TRUE(m.wraps32);
+  m = map_driver_counter("pci_bw_outbound_low");
+  EXPECT_EQ(m.metric, DriverMetric::kPcieCongestion);
+  EXPECT_EQ(m.direction, "outbound");
+  EXPECT_EQ(m.kind, "low");
+  EXPECT_TRUE(m.wraps32);
+  m = map_driver_counter("rx_prio5_cong_discard");
+  EXPECT_EQ(m.metric, DriverMetric::kPriorityDiscards);
+  EXPECT_EQ(m.priority, "5");
+  EXPECT_EQ(m.kind, "congestion");
+  EXPECT_EQ(map_driver_counter("rx_prio5_marked").metric, DriverMetric::kEcnMarked);
+  EXPECT_TRUE(map_driver_counter("link_down_events_phy").wraps32);
+  EXPECT_TRUE(map_driver_counter("rx_out_of_buffer").wraps32);
+  EXPECT_FALSE(map_driver_counter("rx_corrected_bits_phy").wraps32);
+  EXPECT_EQ(map_driver_counter("module_bad_shorted").kind, "bad_shorted");
+  // Not mapped: the stale-event count (6.18) and a ninth priority.
+  EXPECT_EQ(map_driver_counter("pci_bw_stale_event").metric, DriverMetric::kGeneric);
+  EXPECT_EQ(map_driver_counter("rx_prio8_marked").metric, DriverMetric::kGeneric);
 }
 
 TEST(NicDriverMapping, IceNames) {
@@ -664,12 +689,17 @@ struct FakeNode {
   std::unique_ptr<NicCollector> collector;
 };
 
-FakeNode make_node(NicOptions options = {}) {
+// `ethtool_counters`: the driver statistics' wrap offsets, as the service
+// shares them between a collector and the one a reload builds.
+FakeNode make_node(NicOptions options = {},
+                   std::shared_ptr<sources::WrapCounters> ethtool_counters = nullptr) {
   auto src = std::make_unique<FakeSource>();
   FakeNode node;
   node.source = src.get();
   Roots roots{nic_fixtures() / "no-sys", nic_fixtures() / "proc-5.15"};
-  node.collector = std::make_unique<NicCollector>(roots, std::move(options), std::move(src));
+  node.collector =
+      std::make_unique<NicCollector>(roots, std::move(options), std::move(src), nullptr,
+                                     kDefaultMaxHeld, std::move(ethtool_counters));
   return node;
 }
 
@@ -690,8 +720,9 @@ std::uint64_t error_count(const MetricSink& sink, std::string_view reason) {
 }
 
 // A ConnectX-7 (mlx5) and an E810 (ice) port, each with its fixture's set.
-FakeNode two_vendor_node(NicOptions options = {}) {
-  FakeNode node = make_node(std::move(options));
+FakeNode two_vendor_node(NicOptions options = {},
+                         std::shared_ptr<sources::WrapCounters> ethtool_counters = nullptr) {
+  FakeNode node = make_node(std::move(options), std::move(ethtool_counters));
   node.source->links = {make_link(4, "ens1f0np0", 1000), make_link(5, "ens2f0")};
   FakeDevice cx7;
   cx7.info = {"mlx5_core", "28.39.1002 (MT_0000000834)", "0000:17:00.0"};
@@ -820,6 +851,87 @@ TEST(NicCollector, ConnectX7PfcDiscardsAndPauseStorms) {
                    "0c:42:a1:00:00:01", "up"}),
             1);
   EXPECT_TRUE(sink.errors().empty());
+}
+
+// The counters that tell congestion apart (issue: the host side, the port
+// buffer, the wire), on the same port as mlx5 6.12 and 6.17 list them.
+TEST(NicCollector, ConnectX7HostSideBufferAndWireCounters) {
+  FakeNode node = two_vendor_node();
+  MetricSink sink(node.collector->metrics());
+  CollectOnce(*node.collector, sink);
+  const std::string cx = "ens1f0np0";
+  // Values from tests/fixtures/nic/ethtool/mlx5_cx7.stats (6.12).
+  EXPECT_DOUBLE_EQ(Value(sink, "nodewatch_nic_pcie_stalled_ratio", {cx, "read"}), 0.12);
+  EXPECT_DOUBLE_EQ(Value(sink, "nodewatch_nic_pcie_stalled_ratio", {cx, "write"}), 0.41);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_pcie_stalled_seconds_total", {cx, "write"}), 37);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_pcie_stalled_seconds_total", {cx, "read"}), 0);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_pcie_buffer_overflow_packets_total", {cx}), 0);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_pcie_recoveries_total", {cx, "tx"}), 2);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_receive_buffer_almost_full_total", {cx}), 1291);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_fec_corrected_bit_errors_total", {cx}), 4412);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_post_fec_symbol_errors_total", {cx}), 0);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_link_down_events_total", {cx}), 2);
+  for (const char* event : {"unplug", "bus_stuck", "high_temp", "bad_shorted"})
+    EXPECT_EQ(Value(sink, "nodewatch_nic_module_events_total", {cx, event}), 0) << event;
+  // Priority 3 carries the RoCE traffic with PFC, priority 0 some traffic,
+  // priority 6 none but it counted a discard: those three only, of eight.
+  EXPECT_EQ(Value(sink, "nodewatch_nic_priority_discards_total", {cx, "3", "no_buffer"}), 120);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_priority_discards_total", {cx, "3", "congestion"}), 0);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_ecn_marked_packets_total", {cx, "3"}), 88213);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_ecn_marked_packets_total", {cx, "0"}), 0);
+  EXPECT_EQ(Value(sink, "nodewatch_nic_priority_discards_total", {cx, "6", "no_buffer"}), 3);
+  for (const char* idle : {"1", "2", "4", "5", "7"}) {
+    EXPECT_FALSE(has(sink, "nodewatch_nic_ecn_marked_packets_total", {cx, idle})) << idle;
+    EXPECT_FALSE(has(sink, "nodewatch_nic_priority_discards_total", {cx, idle, "no_buffer"}));
+  }
+  // 6.12 has no PCIe congestion events; and nothing lands among the generic.
+  EXPECT_FALSE(has(sink, "nodewatch_nic_pcie_congestion_events_total", {cx, "inbound", "high"}));
+  EXPECT_FALSE(has(sink, "nodewatch_nic_pcie_congested", {cx, "inbound"}));
+  EXPECT_FALSE(has(sink, "nodewatch_nic_driver_counters_total", {cx, "rx_pcs_symbol_err_phy"}));
+  EXPECT_TRUE(sink.errors().empty());
+
+  // 6.17: the PCIe congestion events, inbound congested now (high > low).
+  FakeNode newer = two_vendor_node();
+  FakeDevice cx17 = newer.source->devices[cx];
+  cx17.names.clear();
+  cx17.values.clear();
+  load_ethtool_listing("mlx5_cx7-6.17.stats", &cx17);
+  newer.source->devices[cx] = cx17;
+  MetricSink s17(newer.collector->metrics());
+  CollectOnce(*newer.collector, s17);
+  EXPECT_EQ(Value(s17, "nodewatch_nic_pcie_congestion_events_total", {cx, "inbound", "high"}), 14);
+  EXPECT_EQ(Value(s17, "nodewatch_nic_pcie_congestion_events_total", {cx, "inbound", "low"}), 13);
+  EXPECT_EQ(Value(s17, "nodewatch_nic_pcie_congestion_events_total", {cx, "outbound", "high"}), 0);
+  EXPECT_EQ(Value(s17, "nodewatch_nic_pcie_congested", {cx, "inbound"}), 1);
+  EXPECT_EQ(Value(s17, "nodewatch_nic_pcie_congested", {cx, "outbound"}), 0);
+  EXPECT_TRUE(s17.errors().empty());
+}
+
+// The statistics mlx5 keeps in 32 bits wrap at 2^32 inside a u64: the wrap
+// is accumulated (and outlives a rebuilt collector); a 64-bit one that goes
+// down is a reset.
+TEST(NicCollector, ThirtyTwoBitDriverStatisticsAccumulateTheirWraps) {
+  auto counters = std::make_shared<sources::WrapCounters>();
+  auto node_with = [&](std::uint64_t link_down, std::uint64_t corrected) {
+    FakeNode node = two_vendor_node({}, counters);
+    FakeDevice& cx = node.source->devices["ens1f0np0"];
+    for (std::size_t i = 0; i < cx.names.size(); ++i) {
+      if (cx.names[i] == "link_down_events_phy") cx.values[i] = link_down;
+      if (cx.names[i] == "rx_corrected_bits_phy") cx.values[i] = corrected;
+    }
+    return node;
+  };
+  auto collect = [](FakeNode& node) {
+    MetricSink sink(node.collector->metrics());
+    CollectOnce(*node.collector, sink);
+    return std::pair{Value(sink, "nodewatch_nic_link_down_events_total", {"ens1f0np0"}),
+                     Value(sink, "nodewatch_nic_fec_corrected_bit_errors_total", {"ens1f0np0"})};
+  };
+  FakeNode before = node_with(4294967290u, 5000);
+  EXPECT_EQ(collect(before), std::pair(4294967290.0, 5000.0));
+  // A rebuilt collector (a reload) sharing the offsets: +11 across the wrap.
+  FakeNode after = node_with(5, 100);
+  EXPECT_EQ(collect(after), std::pair(4294967301.0, 100.0));
 }
 
 TEST(NicCollector, E810PfcAndPortDrops) {
