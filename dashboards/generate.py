@@ -895,6 +895,31 @@ def node():
            [(f"rate(nodewatch_nic_discards_total{sel()}[{RI}])", "{{interface}} {{direction}} prio {{priority}}"),
             (f"rate(nodewatch_nic_out_of_buffer_total{sel()}[{RI}])", "{{interface}} out of buffer"),
             (f"increase(nodewatch_nic_pause_storm_events_total{sel()}[{RI}])", "{{interface}} pause storm {{level}}")]),
+        ts("Host side (PCIe)", "Whether the host takes what the NIC receives: the share of the last second the "
+           "NIC could not write to host memory for want of PCIe credits (mlx5 outbound_pci_stalled), the seconds "
+           "above 30 % per second, the PCIe congestion state (1 while above 90 % of the link until below 75 %, "
+           "Linux 6.17 on) and its threshold crossings, PCIe buffer overflows and link recoveries.", "short",
+           [(f"nodewatch_nic_pcie_stalled_ratio{sel()}", "{{interface}} stalled {{operation}} (ratio)"),
+            (f"rate(nodewatch_nic_pcie_stalled_seconds_total{sel()}[{RI}])", "{{interface}} {{operation}} s/s above 30%"),
+            (f"nodewatch_nic_pcie_congested{sel()}", "{{interface}} {{direction}} congested"),
+            (f"increase(nodewatch_nic_pcie_congestion_events_total{sel()}[{RI}]) > 0",
+             "{{interface}} {{direction}} {{level}} crossings"),
+            (f"rate(nodewatch_nic_pcie_buffer_overflow_packets_total{sel()}[{RI}]) > 0", "{{interface}} overflow pps"),
+            (f"increase(nodewatch_nic_pcie_recoveries_total{sel()}[{RI}]) > 0", "{{interface}} {{direction}} recoveries")]),
+        ts("Port buffer and ECN", "The port's receive buffer passing 85 % full, packets discarded per priority for "
+           "want of a buffer or by WRED, and packets marked with ECN per priority (the fabric's congestion "
+           "control at work), per second.", "pps",
+           [(f"rate(nodewatch_nic_receive_buffer_almost_full_total{sel()}[{RI}])", "{{interface}} buffer > 85%"),
+            (f"rate(nodewatch_nic_priority_discards_total{sel()}[{RI}]) > 0", "{{interface}} prio {{priority}} {{reason}} discards"),
+            (f"rate(nodewatch_nic_ecn_marked_packets_total{sel()}[{RI}]) > 0", "{{interface}} prio {{priority}} ECN marked")]),
+        ts("Wire bit error rate", "The port's bit error rates before and after FEC, over its line rate "
+           "(recording rules; mlx5).", "sci",
+           [(f"instance_interface:nodewatch_nic_pre_fec_ber:rate5m{sel()}", "{{interface}} pre-FEC"),
+            (f"instance_interface:nodewatch_nic_post_fec_ber:rate5m{sel()}", "{{interface}} post-FEC")]),
+        ts("Link and module events", "Physical link-down events and cable or module events (unplug, I2C bus "
+           "stuck, high temperature, shorted cable) over the window.", "none",
+           [(f"increase(nodewatch_nic_link_down_events_total{sel()}[{RI}]) > 0", "{{interface}} link down"),
+            (f"increase(nodewatch_nic_module_events_total{sel()}[{RI}]) > 0", "{{interface}} module {{event}}")]),
         ts("Qdisc drops", "Packets dropped by queueing disciplines.", "pps",
            [(f"rate(nodewatch_nic_qdisc_drops_total{sel()}[{RI}]) > 0", "{{interface}} {{qdisc}} {{handle}}")]),
         ts("Qdisc backlog", "Bytes queued in queueing disciplines.", "bytes",
