@@ -895,6 +895,14 @@ def node():
            [(f"rate(nodewatch_nic_discards_total{sel()}[{RI}])", "{{interface}} {{direction}} prio {{priority}}"),
             (f"rate(nodewatch_nic_out_of_buffer_total{sel()}[{RI}])", "{{interface}} out of buffer"),
             (f"increase(nodewatch_nic_pause_storm_events_total{sel()}[{RI}])", "{{interface}} pause storm {{level}}")]),
+        table("Congestion diagnosis", "Each port's congestion diagnosis now (recording rules, docs/runbook.md "
+              "\"Congestion\"): wire_errors, host_cannot_absorb, pfc_escalation, loss_retransmission, "
+              "fabric_congestion_handled or none, and the evidence that decided it with its value.", "none",
+              [("instance_interface:nodewatch_congestion_diagnosis:state" + sel() + " == 1", "diagnosis"),
+               ("instance_interface:nodewatch_congestion_evidence:value" + sel(), "evidence")], w=12, h=8),
+        ts("Congestion diagnosis over time", "When each port was in a diagnosis other than none.", "none",
+           [("instance_interface:nodewatch_congestion_diagnosis:state" + sel('diagnosis!="none"') + " == 1",
+             "{{interface}} {{diagnosis}}")], w=12, h=8),
         ts("Host side (PCIe)", "Whether the host takes what the NIC receives: the share of the last second the "
            "NIC could not write to host memory for want of PCIe credits (mlx5 outbound_pci_stalled), the seconds "
            "above 30 % per second, the PCIe congestion state (1 while above 90 % of the link until below 75 %, "
@@ -1205,6 +1213,15 @@ def fabric():
         ts("Other hardware counters", "Hardware counters without a curated name, per second.", "cps",
            [(f"rate(nodewatch_interconnect_hw_counters_total{sel()}[{RI}]) > 0", port + " {{counter}}")]),
         row("Congestion (RoCE)"),
+        table("Ports by congestion diagnosis", "How many ports of the selected nodes are in each congestion "
+              "diagnosis now (docs/runbook.md, \"Congestion\").", "none",
+              [("count by (diagnosis) (instance_interface:nodewatch_congestion_diagnosis:state" + sel() + " == 1)",
+                "ports")], w=12, h=8),
+        table("Congested ports", "The ports in a diagnosis other than none (the evidence that decided it: the node "
+              "dashboard's Congestion diagnosis).",
+              "none",
+              [("instance_interface:nodewatch_congestion_diagnosis:state" + sel('diagnosis!="none"') + " == 1",
+                "diagnosis")], w=12, h=8),
         ts("ECN marked", "RoCE packets that arrived ECN-marked, per second.", "pps",
            [(f"rate(nodewatch_interconnect_roce_ecn_marked_packets_total{sel()}[{RI}])", port)]),
         ts("CNPs", "Congestion notification packets sent (as receiver), handled and ignored (as sender), per second.", "pps",
