@@ -114,6 +114,14 @@ def ts(title, description, unit, targets, **kw):
     return panel("timeseries", title, description, unit, targets, **kw)
 
 
+def right_axis(p, pattern, unit):
+    """`p` with the series whose legend matches `pattern` on a right axis in `unit`."""
+    p["fieldConfig"]["overrides"].append(
+        {"matcher": {"id": "byRegexp", "options": pattern},
+         "properties": [{"id": "unit", "value": unit}, {"id": "custom.axisPlacement", "value": "right"}]})
+    return p
+
+
 def stat(title, description, unit, targets, **kw):
     kw.setdefault("w", 6)
     kw.setdefault("h", 4)
@@ -895,6 +903,17 @@ def node():
            [(f"rate(nodewatch_nic_discards_total{sel()}[{RI}])", "{{interface}} {{direction}} prio {{priority}}"),
             (f"rate(nodewatch_nic_out_of_buffer_total{sel()}[{RI}])", "{{interface}} out of buffer"),
             (f"increase(nodewatch_nic_pause_storm_events_total{sel()}[{RI}])", "{{interface}} pause storm {{level}}")]),
+        right_axis(ts("Throughput stability", "Each port's throughput per direction (2m) against its own median of the last "
+           "30m, and the dips (under half that median while it is busy) that began in the last hour, all of them "
+           "and those with drops, discards or pauses at the same time (the deployment guide's check: no periodic "
+           "drops in throughput).", "Bps",
+           [("instance_interface_direction:nodewatch_nic_bytes:rate2m" + sel(), "{{interface}} {{direction}}"),
+            ("instance_interface_direction:nodewatch_nic_bytes:median_rate2m" + sel(),
+             "{{interface}} {{direction}} median"),
+            ("instance_interface_direction:nodewatch_nic_throughput_dips:count1h" + sel() + " > 0",
+             "{{interface}} {{direction}} dips/h"),
+            ("instance_interface_direction:nodewatch_nic_throughput_dips_with_loss:count1h" + sel() + " > 0",
+             "{{interface}} {{direction}} dips with loss/h")]), ".*dips.*", "none"),
         table("Congestion diagnosis", "Each port's congestion diagnosis now (recording rules, docs/runbook.md "
               "\"Congestion\"): wire_errors, host_cannot_absorb, pfc_escalation, loss_retransmission, "
               "fabric_congestion_handled or none, and the evidence that decided it with its value.", "none",
