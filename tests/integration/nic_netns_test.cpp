@@ -22,6 +22,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>  // before support/collector_test.hpp, which uses std::nan
 #include <cstdio>
@@ -350,6 +352,86 @@ TEST(NicNetns, ADumpLargerThanTheReceiveBufferIsAskedAgainWithRoom) {
     EXPECT_EQ(x, 1400);
     EXPECT_TRUE(sink.get("nodewatch_nic_mtu_bytes", {"nwt3"}, &x));
   }
+}
+
+// A congested path on the real kernel: a paced flow through a tbf shaper
+// that is tightened for a second, then opened again. The collector (the
+// real netlink dumps and ethtool ioctls) sees the throughput dip under half
+// of what it was, with the shaper's drops in the dip only, and back: what
+// the throughput-stability rules (alerts/tests/throughput.yml) and the
+// congestion evidence read.
+TEST(NicNetns, AShapedDipShowsAsLessThroughputWithDrops) {
+  SKIP_UNLESS_KERNEL_TESTS_CAN_RUN();
+  VethPair v;
+  ASSERT_TRUE(v.ok());
+  const std::string tbf = "tc -n " + v.a() + " qdisc replace dev nwt0 root handle 1: tbf ";
+  MustRun(tbf + "rate 40mbit burst 32k limit 128k");
+  auto c = v.collector();
+  // About 16 Mbit/s of 1000-byte datagrams: 2 every millisecond.
+  std::atomic<bool> stop{false};
+  std::thread sender([&] {
+    VethPair::in_netns(v.a(), [&] {
+      UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+      ASSERT_GE(s.get(), 0);
+      sockaddr_in to{};
+      to.sin_family = AF_INET;
+      to.sin_port = htons(9);
+      ::inet_pton(AF_INET, "198.18.0.2", &to.sin_addr);
+      std::string payload(1000, 'x');
+      auto next = std::chrono::steady_clock::now();
+      while (!stop.load()) {
+        for (int i = 0; i < 2; ++i)
+          (void)::sendto(s.get(), payload.data(), payload.size(), 0,
+                         reinterpret_cast<sockaddr*>(&to), sizeof(to));
+        // A sender held up (a loaded machine) does not catch up in a burst
+        // the shaper would drop.
+        next = std::max(next + std::chrono::milliseconds(1),
+                        std::chrono::steady_clock::now() - std::chrono::milliseconds(5));
+        std::this_thread::sleep_until(next);
+      }
+    });
+  });
+  struct Point {
+    std::chrono::steady_clock::time_point at;
+    double tx_bytes = 0;
+    double drops = 0;
+  };
+  auto sample = [&] {
+    MetricSink sink(c->metrics());
+    CollectOnce(*c, sink);
+    EXPECT_TRUE(sink.errors().empty());
+    return Point{std::chrono::steady_clock::now(),
+                 Value(sink, "nodewatch_nic_transmitted_bytes_total", {"nwt0"}),
+                 Value(sink, "nodewatch_nic_qdisc_drops_total", {"nwt0", "tbf", "1:", "root"})};
+  };
+  auto rate = [](const Point& a, const Point& b) {
+    return (b.tx_bytes - a.tx_bytes) / std::chrono::duration<double>(b.at - a.at).count();
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the flow settles
+  Point p0 = sample();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  Point p1 = sample();
+  MustRun(tbf + "rate 2mbit burst 4k limit 16k");  // the congested path
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Point p2 = sample();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  Point p3 = sample();
+  MustRun(tbf + "rate 40mbit burst 32k limit 128k");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Point p4 = sample();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  Point p5 = sample();
+  stop = true;
+  sender.join();
+  const double before = rate(p0, p1), dip = rate(p2, p3), after = rate(p4, p5);
+  std::printf("tx through the shaper: %.2f MB/s, in the dip %.2f MB/s, after %.2f MB/s\n",
+              before / 1e6, dip / 1e6, after / 1e6);
+  EXPECT_GT(before, 1.2e6) << "the flow did not get through the open shaper";
+  EXPECT_LT(dip, 0.5 * before);
+  EXPECT_GT(after, 0.5 * before);
+  EXPECT_EQ(p1.drops - p0.drops, 0) << "drops with the shaper open";
+  EXPECT_GT(p3.drops - p2.drops, 0) << "no drops on the congested path";
+  EXPECT_EQ(p5.drops - p4.drops, 0) << "drops after the shaper opened";
 }
 
 TEST(NicNetns, EthtoolReadsTheVethDriversStatistics) {
