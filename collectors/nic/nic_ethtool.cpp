@@ -207,7 +207,10 @@ void EthtoolStats::select(std::vector<std::string> names, DriverStats& stats) {
         !curated.insert({m.metric, m.direction, m.priority, m.kind}).second) {
       m = DriverCounterMapping{};
     }
-    stats.selected.push_back(SelectedCounter{i, name, std::move(m)});
+    // The interface's index and the name: a driver reloaded under the same
+    // name has another index, and its counters start afresh.
+    std::string key = m.wraps32 ? std::to_string(stats.ifindex) + " " + name : std::string();
+    stats.selected.push_back(SelectedCounter{i, name, std::move(m), std::move(key)});
   }
   stats.valid = true;
 }
@@ -253,7 +256,7 @@ void EthtoolStats::collect_interface(const SelectedLink& link, DriverStats& stat
   // A failed read keeps the 32-bit statistics' offsets through this cycle.
   auto keep_offsets = [&] {
     for (const SelectedCounter& c : stats.selected)
-      if (c.mapping.wraps32) counters_->keep(wrap_key(stats, c.name));
+      if (c.mapping.wraps32) counters_->keep(c.wrap_key);
   };
   std::vector<std::uint64_t> values;
   s = source.stats_values(link.name, stats.count, &values);
@@ -274,7 +277,7 @@ void EthtoolStats::collect_interface(const SelectedLink& link, DriverStats& stat
   std::map<std::string, std::pair<double, double>> crossings;
   for (const SelectedCounter& c : stats.selected) {
     const DriverCounterMapping& m = c.mapping;
-    double v = m.wraps32 ? as_double(counters_->update(wrap_key(stats, c.name), values[c.index]))
+    double v = m.wraps32 ? as_double(counters_->update(c.wrap_key, values[c.index]))
                          : as_double(values[c.index]);
     const bool active = !m.priority.empty() && (stats.active & (1u << (m.priority[0] - '0'))) != 0;
     switch (m.metric) {
@@ -360,10 +363,6 @@ void EthtoolStats::update_active(DriverStats& stats, const std::vector<std::uint
         values[c.index] > 0)
       stats.active = static_cast<std::uint8_t>(stats.active | (1u << (m.priority[0] - '0')));
   }
-}
-
-std::string EthtoolStats::wrap_key(const DriverStats& stats, const std::string& name) {
-  return std::to_string(stats.ifindex) + " " + name;
 }
 
 }  // namespace nodewatch::nic

@@ -75,6 +75,7 @@ class EthtoolStats {
     std::uint32_t index = 0;
     std::string name;
     DriverCounterMapping mapping;
+    std::string wrap_key;  // its key in counters_, for a 32-bit statistic
   };
   struct DriverStats {
     int ifindex = 0;
@@ -109,8 +110,6 @@ class EthtoolStats {
   std::vector<sources::NameFilter> allow_;
   // The priorities whose buffer counters are exported now (see DriverStats).
   static void update_active(DriverStats& stats, const std::vector<std::uint64_t>& values);
-  // A 32-bit statistic's key in counters_.
-  static std::string wrap_key(const DriverStats& stats, const std::string& name);
 
   std::int64_t max_driver_counters_;
   std::shared_ptr<sources::WrapCounters> counters_;
