@@ -273,6 +273,12 @@ void EthtoolStats::collect_interface(const SelectedLink& link, DriverStats& stat
     return;
   }
   update_active(stats, values);
+  emit(ifname, stats, values, has_std_pause, out);
+}
+
+void EthtoolStats::emit(std::string_view ifname, DriverStats& stats,
+                        const std::vector<std::uint64_t>& values, bool has_std_pause,
+                        MetricSink& out) {
   // Per PCIe direction, its high and low crossings.
   std::map<std::string, std::pair<double, double>> crossings;
   for (const SelectedCounter& c : stats.selected) {

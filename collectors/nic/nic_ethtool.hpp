@@ -108,6 +108,9 @@ class EthtoolStats {
   void select(std::vector<std::string> names, DriverStats& stats);
 
   std::vector<sources::NameFilter> allow_;
+  // Emits the selected statistics of one interface from `values`.
+  void emit(std::string_view ifname, DriverStats& stats, const std::vector<std::uint64_t>& values,
+            bool has_std_pause, MetricSink& out);
   // The priorities whose buffer counters are exported now (see DriverStats).
   static void update_active(DriverStats& stats, const std::vector<std::uint64_t>& values);
 
