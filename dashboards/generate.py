@@ -884,7 +884,7 @@ def node():
            [(f"rate(nodewatch_interconnect_roce_ecn_marked_packets_total{sel()}[{RI}])", "{{device}}/{{port}} ECN marked"),
             (f"rate(nodewatch_interconnect_roce_cnp_sent_total{sel()}[{RI}])", "{{device}}/{{port}} CNP sent"),
             (f"rate(nodewatch_interconnect_roce_cnp_handled_total{sel()}[{RI}])", "{{device}}/{{port}} CNP handled")]),
-        row("NIC congestion"),
+        row("NIC"),
         ts("NIC throughput", "Bytes per second per interface.", "Bps",
            [(f"rate(nodewatch_nic_received_bytes_total{sel()}[{RI}])", "{{interface}} rx"),
             (f"rate(nodewatch_nic_transmitted_bytes_total{sel()}[{RI}])", "{{interface}} tx")]),
@@ -894,59 +894,6 @@ def node():
             (f"rate(nodewatch_nic_receive_missed_total{sel()}[{RI}])", "{{interface}} rx missed"),
             (f"rate(nodewatch_nic_receive_errors_total{sel()}[{RI}])", "{{interface}} rx errors"),
             (f"rate(nodewatch_nic_transmit_errors_total{sel()}[{RI}])", "{{interface}} tx errors")]),
-        ts("PFC pause", "Share of time paused by priority flow control, per direction and priority.", "percentunit",
-           [(f"rate(nodewatch_nic_pfc_pause_seconds_total{sel()}[{RI}])", "{{interface}} {{direction}} prio {{priority}}")]),
-        ts("Pause frames", "PFC and link-level pause frames per second.", "pps",
-           [(f"rate(nodewatch_nic_pfc_pause_frames_total{sel()}[{RI}])", "{{interface}} {{direction}} prio {{priority}}"),
-            (f"rate(nodewatch_nic_pause_frames_total{sel()}[{RI}])", "{{interface}} {{direction}} link")]),
-        ts("Discards and out-of-buffer", "Packets discarded by the port or a priority, and receive out-of-buffer drops.", "pps",
-           [(f"rate(nodewatch_nic_discards_total{sel()}[{RI}])", "{{interface}} {{direction}} prio {{priority}}"),
-            (f"rate(nodewatch_nic_out_of_buffer_total{sel()}[{RI}])", "{{interface}} out of buffer"),
-            (f"increase(nodewatch_nic_pause_storm_events_total{sel()}[{RI}])", "{{interface}} pause storm {{level}}")]),
-        right_axis(ts("Throughput stability", "Each port's throughput per direction (2m) against its own median of the last "
-           "30m, and the dips (under half that median while it is busy) that began in the last hour, all of them "
-           "and those with drops, discards or pauses at the same time (the deployment guide's check: no periodic "
-           "drops in throughput).", "Bps",
-           [("instance_interface_direction:nodewatch_nic_bytes:rate2m" + sel(), "{{interface}} {{direction}}"),
-            ("instance_interface_direction:nodewatch_nic_bytes:median_rate2m" + sel(),
-             "{{interface}} {{direction}} median"),
-            ("instance_interface_direction:nodewatch_nic_throughput_dips:count1h" + sel() + " > 0",
-             "{{interface}} {{direction}} dips/h"),
-            ("instance_interface_direction:nodewatch_nic_throughput_dips_with_loss:count1h" + sel() + " > 0",
-             "{{interface}} {{direction}} dips with loss/h")]), ".*dips.*", "none"),
-        table("Congestion diagnosis", "Each port's congestion diagnosis now (recording rules, docs/runbook.md "
-              "\"Congestion\"): wire_errors, host_cannot_absorb, pfc_escalation, loss_retransmission, "
-              "fabric_congestion_handled or none, and the evidence that decided it with its value.", "none",
-              [("instance_interface:nodewatch_congestion_diagnosis:state" + sel() + " == 1", "diagnosis"),
-               ("instance_interface:nodewatch_congestion_evidence:value" + sel(), "evidence")], w=12, h=8),
-        ts("Congestion diagnosis over time", "When each port was in a diagnosis other than none.", "none",
-           [("instance_interface:nodewatch_congestion_diagnosis:state" + sel('diagnosis!="none"') + " == 1",
-             "{{interface}} {{diagnosis}}")], w=12, h=8),
-        ts("Host side (PCIe)", "Whether the host takes what the NIC receives: the share of the last second the "
-           "NIC could not write to host memory for want of PCIe credits (mlx5 outbound_pci_stalled), the seconds "
-           "above 30 % per second, the PCIe congestion state (1 while above 90 % of the link until below 75 %, "
-           "Linux 6.17 on) and its threshold crossings, PCIe buffer overflows and link recoveries.", "short",
-           [(f"nodewatch_nic_pcie_stalled_ratio{sel()}", "{{interface}} stalled {{operation}} (ratio)"),
-            (f"rate(nodewatch_nic_pcie_stalled_seconds_total{sel()}[{RI}])", "{{interface}} {{operation}} s/s above 30%"),
-            (f"nodewatch_nic_pcie_congested{sel()}", "{{interface}} {{direction}} congested"),
-            (f"increase(nodewatch_nic_pcie_congestion_events_total{sel()}[{RI}]) > 0",
-             "{{interface}} {{direction}} {{level}} crossings"),
-            (f"rate(nodewatch_nic_pcie_buffer_overflow_packets_total{sel()}[{RI}]) > 0", "{{interface}} overflow pps"),
-            (f"increase(nodewatch_nic_pcie_recoveries_total{sel()}[{RI}]) > 0", "{{interface}} {{direction}} recoveries")]),
-        ts("Port buffer and ECN", "The port's receive buffer passing 85 % full, packets discarded per priority for "
-           "want of a buffer or by WRED, and packets marked with ECN per priority (the fabric's congestion "
-           "control at work), per second.", "pps",
-           [(f"rate(nodewatch_nic_receive_buffer_almost_full_total{sel()}[{RI}])", "{{interface}} buffer > 85%"),
-            (f"rate(nodewatch_nic_priority_discards_total{sel()}[{RI}]) > 0", "{{interface}} prio {{priority}} {{reason}} discards"),
-            (f"rate(nodewatch_nic_ecn_marked_packets_total{sel()}[{RI}]) > 0", "{{interface}} prio {{priority}} ECN marked")]),
-        ts("Wire bit error rate", "The port's bit error rates before and after FEC, over its line rate "
-           "(recording rules; mlx5).", "sci",
-           [(f"instance_interface:nodewatch_nic_pre_fec_ber:rate5m{sel()}", "{{interface}} pre-FEC"),
-            (f"instance_interface:nodewatch_nic_post_fec_ber:rate5m{sel()}", "{{interface}} post-FEC")]),
-        ts("Link and module events", "Physical link-down events and cable or module events (unplug, I2C bus "
-           "stuck, high temperature, shorted cable) over the window.", "none",
-           [(f"increase(nodewatch_nic_link_down_events_total{sel()}[{RI}]) > 0", "{{interface}} link down"),
-            (f"increase(nodewatch_nic_module_events_total{sel()}[{RI}]) > 0", "{{interface}} module {{event}}")]),
         ts("Qdisc drops", "Packets dropped by queueing disciplines.", "pps",
            [(f"rate(nodewatch_nic_qdisc_drops_total{sel()}[{RI}]) > 0", "{{interface}} {{qdisc}} {{handle}}")]),
         ts("Qdisc backlog", "Bytes queued in queueing disciplines.", "bytes",
@@ -1004,6 +951,60 @@ def node():
             (f"rate(nodewatch_nic_tcp_input_errors_total{sel()}[{RI}])", "{{instance}} TCP input errors"),
             (f"rate(nodewatch_nic_udp_input_errors_total{sel()}[{RI}])", "{{instance}} UDP input errors"),
             (f"rate(nodewatch_nic_ip_input_errors_total{sel()}[{RI}])", "{{instance}} IP input errors")]),
+        row("Congestion"),
+        right_axis(ts("Throughput stability", "Each port's throughput per direction (2m) against its own median of the last "
+           "30m, and the dips (under half that median while it is busy) that began in the last hour, all of them "
+           "and those with drops, discards or pauses at the same time (the deployment guide's check: no periodic "
+           "drops in throughput).", "Bps",
+           [("instance_interface_direction:nodewatch_nic_bytes:rate2m" + sel(), "{{interface}} {{direction}}"),
+            ("instance_interface_direction:nodewatch_nic_bytes:median_rate2m" + sel(),
+             "{{interface}} {{direction}} median"),
+            ("instance_interface_direction:nodewatch_nic_throughput_dips:count1h" + sel() + " > 0",
+             "{{interface}} {{direction}} dips/h"),
+            ("instance_interface_direction:nodewatch_nic_throughput_dips_with_loss:count1h" + sel() + " > 0",
+             "{{interface}} {{direction}} dips with loss/h")]), ".*dips.*", "none"),
+        table("Congestion diagnosis", "Each port's congestion diagnosis now (recording rules, docs/runbook.md "
+              "\"Congestion\"): wire_errors, host_cannot_absorb, pfc_escalation, loss_retransmission, "
+              "fabric_congestion_handled or none, and the evidence that decided it with its value.", "none",
+              [("instance_interface:nodewatch_congestion_diagnosis:state" + sel() + " == 1", "diagnosis"),
+               ("instance_interface:nodewatch_congestion_evidence:value" + sel(), "evidence")], w=12, h=8),
+        ts("Congestion diagnosis over time", "When each port was in a diagnosis other than none.", "none",
+           [("instance_interface:nodewatch_congestion_diagnosis:state" + sel('diagnosis!="none"') + " == 1",
+             "{{interface}} {{diagnosis}}")], w=12, h=8),
+        ts("Host side (PCIe)", "Whether the host takes what the NIC receives: the share of the last second the "
+           "NIC could not write to host memory for want of PCIe credits (mlx5 outbound_pci_stalled), the seconds "
+           "above 30 % per second, the PCIe congestion state (1 while above 90 % of the link until below 75 %, "
+           "Linux 6.17 on) and its threshold crossings, PCIe buffer overflows and link recoveries.", "short",
+           [(f"nodewatch_nic_pcie_stalled_ratio{sel()}", "{{interface}} stalled {{operation}} (ratio)"),
+            (f"rate(nodewatch_nic_pcie_stalled_seconds_total{sel()}[{RI}])", "{{interface}} {{operation}} s/s above 30%"),
+            (f"nodewatch_nic_pcie_congested{sel()}", "{{interface}} {{direction}} congested"),
+            (f"increase(nodewatch_nic_pcie_congestion_events_total{sel()}[{RI}]) > 0",
+             "{{interface}} {{direction}} {{level}} crossings"),
+            (f"rate(nodewatch_nic_pcie_buffer_overflow_packets_total{sel()}[{RI}]) > 0", "{{interface}} overflow pps"),
+            (f"increase(nodewatch_nic_pcie_recoveries_total{sel()}[{RI}]) > 0", "{{interface}} {{direction}} recoveries")]),
+        ts("Port buffer and ECN", "The port's receive buffer passing 85 % full, packets discarded per priority for "
+           "want of a buffer or by WRED, and packets marked with ECN per priority (the fabric's congestion "
+           "control at work), per second.", "pps",
+           [(f"rate(nodewatch_nic_receive_buffer_almost_full_total{sel()}[{RI}])", "{{interface}} buffer > 85%"),
+            (f"rate(nodewatch_nic_priority_discards_total{sel()}[{RI}]) > 0", "{{interface}} prio {{priority}} {{reason}} discards"),
+            (f"rate(nodewatch_nic_ecn_marked_packets_total{sel()}[{RI}]) > 0", "{{interface}} prio {{priority}} ECN marked")]),
+        ts("Wire bit error rate", "The port's bit error rates before and after FEC, over its line rate "
+           "(recording rules; mlx5).", "sci",
+           [(f"instance_interface:nodewatch_nic_pre_fec_ber:rate5m{sel()}", "{{interface}} pre-FEC"),
+            (f"instance_interface:nodewatch_nic_post_fec_ber:rate5m{sel()}", "{{interface}} post-FEC")]),
+        ts("Link and module events", "Physical link-down events and cable or module events (unplug, I2C bus "
+           "stuck, high temperature, shorted cable) over the window.", "none",
+           [(f"increase(nodewatch_nic_link_down_events_total{sel()}[{RI}]) > 0", "{{interface}} link down"),
+            (f"increase(nodewatch_nic_module_events_total{sel()}[{RI}]) > 0", "{{interface}} module {{event}}")]),
+        ts("PFC pause", "Share of time paused by priority flow control, per direction and priority.", "percentunit",
+           [(f"rate(nodewatch_nic_pfc_pause_seconds_total{sel()}[{RI}])", "{{interface}} {{direction}} prio {{priority}}")]),
+        ts("Pause frames", "PFC and link-level pause frames per second.", "pps",
+           [(f"rate(nodewatch_nic_pfc_pause_frames_total{sel()}[{RI}])", "{{interface}} {{direction}} prio {{priority}}"),
+            (f"rate(nodewatch_nic_pause_frames_total{sel()}[{RI}])", "{{interface}} {{direction}} link")]),
+        ts("Discards and out-of-buffer", "Packets discarded by the port or a priority, and receive out-of-buffer drops.", "pps",
+           [(f"rate(nodewatch_nic_discards_total{sel()}[{RI}])", "{{interface}} {{direction}} prio {{priority}}"),
+            (f"rate(nodewatch_nic_out_of_buffer_total{sel()}[{RI}])", "{{interface}} out of buffer"),
+            (f"increase(nodewatch_nic_pause_storm_events_total{sel()}[{RI}])", "{{interface}} pause storm {{level}}")]),
         row("Storage"),
         ts("Block read latency", "Average time per completed read.", "s",
            [(f"rate(nodewatch_storage_read_time_seconds_total{sel()}[{RI}]) / rate(nodewatch_storage_reads_completed_total{sel()}[{RI}])", "{{device}}")]),
