@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <mutex>
 
@@ -21,6 +22,7 @@ using Clock = std::chrono::steady_clock;
 
 std::mutex g_mutex;
 std::vector<pid_t> g_unreaped;  // killed, not yet let go by the kernel
+std::atomic<bool> g_use_pidfd{true};
 
 void reap_old() {
   std::lock_guard lock(g_mutex);
@@ -32,11 +34,16 @@ int ms_until(Clock::time_point t) {
   return static_cast<int>(std::clamp<long long>(left.count() + 1, 0, 60'000));
 }
 
-// Collects the exit status of `pid` if it has exited; true then.
+// Whether `pid` has exited; then it is reaped and its status taken. Before
+// the reaping, while the group's id is still its own, whatever it started
+// and left in its group is killed: nothing it ran outlives it.
 bool try_wait(pid_t pid, Result& r) {
+  siginfo_t info{};
+  if (::waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0) return errno == ECHILD;
+  if (info.si_pid != pid) return false;
+  ::kill(-pid, SIGKILL);
   int status = 0;
-  pid_t got = ::waitpid(pid, &status, WNOHANG);
-  if (got != pid) return got < 0;  // an error: nothing left to wait for
+  if (::waitpid(pid, &status, 0) != pid) return true;
   if (WIFEXITED(status)) r.exit_status = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
   return true;
@@ -93,14 +100,16 @@ Result run(const std::vector<std::string>& argv, Clock::time_point deadline,
   }
   r.started = true;
   // A pidfd makes the child's exit pollable; without one (a kernel before
-  // 5.3) its exit is polled every 5 ms once the pipe is closed.
-  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  // 5.3, a seccomp filter that refuses it) the exit is looked for every 5 ms.
+  UniqueFd pidfd(g_use_pidfd.load() ? static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)) : -1);
+  const bool have_pidfd = pidfd.get() >= 0;
 
   bool eof = false, exited = false;
-  // Reads what the pipe holds now (its read end does not block).
+  // Reads what the pipe holds now (its read end does not block), until the
+  // deadline at most.
   auto drain = [&] {
     char buf[16384];
-    while (!eof) {
+    while (!eof && Clock::now() < deadline) {
       ssize_t got = ::read(read_end.get(), buf, sizeof buf);
       if (got < 0 && errno == EINTR) continue;
       if (got < 0 && errno == EAGAIN) return;
@@ -113,43 +122,56 @@ Result run(const std::vector<std::string>& argv, Clock::time_point deadline,
       r.output.append(buf, std::min(room, static_cast<std::size_t>(got)));
     }
   };
+  // An exit is taken with what the pipe holds then, though something the
+  // program started may hold the pipe open.
+  auto exited_now = [&] {
+    if (!try_wait(pid, r)) return false;
+    drain();
+    return true;
+  };
   while (true) {
-    if (eof && try_wait(pid, r)) {
+    if ((eof || !have_pidfd) && exited_now()) {
       exited = true;
       break;
     }
     if (Clock::now() >= deadline) break;
     pollfd fds[2] = {{eof ? -1 : read_end.get(), POLLIN, 0}, {pidfd.get(), POLLIN, 0}};
     int wait_ms = ms_until(deadline);
-    if (eof && pidfd.get() < 0) wait_ms = std::min(wait_ms, 5);
+    if (!have_pidfd) wait_ms = std::min(wait_ms, 5);
     int n = ::poll(fds, 2, wait_ms);
     if (n < 0 && errno != EINTR) break;
     if (n <= 0) continue;
     if (fds[0].revents != 0) drain();
-    // Exited, though something it started may hold the pipe open: take
-    // what is there and stop.
-    if ((fds[1].revents & POLLIN) != 0) {
-      drain();
-      if (try_wait(pid, r)) {
-        exited = true;
-        break;
-      }
+    if ((fds[1].revents & POLLIN) != 0 && exited_now()) {
+      exited = true;
+      break;
     }
   }
   if (exited) return r;
 
   r.timed_out = true;
   ::kill(-pid, SIGKILL);
-  if (pidfd.get() >= 0) {
-    pollfd f{pidfd.get(), POLLIN, 0};
-    ::poll(&f, 1, 100);
-  }
+  // Reaped now if the kernel lets it go within 100 ms, else by a later call.
   Result ignored;
-  if (!try_wait(pid, ignored)) {
+  bool reaped = false;
+  for (auto until = Clock::now() + std::chrono::milliseconds(100);
+       !(reaped = try_wait(pid, ignored)) && Clock::now() < until;) {
+    if (have_pidfd) {
+      pollfd f{pidfd.get(), POLLIN, 0};
+      ::poll(&f, 1, ms_until(until));
+    } else {
+      ::usleep(5000);
+    }
+  }
+  if (!reaped) {
     std::lock_guard lock(g_mutex);
     g_unreaped.push_back(pid);
   }
   return r;
+}
+
+void use_pidfd_for_tests(bool use) {
+  g_use_pidfd = use;
 }
 
 std::size_t unreaped() {

@@ -9,7 +9,9 @@
 // the daemon (everything from 3 up is closed in the child), a fixed
 // environment (PATH and LC_ALL=C only) and default signal dispositions.
 // The caller's thread reads the pipe until the program exits or the
-// deadline passes; then the whole group gets SIGKILL. A child the kernel
+// deadline passes; then the whole group gets SIGKILL. What the program
+// started and left in its group when it exited is killed too: nothing it
+// ran outlives the call. A child the kernel
 // does not let go at once (state D) is not waited for: it is remembered
 // and reaped by a later call. Nothing here blocks past the deadline plus
 // a few milliseconds.
@@ -45,5 +47,9 @@ Result run(const std::vector<std::string>& argv, std::chrono::steady_clock::time
 // Children killed at their deadline that the kernel has not let go yet
 // (tests).
 std::size_t unreaped();
+
+// Tests: false makes run() behave as without pidfd_open (a kernel before
+// 5.3, a seccomp filter that refuses it), polling for the exit instead.
+void use_pidfd_for_tests(bool use);
 
 }  // namespace nodewatch::command

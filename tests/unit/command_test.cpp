@@ -81,12 +81,30 @@ TEST(Command, TheDeadlineKillsTheProgramAndWhatItStarted) {
   EXPECT_EQ(unreaped(), 0u);
 }
 
-TEST(Command, AnExitedProgramIsNotWaitedForWhileSomethingHoldsItsPipe) {
-  auto start = Clock::now();
-  Result r = Sh("echo done; sleep 2 & exit 0", 3s);
-  EXPECT_TRUE(r.ok());
-  EXPECT_EQ(r.output, "done\n");
-  EXPECT_LT(Clock::now() - start, 1500ms);
+// A program that exits while something it started holds the pipe is not
+// waited for, and what it left behind is killed, with a pidfd and without.
+TEST(Command, AnExitedProgramIsNotWaitedForAndWhatItLeftIsKilled) {
+  for (bool pidfd : {true, false}) {
+    SCOPED_TRACE(pidfd ? "pidfd" : "no pidfd");
+    use_pidfd_for_tests(pidfd);
+    const std::string mark =
+        (std::filesystem::temp_directory_path() / ("nw-cmd-left-" + std::to_string(::getpid())))
+            .string();
+    auto start = Clock::now();
+    Result r = Sh("echo done; (sleep 1; touch " + mark + ") & exit 0", 3s);
+    EXPECT_TRUE(r.ok());
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_EQ(r.output, "done\n");
+    EXPECT_LT(Clock::now() - start, 500ms);
+    std::this_thread::sleep_for(1500ms);
+    EXPECT_FALSE(std::filesystem::exists(mark)) << "what it started outlived it";
+    std::filesystem::remove(mark);
+    // At the deadline, without a pidfd too, the program is reaped at once.
+    Result slow = Sh("sleep 60", 200ms);
+    EXPECT_TRUE(slow.timed_out);
+    EXPECT_EQ(unreaped(), 0u);
+  }
+  use_pidfd_for_tests(true);
 }
 
 TEST(Command, OutputPastTheLimitIsDropped) {
