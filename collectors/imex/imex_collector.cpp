@@ -208,9 +208,12 @@ void ImexCollector::query(const CollectContext& ctx, const Setup& s, MetricSink&
       state = "query_failed";
       out.error("imex_query_failed", ctl, std::strerror(r.err));
     } else {
-      StateAnswer a = parse_state(r.output, r.timed_out ? -1 : r.exit_status);
+      // A ctl killed by a signal (it crashed) says nothing of the daemon.
+      StateAnswer a = r.timed_out     ? StateAnswer{"unreachable", "no answer in time"}
+                      : r.signal != 0 ? StateAnswer{"query_failed",
+                                                    "killed by signal " + std::to_string(r.signal)}
+                                      : parse_state(r.output, r.exit_status);
       state = a.state;
-      if (r.timed_out) a.detail = "no answer in time";
       if (state == "unreachable") out.error("imex_unreachable", "imex", a.detail);
       if (state == "query_failed") out.error("imex_query_failed", "imex", a.detail);
       if (state == "no_permission") out.error("imex_no_permission", "imex", a.detail);

@@ -261,6 +261,7 @@ bool index_less(const std::string& a, const std::string& b) {
 // anything that is not an address.
 std::string canonical_address(std::string_view s) {
   std::string z(trim(s));
+  if (z.find('\0') != std::string::npos) return "";  // "10.0.0.9\u0000junk" is no address
   unsigned char buf[16];
   char out[INET6_ADDRSTRLEN];
   if (::inet_pton(AF_INET, z.c_str(), buf) == 1)

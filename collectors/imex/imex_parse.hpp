@@ -70,7 +70,8 @@ struct StateAnswer {
   std::string_view state;
   std::string detail;
 };
-// `exit_status` is -1 when the ctl was killed or did not answer in time.
+// `exit_status` is -1 when the ctl did not answer in time (a ctl killed by
+// a signal is the caller's to tell apart: query_failed).
 StateAnswer parse_state(std::string_view output, int exit_status);
 
 // The domain as `nvidia-imex-ctl -N -j` reports it.

@@ -199,6 +199,11 @@ TEST(ImexParse, TheLocalMemberByItsAddress) {
   EXPECT_EQ(local_member(*d, "198.18.0.9", {"198.18.0.1"}), nullptr);
   EXPECT_EQ(local_member(*d, "", {"127.0.0.1", "::ffff:198.18.0.2"})->index, "1");
   EXPECT_EQ(local_member(*d, "", {"127.0.0.1", "fe80::1"}), nullptr);
+  // A host with a NUL in it is no address, whatever comes before the NUL.
+  std::optional<Domain> nul = parse_domain(
+      R"({"nodes":{"0":{"status":"READY","host":"198.18.0.1\u0000junk"}},"status":"UP"})", &why);
+  ASSERT_TRUE(nul) << why;
+  EXPECT_EQ(local_member(*nul, "", {"198.18.0.1"}), nullptr);
 }
 
 // --- the collector over a node of its own
@@ -434,6 +439,21 @@ TEST(ImexCollector, ACtlThatHangsIsKilledAtTheDeadline) {
   EXPECT_EQ(Domain(t, "unknown"), 1);
   EXPECT_EQ(ErrorCount(t, "imex_domain_unparsable"), 1u);
   EXPECT_EQ(command::unreaped(), 0u);
+}
+
+// A ctl that crashes says nothing of the daemon: query_failed, never
+// unreachable (which, with the unit enabled, drains the node).
+TEST(ImexCollector, ACtlThatCrashesIsAFailedQueryNotAnUnreachableDaemon) {
+  ImexNode node;
+  node.healthy();
+  fs::remove(node.ctl());
+  std::ofstream(node.ctl()) << "#!/bin/sh\nkill -SEGV $$\n";
+  fs::permissions(node.ctl(), fs::perms::owner_all);
+  MetricSink s = node.collect();
+  EXPECT_EQ(State(s, "query_failed"), 1);
+  EXPECT_EQ(State(s, "unreachable"), 0);
+  ASSERT_EQ(s.failures().count({"imex_query_failed", "imex"}), 1u);
+  EXPECT_EQ(s.failures().at({"imex_query_failed", "imex"}), "killed by signal 11");
 }
 
 TEST(ImexCollector, ADomainAnswerItCannotReadIsCounted) {
