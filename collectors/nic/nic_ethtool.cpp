@@ -219,10 +219,20 @@ void EthtoolStats::collect_interface(const SelectedLink& link, DriverStats& stat
                                      bool has_std_pause, KernelSource& source, MetricSink& out) {
   const std::string_view ifname = link.name;
   if (stats.unsupported && !refresh_due) return;
+  // A read that fails keeps the 32-bit statistics' offsets through this
+  // cycle: forgotten, the next value of one that wrapped would read as a
+  // reset.
+  auto keep_offsets = [&] {
+    for (const SelectedCounter& c : stats.selected)
+      if (c.mapping.wraps32) counters_->keep(c.wrap_key);
+  };
   std::uint32_t count = 0;
   Status s = source.stats_count(link.name, &count);
   if (s != Status::kOk) {
-    if (s == Status::kError) out.error("ethtool_error", ifname, "ETHTOOL_GSSET_INFO");
+    if (s == Status::kError) {
+      out.error("ethtool_error", ifname, "ETHTOOL_GSSET_INFO");
+      keep_offsets();
+    }
     if (s == Status::kUnsupported) {
       reset(stats);
       stats.unsupported = true;
@@ -242,6 +252,7 @@ void EthtoolStats::collect_interface(const SelectedLink& link, DriverStats& stat
     } else if (s == Status::kError) {
       out.error("ethtool_error", ifname, "ETHTOOL_GSTRINGS");
     }
+    keep_offsets();
     stats.valid = false;
     return;
   }
@@ -253,11 +264,6 @@ void EthtoolStats::collect_interface(const SelectedLink& link, DriverStats& stat
   if (stats.over_limit > 0) out.error("driver_counter_limit", stats.over_limit);
   if (stats.duplicates > 0) out.error("driver_counter_duplicate", stats.duplicates);
   if (stats.selected.empty()) return;
-  // A failed read keeps the 32-bit statistics' offsets through this cycle.
-  auto keep_offsets = [&] {
-    for (const SelectedCounter& c : stats.selected)
-      if (c.mapping.wraps32) counters_->keep(c.wrap_key);
-  };
   std::vector<std::uint64_t> values;
   s = source.stats_values(link.name, stats.count, &values);
   if (s == Status::kError) out.error("ethtool_error", ifname, "ETHTOOL_GSTATS");

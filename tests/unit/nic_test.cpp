@@ -932,6 +932,18 @@ TEST(NicCollector, ThirtyTwoBitDriverStatisticsAccumulateTheirWraps) {
   // A rebuilt collector (a reload) sharing the offsets: +11 across the wrap.
   FakeNode after = node_with(5, 100);
   EXPECT_EQ(collect(after), std::pair(4294967301.0, 100.0));
+  // A collection whose ethtool reads fail keeps the offset for the next.
+  FakeDevice& cx = after.source->devices["ens1f0np0"];
+  cx.stats_status = Status::kError;
+  {
+    MetricSink sink(after.collector->metrics());
+    CollectOnce(*after.collector, sink);
+    EXPECT_FALSE(has(sink, "nodewatch_nic_link_down_events_total", {"ens1f0np0"}));
+  }
+  cx.stats_status = Status::kOk;
+  for (std::size_t i = 0; i < cx.names.size(); ++i)
+    if (cx.names[i] == "link_down_events_phy") cx.values[i] = 6;
+  EXPECT_EQ(collect(after).first, 4294967302.0);
 }
 
 TEST(NicCollector, E810PfcAndPortDrops) {
