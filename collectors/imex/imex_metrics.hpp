@@ -34,7 +34,7 @@ inline constexpr Family kDaemonState{
     "ready, shutting_down, unavailable), or why it could not say (unreachable: its command "
     "service refused or did not answer in time; command_off: IMEX_CMD_ENABLED is not set, so "
     "nothing is asked; ctl_missing: no nvidia-imex-ctl; no_permission; query_failed: an answer "
-    "nodewatch does not understand).",
+    "nodewatch does not understand, or a ctl that crashed).",
     {"state"}};
 
 inline constexpr Family kDomainState{
