@@ -70,6 +70,29 @@ std::string json_string(const std::string& json, const std::string& key) {
   return json.substr(pos, json.find('"', pos) - pos);
 }
 
+// Datagrams of `size` bytes to b's discard port (198.18.0.2:9), from a
+// socket made in the calling thread's namespace. ENOBUFS and EAGAIN are
+// expected when a qdisc drops, and ignored.
+class UdpToPeer {
+ public:
+  explicit UdpToPeer(std::size_t size)
+      : s_(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)), payload_(size, 'x') {
+    to_.sin_family = AF_INET;
+    to_.sin_port = htons(9);
+    ::inet_pton(AF_INET, "198.18.0.2", &to_.sin_addr);
+  }
+  bool ok() const { return s_.get() >= 0; }
+  void send() const {
+    (void)::sendto(s_.get(), payload_.data(), payload_.size(), 0,
+                   reinterpret_cast<const sockaddr*>(&to_), sizeof(to_));
+  }
+
+ private:
+  UniqueFd s_;
+  std::string payload_;
+  sockaddr_in to_{};
+};
+
 // Two namespaces, veth nwt0 (in a, 198.18.0.1/30) <-> nwt1 (in b, .2), IPv6
 // off so that the kernel sends nothing of its own on them.
 class VethPair {
@@ -136,18 +159,9 @@ class VethPair {
   // moment as the collector.
   void send_udp(int count, int size) const {
     in_netns(a_, [&] {
-      UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-      ASSERT_GE(s.get(), 0);
-      sockaddr_in to{};
-      to.sin_family = AF_INET;
-      to.sin_port = htons(9);
-      ::inet_pton(AF_INET, "198.18.0.2", &to.sin_addr);
-      std::string payload(static_cast<std::size_t>(size), 'x');
-      for (int i = 0; i < count; ++i) {
-        // ENOBUFS and EAGAIN are expected when the qdisc drops.
-        (void)::sendto(s.get(), payload.data(), payload.size(), 0, reinterpret_cast<sockaddr*>(&to),
-                       sizeof(to));
-      }
+      UdpToPeer udp(static_cast<std::size_t>(size));
+      ASSERT_TRUE(udp.ok());
+      for (int i = 0; i < count; ++i) udp.send();
     });
   }
 
@@ -371,18 +385,11 @@ TEST(NicNetns, AShapedDipShowsAsLessThroughputWithDrops) {
   std::atomic<bool> stop{false};
   std::thread sender([&] {
     VethPair::in_netns(v.a(), [&] {
-      UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-      ASSERT_GE(s.get(), 0);
-      sockaddr_in to{};
-      to.sin_family = AF_INET;
-      to.sin_port = htons(9);
-      ::inet_pton(AF_INET, "198.18.0.2", &to.sin_addr);
-      std::string payload(1000, 'x');
+      UdpToPeer udp(1000);
+      ASSERT_TRUE(udp.ok());
       auto next = std::chrono::steady_clock::now();
       while (!stop.load()) {
-        for (int i = 0; i < 2; ++i)
-          (void)::sendto(s.get(), payload.data(), payload.size(), 0,
-                         reinterpret_cast<sockaddr*>(&to), sizeof(to));
+        for (int i = 0; i < 2; ++i) udp.send();
         // A sender held up (a loaded machine) does not catch up in a burst
         // the shaper would drop.
         next = std::max(next + std::chrono::milliseconds(1),
