@@ -30,7 +30,8 @@ section=$(dpkg-deb -f "$deb" Section)
 [[ $section == admin ]] || fail "section $section, not admin"
 
 dpkg -i "$deb" >/dev/null || fail "dpkg -i"
-for f in /usr/sbin/nodewatchd /usr/bin/nodewatch-soak-report /etc/nodewatch/nodewatch.toml \
+for f in /usr/sbin/nodewatchd /usr/libexec/nodewatch/nwd-pod-resources \
+  /usr/bin/nodewatch-soak-report /etc/nodewatch/nodewatch.toml \
   /lib/systemd/system/nodewatch.service /lib/systemd/system/nodewatch.socket \
   /usr/share/man/man8/nodewatchd.8.gz /usr/share/man/man1/nodewatch-soak-report.1.gz \
   /usr/share/nodewatch/dashboards/nodewatch-node.json /usr/share/nodewatch/alerts/nodewatch-rules.yml \

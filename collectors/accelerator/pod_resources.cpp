@@ -1,5 +1,7 @@
 #include "accelerator/pod_resources.hpp"
 
+#include "accelerator/pod_resources_helper.hpp"
+
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -81,8 +83,15 @@ void PodResourcesWatcher::refresh() {
     if (!client_ || inode != client_inode_) {
       client_.reset();
       try {
-        client_ = options_.make_client ? options_.make_client(options_.socket)
-                                       : make_grpc_pod_resources_client(options_.socket);
+        if (options_.make_client) {
+          client_ = options_.make_client(options_.socket);
+        } else {
+          if (!helper_state_) helper_state_ = std::make_shared<PodResourcesHelperState>();
+          client_ = make_helper_pod_resources_client(
+              options_.socket,
+              options_.helper.empty() ? default_pod_resources_helper() : options_.helper,
+              helper_state_);
+        }
       } catch (const std::exception& e) {
         answer.error = std::string("cannot make a client: ") + e.what();
       }

@@ -53,8 +53,12 @@ class PodResourcesClient {
 };
 
 // The gRPC client of the socket at `path` (a channel to "unix:<path>").
-// Implemented in pod_resources_grpc.cpp.
+// Implemented in pod_resources_grpc.cpp, which only the helper process
+// (nwd-pod-resources) and tests link: the daemon asks it through
+// make_helper_pod_resources_client().
 std::unique_ptr<PodResourcesClient> make_grpc_pod_resources_client(const std::string& path);
+
+struct PodResourcesHelperState;  // pod_resources_helper.hpp
 
 class PodResourcesWatcher {
  public:
@@ -64,8 +68,10 @@ class PodResourcesWatcher {
     std::chrono::milliseconds timeout{1000};
     std::chrono::milliseconds keep{60000};
     // Makes the client once the socket is seen (again: a socket replaced,
-    // by inode, gets a new client). Default: the gRPC one.
+    // by inode, gets a new client). Default: the helper process's
+    // (pod_resources_helper.hpp), running `helper` ("": the default one).
     std::function<std::unique_ptr<PodResourcesClient>(const std::string&)> make_client;
+    std::string helper;
   };
 
   struct Snapshot {
@@ -113,6 +119,8 @@ class PodResourcesWatcher {
   // Thread-only.
   std::unique_ptr<PodResourcesClient> client_;
   std::uint64_t client_inode_ = 0;
+  // The default client's helper process: its backoff outlives a client.
+  std::shared_ptr<PodResourcesHelperState> helper_state_;
   std::thread thread_;
 };
 

@@ -224,6 +224,7 @@ TEST(JobsCgroup, SlurmAndKubernetesOnCgroupV2WithPodResources) {
   PodResourcesWatcher::Options o;
   o.socket = socket;
   o.timeout = 2s;
+  o.helper = nodewatch::testing::kPodResourcesHelper;
   auto watcher = std::make_shared<PodResourcesWatcher>(o);
 
   testing::TempDir scenario_dir;
@@ -356,6 +357,7 @@ TEST(JobsCgroup, MigInstancesThroughTheirOwnHandles) {
   ASSERT_TRUE(kubelet.Start());
   PodResourcesWatcher::Options o;
   o.socket = socket;
+  o.helper = nodewatch::testing::kPodResourcesHelper;
   auto watcher = std::make_shared<PodResourcesWatcher>(o);
   testing::TempDir scenario_dir;
   std::ostringstream s;

@@ -14,6 +14,7 @@ extern const char* const kFakeNvmlLibrary;  // tests/fakes/fake_nvml, each flavo
 extern const char* const kFakeNvmlOldLibrary;
 extern const char* const kFakeNvmlBrokenLibrary;
 extern const char* const kFakeIbverbsLibrary;  // tests/fakes/fake_ibverbs
+extern const char* const kPodResourcesHelper;  // nwd-pod-resources
 }  // namespace nodewatch::testing
 
 #define NODEWATCH_FIXTURES_DIR ::nodewatch::testing::kFixturesDir

@@ -1,20 +1,28 @@
-// The pod-resources watcher and its gRPC client against a real gRPC server
+// The pod-resources watcher and its client (the gRPC client in its helper
+// process, nwd-pod-resources) against a real gRPC server
 // on a unix socket this test makes (support/fake_pod_resources.hpp): names
 // and device assignments as the kubelet's v1 List gives them, the socket
 // absent (not an error, no thread), going away and coming back, an error
-// status, and a slow server that never holds a collection past its bound.
+// status, and a slow server that never holds a collection past its bound;
+// the helper started only with the socket, started again after it was
+// killed, killed when it hangs, and its frames refused past their bounds.
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "accelerator/pod_resources.hpp"
+#include "accelerator/pod_resources_helper.hpp"
+#include "accelerator/pod_resources_wire.hpp"
 #include "support/daemon_process.hpp"
 #include "support/fake_pod_resources.hpp"
 
@@ -31,6 +39,7 @@ PodResourcesWatcher::Options options(const std::string& socket,
   o.socket = socket;
   o.timeout = timeout;
   o.keep = 60s;
+  o.helper = nodewatch::testing::kPodResourcesHelper;
   return o;
 }
 
@@ -177,6 +186,158 @@ TEST(PodResources, SomethingElseAtThePathIsNotASocket) {
   const auto snap = w.get(Clock::now() + 5s);
   EXPECT_EQ(snap.state, State::kAbsent);
   EXPECT_EQ(snap.failures, 0u);
+}
+
+// The helper's pid, by its --socket argument.
+pid_t HelperOf(const std::string& socket) {
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream in(e.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(in)), {});
+    if (cmd.find("nwd-pod-resources") != std::string::npos && cmd.find(socket) != std::string::npos)
+      return static_cast<pid_t>(std::stol(e.path().filename()));
+  }
+  return 0;
+}
+
+PodResourcesWatcher::Options HelperOptions(const std::string& socket,
+                                           std::shared_ptr<PodResourcesHelperState> stats,
+                                           std::chrono::milliseconds timeout = 500ms,
+                                           std::string helper = testing::kPodResourcesHelper) {
+  PodResourcesWatcher::Options o = options(socket, timeout);
+  o.make_client = [stats, helper](const std::string& s) {
+    return make_helper_pod_resources_client(s, helper, stats);
+  };
+  return o;
+}
+
+TEST(PodResourcesHelper, StartsOnlyWithTheSocketAndAgainAfterItWasKilled) {
+  testing::TempDir dir;
+  const std::string socket = (dir.path() / "kubelet.sock").string();
+  auto stats = std::make_shared<PodResourcesHelperState>();
+  PodResourcesWatcher w(HelperOptions(socket, stats));
+  EXPECT_EQ(w.get(Clock::now() + 2s).state, State::kAbsent);
+  EXPECT_EQ(stats->starts, 0u);
+  EXPECT_EQ(HelperOf(socket), 0);
+
+  testing::FakePodResourcesServer server(socket);
+  server.Set(kPods);
+  ASSERT_TRUE(server.Start());
+  auto snap = w.get(Clock::now() + 5s);
+  EXPECT_EQ(snap.state, State::kUp) << snap.error;
+  EXPECT_EQ(snap.devices.size(), 3u);
+  EXPECT_EQ(stats->starts, 1u);
+  const pid_t first = HelperOf(socket);
+  ASSERT_GT(first, 0);
+
+  // Killed: the next call fails, the last answer stays, and a new helper
+  // answers once the backoff (1 s) has passed.
+  ASSERT_EQ(::kill(first, SIGKILL), 0);
+  snap = w.get(Clock::now() + 5s);
+  EXPECT_EQ(snap.state, State::kDown);
+  EXPECT_NE(snap.error.find("UNAVAILABLE"), std::string::npos) << snap.error;
+  EXPECT_EQ(snap.devices.size(), 3u);
+  EXPECT_EQ(stats->restarts, 1u);
+  std::this_thread::sleep_for(1100ms);
+  snap = w.get(Clock::now() + 5s);
+  EXPECT_EQ(snap.state, State::kUp) << snap.error;
+  EXPECT_EQ(stats->starts, 2u);
+  EXPECT_NE(HelperOf(socket), first);
+}
+
+TEST(PodResourcesHelper, AHelperThatHangsIsKilledAtTheCallsBound) {
+  testing::TempDir dir;
+  const std::string socket = (dir.path() / "kubelet.sock").string();
+  testing::FakePodResourcesServer server(socket);
+  server.Set(kPods);
+  ASSERT_TRUE(server.Start());
+  auto stats = std::make_shared<PodResourcesHelperState>();
+  PodResourcesWatcher w(HelperOptions(socket, stats, 300ms));
+  ASSERT_EQ(w.get(Clock::now() + 5s).state, State::kUp);
+  const pid_t helper = HelperOf(socket);
+  ASSERT_GT(helper, 0);
+  ASSERT_EQ(::kill(helper, SIGSTOP), 0);
+  // The call fails at its timeout (300 ms) and half a second more; no get
+  // waits longer than its own bound meanwhile.
+  bool down = false;
+  PodResourcesWatcher::Snapshot snap;
+  const auto stopped_at = Clock::now();
+  while (!down && Clock::now() - stopped_at < 3s) {
+    auto t0 = Clock::now();
+    snap = w.get(Clock::now() + 10s);
+    EXPECT_LT(Clock::now() - t0, 2s);
+    down = snap.state == State::kDown;
+    if (!down) std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_TRUE(down);
+  EXPECT_LT(Clock::now() - stopped_at, 1500ms);
+  // The call that hung (DEADLINE_EXCEEDED), or a later one before the
+  // helper may start again (1 s).
+  EXPECT_TRUE(snap.error.find("DEADLINE_EXCEEDED") != std::string::npos ||
+              snap.error.find("started again in") != std::string::npos)
+      << snap.error;
+  EXPECT_EQ(snap.devices.size(), 3u);
+  EXPECT_EQ(stats->restarts, 1u);
+  // The stopped helper was killed, and reaped.
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = ::kill(helper, 0) != 0;
+    if (!gone) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(gone);
+}
+
+TEST(PodResourcesHelper, AHelperThatAnswersNonsenseIsRefusedAndReplaced) {
+  testing::TempDir dir;
+  const std::string socket = (dir.path() / "kubelet.sock").string();
+  testing::FakePodResourcesServer server(socket);
+  ASSERT_TRUE(server.Start());
+  // A "helper" that answers any request with the length of a 16 MiB frame.
+  const auto fake = dir.write("nonsense.sh", "#!/bin/sh\nprintf '\\000\\000\\000\\001'\nsleep 5\n");
+  std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
+  auto stats = std::make_shared<PodResourcesHelperState>();
+  PodResourcesWatcher w(HelperOptions(socket, stats, 300ms, fake.string()));
+  auto snap = w.get(Clock::now() + 5s);
+  EXPECT_EQ(snap.state, State::kDown);
+  EXPECT_NE(snap.error.find("a frame of 16777216 bytes"), std::string::npos) << snap.error;
+  EXPECT_EQ(stats->restarts, 1u);
+}
+
+TEST(PodResourcesWire, AnswersRoundTripAndTheirBoundsAreKept) {
+  namespace wire = pod_resources_wire;
+  PodResourcesClient::Answer a;
+  a.ok = true;
+  a.devices = {{"train", "llama\t0", "trainer", "nvidia.com/gpu", "GPU-1"},
+               {"infer", "server-0", "triton", "nvidia.com/mig-1g.10gb", "MIG-2"}};
+  std::string why;
+  auto back = wire::decode_answer(wire::encode_answer(a), &why);
+  ASSERT_TRUE(back) << why;
+  EXPECT_TRUE(back->ok);
+  ASSERT_EQ(back->devices.size(), 2u);
+  EXPECT_EQ(back->devices[0].pod, "llama 0");  // a tab is no separator
+  EXPECT_EQ(back->devices[1], a.devices[1]);
+  PodResourcesClient::Answer none;
+  none.ok = true;
+  back = wire::decode_answer(wire::encode_answer(none), &why);
+  ASSERT_TRUE(back);
+  EXPECT_TRUE(back->ok && back->devices.empty());
+  PodResourcesClient::Answer failed;
+  failed.error = "UNAVAILABLE: connection refused";
+  back = wire::decode_answer(wire::encode_answer(failed), &why);
+  ASSERT_TRUE(back);
+  EXPECT_FALSE(back->ok);
+  EXPECT_EQ(back->error, failed.error);
+
+  std::string many = "ok";
+  for (int i = 0; i <= 4096; ++i) many += "\na\tb\tc\td\te";
+  EXPECT_FALSE(wire::decode_answer(many, &why));
+  EXPECT_NE(why.find("more than 4096"), std::string::npos) << why;
+  EXPECT_FALSE(wire::decode_answer("ok\n" + std::string(254, 'x') + "\tb\tc\td\te", &why));
+  EXPECT_FALSE(wire::decode_answer("ok\na\tb", &why));
+  EXPECT_FALSE(wire::decode_answer("maybe", &why));
+  EXPECT_EQ(wire::decode_request(wire::encode_request(1500ms)), 1500ms);
+  EXPECT_FALSE(wire::decode_request("list -1"));
+  EXPECT_FALSE(wire::decode_request("list 12x"));
+  EXPECT_FALSE(wire::decode_request("drop tables"));
 }
 
 }  // namespace
