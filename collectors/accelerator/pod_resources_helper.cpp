@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "accelerator/pod_resources_wire.hpp"
+#include "nodewatch/command.hpp"
 #include "nodewatch/unique_fd.hpp"
 
 namespace nodewatch::accelerator {
@@ -89,32 +89,10 @@ class HelperClient final : public PodResourcesClient {
       return false;
     }
     UniqueFd ours(sv[0]), theirs(sv[1]);
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    ::posix_spawn_file_actions_init(&fa);
-    ::posix_spawnattr_init(&attr);
-    ::posix_spawn_file_actions_adddup2(&fa, theirs.get(), 0);
-    ::posix_spawn_file_actions_adddup2(&fa, theirs.get(), 1);
-    ::posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    ::posix_spawnattr_setsigmask(&attr, &none);
-    ::posix_spawnattr_setsigdefault(&attr, &all);
-    ::posix_spawnattr_setflags(
-        &attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_USEVFORK);
     const std::string parent = std::to_string(::getpid());
-    std::vector<std::string> argv = {helper_, "--socket", socket_, "--parent", parent};
-    std::vector<char*> args;
-    for (std::string& s : argv) args.push_back(s.data());
-    args.push_back(nullptr);
-    char path_env[] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
-    char locale_env[] = "LC_ALL=C";
-    char* env[] = {path_env, locale_env, nullptr};
     pid_t pid = 0;
-    int rc = ::posix_spawn(&pid, helper_.c_str(), &fa, &attr, args.data(), env);
-    ::posix_spawn_file_actions_destroy(&fa);
-    ::posix_spawnattr_destroy(&attr);
+    int rc = command::spawn({helper_, "--socket", socket_, "--parent", parent},
+                            {theirs.get(), theirs.get(), -1}, false, &pid);
     if (rc != 0) {
       *why = "UNAVAILABLE: cannot start " + helper_ + ": " + std::strerror(rc);
       return false;

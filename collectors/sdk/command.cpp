@@ -51,6 +51,42 @@ bool try_wait(pid_t pid, Result& r) {
 
 }  // namespace
 
+int spawn(const std::vector<std::string>& argv, Stdio stdio, bool own_group, pid_t* pid) {
+  if (argv.empty() || argv[0].empty() || argv[0][0] != '/') return EINVAL;
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  ::posix_spawn_file_actions_init(&fa);
+  ::posix_spawnattr_init(&attr);
+  if (stdio.in < 0)
+    ::posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  else
+    ::posix_spawn_file_actions_adddup2(&fa, stdio.in, 0);
+  if (stdio.out >= 0) ::posix_spawn_file_actions_adddup2(&fa, stdio.out, 1);
+  if (stdio.err >= 0) ::posix_spawn_file_actions_adddup2(&fa, stdio.err, 2);
+  ::posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  ::posix_spawnattr_setsigmask(&attr, &none);
+  ::posix_spawnattr_setsigdefault(&attr, &all);
+  short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_USEVFORK;
+  if (own_group) {
+    ::posix_spawnattr_setpgroup(&attr, 0);
+    flags |= POSIX_SPAWN_SETPGROUP;
+  }
+  ::posix_spawnattr_setflags(&attr, flags);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  char path_env[] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
+  char locale_env[] = "LC_ALL=C";
+  char* env[] = {path_env, locale_env, nullptr};
+  int rc = ::posix_spawn(pid, args[0], &fa, &attr, args.data(), env);
+  ::posix_spawn_file_actions_destroy(&fa);
+  ::posix_spawnattr_destroy(&attr);
+  return rc;
+}
+
 Result run(const std::vector<std::string>& argv, Clock::time_point deadline,
            std::size_t max_output) {
   reap_old();
@@ -67,32 +103,8 @@ Result run(const std::vector<std::string>& argv, Clock::time_point deadline,
   UniqueFd read_end(p[0]), write_end(p[1]);
   ::fcntl(read_end.get(), F_SETFL, ::fcntl(read_end.get(), F_GETFL) | O_NONBLOCK);
 
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  ::posix_spawn_file_actions_init(&fa);
-  ::posix_spawnattr_init(&attr);
-  ::posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  ::posix_spawn_file_actions_adddup2(&fa, write_end.get(), 1);
-  ::posix_spawn_file_actions_adddup2(&fa, write_end.get(), 2);
-  ::posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  ::posix_spawnattr_setsigmask(&attr, &none);
-  ::posix_spawnattr_setsigdefault(&attr, &all);
-  ::posix_spawnattr_setpgroup(&attr, 0);
-  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-                                        POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_USEVFORK);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  char path_env[] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
-  char locale_env[] = "LC_ALL=C";
-  char* env[] = {path_env, locale_env, nullptr};
   pid_t pid = 0;
-  int rc = ::posix_spawn(&pid, args[0], &fa, &attr, args.data(), env);
-  ::posix_spawn_file_actions_destroy(&fa);
-  ::posix_spawnattr_destroy(&attr);
+  int rc = spawn(argv, {-1, write_end.get(), write_end.get()}, true, &pid);
   write_end.reset();
   if (rc != 0) {
     r.err = rc;

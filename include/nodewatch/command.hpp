@@ -19,7 +19,9 @@
 // Thread-safe: calls from several threads are independent (the list of
 // children still to reap is locked).
 
+#include <sys/types.h>
 #include <chrono>
+
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -38,6 +40,20 @@ struct Result {
   std::string output;  // standard output and error together, as written
   bool ok() const { return started && !timed_out && exit_status == 0; }
 };
+
+// The standard streams of a program started: descriptors of the caller,
+// dup2()ed; -1: /dev/null for `in`, the caller's own for `out` and `err`.
+struct Stdio {
+  int in = -1;
+  int out = -1;
+  int err = -1;
+};
+// Starts argv[0] (an absolute path: no search) with `stdio` as its standard
+// streams and nothing else open (every descriptor from 3 up closed), PATH
+// and LC_ALL=C as its environment, default signals and none blocked; in a
+// process group of its own with `own_group`. Returns 0 and sets *pid, or
+// the errno (EINVAL for a path that is not absolute). The caller reaps it.
+int spawn(const std::vector<std::string>& argv, Stdio stdio, bool own_group, pid_t* pid);
 
 // Runs argv[0] (an absolute path: no search) with argv and waits for it
 // until `deadline` (steady clock).
