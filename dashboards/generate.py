@@ -673,6 +673,10 @@ def node():
                        "namespace, pod and container of the Kubernetes jobs come from it); absent on nodes without a "
                        "kubelet socket.", "none",
                        [(f"nodewatch_accelerator_pod_resources_up{sel()}", "{{instance}}")], mappings=UP_DOWN, w=6),
+        ts("Pod-resources helper restarts", "Times the helper process that asks the kubelet (nwd-pod-resources) "
+           "was killed or lost and started again, over the window: it hung, exited or answered nonsense.", "none",
+           [(f"increase(nodewatch_accelerator_pod_resources_helper_restarts_total{sel()}[{RI}])", "{{instance}}")],
+           min=0, w=6),
         ts("Utilization", "Share of time a kernel ran on the accelerator (100% even for a kernel that keeps one SM "
            "busy: see SM active)." + with_jobs, "percentunit",
            [(with_job(f"nodewatch_accelerator_utilization_ratio{sel()}"), acc_job)], min=0, max=1),

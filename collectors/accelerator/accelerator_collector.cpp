@@ -118,6 +118,7 @@ const MetricTable& accelerator_metric_table() {
       describe(families::kJobInfo),
       describe(families::kProcessMemoryUsedBytes),
       describe(families::kPodResourcesUp),
+      describe(families::kPodResourcesHelperRestartsTotal),
   });
   return t;
 }
@@ -265,9 +266,12 @@ void AcceleratorCollector::attribute_jobs(std::vector<DeviceSample>& devices,
     // its deadline (which would withdraw every GPU's series).
     const auto until = std::chrono::steady_clock::now() + ctx.left() / 2;
     PodResourcesWatcher::Snapshot snap = jobs_.pod_resources->get(until);
-    if (snap.state != PodResourcesWatcher::Snapshot::State::kAbsent)
+    if (snap.state != PodResourcesWatcher::Snapshot::State::kAbsent) {
       out.add(families::kPodResourcesUp, {},
               snap.state == PodResourcesWatcher::Snapshot::State::kUp ? 1 : 0);
+      out.add(families::kPodResourcesHelperRestartsTotal, {},
+              static_cast<double>(snap.helper_restarts));
+    }
     // Failures since this collector's last look (a rebuilt collector starts
     // from the shared watcher's count, not from 0).
     if (pod_resources_failures_ && snap.failures > *pod_resources_failures_)

@@ -416,4 +416,13 @@ inline constexpr Family kPodResourcesUp{"nodewatch_accelerator_pod_resources_up"
                                         "List, 0 if it failed; absent where its socket is absent.",
                                         {}};
 
+inline constexpr Family kPodResourcesHelperRestartsTotal{
+    "nodewatch_accelerator_pod_resources_helper_restarts_total",
+    MetricType::kCounter,
+    "",
+    "Times the pod-resources helper process (nwd-pod-resources, which holds the kubelet's gRPC "
+    "client) was killed or lost and had to be started again: it did not answer in time, exited, "
+    "or answered what the daemon refuses. Exported with nodewatch_accelerator_pod_resources_up.",
+    {}};
+
 }  // namespace nodewatch::accelerator::families

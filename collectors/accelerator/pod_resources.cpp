@@ -116,6 +116,7 @@ void PodResourcesWatcher::refresh() {
 
   const Clock::time_point now = Clock::now();
   std::lock_guard lock(mu_);
+  if (helper_state_) snapshot_.helper_restarts = helper_state_->restarts;
   if (!present) {
     snapshot_.state = Snapshot::State::kAbsent;
     snapshot_.error.clear();

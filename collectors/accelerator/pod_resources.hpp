@@ -81,10 +81,11 @@ class PodResourcesWatcher {
       kDown,    // the last call failed (or timed out)
     };
     State state = State::kAbsent;
-    std::vector<PodDevice> devices;  // the last good answer, while younger than `keep`
-    std::string error;               // the last failure's, when kDown
-    std::uint64_t failures = 0;      // failed calls since the watcher started
-    std::uint64_t answers = 0;       // answered calls since the watcher started
+    std::vector<PodDevice> devices;     // the last good answer, while younger than `keep`
+    std::string error;                  // the last failure's, when kDown
+    std::uint64_t failures = 0;         // failed calls since the watcher started
+    std::uint64_t answers = 0;          // answered calls since the watcher started
+    std::uint64_t helper_restarts = 0;  // of the default client's helper process
   };
 
   explicit PodResourcesWatcher(Options options);

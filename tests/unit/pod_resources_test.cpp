@@ -244,6 +244,22 @@ TEST(PodResourcesHelper, StartsOnlyWithTheSocketAndAgainAfterItWasKilled) {
   EXPECT_NE(HelperOf(socket), first);
 }
 
+// The watcher's own helper (no make_client): its restarts are in the
+// snapshot, which the accelerator collector exports.
+TEST(PodResourcesHelper, TheWatcherCountsItsHelpersRestarts) {
+  Kubelet k;
+  PodResourcesWatcher w(options(k.socket));
+  auto snap = w.get(Clock::now() + 5s);
+  ASSERT_EQ(snap.state, State::kUp) << snap.error;
+  EXPECT_EQ(snap.helper_restarts, 0u);
+  const pid_t helper = HelperOf(k.socket);
+  ASSERT_GT(helper, 0);
+  ASSERT_EQ(::kill(helper, SIGKILL), 0);
+  snap = w.get(Clock::now() + 5s);
+  EXPECT_EQ(snap.state, State::kDown);
+  EXPECT_EQ(snap.helper_restarts, 1u);
+}
+
 TEST(PodResourcesHelper, AHelperThatHangsIsKilledAtTheCallsBound) {
   testing::TempDir dir;
   const std::string socket = (dir.path() / "kubelet.sock").string();
