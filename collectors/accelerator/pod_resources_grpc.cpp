@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "accelerator/pod_resources.hpp"
+#include "accelerator/pod_resources_wire.hpp"
 #include "nodewatch/text.hpp"
 #include "podresources.grpc.pb.h"
 
@@ -21,8 +22,10 @@ namespace {
 // 1 MiB of the smallest entries would be tens of MB, under the unit's
 // MemoryMax), and more assignments than this are refused after.
 constexpr int kMaxMessageBytes = 1 << 20;
-constexpr std::size_t kMaxDevices = 4096;
-constexpr std::size_t kMaxLabelBytes = 253;  // a DNS subdomain, the longest name Kubernetes has
+// The assignments and the bytes of a field: the frames' bounds, which the
+// daemon checks again (253: a DNS subdomain, the longest name Kubernetes has).
+constexpr std::size_t kMaxDevices = pod_resources_wire::kMaxDevices;
+constexpr std::size_t kMaxLabelBytes = pod_resources_wire::kMaxFieldBytes;
 
 std::string bounded(const std::string& s) {
   return text::label_value(std::string_view(s).substr(0, kMaxLabelBytes));
