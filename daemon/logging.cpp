@@ -1,15 +1,61 @@
 #include "logging.hpp"
 
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/sinks/systemd_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 
 namespace nodewatch {
+namespace {
+
+// sd-daemon(3)'s priorities.
+char priority(spdlog::level::level_enum level) {
+  switch (level) {
+    case spdlog::level::critical: return '2';
+    case spdlog::level::err: return '3';
+    case spdlog::level::warn: return '4';
+    case spdlog::level::info: return '6';
+    default: return '7';
+  }
+}
+
+class JournalStreamSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  explicit JournalStreamSink(std::FILE* out) : out_(out) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    const std::string_view text(msg.payload.data(), msg.payload.size());
+    const char prefix[] = {'<', priority(msg.level), '>'};
+    std::string out;
+    out.reserve(text.size() + 8);
+    // Every line its own record, each with the priority.
+    for (std::size_t pos = 0;;) {
+      const std::size_t eol = text.find('\n', pos);
+      out.append(prefix, sizeof(prefix));
+      out.append(text.substr(pos, eol == std::string_view::npos ? eol : eol - pos));
+      out += '\n';
+      if (eol == std::string_view::npos) break;
+      pos = eol + 1;
+    }
+    std::fwrite(out.data(), 1, out.size(), out_);
+  }
+  void flush_() override { std::fflush(out_); }
+
+ private:
+  std::FILE* out_;
+};
+
+}  // namespace
+
+std::shared_ptr<spdlog::sinks::sink> journal_stream_sink(std::FILE* out) {
+  return std::make_shared<JournalStreamSink>(out);
+}
 
 bool stderr_is_journal() {
   const char* env = std::getenv("JOURNAL_STREAM");
@@ -33,10 +79,7 @@ bool set_log_level(std::string_view level) {
 void setup_logging(std::string_view level) {
   std::shared_ptr<spdlog::logger> logger;
   if (stderr_is_journal()) {
-    // The journal records time and priority itself.
-    auto sink = std::make_shared<spdlog::sinks::systemd_sink_mt>("nodewatchd");
-    logger = std::make_shared<spdlog::logger>("nodewatchd", sink);
-    logger->set_pattern("%v");
+    logger = std::make_shared<spdlog::logger>("nodewatchd", journal_stream_sink(stderr));
   } else {
     auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
     logger = std::make_shared<spdlog::logger>("nodewatchd", sink);

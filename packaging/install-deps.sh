@@ -8,7 +8,7 @@ set -euo pipefail
 build_pkgs=(
   build-essential cmake ninja-build pkg-config git
   prometheus-cpp-dev libboost-dev libspdlog-dev libtomlplusplus-dev libcli11-dev
-  libsystemd-dev zlib1g-dev libre2-dev
+  zlib1g-dev libre2-dev
   libssl-dev libcrypt-dev libyaml-cpp-dev   # TLS, bcrypt (libxcrypt), the web configuration file
   libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libibverbs-dev libibumad-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # the kubelet's pod-resources API

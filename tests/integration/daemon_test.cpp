@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "app.hpp"
@@ -244,6 +245,51 @@ TEST(DaemonTest, SocketActivation) {
   EXPECT_EQ(r->status, 200);
   d.signal(SIGTERM);
   EXPECT_EQ(d.wait(5s), 0);
+}
+
+// The same through systemd's own socket activation, systemd-socket-activate
+// (the systemd package): it listens, and on the first connection runs the
+// daemon with LISTEN_FDS and LISTEN_PID as systemd sets them.
+TEST(DaemonTest, SocketActivationBySystemdSocketActivate) {
+  const std::filesystem::path activate = "/usr/bin/systemd-socket-activate";
+  if (!std::filesystem::exists(activate))
+    GTEST_SKIP() << activate << " is missing (Debian's systemd package)";
+  TempDir dir;
+  auto config = dir.write("nodewatch.toml", "");
+  // A free port: bound, read, closed.
+  int probe = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len);
+  const auto port = ntohs(addr.sin_port);
+  ::close(probe);
+  DaemonProcess::Options o;
+  o.program = activate;
+  o.args = {"-l",
+            "127.0.0.1:" + std::to_string(port),
+            BinaryPath(),
+            "--config",
+            config.string(),
+            "--listen",
+            "203.0.113.1:1",
+            "--sysfs",
+            FixtureArgsSys(),
+            "--procfs",
+            FixtureArgsProc()};
+  DaemonProcess d(o, dir.path() / "log");
+  std::optional<testing::TestConnection::Response> r;
+  for (int i = 0; i < 100 && !r; ++i) {
+    r = Request(port, "GET", "/-/healthy");
+    if (!r) std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_TRUE(r) << d.log();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(d.wait_log("socket activation")) << d.log();
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(5s), 0) << d.log();
 }
 
 TEST(DaemonTest, SocketActivationRefusesASocketThatIsNotListening) {

@@ -59,6 +59,25 @@ TEST(LoggingTest, JournalDetectionComparesStderrDeviceAndInode) {
   EXPECT_FALSE(stderr_is_journal());
 }
 
+TEST(LoggingTest, TheJournalStreamGetsEachLineWithItsPriority) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  spdlog::logger logger("journal", journal_stream_sink(f));
+  logger.set_level(spdlog::level::debug);
+  logger.error("collector {} failed", "nic");
+  logger.warn("two\nlines");
+  logger.info("ready");
+  logger.debug("detail");
+  logger.critical("fatal");
+  logger.flush();
+  std::rewind(f);
+  char buf[256] = {};
+  const std::size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  EXPECT_EQ(std::string(buf, n),
+            "<3>collector nic failed\n<4>two\n<4>lines\n<6>ready\n<7>detail\n<2>fatal\n");
+}
+
 TEST(LoggingTest, LevelNames) {
   EXPECT_TRUE(set_log_level("debug"));
   EXPECT_EQ(spdlog::get_level(), spdlog::level::debug);
