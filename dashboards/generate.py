@@ -211,7 +211,7 @@ NODE = "cluster, job, instance"
 IN_JOB = 'scheduler=~"slurm|kubernetes"'
 HARD_THROTTLE = 'reason=~"hw_thermal|hw_slowdown|hw_power_brake|sw_thermal"'
 JOB_COLUMNS = ["instance", "accelerator", "uuid", "gpu_instance", "scheduler", "job_id", "step", "namespace", "pod",
-               "container"]
+               "container", "claim"]
 NOT_REPORTED = [{"type": "special", "options": {"match": "nan", "result": {"text": "not reported"}}}]
 
 
@@ -657,7 +657,8 @@ def node():
                    "job id or SLUID, step the step), kubernetes (job_id the pod UID; namespace, pod and container "
                    "from the kubelet's pod-resources API, no job_id when only those are known), none (a process in "
                    "no job) or unknown (a process whose cgroup could not be read); gpu_instance the MIG GPU "
-                   "instance. Memory: the device memory of the job_id's processes on the accelerator (for rows "
+                   "instance; claim the ResourceClaim (Dynamic Resource Allocation) that gave the pod the "
+                   "accelerator. Memory: the device memory of the job_id's processes on the accelerator (for rows "
                    "without a job_id, of all the processes without one). At most "
                    "collectors.accelerator.max_jobs_per_device jobs per accelerator.",
                    f"nodewatch_accelerator_job_info{sel()}",
@@ -667,6 +668,12 @@ def node():
                        [(f"nodewatch_accelerator_job_info{sel()}",
                          acc + " {{scheduler}} {{job_id}} {{step}} {{namespace}} {{pod}} {{container}} {{gpu_instance}}")],
                        mappings=[{"type": "value", "options": {"1": {"text": "on the accelerator", "color": "blue"}}}]),
+        table("ResourceClaims on this node's accelerators",
+              "Each ResourceClaim (Kubernetes Dynamic Resource Allocation) whose device is an accelerator of this "
+              "node, with its DRA driver and device name (a MIG device is shown on its GPU), and the number of "
+              "pods using it through the claim: more than 1 is a shared claim, whose pods share the memory.",
+              "none", [(f"nodewatch_accelerator_claim_pods{sel()}", "pods")],
+              w=12, h=6),
         ts("Compute processes", "Compute processes running on each accelerator, as the driver reports them.", "none",
            [(f"nodewatch_accelerator_processes{sel()}", acc)], min=0, w=6),
         state_timeline("Kubelet pod-resources API", "1 while the kubelet's pod-resources API answers (the "

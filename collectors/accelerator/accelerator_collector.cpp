@@ -1,4 +1,5 @@
 #include "accelerator/accelerator_collector.hpp"
+#include "accelerator/dra.hpp"
 
 #include <array>
 #include <map>
@@ -6,6 +7,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -116,6 +118,7 @@ const MetricTable& accelerator_metric_table() {
       // pod-resources API.
       describe(families::kProcesses),
       describe(families::kJobInfo),
+      describe(families::kClaimPods),
       describe(families::kProcessMemoryUsedBytes),
       describe(families::kPodResourcesUp),
       describe(families::kPodResourcesHelperRestartsTotal),
@@ -243,10 +246,14 @@ void emit_device(const DeviceSample& d, MetricSink& out) {
   for (const DeviceJob& j : d.jobs.jobs) {
     out.add(families::kJobInfo,
             std::vector<std::string>{std::to_string(d.index), d.uuid, j.scheduler, j.job_id, j.step,
-                                     j.namespace_name, j.pod, j.container, j.gpu_instance},
+                                     j.namespace_name, j.pod, j.container, j.gpu_instance, j.claim},
             1);
     if (j.memory_used_bytes) memory[j.job_id] += *j.memory_used_bytes;
   }
+  for (const DeviceClaim& c : d.claims)
+    out.add(families::kClaimPods,
+            {std::to_string(d.index), d.uuid, c.namespace_name, c.claim, c.driver, c.device},
+            static_cast<double>(c.pods));
   for (const auto& [job, bytes] : memory)
     out.add(families::kProcessMemoryUsedBytes, with(d, job), bytes);
 }
@@ -254,6 +261,45 @@ void emit_device(const DeviceSample& d, MetricSink& out) {
 AcceleratorCollector::AcceleratorCollector(std::vector<std::unique_ptr<Backend>> backends,
                                            JobSources jobs, bool c2c_link_bytes)
     : backends_(std::move(backends)), jobs_(std::move(jobs)), c2c_link_bytes_(c2c_link_bytes) {}
+
+std::vector<AcceleratorCollector::ClaimedDevice> AcceleratorCollector::match_claims(
+    const std::vector<PodDevice>& assigned, const std::vector<DeviceSample>& devices,
+    MetricSink& out) {
+  std::vector<ClaimedDevice> matched;
+  // The device numbers the DRA drivers name GPUs by: AMD's DRM card (from
+  // the backend), NVIDIA's device minor (read here, once per collection and
+  // GPU, only where a claim names an NVIDIA GPU).
+  std::map<std::size_t, std::optional<unsigned>> minors;
+  auto minor_of = [&](std::size_t i) -> std::optional<unsigned> {
+    const DeviceSample& d = devices[i];
+    if (d.vendor != "nvidia") return d.drm_card;
+    auto [it, fresh] = minors.try_emplace(i);
+    if (!fresh || d.pci_bus_id.empty()) return it->second;
+    const std::string path = "driver/nvidia/gpus/" + d.pci_bus_id + "/information";
+    const sources::Read r = jobs_.proc.read(path);
+    if (r.ok()) it->second = dra::nvidia_device_minor(r.text);
+    if (!it->second)
+      out.error("dra_device", d.uuid,
+                jobs_.proc.full(path) + (r.ok() ? ": no Device Minor" : ": " + r.error_name()));
+    return it->second;
+  };
+  std::set<std::string> unmatched;
+  for (const PodDevice& pd : assigned) {
+    if (pd.driver.empty()) continue;
+    const std::optional<dra::GpuRef> gpu = dra::gpu_of(pd.driver, pd.dra_device);
+    if (!gpu) continue;  // not a GPU (an IMEX channel, another driver's device)
+    bool found = false;
+    for (std::size_t i = 0; i < devices.size() && !found; ++i)
+      if (devices[i].vendor == gpu->vendor && minor_of(i) == gpu->minor) {
+        matched.push_back({i, &pd});
+        found = true;
+      }
+    if (!found) unmatched.insert(pd.driver + " " + pd.dra_device);
+  }
+  for (const std::string& u : unmatched)
+    out.error("dra_device", u, "a claim's device names no GPU this node reads");
+  return matched;
+}
 
 void AcceleratorCollector::attribute_jobs(std::vector<DeviceSample>& devices,
                                           const CollectContext& ctx, MetricSink& out) {
@@ -311,9 +357,24 @@ void AcceleratorCollector::attribute_jobs(std::vector<DeviceSample>& devices,
                 "stopped after " + std::to_string(scan.dirs) + " cgroups");
   }
   auto owner_of = [&](unsigned pid) -> std::optional<JobOwner> { return owners[pid]; };
-  for (DeviceSample& d : devices) {
+  const std::vector<ClaimedDevice> claimed = match_claims(assigned, devices, out);
+  for (std::size_t di = 0; di < devices.size(); ++di) {
+    DeviceSample& d = devices[di];
     std::vector<PodAssignment> assignments;
+    std::map<std::tuple<std::string, std::string, std::string, std::string>, std::set<std::string>>
+        claim_pods;
+    for (const ClaimedDevice& c : claimed) {
+      if (c.device != di) continue;
+      const PodDevice& pd = *c.assignment;
+      assignments.push_back({pd.namespace_name, pd.pod, pd.container, std::nullopt, pd.claim});
+      claim_pods[{pd.claim_namespace, pd.claim, pd.driver, pd.dra_device}].insert(pd.pod);
+    }
+    d.claims.clear();
+    for (const auto& [k, pods] : claim_pods)
+      d.claims.push_back(
+          {std::get<0>(k), std::get<1>(k), std::get<2>(k), std::get<3>(k), pods.size()});
     for (const PodDevice& pd : assigned) {
+      if (!pd.driver.empty()) continue;  // a claim's: matched above
       const std::string id = normalize_device_id(pd.device_id);
       if (id.empty()) continue;
       if (id == d.uuid || (!d.pci_bus_id.empty() && id == d.pci_bus_id))

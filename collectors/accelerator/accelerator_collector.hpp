@@ -63,6 +63,14 @@ class AcceleratorCollector final : public Collector {
  private:
   void attribute_jobs(std::vector<DeviceSample>& devices, const CollectContext& ctx,
                       MetricSink& out);
+  // The kubelet's claim devices that are GPUs of `devices`: by index.
+  struct ClaimedDevice {
+    std::size_t device;
+    const PodDevice* assignment;
+  };
+  std::vector<ClaimedDevice> match_claims(const std::vector<PodDevice>& assigned,
+                                          const std::vector<DeviceSample>& devices,
+                                          MetricSink& out);
 
   std::vector<std::unique_ptr<Backend>> backends_;
   JobSources jobs_;

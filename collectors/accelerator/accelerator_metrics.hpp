@@ -398,9 +398,20 @@ inline constexpr Family kJobInfo{
     "",
     "A job on the device now; always 1. scheduler is slurm, kubernetes, none (a process in no job) "
     "or unknown (a process whose cgroup could not be read); job_id is the Slurm job id, the "
-    "Kubernetes pod UID, or namespace/pod where no process gave the UID.",
+    "Kubernetes pod UID, or namespace/pod where no process gave the UID; claim is the "
+    "ResourceClaim (Dynamic Resource Allocation) that gave the pod the device, empty for none.",
     {"accelerator", "uuid", "scheduler", "job_id", "step", "namespace", "pod", "container",
-     "gpu_instance"}};
+     "gpu_instance", "claim"}};
+
+inline constexpr Family kClaimPods{
+    "nodewatch_accelerator_claim_pods",
+    MetricType::kGauge,
+    "",
+    "Pods on this node whose containers use the device through the ResourceClaim (Dynamic "
+    "Resource Allocation, from the kubelet's pod-resources API); more than 1 is a shared claim. "
+    "driver and device are the DRA driver's and the device's name in its pool (gpu-0, "
+    "gpu-0-mig-19-0-1: a MIG device is counted on its GPU).",
+    {"accelerator", "uuid", "namespace", "claim", "driver", "device"}};
 
 inline constexpr Family kProcessMemoryUsedBytes{
     "nodewatch_accelerator_process_memory_used_bytes",

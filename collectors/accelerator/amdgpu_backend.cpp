@@ -398,6 +398,7 @@ std::vector<DeviceSample> AmdgpuBackend::sample(const CollectContext& ctx) {
     }
     // The ordinal among AMD cards: a card skipped below keeps its place.
     if (std::optional<DeviceSample> d = read_card(facts, index++)) {
+      d->drm_card = number;
       out.push_back(std::move(*d));
     } else {
       cards_.forget(name);

@@ -139,6 +139,10 @@ struct DeviceSample {
   std::string vendor;  // "nvidia", "amd"
   std::string model;
   std::string pci_bus_id;  // "0000:17:00.0", lower case
+  // AMD: the N of its DRM card (/dev/dri/cardN), which AMD's DRA driver
+  // names it by (dra.hpp). NVIDIA's device minor is read by the collector,
+  // and only where a claim names one.
+  std::optional<unsigned> drm_card;
   std::string driver_version;
   std::string serial;
   // Where it sits in its rack, where the driver says (NVIDIA Blackwell on,
@@ -217,8 +221,10 @@ struct DeviceSample {
   std::optional<std::vector<DeviceProcess>> processes;
   std::map<std::string, unsigned> mig_instances;
   // The jobs on it: filled by the accelerator collector from `processes`
-  // and the kubelet's assignments, never by a backend.
+  // and the kubelet's assignments, never by a backend; and the claims
+  // (Dynamic Resource Allocation) that gave it.
   DeviceJobs jobs;
+  std::vector<DeviceClaim> claims;
 
   // Partial failures while reading this device (counted, by reason, in
   // nodewatch_collector_errors_total of the collector that asked).

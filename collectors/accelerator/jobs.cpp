@@ -188,10 +188,11 @@ DeviceJobs device_jobs_from(const std::vector<DeviceProcess>& processes,
                             const std::vector<PodAssignment>& assignments, std::size_t max_jobs) {
   // Jobs by their labels; memory summed.
   using Key = std::tuple<std::string, std::string, std::string, std::string, std::string,
-                         std::string, std::string>;
+                         std::string, std::string, std::string>;
   std::map<Key, std::optional<double>> jobs;
   auto add = [&](DeviceJob j, std::optional<double> memory) {
-    Key k{j.scheduler, j.job_id, j.step, j.namespace_name, j.pod, j.container, j.gpu_instance};
+    Key k{j.scheduler, j.job_id,    j.step,         j.namespace_name,
+          j.pod,       j.container, j.gpu_instance, j.claim};
     auto [it, fresh] = jobs.try_emplace(std::move(k), std::nullopt);
     if (memory) it->second = it->second.value_or(0) + *memory;
   };
@@ -251,10 +252,10 @@ DeviceJobs device_jobs_from(const std::vector<DeviceProcess>& processes,
       // One job per container; the memory goes to the first (the metric
       // of memory is per job_id, and the containers share it).
       bool first = true;
-      std::set<std::string> containers;
+      std::set<std::pair<std::string, std::string>> containers;  // (container, claim)
       for (const auto& a : assignments)
-        if (a.gpu_instance == gi) containers.insert(a.container);
-      for (const auto& c : containers) {
+        if (a.gpu_instance == gi) containers.emplace(a.container, a.claim);
+      for (const auto& [c, claim] : containers) {
         DeviceJob j;
         j.scheduler = "kubernetes";
         // The pod UID; where no process named it, "<namespace>/<pod>",
@@ -265,6 +266,7 @@ DeviceJobs device_jobs_from(const std::vector<DeviceProcess>& processes,
         j.pod = pods.begin()->second;
         j.container = c;
         j.gpu_instance = gi_label(gi);
+        j.claim = claim;
         add(std::move(j), first ? memory : std::nullopt);
         first = false;
       }
@@ -278,6 +280,7 @@ DeviceJobs device_jobs_from(const std::vector<DeviceProcess>& processes,
         j.pod = a.pod;
         j.container = a.container;
         j.gpu_instance = gi_label(gi);
+        j.claim = a.claim;
         add(std::move(j), std::nullopt);
       }
     }
@@ -287,8 +290,8 @@ DeviceJobs device_jobs_from(const std::vector<DeviceProcess>& processes,
   out.jobs.reserve(jobs.size());
   for (auto& [k, memory] : jobs) {
     DeviceJob j;
-    std::tie(j.scheduler, j.job_id, j.step, j.namespace_name, j.pod, j.container, j.gpu_instance) =
-        k;
+    std::tie(j.scheduler, j.job_id, j.step, j.namespace_name, j.pod, j.container, j.gpu_instance,
+             j.claim) = k;
     j.memory_used_bytes = memory;
     out.jobs.push_back(std::move(j));
   }

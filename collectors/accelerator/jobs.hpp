@@ -69,6 +69,7 @@ struct PodAssignment {
   std::string pod;
   std::string container;
   std::optional<unsigned> gpu_instance;
+  std::string claim{};  // the ResourceClaim it came through (in the pod's namespace); "" for none
   bool operator==(const PodAssignment&) const = default;
 };
 
@@ -81,10 +82,22 @@ struct DeviceJob {
   std::string pod;
   std::string container;
   std::string gpu_instance;  // "" without MIG
+  std::string claim;         // Kubernetes: the ResourceClaim that gave the device; "" for none
   // The memory of its processes on the device, summed; empty when no
   // process of it said.
   std::optional<double> memory_used_bytes;
   bool operator==(const DeviceJob&) const = default;
+};
+
+// One ResourceClaim's device on a GPU, and how many pods use it through
+// the claim (more than one: a shared claim).
+struct DeviceClaim {
+  std::string namespace_name;
+  std::string claim;
+  std::string driver;
+  std::string device;
+  std::size_t pods = 0;
+  bool operator==(const DeviceClaim&) const = default;
 };
 
 struct DeviceJobs {
@@ -97,15 +110,15 @@ struct DeviceJobs {
 // hidden from this PID namespace): such a process is "unknown".
 //
 // Joining the two sources, per device and GPU instance: when pod-resources
-// gives exactly one pod there and the processes name at most one pod UID,
-// the pod's containers carry that UID as job_id and the memory of the
-// pod's and the unknown processes (the device is that pod's alone). Else
-// each side is a job of its own: a pod UID from the cgroups without names,
-// and each assigned container with its names. A pod whose UID no process
-// gave has "<namespace>/<pod>" as its job_id. (pod-resources gives no UID,
-// so the join trusts the assignment: a process of another pod that uses
-// the device without having been given it, a privileged pod's, would be
-// named after the pod that was given it.)
+// gives exactly one pod there (by a device plugin or a claim) and the processes name at most one
+// pod UID, the pod's containers carry that UID as job_id and the memory of the pod's and the
+// unknown processes (the device is that pod's alone). Else each side is a job of its own: a pod UID
+// from the cgroups without names, and each assigned container with its names. A pod whose UID no
+// process gave has "<namespace>/<pod>" as its job_id. (pod-resources gives no UID, so the join
+// trusts the assignment: a process of another pod that uses the device without having been given
+// it, a privileged pod's, would be named after the pod that was given it.) A claim shared by
+// several pods gives each its own job, named, and the memory to none of them: which process is
+// whose is not guessed.
 //
 // Jobs are ordered by memory (largest first; none said last), then by
 // labels; those beyond `max_jobs` are counted in `omitted`.

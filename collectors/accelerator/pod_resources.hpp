@@ -30,13 +30,21 @@
 
 namespace nodewatch::accelerator {
 
-// One device id given to one container.
+// One device given to one container: by a device plugin (resource and
+// device_id), or through a ResourceClaim (claim, driver and dra_device).
 struct PodDevice {
   std::string namespace_name;
   std::string pod;
   std::string container;
   std::string resource;   // "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "amd.com/gpu"
   std::string device_id;  // as the device plugin wrote it
+  // Dynamic Resource Allocation: the claim's namespace and name, the DRA
+  // driver ("gpu.nvidia.com", "gpu.amd.com") and the device's name in the
+  // driver's pool ("gpu-0", "gpu-0-mig-19-0-1", "gpu-1-129"; dra.hpp).
+  std::string claim_namespace{};
+  std::string claim{};
+  std::string driver{};
+  std::string dra_device{};
   bool operator==(const PodDevice&) const = default;
 };
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "accelerator/dra.hpp"
 #include "accelerator/pod_resources.hpp"
 #include "accelerator/pod_resources_wire.hpp"
 #include "nodewatch/text.hpp"
@@ -73,18 +74,56 @@ class GrpcPodResourcesClient final : public PodResourcesClient {
                 std::string(text::label_value(status.error_message().substr(0, 200)));
       return a;
     }
+    std::size_t container_start = 0;
+    auto add = [&a, &container_start](PodDevice d) {
+      if (a.devices.size() >= kMaxDevices) return false;
+      // A device once per container and claim: kubelets 1.35 on may repeat
+      // a driver's earlier CDI names on its later devices.
+      for (std::size_t i = container_start; i < a.devices.size(); ++i)
+        if (a.devices[i] == d) return true;
+      a.devices.push_back(std::move(d));
+      return true;
+    };
     for (const v1::PodResources& pod : response.pod_resources())
-      for (const v1::ContainerResources& c : pod.containers())
+      for (const v1::ContainerResources& c : pod.containers()) {
+        container_start = a.devices.size();
+        PodDevice base;
+        base.namespace_name = bounded(pod.namespace_());
+        base.pod = bounded(pod.name());
+        base.container = bounded(c.name());
+        bool fits = true;
         for (const v1::ContainerDevices& d : c.devices())
           for (const std::string& id : d.device_ids()) {
-            if (a.devices.size() >= kMaxDevices) {
-              a.error = "more than " + std::to_string(kMaxDevices) + " device assignments";
-              a.devices.clear();
-              return a;
-            }
-            a.devices.push_back({bounded(pod.namespace_()), bounded(pod.name()), bounded(c.name()),
-                                 bounded(d.resource_name()), bounded(id)});
+            PodDevice pd = base;
+            pd.resource = bounded(d.resource_name());
+            pd.device_id = bounded(id);
+            fits = fits && add(std::move(pd));
           }
+        for (const v1::DynamicResource& claim : c.dynamic_resources())
+          for (const v1::ClaimResource& r : claim.claim_resources()) {
+            PodDevice pd = base;
+            pd.claim_namespace = bounded(claim.claim_namespace());
+            pd.claim = bounded(claim.claim_name());
+            if (!r.device_name().empty()) {  // kubelet 1.31 on
+              pd.driver = bounded(r.driver_name());
+              pd.dra_device = bounded(r.device_name());
+              fits = fits && add(std::move(pd));
+              continue;
+            }
+            for (const v1::CDIDevice& cdi : r.cdi_devices())  // kubelet 1.27-1.30
+              if (auto named = dra::from_cdi_name(cdi.name())) {
+                PodDevice one = pd;
+                one.driver = bounded(named->first);
+                one.dra_device = bounded(named->second);
+                fits = fits && add(std::move(one));
+              }
+          }
+        if (!fits) {
+          a.error = "more than " + std::to_string(kMaxDevices) + " device assignments";
+          a.devices.clear();
+          return a;
+        }
+      }
     a.ok = true;
     return a;
   }

@@ -5,6 +5,12 @@
 #include <vector>
 
 namespace nodewatch::accelerator::pod_resources_wire {
+namespace {
+
+// The fields of a device line (the header's list).
+constexpr std::size_t kDeviceFields = 9;
+
+}  // namespace
 
 std::string frame(std::string_view payload) {
   std::string out(4, '\0');
@@ -40,8 +46,11 @@ std::string encode_answer(const PodResourcesClient::Answer& a) {
   std::string out = "ok";
   for (const PodDevice& d : a.devices) {
     out += '\n';
-    out += field(d.namespace_name) + '\t' + field(d.pod) + '\t' + field(d.container) + '\t' +
-           field(d.resource) + '\t' + field(d.device_id);
+    for (const std::string* f : {&d.namespace_name, &d.pod, &d.container, &d.resource, &d.device_id,
+                                 &d.claim_namespace, &d.claim, &d.driver, &d.dra_device}) {
+      if (f != &d.namespace_name) out += '\t';
+      out += field(*f);
+    }
   }
   return out;
 }
@@ -78,7 +87,7 @@ std::optional<PodResourcesClient::Answer> decode_answer(std::string_view payload
       if (tab == std::string_view::npos) break;
       pos = tab + 1;
     }
-    if (f.size() != 5) {
+    if (f.size() != kDeviceFields) {
       *why = "a device line of " + std::to_string(f.size()) + " fields";
       return std::nullopt;
     }
@@ -92,7 +101,8 @@ std::optional<PodResourcesClient::Answer> decode_answer(std::string_view payload
       return std::nullopt;
     }
     a.devices.push_back({std::string(f[0]), std::string(f[1]), std::string(f[2]), std::string(f[3]),
-                         std::string(f[4])});
+                         std::string(f[4]), std::string(f[5]), std::string(f[6]), std::string(f[7]),
+                         std::string(f[8])});
   }
   return a;
 }

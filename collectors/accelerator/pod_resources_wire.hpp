@@ -6,8 +6,10 @@
 // Each frame is a 32-bit length (little-endian) and that many bytes, at
 // most kMaxFrameBytes. A request is "list <timeout in ms>". An answer is
 // text: a first line "ok" or "error <message>", then for an ok one line
-// per device assignment, its five fields (namespace, pod, container,
-// resource, device id) separated by tabs. The helper bounds what it sends
+// per device assignment, its nine fields (namespace, pod, container,
+// resource, device id; then for a device of a ResourceClaim the claim's
+// namespace and name, the DRA driver and the device, else four empty
+// fields) separated by tabs. The helper bounds what it sends
 // (the gRPC client's bounds: 1 MiB messages, 4,096 assignments, 253 bytes a
 // field); the daemon checks every frame again and refuses one that breaks
 // them.

@@ -185,10 +185,11 @@ struct Node {
 
 std::vector<std::string> job(unsigned dev, std::string scheduler, std::string job_id,
                              std::string step, std::string ns = "", std::string pod = "",
-                             std::string container = "", std::string gi = "") {
-  return {std::to_string(dev), uuid(dev),     std::move(scheduler), std::move(job_id),
-          std::move(step),     std::move(ns), std::move(pod),       std::move(container),
-          std::move(gi)};
+                             std::string container = "", std::string gi = "",
+                             std::string claim = "") {
+  return {std::to_string(dev), uuid(dev),       std::move(scheduler), std::move(job_id),
+          std::move(step),     std::move(ns),   std::move(pod),       std::move(container),
+          std::move(gi),       std::move(claim)};
 }
 std::vector<std::string> mem(unsigned dev, std::string job_id) {
   return {std::to_string(dev), uuid(dev), std::move(job_id)};
@@ -376,6 +377,98 @@ TEST(JobsCgroup, MigInstancesThroughTheirOwnHandles) {
   EXPECT_EQ(Value(m, "nodewatch_accelerator_processes", {"0", uuid(0)}), 2);
   EXPECT_EQ(ErrorCount(m, "nvml_error"), 0u)
       << "the parent's NO_PERMISSION in MIG mode is never asked";
+}
+
+// Dynamic Resource Allocation through the real helper and a gRPC kubelet:
+// a GPU by claim (its process's memory joined to the pod), a claim shared
+// by two pods, a MIG device by claim, an allocated GPU with no process yet
+// named by a kubelet 1.30 (CDI names only), an IMEX channel (not a GPU) and
+// a device of no GPU here. NVIDIA's DRA driver names GPUs by their device
+// minor, which is not their NVML index: the driver's information files
+// (format of driver 550, /proc/driver/nvidia/gpus/<PCI>/information) give
+// each of the fake's GPUs (PCI 0000:1a:00.0 + 0x10 per index) another.
+TEST(JobsCgroup, DraClaimsNameThePodsOfTheirGpus) {
+  testing::TempDir proc;
+  const unsigned minors[] = {1, 0, 2, 3};
+  for (unsigned i = 0; i < 4; ++i) {
+    char bus[16];
+    std::snprintf(bus, sizeof bus, "0000:%02x:00.0", 0x1a + 0x10 * i);
+    fs::create_directories(proc.path() / "driver/nvidia/gpus" / bus);
+    std::ofstream(proc.path() / "driver/nvidia/gpus" / bus / "information")
+        << "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 0\nGPU UUID: \t " << uuid(i)
+        << "\nVideo BIOS: \t 96.00.74.00.0d\nBus Type: \t PCIe\nDMA Size: \t 52 bits\n"
+        << "DMA Mask: \t 0xfffffffffffff\nBus Location: \t " << bus << "\nDevice Minor: \t "
+        << minors[i] << "\nGPU Excluded:\t No\n";
+  }
+  testing::TempDir dir;
+  const std::string socket = (dir.path() / "kubelet.sock").string();
+  testing::FakePodResourcesServer kubelet(socket);
+  const std::string nv = "gpu.nvidia.com";
+  kubelet.Set({
+      {"train", "llama-0", "trainer", "", "", "llama-gpus", nv, "gpu-1"},  // GPU 0
+      {"infer", "server-a", "triton", "", "", "shared-gpu", nv, "gpu-0"},  // GPU 1
+      {"infer", "server-b", "triton", "", "", "shared-gpu", nv, "gpu-0"},  // GPU 1
+      {"idle", "waiter-0", "main", "", "", "reserved", "", "",             // GPU 2
+       "k8s.gpu.nvidia.com/claim=0f6a4c1e-93a4-4c55-8d2b-0e2a7b5c9d11-gpu-2"},
+      {"infer", "small-0", "triton", "", "", "mig-claim", nv, "gpu-3-mig-19-0-1"},  // GPU 3
+      {"train", "llama-0", "imex", "", "", "domain", "compute-domain.nvidia.com", "channel-0"},
+      {"train", "lost-0", "main", "", "", "gone", nv, "gpu-9"},
+  });
+  ASSERT_TRUE(kubelet.Start());
+  PodResourcesWatcher::Options o;
+  o.socket = socket;
+  o.timeout = 2s;
+  o.helper = nodewatch::testing::kPodResourcesHelper;
+  testing::TempDir scenario_dir;
+  std::ostringstream s;
+  // PIDs that are no process: unknown owners, whose memory is the pod's
+  // where the device is one pod's alone.
+  s << "devices 4\nmig 3 1\nprocesses 0 " << no_such_pid() << ":1024\nprocesses 1 "
+    << no_such_pid(1) << ":2048\n";
+  const auto scenario = scenario_dir.write("dra.scenario", s.str());
+  setenv("FAKE_NVML_SCENARIO", scenario.c_str(), 1);
+  std::vector<std::unique_ptr<Backend>> backends;
+  backends.push_back(make_nvml_backend(std::make_shared<NvmlService>(FAKE_NVML_LIBRARY)));
+  JobSources jobs;
+  jobs.proc = sources::FsRoot(proc.path());
+  jobs.pod_resources = std::make_shared<PodResourcesWatcher>(o);
+  AcceleratorCollector collector(std::move(backends), std::move(jobs));
+  MetricSink m(accelerator_metric_table());
+  CollectOnce(collector, m, 10s);
+
+  const std::string info = "nodewatch_accelerator_job_info";
+  const std::string claims = "nodewatch_accelerator_claim_pods";
+  // GPU 0 is minor 1: the claim's, with the memory of its process.
+  EXPECT_EQ(Value(m, info,
+                  job(0, "kubernetes", "train/llama-0", "", "train", "llama-0", "trainer", "",
+                      "llama-gpus")),
+            1);
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_process_memory_used_bytes", mem(0, "train/llama-0")),
+            1024.0 * (1 << 20));
+  EXPECT_EQ(Value(m, claims, {"0", uuid(0), "train", "llama-gpus", nv, "gpu-1"}), 1);
+  // GPU 1, shared: both pods named, the memory neither's.
+  for (const char* pod : {"server-a", "server-b"})
+    EXPECT_EQ(Value(m, info,
+                    job(1, "kubernetes", std::string("infer/") + pod, "", "infer", pod, "triton",
+                        "", "shared-gpu")),
+              1);
+  EXPECT_EQ(Value(m, claims, {"1", uuid(1), "infer", "shared-gpu", nv, "gpu-0"}), 2);
+  EXPECT_EQ(Value(m, info, job(1, "unknown", "", "")), 1);
+  // GPU 2, allocated with no process yet, from the CDI name of a 1.30 kubelet.
+  EXPECT_EQ(
+      Value(m, info,
+            job(2, "kubernetes", "idle/waiter-0", "", "idle", "waiter-0", "main", "", "reserved")),
+      1);
+  EXPECT_EQ(Value(m, claims, {"2", uuid(2), "idle", "reserved", nv, "gpu-2"}), 1);
+  // GPU 3's MIG device: on its GPU, the instance unknown.
+  EXPECT_EQ(Value(m, info,
+                  job(3, "kubernetes", "infer/small-0", "", "infer", "small-0", "triton", "",
+                      "mig-claim")),
+            1);
+  EXPECT_EQ(Value(m, claims, {"3", uuid(3), "infer", "mig-claim", nv, "gpu-3-mig-19-0-1"}), 1);
+  // The IMEX channel is no GPU and no error; gpu-9 is no GPU here: counted.
+  EXPECT_EQ(ErrorCount(m, "dra_device"), 1u);
+  EXPECT_EQ(Value(m, "nodewatch_accelerator_pod_resources_up", {}), 1);
 }
 
 // 100 processes (more than the first array of 64: the INSUFFICIENT_SIZE

@@ -19,8 +19,13 @@
 
 namespace nodewatch::testing {
 
+// A device given to a container: by a device plugin (resource, device_id),
+// or through a ResourceClaim `claim` (in the pod's namespace) as a kubelet
+// 1.31 on names it (driver, dra_device), or as kubelets 1.27-1.30 do, by
+// its CDI device name `cdi` alone (dra_device empty).
 struct FakePodDevice {
   std::string namespace_name, pod, container, resource, device_id;
+  std::string claim{}, driver{}, dra_device{}, cdi{};
 };
 
 class FakePodResourcesServer final : public v1::PodResourcesLister::Service {
@@ -67,6 +72,19 @@ class FakePodResourcesServer final : public v1::PodResourcesLister::Service {
       p->set_namespace_(d.namespace_name);
       v1::ContainerResources* c = p->add_containers();
       c->set_name(d.container);
+      if (!d.claim.empty()) {
+        v1::DynamicResource* dr = c->add_dynamic_resources();
+        dr->set_claim_name(d.claim);
+        dr->set_claim_namespace(d.namespace_name);
+        v1::ClaimResource* r = dr->add_claim_resources();
+        if (!d.dra_device.empty()) {
+          r->set_driver_name(d.driver);
+          r->set_pool_name("node-1");
+          r->set_device_name(d.dra_device);
+        }
+        if (!d.cdi.empty()) r->add_cdi_devices()->set_name(d.cdi);
+        continue;
+      }
       v1::ContainerDevices* cd = c->add_devices();
       cd->set_resource_name(d.resource);
       cd->add_device_ids(d.device_id);

@@ -1528,9 +1528,9 @@ TEST(AmdgpuCollector, JobsFromKfdProcesses) {
   const std::string u0 = "amd-4f8a2c1e9b3d7065", u1 = "amd-71b6c2d8e04f9a35";
   const std::string info = "nodewatch_accelerator_job_info";
   // accelerator, uuid, scheduler, job_id, step, namespace, pod, container, gpu_instance
-  EXPECT_EQ(Value(sink, info, {"0", u0, "slurm", "77", "0", "", "", "", ""}), 1);
-  EXPECT_EQ(Value(sink, info, {"0", u0, "slurm", "78", "batch", "", "", "", ""}), 1);
-  EXPECT_EQ(Value(sink, info, {"1", u1, "slurm", "78", "batch", "", "", "", ""}), 1);
+  EXPECT_EQ(Value(sink, info, {"0", u0, "slurm", "77", "0", "", "", "", "", ""}), 1);
+  EXPECT_EQ(Value(sink, info, {"0", u0, "slurm", "78", "batch", "", "", "", "", ""}), 1);
+  EXPECT_EQ(Value(sink, info, {"1", u1, "slurm", "78", "batch", "", "", "", "", ""}), 1);
   double v = 0;
   EXPECT_FALSE(sink.get(info, {"1", u1, "slurm", "77", "0", "", "", "", ""}, &v));
   EXPECT_EQ(Value(sink, "nodewatch_accelerator_processes", {"0", u0}), 2);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "accelerator/dra.hpp"
 #include "accelerator/jobs.hpp"
 
 namespace nodewatch::accelerator {
@@ -266,6 +267,67 @@ TEST(JobsDevice, BoundedLargestFirst) {
   EXPECT_EQ(d.jobs.front().job_id, "1019");
   EXPECT_EQ(d.jobs.back().job_id, "1012");
   EXPECT_EQ(device_jobs_from(ps, owners, {}, 0).omitted, 20u);
+}
+
+// The DRA drivers' device names (dra.hpp, with the versions they come from).
+TEST(Dra, NvidiaAndAmdDeviceNamesNameTheirGpus) {
+  using dra::GpuRef;
+  EXPECT_EQ(dra::gpu_of("gpu.nvidia.com", "gpu-3"), (GpuRef{"nvidia", 3, false}));
+  EXPECT_EQ(dra::gpu_of("gpu.nvidia.com", "gpu-0-mig-19-0-1"), (GpuRef{"nvidia", 0, true}));
+  EXPECT_EQ(dra::gpu_of("gpu.nvidia.com", "gpu-7-mig-1g10gb-19-6"), (GpuRef{"nvidia", 7, true}));
+  EXPECT_EQ(dra::gpu_of("gpu.amd.com", "gpu-2-130"), (GpuRef{"amd", 2, false}));
+  // Not GPUs nodewatch reads, or not names of these forms.
+  EXPECT_FALSE(dra::gpu_of("gpu.nvidia.com", "gpu-vfio-1"));
+  EXPECT_FALSE(dra::gpu_of("compute-domain.nvidia.com", "channel-0"));
+  EXPECT_FALSE(dra::gpu_of("gpu.nvidia.com", "gpu-"));
+  EXPECT_FALSE(dra::gpu_of("gpu.nvidia.com", "gpu-1-"));
+  EXPECT_FALSE(dra::gpu_of("gpu.nvidia.com", "gpu-99999999"));
+  EXPECT_FALSE(dra::gpu_of("gpu.amd.com", "gpu-2"));
+  EXPECT_FALSE(dra::gpu_of("gpu.amd.com", "gpu-2-x"));
+  EXPECT_FALSE(dra::gpu_of("gpu.example.com", "gpu-0"));
+}
+
+TEST(Dra, CdiNamesOfOldKubeletsGiveTheDriverAndDevice) {
+  using P = std::pair<std::string, std::string>;
+  EXPECT_EQ(dra::from_cdi_name("k8s.gpu.nvidia.com/device=gpu-0"), (P{"gpu.nvidia.com", "gpu-0"}));
+  EXPECT_EQ(
+      dra::from_cdi_name("k8s.gpu.nvidia.com/claim=0f6a4c1e-93a4-4c55-8d2b-0e2a7b5c9d11-gpu-2"),
+      (P{"gpu.nvidia.com", "gpu-2"}));
+  EXPECT_EQ(
+      dra::from_cdi_name("k8s.gpu.amd.com/gpu=0f6a4c1e-93a4-4c55-8d2b-0e2a7b5c9d11-gpu-1-129"),
+      (P{"gpu.amd.com", "gpu-1-129"}));
+  EXPECT_FALSE(dra::from_cdi_name("k8s.gpu.amd.com/gpu=common"));
+  EXPECT_FALSE(dra::from_cdi_name("nvidia.com/gpu=0"));  // the device plugin's CDI, not DRA's
+  EXPECT_FALSE(dra::from_cdi_name("k8s.gpu.nvidia.com/device"));
+  EXPECT_FALSE(dra::from_cdi_name(""));
+}
+
+TEST(Dra, TheDriversInformationFileGivesTheDeviceMinor) {
+  // /proc/driver/nvidia/gpus/0000:18:00.0/information, driver 550.
+  EXPECT_EQ(dra::nvidia_device_minor("Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 0\n"
+                                     "Bus Location: \t 0000:18:00.0\nDevice Minor: \t 5\n"
+                                     "GPU Excluded:\t No\n"),
+            5u);
+  EXPECT_FALSE(dra::nvidia_device_minor("Model: x\nDevice Minor: \t \n"));
+  EXPECT_FALSE(dra::nvidia_device_minor("Device Minor: -1\n"));
+  EXPECT_FALSE(dra::nvidia_device_minor(""));
+}
+
+// A claim shared by two pods: each named, the memory neither's.
+TEST(Jobs, ASharedClaimNamesEveryPodAndGuessesNoMemory) {
+  std::vector<DeviceProcess> ps = {{100, 4096.0, std::nullopt}};
+  std::vector<std::optional<JobOwner>> owners = {std::nullopt};
+  std::vector<PodAssignment> as = {{"infer", "a", "triton", std::nullopt, "shared"},
+                                   {"infer", "b", "triton", std::nullopt, "shared"}};
+  const DeviceJobs j = device_jobs_from(ps, owners, as, 8);
+  ASSERT_EQ(j.jobs.size(), 3u);
+  EXPECT_EQ(j.jobs[0].scheduler, "unknown");
+  EXPECT_EQ(j.jobs[0].memory_used_bytes, 4096.0);
+  EXPECT_EQ(j.jobs[1].pod, "a");
+  EXPECT_EQ(j.jobs[1].claim, "shared");
+  EXPECT_FALSE(j.jobs[1].memory_used_bytes);
+  EXPECT_EQ(j.jobs[2].pod, "b");
+  EXPECT_EQ(j.jobs[2].claim, "shared");
 }
 
 }  // namespace

@@ -389,7 +389,8 @@ TEST(NvmlTest, EightGpusExportEverySeriesWithTheirValues) {
   // Every family but those that other scenarios produce (XID events; the
   // sampled throughput, only without byte counters; MIG instances; fabric;
   // unrepairable memory, of R590 drivers;
-  // jobs, which need processes: tests/integration/jobs_cgroup_test.cpp)
+  // jobs and claims, which need processes or a kubelet:
+  // tests/integration/jobs_cgroup_test.cpp)
   // or an option (the per-link C2C bytes).
   const std::string text = again.render();
   for (const MetricDesc& d : accelerator_metric_table().descs()) {
@@ -399,6 +400,7 @@ TEST(NvmlTest, EightGpusExportEverySeriesWithTheirValues) {
         d.name.rfind("nodewatch_accelerator_fabric_", 0) == 0 ||
         d.name == "nodewatch_accelerator_memory_unrepairable" ||  // R590 on
         d.name == "nodewatch_accelerator_job_info" ||
+        d.name == "nodewatch_accelerator_claim_pods" ||
         d.name == "nodewatch_accelerator_process_memory_used_bytes" ||
         d.name.rfind("nodewatch_accelerator_pod_resources_", 0) == 0 ||
         d.name == "nodewatch_accelerator_c2c_link_bytes_total")

@@ -322,15 +322,18 @@ TEST(PodResourcesWire, AnswersRoundTripAndTheirBoundsAreKept) {
   namespace wire = pod_resources_wire;
   PodResourcesClient::Answer a;
   a.ok = true;
-  a.devices = {{"train", "llama\t0", "trainer", "nvidia.com/gpu", "GPU-1"},
-               {"infer", "server-0", "triton", "nvidia.com/mig-1g.10gb", "MIG-2"}};
+  a.devices = {
+      {"train", "llama\t0", "trainer", "nvidia.com/gpu", "GPU-1"},
+      {"infer", "server-0", "triton", "nvidia.com/mig-1g.10gb", "MIG-2"},
+      {"train", "bert-0", "main", "", "", "train", "bert-gpus", "gpu.nvidia.com", "gpu-3"}};
   std::string why;
   auto back = wire::decode_answer(wire::encode_answer(a), &why);
   ASSERT_TRUE(back) << why;
   EXPECT_TRUE(back->ok);
-  ASSERT_EQ(back->devices.size(), 2u);
+  ASSERT_EQ(back->devices.size(), 3u);
   EXPECT_EQ(back->devices[0].pod, "llama 0");  // a tab is no separator
   EXPECT_EQ(back->devices[1], a.devices[1]);
+  EXPECT_EQ(back->devices[2], a.devices[2]);  // a claim's device
   PodResourcesClient::Answer none;
   none.ok = true;
   back = wire::decode_answer(wire::encode_answer(none), &why);
@@ -344,11 +347,12 @@ TEST(PodResourcesWire, AnswersRoundTripAndTheirBoundsAreKept) {
   EXPECT_EQ(back->error, failed.error);
 
   std::string many = "ok";
-  for (int i = 0; i <= 4096; ++i) many += "\na\tb\tc\td\te";
+  for (int i = 0; i <= 4096; ++i) many += "\na\tb\tc\td\te\t\t\t\t";
   EXPECT_FALSE(wire::decode_answer(many, &why));
   EXPECT_NE(why.find("more than 4096"), std::string::npos) << why;
-  EXPECT_FALSE(wire::decode_answer("ok\n" + std::string(254, 'x') + "\tb\tc\td\te", &why));
+  EXPECT_FALSE(wire::decode_answer("ok\n" + std::string(254, 'x') + "\tb\tc\td\te\t\t\t\t", &why));
   EXPECT_FALSE(wire::decode_answer("ok\na\tb", &why));
+  EXPECT_FALSE(wire::decode_answer("ok\na\tb\tc\td\te", &why));  // five: the old frames
   EXPECT_FALSE(wire::decode_answer("maybe", &why));
   EXPECT_EQ(wire::decode_request(wire::encode_request(1500ms)), 1500ms);
   EXPECT_FALSE(wire::decode_request("list -1"));
