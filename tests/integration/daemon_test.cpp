@@ -219,18 +219,29 @@ TEST(DaemonTest, ExitsWithinFiveSecondsWithAThreadStuckInADriverCall) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
 }
 
-TEST(DaemonTest, SocketActivation) {
-  TempDir dir;
-  auto config = dir.write("nodewatch.toml", "");
-  int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+// A TCP socket bound to a free loopback port (-1 when it cannot be), and the port.
+int LoopbackSocket(std::uint16_t* port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(lfd, 16), 0);
   socklen_t len = sizeof(addr);
-  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);
-  auto port = ntohs(addr.sin_port);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
+TEST(DaemonTest, SocketActivation) {
+  TempDir dir;
+  auto config = dir.write("nodewatch.toml", "");
+  std::uint16_t port = 0;
+  int lfd = LoopbackSocket(&port);
+  ASSERT_GE(lfd, 0);
+  ASSERT_EQ(::listen(lfd, 16), 0);
   DaemonProcess::Options o;
   // The configured address would fail to bind if it were used.
   o.args = {"--config", config.string(),  "--listen", "203.0.113.1:1",
@@ -257,14 +268,9 @@ TEST(DaemonTest, SocketActivationBySystemdSocketActivate) {
   TempDir dir;
   auto config = dir.write("nodewatch.toml", "");
   // A free port: bound, read, closed.
-  int probe = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  ::getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len);
-  const auto port = ntohs(addr.sin_port);
+  std::uint16_t port = 0;
+  const int probe = LoopbackSocket(&port);
+  ASSERT_GE(probe, 0);
   ::close(probe);
   DaemonProcess::Options o;
   o.program = activate;
