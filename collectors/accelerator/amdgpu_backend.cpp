@@ -202,6 +202,7 @@ class AmdgpuBackend final : public Backend {
     d.up = std::all_of(gpus.begin(), gpus.end(),
                        [](const PciFunction& f) { return f.driver == "amdgpu"; });
     d.state = d.up ? kAmdStates[0] : kAmdStates[1];
+    if (!known_) return d;  // no AMD GPU: no look at the module
     if (std::optional<std::string> v = module_version(sys_, "amdgpu")) module_ = std::move(*v);
     d.module_version = module_;
     return d;

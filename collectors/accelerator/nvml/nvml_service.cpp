@@ -40,6 +40,9 @@ class NvmlBackend final : public Backend {
     for (std::string_view s : kNvidiaStates)
       if (s == o.state) d.state = s;
     if (!o.library_version.empty() || o.state == "library_missing") library_ = o.library_version;
+    // The module only where there is a driver to speak of: a node without
+    // NVIDIA pays no look at it.
+    if (!known_) return d;
     if (std::optional<std::string> v = module_version(sys, "nvidia")) module_ = std::move(*v);
     d.library_version = library_;
     d.module_version = module_;
