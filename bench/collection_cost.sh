@@ -24,7 +24,9 @@
 #                three collections): the cost of a collection that finds
 #                nothing, against the floor of
 #                anything done every 100 ms (one wake-up from idle, alone and
-#                with a hand-off to a second thread: read_floor --wakes);
+#                with a hand-off to a second thread: read_floor --wakes) and
+#                of a look that finds nothing (one wake-up and one failed
+#                openat under /sys/class, the first thing after it);
 #                and the three beside this host's other default collectors
 #                (two daemons side by side, with and without them, every
 #                collector at 100 ms; their difference per empty
@@ -33,6 +35,12 @@
 #   host         every default collector at 1 s on this machine's own /proc
 #                and /sys, in % of one core; node_exporter with its default
 #                collectors scraped once a second, in the same units.
+#
+# The storage and interconnect cases give nodewatch's cost twice: its
+# collections alone, as it runs when nobody scrapes it, and its whole
+# process scraped once a second as node_exporter is (collections and
+# scrapes: what the node pays under Prometheus), each against
+# node_exporter's scrape.
 #
 # With --before, a second nodewatchd (an earlier build) runs each case side
 # by side with the first, on the same files at the same time, and each
@@ -223,6 +231,9 @@ measure() {
       curl -s -o /dev/null --max-time 5 -H 'Accept-Encoding: gzip' "http://127.0.0.1:$ne_port/metrics" &&
         scrapes=$((scrapes + 1))
     fi
+    if [[ -n ${scrape_nw:-} ]]; then
+      curl -s -o /dev/null --max-time 5 -H 'Accept-Encoding: gzip' "http://127.0.0.1:$nw_port/metrics" || true
+    fi
     sleep 1
   done
   elapsed_ns=$(($(now_ns) - t0))
@@ -269,8 +280,8 @@ emit "node_exporter: $("$NODE_EXPORTER" --version 2>&1 | head -n 1)"
 [[ -z $before ]] || emit "before: $before ($("$before" --version 2>/dev/null | head -n 1))"
 emit "$(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg) at start; $seconds s per case"
 emit ""
-emit "| case | nodewatch µs/collection | series | node_exporter µs/scrape | series | node_exporter ÷ nodewatch | floor µs | nodewatch ÷ floor | before µs/collection | nodewatch ÷ before |"
-emit "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+emit "| case | nodewatch µs/collection | series | node_exporter µs/scrape | series | node_exporter ÷ nodewatch | nodewatch µs/collection, scraped too | node_exporter ÷ that | floor µs | nodewatch ÷ floor | before µs/collection | nodewatch ÷ before |"
+emit "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 
 run_case_device() {
   local name=$1 collector=$2 nw_prefix=$3 ne_prefix=$4 floor_list=$5 ne_args=$6
@@ -289,12 +300,21 @@ run_case_device() {
   collections=$(awk -v e="$elapsed_ns" 'BEGIN { printf "%d", e / 1e9 + 0.5 }')
   per_nw=$(us "$nw_cpu_ns" "$collections")
   [[ -z $bf_pid ]] || per_bf=$(us "$bf_cpu_ns" "$collections")
+  local per_scraped="-" vs_scraped="-"
   if [[ -n $ne_pid ]]; then
     per_ne=$(us "$ne_cpu_ns" "$scrapes")
     vs_ne=$(ratio "$per_ne" "$per_nw")
+    # Both: nodewatch's collections alone (nobody scrapes it), and its
+    # whole cost to the node when it is scraped as node_exporter is, once
+    # a second with gzip: its collections and its scrapes of the same
+    # series (the figure a whole-process measure of a scraped daemon gives).
+    scrape_nw=1 measure
+    collections=$(awk -v e="$elapsed_ns" 'BEGIN { printf "%d", e / 1e9 + 0.5 }')
+    per_scraped=$(us "$nw_cpu_ns" "$collections")
+    vs_scraped=$(ratio "$(us "$ne_cpu_ns" "$scrapes")" "$per_scraped")
   fi
   floor_ns=$("$floor" <"$floor_list" | awk '{ print $(NF - 4) }')
-  emit "| $name | $per_nw | $nw_series | $per_ne | $ne_series | $vs_ne | $(us "$floor_ns" 1) | $(ratio "$per_nw" "$(us "$floor_ns" 1)") | $per_bf | $(ratio "$per_nw" "$per_bf") |"
+  emit "| $name | $per_nw | $nw_series | $per_ne | $ne_series | $vs_ne | $per_scraped | $vs_scraped | $(us "$floor_ns" 1) | $(ratio "$per_nw" "$(us "$floor_ns" 1)") | $per_bf | $(ratio "$per_nw" "$per_bf") |"
   stop_all
 }
 
@@ -351,8 +371,11 @@ if [[ -z $only || $only == empty ]]; then
   emit ""
   emit "The floor at 100 ms (read_floor --wakes): one wake-up $(us "$wake_ns" 1) µs, with a hand-off $(us "$handoff_ns" 1) µs; one look that finds nothing (a failed openat under /sys/class), the first thing after a wake, $(us "$look_ns" 1) µs."
   emit ""
-  emit "| collection that finds nothing (100 ms interval) | µs/collection | ÷ one wake ($(us "$wake_ns" 1) µs) | ÷ wake and hand-off ($(us "$handoff_ns" 1) µs) | before µs/collection | ÷ before |"
-  emit "| --- | ---: | ---: | ---: | ---: | ---: |"
+  # The floor of a collection that looks once and finds nothing: a wake-up
+  # and one look, the least any collector does at its interval.
+  wake_look_ns=$((wake_ns + look_ns))
+  emit "| collection that finds nothing (100 ms interval) | µs/collection | ÷ one wake ($(us "$wake_ns" 1) µs) | ÷ wake and hand-off ($(us "$handoff_ns" 1) µs) | ÷ wake and one look ($(us "$wake_look_ns" 1) µs) | before µs/collection | ÷ before |"
+  emit "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
   # empty_row LABEL NAME CONFIG COLLECTORS: measures a daemon with CONFIG,
   # whose COLLECTORS collectors are all due every 100 ms (one wake-up for
   # all of them), and emits its row, per collection.
@@ -364,7 +387,7 @@ if [[ -z $only || $only == empty ]]; then
     collections=$(awk -v e="$elapsed_ns" -v k="$n" 'BEGIN { printf "%d", k * (e / 1e8) + 0.5 }')
     per=$(awk -v c="$nw_cpu_ns" -v n="$collections" 'BEGIN { printf "%d", c / n }')
     [[ -z $bf_pid ]] || per_bf=$(awk -v c="$bf_cpu_ns" -v n="$collections" 'BEGIN { printf "%d", c / n }')
-    emit "| $label | $(us "$per" 1) | $(ratio "$per" "$wake_ns") | $(ratio "$per" "$handoff_ns") | $([[ $per_bf == - ]] && echo - || us "$per_bf" 1) | $(ratio "$per" "$per_bf") |"
+    emit "| $label | $(us "$per" 1) | $(ratio "$per" "$wake_ns") | $(ratio "$per" "$handoff_ns") | $(ratio "$per" "$wake_look_ns") | $([[ $per_bf == - ]] && echo - || us "$per_bf" 1) | $(ratio "$per" "$per_bf") |"
     stop_all
   }
   extra=([top]="[nvml]
@@ -416,7 +439,7 @@ library = \"$tmp/none/libnvidia-ml.so.1\"" [textfile]="directory = \"$fx/textfil
       kill "$sampler" "$sampler2" 2>/dev/null || true
       wait "$sampler" "$sampler2" 2>/dev/null || true
       rounds=$(awk -v e="$elapsed_ns" 'BEGIN { printf "%d", e / 1e8 + 0.5 }')
-      emit "| $label | $(us $((nw_cpu_ns - bf_cpu_ns)) $((3 * rounds))) | $(ratio $(((nw_cpu_ns - bf_cpu_ns) / (3 * rounds))) "$wake_ns") | $(ratio $(((nw_cpu_ns - bf_cpu_ns) / (3 * rounds))) "$handoff_ns") | - | - |"
+      emit "| $label | $(us $((nw_cpu_ns - bf_cpu_ns)) $((3 * rounds))) | $(ratio $(((nw_cpu_ns - bf_cpu_ns) / (3 * rounds))) "$wake_ns") | $(ratio $(((nw_cpu_ns - bf_cpu_ns) / (3 * rounds))) "$handoff_ns") | $(ratio $(((nw_cpu_ns - bf_cpu_ns) / (3 * rounds))) "$wake_look_ns") | - | - |"
       # Mean of a collector's samples in a file, in µs ("-" when none).
       mean_of() {
         awk -v want="$1" '{ match($1, /collector="[a-z]+"/); c = substr($1, RSTART + 11, RLENGTH - 12)
@@ -434,7 +457,7 @@ library = \"$tmp/none/libnvidia-ml.so.1\"" [textfile]="directory = \"$fx/textfil
       own+="mean $mean"
       pcie_first=$(mean_of pcie "$tmp/durations-without-$bin_n")
       pcie_after=$(mean_of pcie "$tmp/durations-$bin_n")
-      emit "| ${label%% (*}: each one's own time on the worker (duration gauge; $own µs; pcie $pcie_first µs first after the wake-up, $pcie_after µs after the accelerator; the accelerator, first after the wake-up, ÷ one look first after a wake: $([[ $acc == - ]] && echo - || ratio "$(awk -v m="$acc" 'BEGIN { printf "%d", m * 1000 }')" "$look_ns")) | $mean | $(ratio "$(awk -v m="$mean" 'BEGIN { printf "%d", m * 1000 }')" "$wake_ns") | - | - | - |"
+      emit "| ${label%% (*}: each one's own time on the worker (duration gauge; $own µs; pcie $pcie_first µs first after the wake-up, $pcie_after µs after the accelerator; the accelerator, first after the wake-up, ÷ one look first after a wake: $([[ $acc == - ]] && echo - || ratio "$(awk -v m="$acc" 'BEGIN { printf "%d", m * 1000 }')" "$look_ns")) | $mean | $(ratio "$(awk -v m="$mean" 'BEGIN { printf "%d", m * 1000 }')" "$wake_ns") | - | - | - | - |"
       bin_n=$((bin_n + 1))
       stop_all
     }
