@@ -1,4 +1,5 @@
 #include "config.hpp"
+#include "toml_guard.hpp"
 
 #include "nodewatch/fs_helper.hpp"
 
@@ -245,6 +246,11 @@ ConfigResult parse_config(std::string_view text, std::string_view file,
   if (text.size() > kMaxConfigBytes) {
     result.errors.push_back(ConfigError{
         file_s, 0, 0, "", "file is larger than " + std::to_string(kMaxConfigBytes) + " bytes"});
+    return result;
+  }
+  if (const auto bad = unsafe_toml_text(text)) {
+    result.errors.push_back(ConfigError{file_s, static_cast<int>(bad->line),
+                                        static_cast<int>(bad->column), "", bad->message});
     return result;
   }
   toml::table root;

@@ -1,4 +1,5 @@
 #include "expect.hpp"
+#include "toml_guard.hpp"
 
 #include "nodewatch/fs_helper.hpp"
 #include "nodewatch/text.hpp"
@@ -336,6 +337,11 @@ Expectations read_expectations(OptionReader& r, const std::string& config_file,
 Expectations parse_expect_file(std::string_view text, const std::string& file,
                                std::vector<ConfigError>* errors) {
   Expectations e;
+  if (const auto bad = unsafe_toml_text(text)) {
+    errors->push_back(ConfigError{file, static_cast<int>(bad->line), static_cast<int>(bad->column),
+                                  "", bad->message});
+    return e;
+  }
   toml::table root;
   try {
     root = toml::parse(text, file);

@@ -32,6 +32,13 @@
 
 #include <mutex>
 
+// toml++'s implementation as Debian builds libtomlplusplus, with its
+// assertions off (NDEBUG): its parser asserts preconditions that its error
+// paths then handle. tests/fuzz/regressions/config/ holds the one found:
+// "[." opening a table header aborts 3.3.0's parse_key in a debug build,
+// where the library as shipped answers "expected bare key starting
+// character".
+#define TOML_ASSERT(expr) static_cast<void>(0)
 #define TOML_IMPLEMENTATION 1
 #include <toml++/toml.h>
 

@@ -14,6 +14,7 @@
 #include "config.hpp"
 #include "support/daemon_process.hpp"
 #include "support/paths.hpp"
+#include "toml_guard.hpp"
 
 namespace nodewatch {
 namespace {
@@ -542,6 +543,30 @@ TEST(ConfigTest, ShippedFileShowsKeysWithTheirDefaults) {
   // The file shows something of every collector.
   for (const CollectorSpec& spec : builtin_collectors())
     EXPECT_TRUE(shown["collectors"][spec.name].is_table()) << spec.name;
+}
+
+// What toml++ 3.3.0 must not read (daemon/toml_guard.hpp): non-ASCII
+// outside strings and comments, and right after a line-ending backslash.
+TEST(TomlGuard, NonAsciiOnlyWhereTomlAllowsIt) {
+  for (std::string_view ok :
+       {"a = \"é\" # é\n", "a = 'é'\n", "a = \"\"\"é\n\\\n  x é\"\"\"\n", "a = '''é'''\n",
+        "a = \"\\\"é\"\n", "a = \"\"\"x\"\"\"\"\"\nb = 1\n", "# only é\n"})
+    EXPECT_FALSE(unsafe_toml_text(ok)) << ok;
+  const auto key = unsafe_toml_text("a = 1\n[é]\n");
+  ASSERT_TRUE(key);
+  EXPECT_EQ(key->line, 2u);
+  EXPECT_EQ(key->column, 2u);
+  EXPECT_TRUE(unsafe_toml_text("a = 1é\n"));
+  EXPECT_TRUE(unsafe_toml_text("a = \"x\" é\n"));
+  const auto trimmed = unsafe_toml_text("a = \"\"\"x\\\n\n   é\"\"\"\n");
+  ASSERT_TRUE(trimmed);
+  EXPECT_EQ(trimmed->line, 3u);
+  EXPECT_EQ(trimmed->column, 4u);
+  // Through the configuration: an error with its place, not toml++'s UB.
+  const ConfigResult r = parse_config("[collectors.accélérateur]\n", "x.toml", {});
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].line, 1);
+  EXPECT_NE(r.errors[0].message.find("non-ASCII"), std::string::npos);
 }
 
 }  // namespace
