@@ -248,20 +248,9 @@ ConfigResult parse_config(std::string_view text, std::string_view file,
         file_s, 0, 0, "", "file is larger than " + std::to_string(kMaxConfigBytes) + " bytes"});
     return result;
   }
-  if (const auto bad = unsafe_toml_text(text)) {
-    result.errors.push_back(ConfigError{file_s, static_cast<int>(bad->line),
-                                        static_cast<int>(bad->column), "", bad->message});
-    return result;
-  }
-  toml::table root;
-  try {
-    root = toml::parse(text, file);
-  } catch (const toml::parse_error& e) {
-    result.errors.push_back(ConfigError{file_s, static_cast<int>(e.source().begin.line),
-                                        static_cast<int>(e.source().begin.column), "",
-                                        std::string(e.description())});
-    return result;
-  }
+  std::optional<toml::table> parsed = parse_toml_text(text, file_s, &result.errors);
+  if (!parsed) return result;
+  const toml::table& root = *parsed;
 
   Config cfg;
   cfg.source = file_s;

@@ -337,20 +337,9 @@ Expectations read_expectations(OptionReader& r, const std::string& config_file,
 Expectations parse_expect_file(std::string_view text, const std::string& file,
                                std::vector<ConfigError>* errors) {
   Expectations e;
-  if (const auto bad = unsafe_toml_text(text)) {
-    errors->push_back(ConfigError{file, static_cast<int>(bad->line), static_cast<int>(bad->column),
-                                  "", bad->message});
-    return e;
-  }
-  toml::table root;
-  try {
-    root = toml::parse(text, file);
-  } catch (const toml::parse_error& err) {
-    errors->push_back(ConfigError{file, static_cast<int>(err.source().begin.line),
-                                  static_cast<int>(err.source().begin.column), "",
-                                  std::string(err.description())});
-    return e;
-  }
+  std::optional<toml::table> parsed = parse_toml_text(text, file, errors);
+  if (!parsed) return e;
+  const toml::table& root = *parsed;
   OptionReader top(root, "", file, errors);
   OptionReader r = top.sub("expect");
   if (r.table().contains("file")) {

@@ -97,4 +97,21 @@ std::optional<TomlTextProblem> unsafe_toml_text(std::string_view text) {
   return std::nullopt;
 }
 
+std::optional<toml::table> parse_toml_text(std::string_view text, const std::string& file,
+                                           std::vector<ConfigError>* errors) {
+  if (const auto bad = unsafe_toml_text(text)) {
+    errors->push_back(ConfigError{file, static_cast<int>(bad->line), static_cast<int>(bad->column),
+                                  "", bad->message});
+    return std::nullopt;
+  }
+  try {
+    return toml::parse(text, file);
+  } catch (const toml::parse_error& e) {
+    errors->push_back(ConfigError{file, static_cast<int>(e.source().begin.line),
+                                  static_cast<int>(e.source().begin.column), "",
+                                  std::string(e.description())});
+    return std::nullopt;
+  }
+}
+
 }  // namespace nodewatch

@@ -9,10 +9,15 @@
 // non-ASCII only in strings and comments, so refusing it elsewhere refuses
 // no valid file but the one rare form, which gets an error that says so.
 
+#include <toml++/toml.h>
+
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "nodewatch/options.hpp"
 
 namespace nodewatch {
 
@@ -24,5 +29,11 @@ struct TomlTextProblem {
 
 // The first place in `text` that toml++ must not read; nullopt when none.
 std::optional<TomlTextProblem> unsafe_toml_text(std::string_view text);
+
+// The configuration's and the expect file's one way in: `text` checked,
+// then parsed; nullopt, with the error (file, line, column) added to
+// `errors`, when it is refused or is not TOML.
+std::optional<toml::table> parse_toml_text(std::string_view text, const std::string& file,
+                                           std::vector<ConfigError>* errors);
 
 }  // namespace nodewatch
