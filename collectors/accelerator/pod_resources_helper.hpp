@@ -18,12 +18,11 @@
 //
 // Not thread-safe: one watcher thread calls it.
 
-#include <chrono>
-#include <cstdint>
 #include <memory>
 #include <string>
 
 #include "accelerator/pod_resources.hpp"
+#include "nodewatch/helper_process.hpp"
 
 namespace nodewatch::accelerator {
 
@@ -33,12 +32,7 @@ std::string default_pod_resources_helper();
 
 // What outlives one client: the watcher makes a new client after every
 // failed call (a fresh channel), and the backoff must not start over.
-struct PodResourcesHelperState {
-  std::uint64_t starts = 0;    // helpers started
-  std::uint64_t restarts = 0;  // helpers killed or lost, to be started again
-  std::chrono::steady_clock::duration backoff = std::chrono::seconds(1);
-  std::chrono::steady_clock::time_point next_start{};
-};
+struct PodResourcesHelperState : HelperBackoff {};
 
 // `helper`: the executable; `socket`: the kubelet's; `state`: shared with
 // the clients before and after this one (null: its own).

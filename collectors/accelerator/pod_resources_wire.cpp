@@ -12,14 +12,6 @@ constexpr std::size_t kDeviceFields = 9;
 
 }  // namespace
 
-std::string frame(std::string_view payload) {
-  std::string out(4, '\0');
-  const auto n = static_cast<std::uint32_t>(payload.size());
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-  out.append(payload);
-  return out;
-}
-
 std::string encode_request(std::chrono::milliseconds timeout) {
   return "list " + std::to_string(timeout.count());
 }

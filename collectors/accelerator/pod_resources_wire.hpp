@@ -3,16 +3,13 @@
 // (nwd-pod-resources, pod_resources_helper.hpp), which holds the gRPC
 // client so that the daemon links no gRPC, protobuf or absl.
 //
-// Each frame is a 32-bit length (little-endian) and that many bytes, at
-// most kMaxFrameBytes. A request is "list <timeout in ms>". An answer is
-// text: a first line "ok" or "error <message>", then for an ok one line
-// per device assignment, its nine fields (namespace, pod, container,
-// resource, device id; then for a device of a ResourceClaim the claim's
-// namespace and name, the DRA driver and the device, else four empty
-// fields) separated by tabs. The helper bounds what it sends
-// (the gRPC client's bounds: 1 MiB messages, 4,096 assignments, 253 bytes a
-// field); the daemon checks every frame again and refuses one that breaks
-// them.
+// Each frame (nodewatch/helper_process.hpp) is at most kMaxFrameBytes. A request is "list <timeout
+// in ms>". An answer is text: a first line "ok" or "error <message>", then for an ok one line per
+// device assignment, its nine fields (namespace, pod, container, resource, device id; then for a
+// device of a ResourceClaim the claim's namespace and name, the DRA driver and the device, else
+// four empty fields) separated by tabs. The helper bounds what it sends (the gRPC client's bounds:
+// 1 MiB messages, 4,096 assignments, 253 bytes a field); the daemon checks every frame again and
+// refuses one that breaks them.
 
 #include <chrono>
 #include <cstddef>
@@ -27,9 +24,6 @@ namespace nodewatch::accelerator::pod_resources_wire {
 inline constexpr std::size_t kMaxFrameBytes = std::size_t{2} << 20;
 inline constexpr std::size_t kMaxDevices = 4096;
 inline constexpr std::size_t kMaxFieldBytes = 253;
-
-// The frame of `payload`: its length, then it.
-std::string frame(std::string_view payload);
 
 std::string encode_request(std::chrono::milliseconds timeout);
 // The timeout a request asks for; nullopt for anything else.
