@@ -9,6 +9,7 @@
 #include "kernel/kernel_metrics.hpp"
 #include "nodewatch/fs_helper.hpp"
 #include "nodewatch/options.hpp"
+#include "nodewatch/state_file.hpp"
 
 namespace nodewatch {
 namespace kernel {
@@ -16,24 +17,6 @@ namespace {
 
 bool absolute(const std::string& p) {
   return !p.empty() && p[0] == '/';
-}
-
-// Why the state cannot be kept at `path`, or "". It is renamed over its
-// path: a device, a FIFO or a link there would be replaced by a regular
-// file. Asked through a helper: a state directory on a hung mount costs
-// the configuration's check a timeout, never a hang.
-std::string state_path_problem(const std::string& path) {
-  helper::OperatorPath at = helper::stat_operator_path(path, /*follow_links=*/false);
-  if (!at.answered) return path + ": " + at.error;
-  const mode_t m = at.info.mode;
-  if (at.err != 0 || S_ISREG(m)) return {};
-  const char* what = S_ISDIR(m)                 ? "a directory"
-                     : S_ISLNK(m)               ? "a symbolic link"
-                     : S_ISCHR(m) || S_ISBLK(m) ? "a device"
-                     : S_ISFIFO(m)              ? "a FIFO"
-                     : S_ISSOCK(m)              ? "a socket"
-                                                : "something else";
-  return path + " is " + what + ", not a regular file: the state would be written over it";
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "nodewatch/state_file.hpp"
 #include "nodewatch/unique_fd.hpp"
 
 namespace nodewatch::kernel {
@@ -133,45 +134,7 @@ std::optional<KernelState> parse_state(std::string_view text, std::string* why) 
 }
 
 int write_state_file(const std::string& path, const KernelState& state) {
-  const std::string text = serialize_state(state);
-  std::string dir = path.substr(0, path.rfind('/') == std::string::npos ? 0 : path.rfind('/'));
-  if (dir.empty()) dir = path.rfind('/') == 0 ? "/" : ".";
-  // Never over a device, a FIFO, a link or a directory (/dev/null named by
-  // mistake would become a regular file for the whole node); looked at
-  // first, so that such a path costs no temporary file at each save.
-  struct ::stat st {};
-  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return EEXIST;
-  // A temporary name of this write's own (mkostemp: O_EXCL), so that two
-  // writers of one path (a daemon and a --once beside it) never write into
-  // the same temporary file: each renames a whole state into place.
-  std::string tmp;
-  auto open_tmp = [&] {
-    tmp = path + ".XXXXXX";
-    return UniqueFd(::mkostemp(tmp.data(), O_CLOEXEC));
-  };
-  UniqueFd fd = open_tmp();
-  // Under systemd the unit's StateDirectory= makes the directory; run by
-  // hand, the daemon makes its last component (never more: a missing
-  // /var/lib is not ours to make).
-  if (fd.get() < 0 && errno == ENOENT && ::mkdir(dir.c_str(), 0755) == 0) fd = open_tmp();
-  if (fd.get() < 0) return errno;
-  auto fail = [&](int err) {
-    ::unlink(tmp.c_str());
-    return err;
-  };
-  if (::fchmod(fd.get(), 0644) != 0) return fail(errno);
-  std::size_t done = 0;
-  while (done < text.size()) {
-    ssize_t w = ::write(fd.get(), text.data() + done, text.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return fail(w < 0 ? errno : EIO);
-    done += static_cast<std::size_t>(w);
-  }
-  if (::fsync(fd.get()) != 0 || fd.close() != 0) return fail(errno);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail(errno);
-  UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (d.get() >= 0) ::fsync(d.get());
-  return 0;
+  return write_state_text(path, serialize_state(state));
 }
 
 }  // namespace nodewatch::kernel
