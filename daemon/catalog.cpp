@@ -5,6 +5,7 @@
 
 #include "accelerator/accelerator_collector.hpp"
 #include "app.hpp"
+#include "bmc/bmc_collector.hpp"
 #include "imex/imex_collector.hpp"
 #include "interconnect/interconnect_collector.hpp"
 #include "kernel/kernel_collector.hpp"
@@ -22,7 +23,7 @@ std::span<const CollectorSpec> builtin_collectors() {
       accelerator_collector_spec(),  pcie_collector_spec(),    nic_collector_spec(),
       interconnect_collector_spec(), storage_collector_spec(), textfile_collector_spec(),
       kernel_collector_spec(),       mesh_collector_spec(),    uncore_collector_spec(),
-      imex_collector_spec(),
+      imex_collector_spec(),         bmc_collector_spec(),
   };
   return kCatalog;
 }
