@@ -620,7 +620,7 @@ std::optional<FetchResult> ask_daemon(const Config& cfg, const std::string& targ
 }
 
 int exit_code_of(std::string_view health) {
-  if (health == "healthy") return 0;
+  if (health == "healthy" || health == "degraded") return 0;
   if (health == "unhealthy") return 1;
   return 2;
 }

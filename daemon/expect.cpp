@@ -19,6 +19,7 @@
 #include <stdexcept>
 
 #include "accelerator/accelerator_metrics.hpp"
+#include "bmc/bmc_metrics.hpp"
 #include "interconnect/interconnect_metrics.hpp"
 #include "nic/nic_metrics.hpp"
 #include "pcie/pcie_metrics.hpp"
@@ -231,6 +232,10 @@ void read_body(OptionReader& r, Expectations* e) {
   OptionReader s = r.sub("storage");
   read_storage(s, e);
   s.finish();
+  OptionReader b = r.sub("bmc");
+  e->bmc = b.get_bool("present", false,
+                      {"the node has a BMC, which must answer the bmc collector", kNotChecked});
+  b.finish();
   OptionReader th = r.sub("thresholds");
   read_thresholds(th, e);
   th.finish();
@@ -385,6 +390,7 @@ const FamilySet& learn_families() {
       storage::families::kProbeStuck,
       storage::families::kProbeSuccess,
       storage::families::kNfsMountInfo,
+      bmc::families::kUp,
   });
   return kFamilies;
 }
@@ -489,6 +495,10 @@ Learned learn_expectations(const Samples& s) {
     e.nfs_mounts.emplace_back(x.label("mountpoint"));
   std::sort(e.nfs_mounts.begin(), e.nfs_mounts.end());
   e.nfs_mounts.erase(std::unique(e.nfs_mounts.begin(), e.nfs_mounts.end()), e.nfs_mounts.end());
+  const Sample* bmc_up = s.find(bmc::families::kUp, {});
+  e.bmc = bmc_up != nullptr && bmc_up->value == 1;
+  if (bmc_up != nullptr && bmc_up->value != 1)
+    out.notes.push_back("the BMC does not answer: not expected");
   return out;
 }
 
@@ -536,6 +546,7 @@ std::string expectations_toml(const Expectations& e, const std::vector<std::stri
     if (!e.probes.empty()) out += "probes = " + list(e.probes) + "\n";
     if (!e.nfs_mounts.empty()) out += "nfs_mounts = " + list(e.nfs_mounts) + "\n";
   }
+  if (e.bmc) out += "\n[expect.bmc]\npresent = true\n";
   std::string current;
   for (const auto& [name, v] : e.thresholds) {
     auto dot = name.find('.');

@@ -24,6 +24,8 @@
 //   [expect.storage]
 //   probes = ["/data"]                          # storage probe paths that must answer
 //   nfs_mounts = ["/home"]                      # NFS mounts that must be there
+//   [expect.bmc]
+//   present = true                              # the BMC must answer
 //   [expect.thresholds.NodewatchAcceleratorThermalMarginLow]
 //   celsius = 5                                 # alerts/thresholds.toml keys
 //
@@ -78,6 +80,7 @@ struct Expectations {
   std::vector<ExpectedNic> nics;
   std::vector<std::string> probes;
   std::vector<std::string> nfs_mounts;
+  bool bmc = false;  // the node has a BMC that must answer
   // Overrides of alerts/thresholds.toml, "Alert.key" -> value (durations in
   // seconds).
   std::map<std::string, double, std::less<>> thresholds;

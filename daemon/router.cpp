@@ -232,7 +232,7 @@ HttpResponse Router::landing(const HttpRequest& req) const {
   return res;
 }
 
-// 200 when the node is healthy, else 503; the body is the verdict as JSON,
+// 200 when the node is fit (healthy or degraded), else 503; the body is the verdict as JSON,
 // or as the table `--check` prints with ?format=table.
 HttpResponse Router::node_health(std::string_view query) const {
   std::string_view format = "json";
@@ -255,7 +255,7 @@ HttpResponse Router::node_health(std::string_view query) const {
     body = format == "json" ? "{\"status\":\"unknown\",\"problems\":[]}\n"
                             : "unknown: no verdict yet\n";
   HttpResponse res =
-      text_response(h == Health::kHealthy ? http::status::ok : http::status::service_unavailable,
+      text_response(fit(h) ? http::status::ok : http::status::service_unavailable,
                     std::move(body));
   if (format == "json") res.set(http::field::content_type, "application/json");
   res.set(http::field::cache_control, "no-store");

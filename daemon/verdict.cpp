@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "accelerator/accelerator_metrics.hpp"
+#include "bmc/bmc_metrics.hpp"
 #include "daemon_metrics.hpp"
 #include "imex/imex_metrics.hpp"
 #include "imex/imex_parse.hpp"
@@ -22,7 +23,7 @@ namespace nodewatch {
 namespace {
 
 constexpr std::size_t kAccelerator = 0, kNvlink = 1, kPcie = 2, kFabric = 3, kNic = 4, kStorage = 5,
-                      kKernel = 6;
+                      kKernel = 6, kPlatform = 7;
 
 // NVML's recovery action (nvmlDeviceGpuRecoveryAction_t, as the accelerator
 // collector names it) as one of kActions.
@@ -88,13 +89,14 @@ std::string_view health_name(Health h) {
     case Health::kHealthy: return "healthy";
     case Health::kUnhealthy: return "unhealthy";
     case Health::kUnknown: return "unknown";
+    case Health::kDegraded: return "degraded";
   }
   return "unknown";
 }
 
 std::string_view collector_of(std::size_t subsystem) {
   static constexpr std::array<std::string_view, kSubsystems.size()> kFeeds = {
-      "accelerator", "accelerator", "pcie", "interconnect", "nic", "storage", "kernel", ""};
+      "accelerator", "accelerator", "pcie", "interconnect", "nic", "storage", "kernel", "bmc", ""};
   return kFeeds.at(subsystem);
 }
 
@@ -102,13 +104,14 @@ Health Verdict::overall() const {
   // The exporter's own state is for the SRE, not the scheduler: a failing
   // collector that feeds a subsystem has made that subsystem unknown
   // already; one that feeds none (textfile, mesh) leaves the node as fit.
-  bool unknown = false;
+  bool unknown = false, degraded = false;
   for (std::size_t i = 0; i < health.size(); ++i) {
     if (i == kExporter) continue;
     if (health[i] == Health::kUnhealthy) return Health::kUnhealthy;
     if (health[i] == Health::kUnknown) unknown = true;
+    if (health[i] == Health::kDegraded) degraded = true;
   }
-  return unknown ? Health::kUnknown : Health::kHealthy;
+  return unknown ? Health::kUnknown : degraded ? Health::kDegraded : Health::kHealthy;
 }
 
 std::string Verdict::json() const {
@@ -200,6 +203,12 @@ struct Check {
            std::string detail, bool unknown = false) {
     out.push_back(Problem{sub, std::move(component), std::move(problem), std::string(action),
                           std::move(detail), unknown, rule});
+  }
+  // A problem that leaves the node fit: its subsystem is degraded.
+  void degrade(std::size_t sub, std::string component, std::string problem, std::string_view action,
+               std::string detail) {
+    add(sub, std::move(component), std::move(problem), action, std::move(detail));
+    out.back().degraded = true;
   }
 };
 
@@ -578,6 +587,52 @@ void memory_uncorrected(Check& c) {
     }
 }
 
+// --- platform ---
+
+// A sensor's reading, in its unit, for a problem's detail ("" for a
+// discrete sensor).
+std::string sensor_reading(const Samples& s, std::string_view sensor) {
+  static constexpr std::pair<std::string_view, std::string_view> kReadings[] = {
+      {bmc::families::kTemperatureCelsius, " °C"}, {bmc::families::kFanSpeedRpm, " RPM"},
+      {bmc::families::kPowerWatts, " W"},          {bmc::families::kVoltageVolts, " V"},
+      {bmc::families::kCurrentAmperes, " A"},      {bmc::families::kSensorValue, ""}};
+  for (const auto& [family, unit] : kReadings)
+    for (const Sample& x : s.of(family))
+      if (x.label("sensor") == sensor)
+        return ", reading " + fmt(x.value) +
+               (unit.empty() ? " " + std::string(x.label("unit")) : std::string(unit));
+  return "";
+}
+
+// A critical sensor (a failed fan or PSU, a temperature at its critical
+// threshold, a leak) unfits the node; a warning degrades it. The state is
+// FreeIPMI's interpretation (collectors/bmc/bmc_metrics.hpp).
+void bmc_sensors(Check& c) {
+  for (const Sample& x : c.s.of(bmc::families::kSensorState)) {
+    if (x.value < 1) continue;
+    std::string sensor(x.label("sensor"));
+    std::string detail = std::string(x.label("type")) + " sensor " +
+                         (x.value >= 2 ? "critical" : "at a warning") + sensor_reading(c.s, sensor);
+    if (x.value >= 2)
+      c.add(kPlatform, sensor, "sensor_critical", "inspect_hardware", std::move(detail));
+    else
+      c.degrade(kPlatform, sensor, "sensor_warning", "inspect_hardware", std::move(detail));
+  }
+}
+
+// A BMC that [expect.bmc] says the node has, and that does not answer (or
+// is not there at all: no device and no host).
+void bmc_answers(Check& c) {
+  if (!c.e.bmc) return;
+  const Sample* up = c.s.find(bmc::families::kUp, {});
+  if (up == nullptr)
+    c.add(kPlatform, "bmc", "bmc_missing", "inspect_hardware",
+          "[expect.bmc] has one, but there is no IPMI device and no host to reach it");
+  else if (up->value != 1)
+    c.add(kPlatform, "bmc", "bmc_not_answering", "inspect_hardware",
+          "the BMC does not answer: power, fans and temperatures are not watched");
+}
+
 // Every rule, by subsystem. Adding a check is a function above, a line
 // here and its case in RuleCases() (tests/unit/verdict_test.cpp), which
 // VerdictRules.EveryRuleHasACase asks for.
@@ -648,6 +703,13 @@ const std::vector<Rule>& rules() {
        kKernel,
        {kernel::families::kMemoryUncorrectedErrorsTotal},
        memory_uncorrected},
+      {"bmc_sensors",
+       kPlatform,
+       {bmc::families::kSensorState, bmc::families::kTemperatureCelsius,
+        bmc::families::kFanSpeedRpm, bmc::families::kPowerWatts, bmc::families::kVoltageVolts,
+        bmc::families::kCurrentAmperes, bmc::families::kSensorValue},
+       bmc_sensors},
+      {"bmc_answers", kPlatform, {bmc::families::kUp}, bmc_answers},
   };
   return kRules;
 }
@@ -661,6 +723,7 @@ bool expects(const Expectations& e, std::size_t sub) {
     case kFabric: return !e.ports.empty();
     case kNic: return !e.nics.empty();
     case kStorage: return !e.probes.empty() || !e.nfs_mounts.empty();
+    case kPlatform: return e.bmc;
     default: return false;
   }
 }
@@ -708,11 +771,12 @@ void conclude(Verdict& v) {
     Health h = Health::kHealthy;
     for (const Problem& p : out) {
       if (p.subsystem != i) continue;
-      if (!p.unknown) {
+      if (!p.unknown && !p.degraded) {
         h = Health::kUnhealthy;
         break;
       }
-      h = Health::kUnknown;
+      if (p.unknown) h = Health::kUnknown;
+      if (p.degraded && h == Health::kHealthy) h = Health::kDegraded;
     }
     v.health[i] = h;
   }
@@ -765,7 +829,7 @@ void VerdictEngine::render(const Verdict& v, MetricSink& out) const {
   std::array<std::size_t, kSubsystems.size()> counts{};
   for (const Problem& p : v.problems) counts[p.subsystem] += 1;
   for (std::size_t i = 0; i < kSubsystems.size(); ++i)
-    out.add(families::kNodeHealthy, {kSubsystems[i]}, v.health[i] == Health::kHealthy ? 1 : 0);
+    out.add(families::kNodeHealthy, {kSubsystems[i]}, fit(v.health[i]) ? 1 : 0);
   std::size_t listed = 0;
   for (const Problem& p : v.problems) {
     if (listed++ == kMaxProblemSeries) break;
@@ -796,6 +860,7 @@ void VerdictEngine::render(const Verdict& v, MetricSink& out) const {
   }
   for (const std::string& p : e.probes) x("storage", p, "probe", 1);
   for (const std::string& m : e.nfs_mounts) x("storage", m, "nfs_mount", 1);
+  if (e.bmc) x("platform", "bmc", "up", 1);
 }
 
 }  // namespace nodewatch

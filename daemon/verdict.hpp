@@ -4,11 +4,13 @@
 // collection round, never on the scrape path. Served as nodewatch_node_*
 // families, as /-/node-health, and by `nodewatchd --check`.
 //
-// A subsystem is healthy, unhealthy (a problem with an action other than
-// "none"), or unknown (its collector is down, disabled while something is
-// expected of it, or has not finished its first round). The node is
-// unhealthy when a subsystem other than the exporter is; else unknown when
-// one of them is unknown; else healthy. The exporter subsystem (a failing
+// A subsystem is healthy; unhealthy (a problem that unfits the node);
+// unknown (its collector is down, disabled while something is expected of
+// it, or has not finished its first round); or degraded (a problem that
+// leaves the node fit to run a job, but asks for an action: a sensor at a
+// warning). The node is unhealthy when a subsystem other than the exporter
+// is; else unknown when one of them is unknown; else degraded when one is;
+// else healthy. Healthy and degraded nodes are fit (fit()). The exporter subsystem (a failing
 // collector) is reported but does not decide: a collector that feeds a
 // subsystem has made that one unknown already.
 
@@ -26,17 +28,21 @@
 
 namespace nodewatch {
 
-inline constexpr std::array<std::string_view, 8> kSubsystems = {
-    "accelerator", "nvlink", "pcie", "fabric", "nic", "storage", "kernel", "exporter"};
-inline constexpr std::size_t kExporter = 7;
+inline constexpr std::array<std::string_view, 9> kSubsystems = {
+    "accelerator", "nvlink", "pcie", "fabric", "nic", "storage", "kernel", "platform", "exporter"};
+inline constexpr std::size_t kExporter = 8;
 
 // The fixed set of actions a problem can ask for.
 inline constexpr std::array<std::string_view, 8> kActions = {
     "none",        "reset_gpu",     "reboot",        "drain", "inspect_hardware",
     "check_cable", "check_storage", "contact_vendor"};
 
-enum class Health { kHealthy, kUnhealthy, kUnknown };
+enum class Health { kHealthy, kUnhealthy, kUnknown, kDegraded };
 std::string_view health_name(Health h);
+// Whether a node (or subsystem) in `h` may run a job: healthy or degraded.
+inline bool fit(Health h) {
+  return h == Health::kHealthy || h == Health::kDegraded;
+}
 
 struct Problem {
   std::size_t subsystem = 0;  // index into kSubsystems
@@ -49,6 +55,8 @@ struct Problem {
   // The rule that found it (one of VerdictEngine::rule_names()), or "" for
   // a collector's state.
   std::string_view rule;
+  // The node stays fit: the subsystem is degraded, not unhealthy.
+  bool degraded = false;
   auto key() const { return std::tie(subsystem, component, problem); }
   bool operator<(const Problem& o) const { return key() < o.key(); }
 };

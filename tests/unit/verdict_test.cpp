@@ -303,7 +303,7 @@ TEST(Expect, RatesReadAndWrittenInTheirUnits) {
 
 std::vector<CollectorState> AllUp() {
   std::vector<CollectorState> c;
-  for (const char* n : {"accelerator", "pcie", "interconnect", "nic", "storage", "kernel"})
+  for (const char* n : {"accelerator", "pcie", "interconnect", "nic", "storage", "kernel", "bmc"})
     c.push_back(CollectorState{n, true, true, ""});
   return c;
 }
@@ -672,6 +672,14 @@ const std::vector<RuleCase>& RuleCases() {
        "nodewatch_memory_uncorrected_errors_total{controller=\"mc0\",dimm=\"dimm1\"} 1\n",
        "kernel mc0/dimm1 memory_uncorrected inspect_hardware",
        "nodewatch_memory_uncorrected_errors_total{controller=\"mc0\",dimm=\"dimm1\"} 0\n"},
+      // A failed fan; the near miss: at a warning, which only degrades.
+      {"bmc_sensors",
+       {},
+       "nodewatch_bmc_sensor_state{sensor=\"FAN1\",type=\"Fan\"} 2\n",
+       "platform FAN1 sensor_critical inspect_hardware",
+       "nodewatch_bmc_sensor_state{sensor=\"FAN1\",type=\"Fan\"} 0\n"},
+      {"bmc_answers", With([](Expectations& e) { e.bmc = true; }), "nodewatch_bmc_up 0\n",
+       "platform bmc bmc_not_answering inspect_hardware", "nodewatch_bmc_up 1\n"},
   };
   return kCases;
 }
@@ -695,6 +703,35 @@ TEST(VerdictRules, EveryRuleHasACase) {
   for (std::string_view name : VerdictEngine::rule_names())
     EXPECT_TRUE(cased.count(name))
         << "the rule " << name << " has no case in RuleCases() (tests/unit/verdict_test.cpp)";
+}
+
+// A sensor at a warning degrades the node, which stays fit; a critical one
+// unfits it, and the problem names the sensor's type and reading.
+TEST(VerdictRules, ABmcWarningDegradesAndACriticalSensorUnfits) {
+  VerdictEngine engine{Expectations{}};
+  Verdict v = Evaluate(engine,
+                       "nodewatch_bmc_sensor_state{sensor=\"Inlet Temp\",type=\"Temperature\"} 1\n"
+                       "nodewatch_bmc_temperature_celsius{sensor=\"Inlet Temp\"} 41\n");
+  EXPECT_EQ(Problems(v), "platform Inlet Temp sensor_warning inspect_hardware\n");
+  EXPECT_EQ(v.health[7], Health::kDegraded);
+  EXPECT_EQ(v.overall(), Health::kDegraded);
+  EXPECT_TRUE(fit(v.overall()));
+  EXPECT_EQ(v.line(), "degraded: platform/sensor_warning Inlet Temp -> inspect_hardware\n");
+  v = Evaluate(engine,
+               "nodewatch_bmc_sensor_state{sensor=\"Inlet Temp\",type=\"Temperature\"} 2\n"
+               "nodewatch_bmc_temperature_celsius{sensor=\"Inlet Temp\"} 47.5\n"
+               "nodewatch_bmc_sensor_state{sensor=\"PSU2\",type=\"Power Supply\"} 1\n");
+  EXPECT_EQ(v.overall(), Health::kUnhealthy);
+  EXPECT_FALSE(fit(v.overall()));
+  ASSERT_EQ(v.problems.size(), 2u);
+  EXPECT_EQ(v.problems[0].detail, "Temperature sensor critical, reading 47.5 °C");
+  EXPECT_EQ(v.problems[1].detail, "Power Supply sensor at a warning");
+  // An unknown subsystem outranks a degraded one.
+  VerdictEngine other{Expectations{}};
+  std::vector<CollectorState> down = AllUp();
+  down[0].up = false;
+  v = Evaluate(other, "nodewatch_bmc_sensor_state{sensor=\"F\",type=\"Fan\"} 1\n", down);
+  EXPECT_EQ(v.overall(), Health::kUnknown);
 }
 
 // The driver's thermal margin (NVML 12.8 on) decides where it is given:
@@ -819,7 +856,7 @@ TEST(Verdict, RendersBoundedSeriesAndTheExpectedInventory) {
   EXPECT_TRUE(sink.violations().empty());
   std::string text = sink.render();
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n') - std::count(text.begin(), text.end(), '#'),
-            8 + kMaxProblemSeries + 8 + 1 + 150 + 2 + 2);
+            kSubsystems.size() + kMaxProblemSeries + kSubsystems.size() + 1 + 150 + 2 + 2);
   double v_pcie = 0;
   ASSERT_TRUE(sink.get("nodewatch_node_problems", {"pcie"}, &v_pcie));
   EXPECT_EQ(v_pcie, 150);  // all of them, beyond the series bound
