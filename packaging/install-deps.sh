@@ -12,6 +12,7 @@ build_pkgs=(
   libssl-dev libcrypt-dev libyaml-cpp-dev   # TLS, bcrypt (libxcrypt), the web configuration file
   libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libibverbs-dev libibumad-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # the kubelet's pod-resources API
+  libfreeipmi-dev       # the BMC, in the helper nwd-bmc
 )
 test_pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
@@ -28,6 +29,8 @@ test_pkgs=(
   clang libclang-rt-14-dev  # the sanitizer build and its libFuzzer harnesses (libclang_rt.fuzzer)
   ccache                # the test command's compiler cache: a second run recompiles what changed
   lld                   # links the test executables and the sanitizer builds (CMakeLists.txt)
+  openipmi freeipmi-tools  # the BMC simulator (ipmi_sim, sdrcomp); ipmi-sensors and ipmi-sel beside nodewatch
+  prometheus-ipmi-exporter  # bench/bmc_cost.sh's baseline
 )
 
 want=("${build_pkgs[@]}")

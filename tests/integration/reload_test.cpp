@@ -77,6 +77,7 @@ class ReloadTest : public ::testing::Test {
   std::string Config(const std::string& textfile_interval, int kernel_max_devices = 64) const {
     return "[collectors.accelerator]\nenabled = false\n"
            "[collectors.imex]\nenabled = false\n"
+           "[collectors.bmc]\nenabled = false\n"
            "[collectors.pcie]\nenabled = false\n"
            "[collectors.nic]\nenabled = false\n"
            "[collectors.interconnect]\ninterval = \"200ms\"\ntimeout = \"200ms\"\n"
