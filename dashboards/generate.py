@@ -258,7 +258,8 @@ def node_link(column):
 # The node verdict's subsystems (nodewatch_node_healthy{subsystem}), in the
 # daemon's order, with their titles.
 SUBSYSTEMS = [("accelerator", "Accelerators"), ("nvlink", "NVLink"), ("pcie", "PCIe"), ("fabric", "Fabric ports"),
-              ("nic", "NICs"), ("storage", "Storage"), ("kernel", "Kernel"), ("exporter", "Exporter")]
+              ("nic", "NICs"), ("storage", "Storage"), ("kernel", "Kernel"), ("platform", "Power and cooling"),
+              ("exporter", "Exporter")]
 VERDICT_HEALTHY = [
     {"type": "value", "options": {"0": {"text": "problem or not checked", "color": "red"},
                                   "1": {"text": "healthy", "color": "green"}}}
@@ -313,16 +314,17 @@ def verdict_row():
     """The node verdict: one stat per subsystem, the current problems, and
     expected against measured."""
     stats = [stat(title, f"nodewatch's verdict on the {name} subsystem, evaluated after each collection round: "
-                  "1 healthy, 0 a problem or not checked (see the problems' actions: none means not checked).",
+                  "1 healthy (or degraded: fit, with a problem to look at), 0 a problem or not checked (see the "
+                  "problems' actions: none means not checked).",
                   "none", [("nodewatch_node_healthy" + sel('subsystem="' + name + '"'), "{{instance}}")],
-                  mappings=VERDICT_HEALTHY, w=3, h=4)
+                  mappings=VERDICT_HEALTHY, w=2, h=4)
              for name, title in SUBSYSTEMS]
     problems = panel("table", "Current problems",
                      "Every current problem of the node verdict (nodewatch_node_problem_info, at most 100 series) "
                      "with the part it concerns and the action it calls for: reset_gpu, reboot, drain, "
                      "inspect_hardware, check_cable, check_storage, contact_vendor, or none (could not be checked). "
                      "docs/runbook.md, NodewatchNodeProblem, says what each means.", "none",
-                     [target(f"nodewatch_node_problem_info{sel()}", "problem", instant=True, table=True)], w=18, h=8)
+                     [target(f"nodewatch_node_problem_info{sel()}", "problem", instant=True, table=True)], w=24, h=8)
     problems["options"] = {"showHeader": True, "cellHeight": "sm"}
     problems["transformations"] = [
         {"id": "organize", "options": {
@@ -340,11 +342,11 @@ def verdict_row():
     return [
         row("Node verdict"),
         *stats,
-        problems,
         stat("Verdict age", "Seconds since the verdict was last evaluated (it is after every collection round); "
              "NodewatchNodeVerdictStale fires when it stops.", "s",
              [(f"time() - nodewatch_node_verdict_timestamp_seconds{sel()}", "{{instance}}")],
-             thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 300}], w=6, h=8),
+             thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 300}], w=6, h=4),
+        problems,
         state_timeline("Subsystem health over time", "nodewatch_node_healthy per subsystem: 1 healthy, 0 a problem or "
                        "not checked.", "none", [(f"nodewatch_node_healthy{sel()}", "{{instance}} {{subsystem}}")],
                        mappings=VERDICT_HEALTHY),
@@ -1077,6 +1079,33 @@ def node():
            [(f"nodewatch_helper_processes{sel()}", "{{state}}"),
             (f"nodewatch_storage_probe_abandoned_helpers{sel()}", "probe abandoned"),
             (f"nodewatch_textfile_abandoned_helpers{sel()}", "textfile abandoned")]),
+        row("Power and cooling (BMC)"),
+        state_timeline("BMC answering", "1 while the BMC answers the bmc collector (in-band or over the network); "
+                       "empty where the node has no IPMI device and no host is set.", "none",
+                       [(f"nodewatch_bmc_up{sel()}", "BMC")], mappings=UP_DOWN, w=6, h=6),
+        table("BMC sensors not nominal", "Every BMC sensor FreeIPMI reads at a warning (1) or critical (2): a failed "
+              "fan or PSU, a temperature past its critical threshold, a leak where the interpretation names it; and "
+              "the BMC itself (firmware, manufacturer, how it is reached).", "none",
+              [(f"nodewatch_bmc_sensor_state{sel()} >= 1", "state"),
+               (f"nodewatch_bmc_info{sel()}", "BMC")], w=18, h=6),
+        ts("BMC temperatures", "Every temperature sensor of the BMC (inlet, board, CPUs, PSUs).", "celsius",
+           [(f"nodewatch_bmc_temperature_celsius{sel()}", "{{sensor}}")]),
+        ts("Fans", "Every fan's speed.", "rpm", [(f"nodewatch_bmc_fan_speed_rpm{sel()}", "{{sensor}}")]),
+        ts("Power", "The node's draw as DCMI measures it, and every power sensor (PSU input and output).", "watt",
+           [(f"nodewatch_bmc_node_power_watts{sel()}", "node (DCMI)"),
+            (f"nodewatch_bmc_power_watts{sel()}", "{{sensor}}")]),
+        ts("Voltages, currents and other sensors", "Every voltage and current sensor, and the analog sensors of no "
+           "other unit (flows, percentages), with their unit.", "none",
+           [(f"nodewatch_bmc_voltage_volts{sel()}", "{{sensor}} V"),
+            (f"nodewatch_bmc_current_amperes{sel()}", "{{sensor}} A"),
+            (f"nodewatch_bmc_sensor_value{sel()}", "{{sensor}} {{unit}}")]),
+        ts("BMC sensors by state", "How many sensors are nominal, at a warning, critical, or unknown (no reading).",
+           "none", [(f"nodewatch_bmc_sensors{sel()}", "{{state}}")], min=0),
+        ts("System Event Log", "New SEL entries over the rate window by sensor type and state, and the SEL's entries "
+           "and free bytes (a full SEL records nothing more).", "none",
+           [(f"increase(nodewatch_bmc_sel_events_total{sel()}[{RI}]) > 0", "{{type}} {{state}}"),
+            (f"nodewatch_bmc_sel_entries{sel()}", "entries"),
+            (f"nodewatch_bmc_sel_free_bytes{sel()}", "free bytes")]),
         row("Kernel events and host memory"),
         ts("Kernel events", "Hardware and system events in the kernel log, by event and the device the record "
            "names, over the rate window (counted once across nodewatch restarts).", "none",

@@ -84,6 +84,10 @@ inline std::vector<std::string> E2ENodeArgs(const TempDir& dir, const E2ENodeOpt
          << (imex / "imex_ctrl.sock").string() << "\"\nsystemd_dir = \""
          << (dir.path() / "node" / "etc" / "systemd" / "system").string() << "\"\nctl = \""
          << (dir.path() / "node" / "bin" / "nvidia-imex-ctl").string() << "\"\n"
+         // No BMC (the machine running the tests may have one): the
+         // simulator's tests (bmc_sim_test.cpp) read one.
+         << "[collectors.bmc]\ndevice = \"" << (dir.path() / "node" / "dev" / "ipmi0").string()
+         << "\"\nstate_directory = \"" << dir.path().string() << "\"\n"
          << o.extra_config;
   std::ofstream(dir.path() / "nodewatch.toml") << WithCheckSocket(config.str(), dir.path());
   return {"--config", (dir.path() / "nodewatch.toml").string(),
