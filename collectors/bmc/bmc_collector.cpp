@@ -215,9 +215,21 @@ bool parse_sel_book(std::string_view text, SelBook* book, std::string* why) {
     return !s.empty() && ec == std::errc() && end == s.data() + s.size();
   };
   while (std::getline(in, line)) {
+    // Every field, an empty last one too ("target\t" has one).
     std::vector<std::string> f;
-    std::istringstream fields(line);
-    for (std::string x; std::getline(fields, x, '\t');) f.push_back(x);
+    for (std::size_t from = 0;;) {
+      const std::size_t tab = line.find('\t', from);
+      f.push_back(line.substr(from, tab - from));
+      if (tab == std::string::npos) break;
+      from = tab + 1;
+    }
+    // What field() would have changed is not what the daemon wrote.
+    if (std::any_of(f.begin(), f.end(), [](const std::string& x) {
+          return x.size() > kMaxFieldBytes || x.find('\r') != std::string::npos;
+        })) {
+      *why = "a field over " + std::to_string(kMaxFieldBytes) + " bytes, or with a carriage return";
+      return false;
+    }
     if (f.size() == 2 && f[0] == "target") {
       b.target = f[1];
     } else if (f.size() == 3 && f[0] == "cursor" && num(f[1], &b.cursor.record_id) &&

@@ -59,7 +59,7 @@ TEST(BmcWire, AnswersThatBreakABoundAreRefused) {
            "ok\nsensor\tA\tFan\t18\tRPM\t1\tfine\n" + ok.substr(3),       // no such state
            "ok\nsensor\t\tFan\t18\tRPM\t1\tnominal\n" + ok.substr(3),     // no name
            "ok\nsensor\tA\tFan\t300\tRPM\t1\tnominal\n" + ok.substr(3),   // no such unit code
-           std::string("ok\ncursor\t70000\t0\n"),                                      // no such record id
+           std::string("ok\ncursor\t70000\t0\n"),                         // no such record id
            "ok\nevent\t1\t2\tFan\tnominal\tmore\n" + ok.substr(3),        // a field too many
            "ok\nsel\t1\t2\nsel\t1\t2\n" + ok.substr(3),                   // repeated
            "ok\nwhat\t1\n" + ok.substr(3),
@@ -98,6 +98,12 @@ TEST(BmcSelBook, TheStateFileRoundTripsAndABadOneIsRefused) {
   EXPECT_FALSE(parse_sel_book("nodewatch-kernel-state 1\n", &again, &why));
   EXPECT_FALSE(parse_sel_book("nodewatch-bmc-sel 1\ncount\tFan\tbad\t1\n", &again, &why));
   EXPECT_FALSE(parse_sel_book("nodewatch-bmc-sel 1\ncount\tFan\tnominal\t-1\n", &again, &why));
+  // What the daemon writes cuts a field at kMaxFieldBytes: a longer one is
+  // not its (the fuzzer's regressions/bmc_wire).
+  EXPECT_FALSE(parse_sel_book(
+      "nodewatch-bmc-sel 1\ncount\t" + std::string(kMaxFieldBytes + 1, 'T') + "\tnominal\t1\n",
+      &again, &why));
+  EXPECT_EQ(why, "a field over 128 bytes, or with a carriage return");
 }
 
 // A fake nwd-bmc: a shell script that answers each request (read with
