@@ -89,7 +89,6 @@ done
 case $only in "" | storage | interconnect | pcie | empty | host) ;; *) die "no case '$only'" ;; esac
 for c in curl ss getconf awk; do command -v "$c" >/dev/null || die "$c not found"; done
 [[ -x $NODE_EXPORTER ]] || die "$NODE_EXPORTER not found (packaging/install-deps.sh --test installs it)"
-clk_tck=$(getconf CLK_TCK)
 
 if [[ -z $binary || -z $floor ]]; then
   note "building nodewatchd and read_floor (Release) in build-bench/"
@@ -140,32 +139,8 @@ wait_for() {
   return 1
 }
 
-# cpu_ns PID: run time of every thread (ns) of PID and of every process
-# below it (nodewatchd's helper launcher and its file-system helpers live
-# as long as the daemon: their CPU is the daemon's cost), plus what each
-# of them reaped (exited helpers).
-cpu_ns() {
-  local pid=$1 sum=0 t stat rest f p
-  local -a tree
-  # The process tree under PID, from every process's parent (field 4 of
-  # /proc/N/stat; the comm field before it may hold spaces, not ')').
-  mapfile -t tree < <(for st in /proc/[0-9]*/stat; do
-    s=$(<"$st") 2>/dev/null || continue
-    r=${s##*) }
-    echo "${st//[!0-9]/} ${r#* }"
-  done | awk -v root="$pid" '{ parent[$1] = $2 }
-    END { for (p in parent) { q = p; while (q != "" && q != root && q in parent && q != 1) q = parent[q]; if (q == root) print p } }')
-  for p in "${tree[@]}"; do
-    for t in /proc/"$p"/task/*/schedstat; do
-      read -r f _ <"$t" 2>/dev/null && sum=$((sum + f))
-    done
-    stat=$(<"/proc/$p/stat") 2>/dev/null || continue
-    rest=${stat##*) }
-    read -r -a f <<<"$rest"
-    sum=$((sum + (f[13] + f[14]) * 1000000000 / clk_tck))
-  done
-  echo "$sum"
-}
+# shellcheck source=bench/cpu.sh
+source "$root/bench/cpu.sh"
 now_ns() { date +%s%N; }
 
 # start_nodewatch NAME CONFIG SYSFS PROCFS [BINARY]: starts nodewatchd

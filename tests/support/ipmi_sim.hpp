@@ -1,8 +1,7 @@
 #pragma once
 // OpenIPMI's BMC simulator (ipmi_sim) serving tests/fixtures/bmc over IPMI
-// on the loopback, with each sensor's reading in a file the test writes
-// while the daemon runs. The SDR is compiled from its source with
-// OpenIPMI's sdrcomp.
+// on the loopback (set up by its make-sim.sh), with each sensor's reading
+// in a file the test writes while the daemon runs.
 
 #include <signal.h>
 #include <sys/socket.h>
@@ -41,27 +40,17 @@ class IpmiSim {
     return "";
   }
 
-  // Readings in raw counts (node.emu.in): 30 °C, 5,000 RPM, a PSU present,
-  // 350 W, 12 V.
+  // Readings in raw counts (node.emu.in), first those of make-sim.sh: 30
+  // °C, 5,000 RPM, a PSU present, 350 W, 12 V.
   explicit IpmiSim(const std::filesystem::path& dir) : dir_(dir) {
-    std::filesystem::create_directories(dir_ / "state");
-    set("inlet", 30);
-    set("fan1", 50);
-    set("psu1", 1);
-    set("psu1_input", 35);
-    set("p12v", 200);
     port_ = FreeUdpPort();
-    const std::filesystem::path fixtures = std::filesystem::path(NODEWATCH_FIXTURES_DIR) / "bmc";
-    std::string error;
-    if (!CompileSdrs(fixtures / "node.sdrs", dir_ / "sdrs.emu", &error)) {
-      error_ = error;
+    CmdResult made = RunCommand(
+        (std::filesystem::path(NODEWATCH_FIXTURES_DIR) / "bmc" / "make-sim.sh").string() + " " +
+        dir_.string() + " " + std::to_string(port_));
+    if (made.status != 0) {
+      error_ = "make-sim.sh: " + made.output;
       return;
     }
-    Fill(fixtures / "node.emu.in", dir_ / "node.emu",
-         {{"@DIR@", dir_.string()}, {"@SDRS@", (dir_ / "sdrs.emu").string()}});
-    Fill(fixtures / "lan.conf.in", dir_ / "lan.conf", {{"@PORT@", std::to_string(port_)}});
-    std::ofstream(dir_ / "password") << kPassword << "\n";
-    ::chmod((dir_ / "password").c_str(), 0600);
     start();
   }
   ~IpmiSim() { kill_now(); }
@@ -114,43 +103,6 @@ class IpmiSim {
     ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
     ::close(fd);
     return ntohs(a.sin_port);
-  }
-
-  // OpenIPMI's sdrcomp, then one main_sdr_add per record (its length is
-  // byte 4, after a 5-byte header). With -8, names in 8-bit ASCII, as BMCs
-  // give them: without it sdrcomp packs short ones in 6-bit ASCII, which
-  // FreeIPMI 1.6.10 (nwd-bmc and ipmi-sensors alike) reads as garbage.
-  static bool CompileSdrs(const std::filesystem::path& source, const std::filesystem::path& out,
-                          std::string* error) {
-    const std::filesystem::path bin = out.string() + ".bin";
-    CmdResult r = RunCommand("sdrcomp -r -8 -o " + bin.string() + " " + source.string());
-    if (r.status != 0) {
-      *error = "sdrcomp: " + r.output;
-      return false;
-    }
-    std::string raw = ReadFile(bin);
-    std::ofstream emu(out);
-    for (std::size_t i = 0; i + 5 <= raw.size();) {
-      const std::size_t n = 5 + static_cast<unsigned char>(raw[i + 4]);
-      emu << "main_sdr_add 0x20";
-      for (std::size_t j = i; j < i + n && j < raw.size(); ++j) {
-        char b[8];
-        std::snprintf(b, sizeof b, " 0x%02x", static_cast<unsigned char>(raw[j]));
-        emu << b;
-      }
-      emu << "\n";
-      i += n;
-    }
-    return true;
-  }
-
-  static void Fill(const std::filesystem::path& in, const std::filesystem::path& out,
-                   const std::map<std::string, std::string>& values) {
-    std::string text = ReadFile(in);
-    for (const auto& [key, value] : values)
-      for (std::size_t at; (at = text.find(key)) != std::string::npos;)
-        text.replace(at, key.size(), value);
-    std::ofstream(out) << text;
   }
 
   // The simulator's UDP port, bound (in /proc/net/udp, in hex).
