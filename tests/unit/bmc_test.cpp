@@ -123,7 +123,7 @@ std::string FakeHelper(const TempDir& dir, const std::string& answer_file, bool 
         "  cat '" +
         answer_file +
         "'\n"
-        "  sleep 60\n"  // one answer: the request's bytes are not read
+        "  exec sleep 60\n"  // one answer (the request is not read), then killed
         "done\n";
   }
   auto path = dir.write("nwd-bmc", script);
