@@ -211,7 +211,7 @@ class Daemon {
             [this] {
               return NodeInput{store_.current(), collector_states(scheduler_.statuses())};
             },
-            NodeHealth::kRefresh, &scheduler_.pool()),
+            NodeHealth::kRefresh, &scheduler_.pool(), read_node_versions(cmd.roots)),
         router_(Router::Sources{
             &store_, [this] { return scheduler_.statuses(); }, &self_, [this] { return ready_; },
             [this] { return server_.security()->summary(); }, [this] { return node_.current(); }}),
@@ -731,7 +731,8 @@ int learn(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
   }
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
-  Learned learned = learn_expectations(samples);
+  // A running daemon's /metrics has the versions it read itself as series.
+  Learned learned = learn_expectations(samples, d ? read_node_versions(cmd.roots) : NodeVersions{});
   notes.insert(notes.end(), learned.notes.begin(), learned.notes.end());
   std::cout << expectations_toml(
       learned.expect, notes,

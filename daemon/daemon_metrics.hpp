@@ -175,4 +175,13 @@ inline constexpr Family kNodeExpected{
     "What the node is expected to have ([expect]), next to what is measured.",
     {"subsystem", "component", "what"}};
 
+inline constexpr Family kVersionInfo{
+    "nodewatch_version_info",
+    MetricType::kGauge,
+    "",
+    "A version the node runs, value 1: the kernel release, the BIOS, the BMC's firmware, each "
+    "accelerator driver, each NIC's and HCA's firmware (component; device where there is one), "
+    "as [expect.versions] pins them.",
+    {"component", "device", "version"}};
+
 }  // namespace nodewatch::families

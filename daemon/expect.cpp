@@ -24,6 +24,7 @@
 #include "nic/nic_metrics.hpp"
 #include "pcie/pcie_metrics.hpp"
 #include "storage/storage_metrics.hpp"
+#include "versions.hpp"
 
 namespace nodewatch {
 
@@ -131,6 +132,47 @@ void read_storage(OptionReader& s, Expectations* e) {
   }
 }
 
+// The versions `key` of `r` allows: a string, or an array of them.
+std::vector<std::string> read_allowed(OptionReader& r, std::string_view key, Help help) {
+  const toml::node* node = r.table().get(key);
+  std::vector<std::string> out;
+  if (node != nullptr && node->is_array())
+    out = r.get_string_array(key, {}, help, kMaxExpectEntries);
+  else if (std::string one = r.get_string(key, "", help); !one.empty())
+    out.push_back(std::move(one));
+  for (const std::string& v : out)
+    if (v.empty()) r.error(key, "an empty version");
+  if (node != nullptr && out.empty()) r.error(key, "allows no version");
+  return out;
+}
+
+// [expect.versions]: per component, the version allowed (or a list), or a
+// table of them by device, "*" for the others.
+void read_versions(OptionReader& v, Expectations* e) {
+  const char* help =
+      "the versions allowed: one (\"6.1.0-28-amd64\"), a list, or a table by device "
+      "({ \"*\" = \"28.39.1002\", ens1f1np1 = \"28.40.1000\" }, \"*\" for the others); a "
+      "node that runs another is unhealthy (problem version_mismatch)";
+  for (std::string_view component : kVersionComponents) {
+    VersionPin pin;
+    const toml::node* node = v.table().get(component);
+    if (node != nullptr && node->is_table()) {
+      OptionReader by = v.sub(component);
+      by.for_each_key("device", [&](std::string_view device) {
+        auto allowed = read_allowed(by, device, {help, kNotChecked});
+        if (device == "*")
+          pin.any = std::move(allowed);
+        else
+          pin.devices[std::string(device)] = std::move(allowed);
+      });
+      by.finish();
+    } else {
+      pin.any = read_allowed(v, component, {help, kNotChecked});
+    }
+    if (!pin.any.empty() || !pin.devices.empty()) e->versions[std::string(component)] = pin;
+  }
+}
+
 // [expect.thresholds.<alert>]: a key of alerts/thresholds.toml, whose
 // value there is the default.
 void read_thresholds(OptionReader& th, Expectations* e) {
@@ -232,6 +274,9 @@ void read_body(OptionReader& r, Expectations* e) {
   OptionReader s = r.sub("storage");
   read_storage(s, e);
   s.finish();
+  OptionReader ver = r.sub("versions");
+  read_versions(ver, e);
+  ver.finish();
   OptionReader b = r.sub("bmc");
   e->bmc = b.get_bool("present", false,
                       {"the node has a BMC, which must answer the bmc collector", kNotChecked});
@@ -392,7 +437,12 @@ const FamilySet& learn_families() {
       storage::families::kNfsMountInfo,
       bmc::families::kUp,
   });
-  return kFamilies;
+  static const FamilySet kWithVersions = [] {
+    FamilySet all = kFamilies;
+    all.insert(version_families().begin(), version_families().end());
+    return all;
+  }();
+  return kWithVersions;
 }
 
 namespace {
@@ -407,7 +457,7 @@ std::optional<double> value_of(
 
 }  // namespace
 
-Learned learn_expectations(const Samples& s) {
+Learned learn_expectations(const Samples& s, const NodeVersions& node) {
   Learned out;
   Expectations& e = out.expect;
   const auto& info = s.of(accelerator::families::kInfo);
@@ -495,6 +545,22 @@ Learned learn_expectations(const Samples& s) {
     e.nfs_mounts.emplace_back(x.label("mountpoint"));
   std::sort(e.nfs_mounts.begin(), e.nfs_mounts.end());
   e.nfs_mounts.erase(std::unique(e.nfs_mounts.begin(), e.nfs_mounts.end()), e.nfs_mounts.end());
+  // Versions: one per component where every device runs the same, else
+  // one per device.
+  std::map<std::string, std::map<std::string, std::string>> seen;
+  for (const VersionFact& f : version_facts(s, node)) seen[f.component][f.device] = f.version;
+  for (const auto& [component, by_device] : seen) {
+    std::set<std::string> distinct;
+    for (const auto& [device, version] : by_device) distinct.insert(version);
+    VersionPin& pin = e.versions[component];
+    if (distinct.size() == 1) {
+      pin.any = {*distinct.begin()};
+      continue;
+    }
+    for (const auto& [device, version] : by_device) pin.devices[device] = {version};
+    out.notes.push_back(component + ": devices run " + std::to_string(distinct.size()) +
+                        " versions, each pinned to its own: check that they should");
+  }
   const Sample* bmc_up = s.find(bmc::families::kUp, {});
   e.bmc = bmc_up != nullptr && bmc_up->value == 1;
   if (bmc_up != nullptr && bmc_up->value != 1)
@@ -545,6 +611,32 @@ std::string expectations_toml(const Expectations& e, const std::vector<std::stri
     out += "\n[expect.storage]\n";
     if (!e.probes.empty()) out += "probes = " + list(e.probes) + "\n";
     if (!e.nfs_mounts.empty()) out += "nfs_mounts = " + list(e.nfs_mounts) + "\n";
+  }
+  if (!e.versions.empty()) {
+    out += "\n[expect.versions]\n";
+    auto allowed = [](const std::vector<std::string>& v) {
+      if (v.size() == 1) return toml_quote(v.front());
+      std::string s = "[";
+      for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + toml_quote(v[i]);
+      return s + "]";
+    };
+    for (const auto& [component, pin] : e.versions) {
+      if (pin.devices.empty()) {
+        out += component + " = " + allowed(pin.any) + "\n";
+        continue;
+      }
+      out += component + " = { ";
+      bool first = true;
+      if (!pin.any.empty()) {
+        out += "\"*\" = " + allowed(pin.any);
+        first = false;
+      }
+      for (const auto& [device, v] : pin.devices) {
+        out += (first ? "" : ", ") + toml_quote(device) + " = " + allowed(v);
+        first = false;
+      }
+      out += " }\n";
+    }
   }
   if (e.bmc) out += "\n[expect.bmc]\npresent = true\n";
   std::string current;

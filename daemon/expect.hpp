@@ -24,6 +24,10 @@
 //   [expect.storage]
 //   probes = ["/data"]                          # storage probe paths that must answer
 //   nfs_mounts = ["/home"]                      # NFS mounts that must be there
+//   [expect.versions]                           # the one version allowed, or a list
+//   kernel = "6.1.0-28-amd64"
+//   accelerator_driver = ["550.127.05", "550.144.03"]
+//   nic_firmware = { "*" = "28.39.1002", ens1f1np1 = "28.40.1000" }  # per device where it differs
 //   [expect.bmc]
 //   present = true                              # the BMC must answer
 //   [expect.thresholds.NodewatchAcceleratorThermalMarginLow]
@@ -41,6 +45,7 @@
 
 #include "nodewatch/options.hpp"
 #include "samples.hpp"
+#include "versions.hpp"
 
 namespace toml {
 inline namespace v3 {
@@ -71,6 +76,19 @@ struct ExpectedNic {
   bool operator==(const ExpectedNic&) const = default;
 };
 
+// The versions allowed of one component: `any` for every device, or those
+// of `devices` for a device named there.
+struct VersionPin {
+  std::vector<std::string> any;
+  std::map<std::string, std::vector<std::string>> devices;
+  // The versions allowed for `device`; empty: not pinned.
+  const std::vector<std::string>& allowed(const std::string& device) const {
+    auto it = devices.find(device);
+    return it != devices.end() ? it->second : any;
+  }
+  bool operator==(const VersionPin&) const = default;
+};
+
 struct Expectations {
   std::optional<int> accelerator_count;
   std::map<std::string, int> accelerator_models;
@@ -80,7 +98,8 @@ struct Expectations {
   std::vector<ExpectedNic> nics;
   std::vector<std::string> probes;
   std::vector<std::string> nfs_mounts;
-  bool bmc = false;  // the node has a BMC that must answer
+  bool bmc = false;                            // the node has a BMC that must answer
+  std::map<std::string, VersionPin> versions;  // by component (versions.hpp)
   // Overrides of alerts/thresholds.toml, "Alert.key" -> value (durations in
   // seconds).
   std::map<std::string, double, std::less<>> thresholds;
@@ -113,7 +132,9 @@ struct Learned {
   Expectations expect;
   std::vector<std::string> notes;
 };
-Learned learn_expectations(const Samples& samples);
+// `node`: the versions the daemon reads itself (versions.hpp), for a round
+// collected here; a running daemon's /metrics has them as series.
+Learned learn_expectations(const Samples& samples, const NodeVersions& node = {});
 // The families learn_expectations() reads.
 const FamilySet& learn_families();
 

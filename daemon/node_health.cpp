@@ -46,8 +46,11 @@ std::vector<CollectorState> collector_states(const std::vector<CollectorStatus>&
 }
 
 NodeHealth::NodeHealth(Expectations expect, Source source, std::chrono::milliseconds refresh,
-                       WorkerPool* pool)
-    : source_(std::move(source)), refresh_(refresh), engine_(std::move(expect)) {
+                       WorkerPool* pool, NodeVersions versions)
+    : source_(std::move(source)),
+      refresh_(refresh),
+      versions_(std::move(versions)),
+      engine_(std::move(expect), versions_) {
   if (pool == nullptr) own_pool_ = std::make_unique<WorkerPool>(1, "nw-verdict");
   pool_ = pool != nullptr ? pool : own_pool_.get();
 }
@@ -169,7 +172,8 @@ void NodeHealth::evaluate(const SnapshotSet& set, const std::vector<CollectorSta
   {
     std::lock_guard lock(mu_);
     if (pending_expect_) {
-      if (!(*pending_expect_ == engine_.expectations())) engine_ = VerdictEngine(*pending_expect_);
+      if (!(*pending_expect_ == engine_.expectations()))
+        engine_ = VerdictEngine(*pending_expect_, versions_);
       pending_expect_.reset();
     }
   }

@@ -85,8 +85,10 @@ class NodeHealth {
   // down first); without one, a pool of one thread of its own does, on
   // monotonic_clock(). The pool's clock is the evaluations' time: their
   // gaps, the refresh and the verdict's XID windows.
+  // `versions`: what the daemon read of the node's versions (versions.hpp).
   explicit NodeHealth(Expectations expect, Source source = nullptr,
-                      std::chrono::milliseconds refresh = kRefresh, WorkerPool* pool = nullptr);
+                      std::chrono::milliseconds refresh = kRefresh, WorkerPool* pool = nullptr,
+                      NodeVersions versions = {});
   ~NodeHealth();
   NodeHealth(const NodeHealth&) = delete;
   NodeHealth& operator=(const NodeHealth&) = delete;
@@ -152,6 +154,7 @@ class NodeHealth {
   std::shared_ptr<const SnapshotSet> last_set_;
   std::vector<CollectorState> last_collectors_;
   std::uint64_t last_input_ = 0;
+  NodeVersions versions_;
   VerdictEngine engine_;
   SnapshotSamples parsed_;
   SeriesCache series_;

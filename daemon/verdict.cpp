@@ -23,7 +23,7 @@ namespace nodewatch {
 namespace {
 
 constexpr std::size_t kAccelerator = 0, kNvlink = 1, kPcie = 2, kFabric = 3, kNic = 4, kStorage = 5,
-                      kKernel = 6, kPlatform = 7;
+                      kKernel = 6, kPlatform = 7, kVersions = 8;
 
 // NVML's recovery action (nvmlDeviceGpuRecoveryAction_t, as the accelerator
 // collector names it) as one of kActions.
@@ -96,7 +96,16 @@ std::string_view health_name(Health h) {
 
 std::string_view collector_of(std::size_t subsystem) {
   static constexpr std::array<std::string_view, kSubsystems.size()> kFeeds = {
-      "accelerator", "accelerator", "pcie", "interconnect", "nic", "storage", "kernel", "bmc", ""};
+      "accelerator",
+      "accelerator",
+      "pcie",
+      "interconnect",
+      "nic",
+      "storage",
+      "kernel",
+      "bmc",
+      "",  // versions: the daemon's own reads and every collector's info series
+      ""};
   return kFeeds.at(subsystem);
 }
 
@@ -185,7 +194,8 @@ std::string Verdict::line() const {
   return out + "\n";
 }
 
-VerdictEngine::VerdictEngine(Expectations expect) : expect_(std::move(expect)) {}
+VerdictEngine::VerdictEngine(Expectations expect, NodeVersions versions)
+    : expect_(std::move(expect)), versions_(std::move(versions)) {}
 
 namespace {
 
@@ -197,6 +207,7 @@ struct Check {
   std::chrono::steady_clock::time_point now;
   std::map<std::string, WindowedCount>& counters;
   std::vector<Problem>& out;
+  const std::vector<VersionFact>& versions;
   std::string_view rule;  // the one running, "" outside the rules
 
   void add(std::size_t sub, std::string component, std::string problem, std::string_view action,
@@ -633,6 +644,37 @@ void bmc_answers(Check& c) {
           "the BMC does not answer: power, fans and temperatures are not watched");
 }
 
+// --- versions ---
+
+// Each pinned component ([expect.versions]) against what the node runs: a
+// device on another version unfits the node until it is brought to the
+// pinned one; a pinned one whose version could not be read (its collector
+// is down or off, the device is gone) could not be checked.
+void versions_pinned(Check& c) {
+  for (const auto& [component, pin] : c.e.versions) {
+    std::set<std::string> devices;
+    for (const VersionFact& f : c.versions) {
+      if (f.component != component) continue;
+      devices.insert(f.device);
+      const std::vector<std::string>& allowed = pin.allowed(f.device);
+      if (allowed.empty() || std::find(allowed.begin(), allowed.end(), f.version) != allowed.end())
+        continue;
+      std::string expected;
+      for (std::size_t i = 0; i < allowed.size(); ++i)
+        expected += (i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ") + allowed[i];
+      c.add(kVersions, f.device.empty() ? component : component + "/" + f.device,
+            "version_mismatch", "drain", "runs " + f.version + ", expected " + expected);
+    }
+    if (devices.empty() && !pin.any.empty())
+      c.add(kVersions, component, "version_unknown", "none",
+            "pinned, but no version of it was read", true);
+    for (const auto& [device, allowed] : pin.devices)
+      if (!devices.count(device))
+        c.add(kVersions, component + "/" + device, "version_unknown", "none",
+              "pinned, but no version of it was read", true);
+  }
+}
+
 // Every rule, by subsystem. Adding a check is a function above, a line
 // here and its case in RuleCases() (tests/unit/verdict_test.cpp), which
 // VerdictRules.EveryRuleHasACase asks for.
@@ -710,6 +752,11 @@ const std::vector<Rule>& rules() {
         bmc::families::kCurrentAmperes, bmc::families::kSensorValue},
        bmc_sensors},
       {"bmc_answers", kPlatform, {bmc::families::kUp}, bmc_answers},
+      {"versions_pinned",
+       kVersions,
+       {families::kVersionInfo, bmc::families::kInfo, accelerator::families::kDriverInfo,
+        nic::families::kInfo, interconnect::families::kPortInfo},
+       versions_pinned},
   };
   return kRules;
 }
@@ -735,6 +782,10 @@ std::array<bool, kSubsystems.size()> observe(Check& c,
   std::array<bool, kSubsystems.size()> observed{};
   for (std::size_t sub = 0; sub < kExporter; ++sub) {
     std::string name(collector_of(sub));
+    if (name.empty()) {  // versions: each rule says what it could not check
+      observed[sub] = true;
+      continue;
+    }
     auto it = std::find_if(collectors.begin(), collectors.end(),
                            [&](const CollectorState& x) { return x.name == name; });
     if (it == collectors.end()) {
@@ -804,7 +855,8 @@ Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorSta
   Verdict v;
   v.unix_time = unix_now;
   Accelerators acc(s);
-  Check c{s, expect_, acc, now, counters_, v.problems, {}};
+  v.versions = version_facts(s, versions_);
+  Check c{s, expect_, acc, now, counters_, v.problems, v.versions, {}};
   const auto observed = observe(c, collectors);
   for (const Rule& r : rules()) {
     c.rule = r.name;
@@ -815,13 +867,17 @@ Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorSta
 }
 
 const MetricTable& VerdictEngine::metric_table() {
-  static const MetricTable kTable({
-      describe(families::kNodeHealthy),
-      describe(families::kNodeProblemInfo),
-      describe(families::kNodeProblems),
-      describe(families::kNodeVerdictTimestampSeconds),
-      describe(families::kNodeExpected),
-  });
+  static const MetricTable kTable(
+      {
+          describe(families::kNodeHealthy),
+          describe(families::kNodeProblemInfo),
+          describe(families::kNodeProblems),
+          describe(families::kNodeVerdictTimestampSeconds),
+          describe(families::kNodeExpected),
+          describe(families::kVersionInfo),
+      },
+      // The versions are the node's, not the verdict's.
+      {"nodewatch_version_"});
   return kTable;
 }
 
@@ -861,6 +917,8 @@ void VerdictEngine::render(const Verdict& v, MetricSink& out) const {
   for (const std::string& p : e.probes) x("storage", p, "probe", 1);
   for (const std::string& m : e.nfs_mounts) x("storage", m, "nfs_mount", 1);
   if (e.bmc) x("platform", "bmc", "up", 1);
+  for (const VersionFact& f : v.versions)
+    out.add(families::kVersionInfo, {f.component, f.device, f.version}, 1);
 }
 
 }  // namespace nodewatch

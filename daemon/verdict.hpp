@@ -25,12 +25,14 @@
 #include "expect.hpp"
 #include "nodewatch/metric.hpp"
 #include "samples.hpp"
+#include "versions.hpp"
 
 namespace nodewatch {
 
-inline constexpr std::array<std::string_view, 9> kSubsystems = {
-    "accelerator", "nvlink", "pcie", "fabric", "nic", "storage", "kernel", "platform", "exporter"};
-inline constexpr std::size_t kExporter = 8;
+inline constexpr std::array<std::string_view, 10> kSubsystems = {
+    "accelerator", "nvlink", "pcie",     "fabric",   "nic",
+    "storage",     "kernel", "platform", "versions", "exporter"};
+inline constexpr std::size_t kExporter = 9;
 
 // The fixed set of actions a problem can ask for.
 inline constexpr std::array<std::string_view, 8> kActions = {
@@ -71,7 +73,8 @@ struct CollectorState {
 
 struct Verdict {
   std::array<Health, kSubsystems.size()> health{};
-  std::vector<Problem> problems;  // sorted, unique by key()
+  std::vector<VersionFact> versions;  // what the node runs (versions.hpp)
+  std::vector<Problem> problems;      // sorted, unique by key()
   double unix_time = 0;
 
   Health overall() const;
@@ -98,7 +101,7 @@ struct WindowedCount {
 
 class VerdictEngine {
  public:
-  explicit VerdictEngine(Expectations expect);
+  explicit VerdictEngine(Expectations expect, NodeVersions versions = {});
 
   const Expectations& expectations() const { return expect_; }
 
@@ -119,6 +122,7 @@ class VerdictEngine {
 
  private:
   Expectations expect_;
+  NodeVersions versions_;
   std::map<std::string, WindowedCount> counters_;
 };
 

@@ -40,7 +40,8 @@ class BmcSim : public ::testing::Test {
   // The configuration: the bmc collector every second against the
   // simulator, a textfile collector beside it (every second too), the
   // BMC expected; nothing else.
-  std::filesystem::path Config(const std::string& protocol = "lan") const {
+  std::filesystem::path Config(const std::string& protocol = "lan",
+                               const std::string& expect = "") const {
     return dir_.write(
         "nodewatch.toml",
         std::string(kOthersOff) + "[collectors.textfile]\ninterval = \"1s\"\ndirectory = \"" +
@@ -48,7 +49,7 @@ class BmcSim : public ::testing::Test {
             "\"\n[collectors.bmc]\ninterval = \"1s\"\ntimeout = \"1s\"\nhost = \"" + sim_->host() +
             "\"\nprotocol = \"" + protocol + "\"\nusername = \"" + IpmiSim::kUser +
             "\"\npassword_file = \"" + sim_->password_file().string() + "\"\nstate_directory = \"" +
-            (dir_.path() / "state").string() + "\"\n[expect.bmc]\npresent = true\n" +
+            (dir_.path() / "state").string() + "\"\n[expect.bmc]\npresent = true\n" + expect +
             TestSections(dir_.path()) + "enabled = false\n");
   }
 
@@ -63,9 +64,9 @@ class BmcSim : public ::testing::Test {
     int rc = -1;
     std::string out;
   };
-  Checked Check(const std::filesystem::path& config) const {
+  Checked Check(const std::filesystem::path& config, const std::string& output = "line") const {
     DaemonProcess::Options o;
-    o.args = {"--config", config.string(), "--check", "--output", "line"};
+    o.args = {"--config", config.string(), "--check", "--output", output};
     o.stdout_file = dir_.path() / "check.out";
     DaemonProcess c(o, dir_.path() / "check.log");
     Checked r;
@@ -166,6 +167,41 @@ TEST_F(BmcSim, FailingAFanAndAPsuTurnsTheirStatesAndTheCheckAndRestoringThemTurn
       << Body(*port);
   Checked back = Check(config);
   EXPECT_EQ(back.rc, 0) << back.out;
+}
+
+// nodewatch_version_info has the kernel's release and the BMC's firmware; a
+// wrong [expect.versions] pin makes --check unhealthy, naming the component
+// and both versions, and the right one does not.
+TEST_F(BmcSim, AVersionPinDecidesTheCheckNamingBothVersions) {
+  const std::string kernel = ReadFile("/proc/sys/kernel/osrelease")
+                                 .substr(0, ReadFile("/proc/sys/kernel/osrelease").find('\n'));
+  auto wrong = Config("lan", "[expect.versions]\nkernel = \"" + kernel +
+                                 "\"\nbmc_firmware = [\"3.19\", \"3.20\"]\n");
+  auto d = Start(wrong);
+  auto port = d->port();
+  ASSERT_TRUE(port) << d->log();
+  const std::string bmc =
+      "nodewatch_version_info{component=\"bmc_firmware\",device=\"\",version=\"3.21\"}";
+  ASSERT_TRUE(Eventually([&] { return Value(*port, bmc) == 1.0; }, 10s)) << Body(*port);
+  EXPECT_EQ(Value(*port, "nodewatch_version_info{component=\"kernel\",device=\"\",version=\"" +
+                             kernel + "\"}"),
+            1);
+  Checked bad = Check(wrong, "json");
+  EXPECT_EQ(bad.rc, 1) << bad.out;
+  EXPECT_NE(
+      bad.out.find("{\"subsystem\":\"versions\",\"component\":\"bmc_firmware\",\"problem\":"
+                   "\"version_mismatch\",\"action\":\"drain\",\"detail\":\"runs 3.21, expected "
+                   "3.19 or 3.20\"}"),
+      std::string::npos)
+      << bad.out;
+  EXPECT_EQ(bad.out.find("\"component\":\"kernel\""), std::string::npos) << bad.out;
+
+  // The right pin, read on reload.
+  auto right =
+      Config("lan", "[expect.versions]\nkernel = \"" + kernel + "\"\nbmc_firmware = \"3.21\"\n");
+  d->signal(SIGHUP);
+  ASSERT_TRUE(d->wait_log("configuration reloaded")) << d->log();
+  EXPECT_TRUE(Eventually([&] { return Check(right).rc == 0; }, 10s)) << Check(right).out;
 }
 
 // IPMI 2.0 (RMCP+, cipher suite 3) reads the same BMC.

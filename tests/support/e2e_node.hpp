@@ -31,7 +31,8 @@ inline std::vector<std::string> E2ENodeArgs(const TempDir& dir, const E2ENodeOpt
   namespace fs = std::filesystem;
   const auto opts = fs::copy_options::recursive | fs::copy_options::copy_symlinks |
                     fs::copy_options::skip_existing;
-  for (const char* tree : {"storage", "pcie", "amdgpu", "interconnect", "edac", "kernel", "jobs"}) {
+  for (const char* tree :
+       {"storage", "pcie", "amdgpu", "interconnect", "edac", "kernel", "jobs", "versions"}) {
     for (const char* root : {"sys", "proc"}) {
       fs::path from = kE2EFixtures / tree / root;
       if (fs::exists(from)) {

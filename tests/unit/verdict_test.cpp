@@ -48,6 +48,9 @@ TEST(VerdictFamilies, EveryFamilyReadIsDeclaredByACollectorOrTheDaemon) {
   };
   take(SelfMetrics::table(), "daemon");
   take(SelfMetrics::process_table(), "daemon");
+  // nodewatch_version_info: the verdict's own, read back from a running
+  // daemon's /metrics by --learn-expected.
+  take(VerdictEngine::metric_table(), "daemon");
   for (const CollectorSpec& spec : builtin_collectors()) {
     ASSERT_TRUE(spec.metrics) << spec.name;
     take(spec.metrics(), spec.name);
@@ -678,6 +681,16 @@ const std::vector<RuleCase>& RuleCases() {
        "nodewatch_bmc_sensor_state{sensor=\"FAN1\",type=\"Fan\"} 2\n",
        "platform FAN1 sensor_critical inspect_hardware",
        "nodewatch_bmc_sensor_state{sensor=\"FAN1\",type=\"Fan\"} 0\n"},
+      // The NIC's firmware pinned per device; the near miss: the allowed one.
+      {"versions_pinned", With([](Expectations& e) {
+         e.versions["nic_firmware"].any = {"28.39.1002"};
+         e.versions["nic_firmware"].devices["eth1"] = {"28.40.1000", "28.41.1000"};
+       }),
+       "nodewatch_nic_info{interface=\"eth0\",firmware=\"28.39.1002\"} 1\n"
+       "nodewatch_nic_info{interface=\"eth1\",firmware=\"28.39.1002\"} 1\n",
+       "versions nic_firmware/eth1 version_mismatch drain",
+       "nodewatch_nic_info{interface=\"eth0\",firmware=\"28.39.1002\"} 1\n"
+       "nodewatch_nic_info{interface=\"eth1\",firmware=\"28.41.1000\"} 1\n"},
       {"bmc_answers", With([](Expectations& e) { e.bmc = true; }), "nodewatch_bmc_up 0\n",
        "platform bmc bmc_not_answering inspect_hardware", "nodewatch_bmc_up 1\n"},
   };
@@ -732,6 +745,71 @@ TEST(VerdictRules, ABmcWarningDegradesAndACriticalSensorUnfits) {
   down[0].up = false;
   v = Evaluate(other, "nodewatch_bmc_sensor_state{sensor=\"F\",type=\"Fan\"} 1\n", down);
   EXPECT_EQ(v.overall(), Health::kUnknown);
+}
+
+// A pin names the component, the device, what runs and what is allowed; a
+// pinned component that nothing reports could not be checked; the kernel's
+// release comes from the daemon's own read.
+TEST(VerdictRules, VersionPinsNameWhatRunsAndWhatIsExpected) {
+  Expectations e;
+  e.versions["kernel"].any = {"6.1.0-28-amd64"};
+  e.versions["accelerator_driver"].any = {"550.127.05", "550.144.03"};
+  e.versions["bmc_firmware"].any = {"3.21"};
+  VerdictEngine engine(e, NodeVersions{"6.1.0-31-amd64", "2.1.3"});
+  Verdict v =
+      Evaluate(engine,
+               "nodewatch_accelerator_driver_info{vendor=\"nvidia\",library_version=\"550.90."
+               "07\",kernel_module_version=\"550.90.07\"} 1\n");
+  EXPECT_EQ(Problems(v),
+            "versions accelerator_driver/nvidia version_mismatch drain\n"
+            "versions bmc_firmware version_unknown none (unknown)\n"
+            "versions kernel version_mismatch drain\n");
+  EXPECT_EQ(v.problems[0].detail, "runs 550.90.07, expected 550.127.05 or 550.144.03");
+  EXPECT_EQ(v.problems[2].detail, "runs 6.1.0-31-amd64, expected 6.1.0-28-amd64");
+  EXPECT_EQ(v.overall(), Health::kUnhealthy);
+  MetricSink sink(VerdictEngine::metric_table());
+  engine.render(v, sink);
+  const std::string text = sink.render();
+  EXPECT_NE(
+      text.find("nodewatch_version_info{component=\"bios\",device=\"\",version=\"2.1.3\"} 1\n"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("nodewatch_version_info{component=\"accelerator_driver\",device=\"nvidia\","
+                      "version=\"550.90.07\"} 1\n"),
+            std::string::npos)
+      << text;
+  // The right versions: healthy.
+  VerdictEngine right(e, NodeVersions{"6.1.0-28-amd64", ""});
+  v = Evaluate(right,
+               "nodewatch_accelerator_driver_info{vendor=\"nvidia\",library_version=\"550.144.03\","
+               "kernel_module_version=\"\"} 1\n"
+               "nodewatch_bmc_info{firmware=\"3.21\",manufacturer=\"x\",product=\"1\",ipmi_"
+               "version=\"2.0\",interface=\"inband\"} 1\n");
+  EXPECT_EQ(Problems(v), "");
+}
+
+// What --learn-expected writes of versions reads back as the same pins.
+TEST(VerdictRules, LearnedVersionsRoundTripThroughTheExpectFile) {
+  nodewatch::Learned l = learn_expectations(
+      NodeSamples("nodewatch_nic_info{interface=\"eth0\",firmware=\"28.39.1002\"} 1\n"
+                  "nodewatch_nic_info{interface=\"eth1\",firmware=\"28.40.1000\"} 1\n"
+                  "nodewatch_interconnect_port_info{device=\"mlx5_0\",port=\"1\",firmware=\"28.39."
+                  "1002\"} 1\n"
+                  "nodewatch_interconnect_port_info{device=\"mlx5_0\",port=\"2\",firmware=\"28.39."
+                  "1002\"} 1\n",
+                  learn_families()),
+      NodeVersions{"6.1.0-28-amd64", ""});
+  EXPECT_EQ(l.expect.versions["kernel"].any, std::vector<std::string>{"6.1.0-28-amd64"});
+  EXPECT_EQ(l.expect.versions["hca_firmware"].any, std::vector<std::string>{"28.39.1002"});
+  EXPECT_EQ(l.expect.versions["nic_firmware"].devices.size(), 2u);
+  const std::string toml = expectations_toml(l.expect, {}, {});
+  EXPECT_NE(toml.find("nic_firmware = { \"eth0\" = \"28.39.1002\", \"eth1\" = \"28.40.1000\" }\n"),
+            std::string::npos)
+      << toml;
+  std::vector<ConfigError> errors;
+  Expectations back = parse_expect_file(toml, "learned.toml", &errors);
+  EXPECT_TRUE(errors.empty()) << (errors.empty() ? "" : errors.front().message);
+  EXPECT_EQ(back.versions, l.expect.versions);
 }
 
 // The driver's thermal margin (NVML 12.8 on) decides where it is given:
