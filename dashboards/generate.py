@@ -259,7 +259,7 @@ def node_link(column):
 # daemon's order, with their titles.
 SUBSYSTEMS = [("accelerator", "Accelerators"), ("nvlink", "NVLink"), ("pcie", "PCIe"), ("fabric", "Fabric ports"),
               ("nic", "NICs"), ("storage", "Storage"), ("kernel", "Kernel"), ("platform", "Power and cooling"),
-              ("exporter", "Exporter")]
+              ("versions", "Versions"), ("exporter", "Exporter")]
 VERDICT_HEALTHY = [
     {"type": "value", "options": {"0": {"text": "problem or not checked", "color": "red"},
                                   "1": {"text": "healthy", "color": "green"}}}
@@ -345,7 +345,7 @@ def verdict_row():
         stat("Verdict age", "Seconds since the verdict was last evaluated (it is after every collection round); "
              "NodewatchNodeVerdictStale fires when it stops.", "s",
              [(f"time() - nodewatch_node_verdict_timestamp_seconds{sel()}", "{{instance}}")],
-             thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 300}], w=6, h=4),
+             thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 300}], w=4, h=4),
         problems,
         state_timeline("Subsystem health over time", "nodewatch_node_healthy per subsystem: 1 healthy, 0 a problem or "
                        "not checked.", "none", [(f"nodewatch_node_healthy{sel()}", "{{instance}} {{subsystem}}")],
@@ -537,6 +537,25 @@ def fleet():
                (f"sum by (chassis_serial, slot, tray) (nodewatch_accelerator_up{sel()} "
                 f"* on (job, instance, accelerator, uuid) group_left (chassis_serial, slot, tray) "
                 f"nodewatch_accelerator_platform_info{sel()})", "answering")], w=24),
+        row("Versions"),
+        table("Nodes per version", "Per component (kernel, BIOS, BMC firmware, accelerator driver, NIC and HCA "
+              "firmware), how many nodes run each version: a node back from repair with another one stands out "
+              "as a count of 1. [expect.versions] pins them (docs/verdict.md).", "none",
+              [(f"count by (component, version) (count by (instance, component, version) "
+                f"(nodewatch_version_info{sel()}))", "nodes")], w=12),
+        table("Nodes off their pinned version", "The nodes whose verdict says a component runs a version "
+              "[expect.versions] does not allow (problem version_mismatch), with the component and device.",
+              "none",
+              [("nodewatch_node_problem_info" + sel('problem="version_mismatch"') + " == 1", "problem")], w=12),
+        row("Power and cooling"),
+        stat("Nodes with a critical BMC sensor", "Nodes where a BMC sensor reads critical now (a failed fan or PSU, "
+             "a temperature past its critical threshold, a leak).", "none",
+             [(f"count(count by (instance) (nodewatch_bmc_sensor_state{sel()} == 2)) or vector(0)", "nodes")],
+             thresholds=RED_IF_ANY, w=6),
+        stat("BMCs not answering", "Nodes whose BMC does not answer nodewatch.", "none",
+             [(f"count(nodewatch_bmc_up{sel()} == 0) or vector(0)", "nodes")], thresholds=RED_IF_ANY, w=6),
+        ts("Fleet power (DCMI)", "The selected nodes' draw as their BMCs measure it, summed.", "watt",
+           [(f"sum(nodewatch_bmc_node_power_watts{sel()})", "power")], w=12),
         row("Worst nodes"),
         table("Hottest accelerators", "The ten nodes with the hottest accelerator sensor now.", "celsius",
               [(f"topk(10, max by (instance) (nodewatch_accelerator_temperature_celsius{sel()}))", "max °C")],
