@@ -755,7 +755,7 @@ const std::vector<Rule>& rules() {
       {"versions_pinned",
        kVersions,
        {families::kVersionInfo, bmc::families::kInfo, accelerator::families::kDriverInfo,
-        nic::families::kInfo, interconnect::families::kPortInfo},
+        accelerator::families::kInfo, nic::families::kInfo, interconnect::families::kPortInfo},
        versions_pinned},
   };
   return kRules;

@@ -25,6 +25,7 @@ const FamilySet& version_families() {
       families::kVersionInfo,
       bmc::families::kInfo,
       accelerator::families::kDriverInfo,
+      accelerator::families::kInfo,
       nic::families::kInfo,
       interconnect::families::kPortInfo,
   });
@@ -46,6 +47,10 @@ std::vector<VersionFact> version_facts(const Samples& s, const NodeVersions& nod
     std::string_view module = x.label("kernel_module_version");
     add("accelerator_driver", x.label("vendor"),
         module.empty() ? x.label("library_version") : module);
+  }
+  for (const Sample& x : s.of(accelerator::families::kInfo)) {
+    std::string_view bus = x.label("pci_bus_id");
+    add("accelerator_vbios", bus.empty() ? x.label("uuid") : bus, x.label("vbios"));
   }
   for (const Sample& x : s.of(nic::families::kInfo))
     add("nic_firmware", x.label("interface"), x.label("firmware"));

@@ -8,6 +8,7 @@
 //   bmc_firmware         ""         nodewatch_bmc_info's firmware
 //   accelerator_driver   vendor     nodewatch_accelerator_driver_info: the kernel
 //                                   module's version, else the library's
+//   accelerator_vbios    PCI address  nodewatch_accelerator_info's vbios
 //   nic_firmware         interface  nodewatch_nic_info's firmware
 //   hca_firmware         device     nodewatch_interconnect_port_info's firmware
 //
@@ -24,7 +25,8 @@
 namespace nodewatch {
 
 inline constexpr std::string_view kVersionComponents[] = {
-    "kernel", "bios", "bmc_firmware", "accelerator_driver", "nic_firmware", "hca_firmware"};
+    "kernel",       "bios",        "bmc_firmware", "accelerator_driver", "accelerator_vbios",
+    "nic_firmware", "hca_firmware"};
 
 // What the daemon reads itself (empty where there is none: no DMI on most
 // Arm servers' device trees, a fixture without it).

@@ -149,7 +149,7 @@ void emit_device(const DeviceSample& d, MetricSink& out) {
   const auto dev = device_labels(d);
   out.add(families::kInfo,
           std::vector<std::string>{std::to_string(d.index), d.uuid, d.vendor, d.model, d.pci_bus_id,
-                                   d.driver_version, d.serial},
+                                   d.driver_version, d.serial, d.vbios},
           1);
   if (d.platform)
     out.add(families::kPlatformInfo,

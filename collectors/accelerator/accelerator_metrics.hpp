@@ -12,8 +12,9 @@ inline constexpr Family kInfo{
     "nodewatch_accelerator_info",
     MetricType::kGauge,
     "",
-    "Static facts about an accelerator; always 1.",
-    {"accelerator", "uuid", "vendor", "model", "pci_bus_id", "driver_version", "serial"}};
+    "Static facts about an accelerator, always 1: its VBIOS too (NVML's version, amdgpu's "
+    "vbios_version: the part number).",
+    {"accelerator", "uuid", "vendor", "model", "pci_bus_id", "driver_version", "serial", "vbios"}};
 
 inline constexpr Family kPlatformInfo{
     "nodewatch_accelerator_platform_info",

@@ -99,6 +99,7 @@ struct CardFacts {
   std::string uuid;
   std::string model;
   std::string serial;
+  std::string vbios;
   std::string hwmon;  // device/hwmon/hwmon<M>, "" when none
   std::set<std::string, std::less<>> hwmon_names;
   // temp<N>_input channel -> sensor ("junction"), for the channels that can be named.
@@ -292,6 +293,7 @@ AmdgpuBackend::FactsResult AmdgpuBackend::read_facts(const std::string& card, Ca
     }
   }
   facts.serial = r.label(dir + "serial_number");
+  facts.vbios = r.label(dir + "vbios_version");
   read_hwmon_facts(facts, r);
   if (r.gone()) return FactsResult::kGone;
   if (!facts.errors.empty()) facts.failed = true;
@@ -586,6 +588,7 @@ std::optional<DeviceSample> AmdgpuBackend::read_card(const CardFacts& facts, uns
   d.uuid = facts.uuid;
   d.model = facts.model;
   d.serial = facts.serial;
+  d.vbios = facts.vbios;
   d.errors = facts.errors;
   CardReader r(held_, d.errors);
   const std::string dir = facts.device + "/";

@@ -145,6 +145,7 @@ struct DeviceSample {
   std::optional<unsigned> drm_card;
   std::string driver_version;
   std::string serial;
+  std::string vbios;  // the VBIOS (NVML) or its part number (amdgpu)
   // Where it sits in its rack, where the driver says (NVIDIA Blackwell on,
   // NVML 12.8 on): the chassis's serial number, the slot in the chassis,
   // the compute tray, the host within the slot, the GPU within the host.

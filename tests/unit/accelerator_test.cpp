@@ -39,6 +39,7 @@ DeviceSample FullDevice() {
   d.pci_bus_id = "0000:5d:00.0";
   d.driver_version = "550.54.15";
   d.serial = "1654123456789";
+  d.vbios = "96.00.74.00.0b";
   d.utilization_ratio = 0.87;
   d.memory_utilization_ratio = 0.42;
   d.memory_used_bytes = 64.0 * (1ULL << 30);
@@ -88,7 +89,7 @@ TEST(AcceleratorTest, EveryFieldBecomesItsSeries) {
   const std::string a = "3", u = "GPU-8f6e1a2b-0000-0000-0000-000000000003";
   EXPECT_EQ(Value(sink, "nodewatch_accelerator_info",
                   {a, u, "nvidia", "NVIDIA H100 80GB HBM3", "0000:5d:00.0", "550.54.15",
-                   "1654123456789"}),
+                   "1654123456789", "96.00.74.00.0b"}),
             1);
   EXPECT_EQ(Value(sink, "nodewatch_accelerator_up", {a, u}), 1);
   EXPECT_DOUBLE_EQ(Value(sink, "nodewatch_accelerator_utilization_ratio", {a, u}), 0.87);

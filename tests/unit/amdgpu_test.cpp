@@ -1420,12 +1420,13 @@ TEST(AmdgpuCollector, SeriesFromTheFixture) {
 
   const std::string a0 = "0", u0 = "amd-4f8a2c1e9b3d7065";
   const std::string a1 = "1", u1 = "amd-71b6c2d8e04f9a35";
-  EXPECT_EQ(
-      Value(sink, "nodewatch_accelerator_info",
-            {a0, u0, "amd", "AMD Instinct MI300X OAM", "0000:05:00.0", "6.10.5", "692331000142"}),
-      1);
   EXPECT_EQ(Value(sink, "nodewatch_accelerator_info",
-                  {a1, u1, "amd", "AMD Instinct MI210", "0000:c1:00.0", "6.10.5", "692247000318"}),
+                  {a0, u0, "amd", "AMD Instinct MI300X OAM", "0000:05:00.0", "6.10.5",
+                   "692331000142", "113-M3000100-102"}),
+            1);
+  EXPECT_EQ(Value(sink, "nodewatch_accelerator_info",
+                  {a1, u1, "amd", "AMD Instinct MI210", "0000:c1:00.0", "6.10.5", "692247000318",
+                   "113-D67301-063"}),
             1);
   EXPECT_EQ(Value(sink, "nodewatch_accelerator_up", {a0, u0}), 1);
   EXPECT_DOUBLE_EQ(Value(sink, "nodewatch_accelerator_utilization_ratio", {a0, u0}), 0.87);

@@ -166,7 +166,7 @@ TEST_P(DriverGenerationTest, ReadsWhatThatDriverNumbersAndNothingElse) {
   }
   EXPECT_EQ(Value(s, "nodewatch_accelerator_info",
                   {"0", dev(0)[1], "nvidia", "NVIDIA H100 80GB HBM3", "0000:1a:00.0", g.driver,
-                   "1650000000000"}),
+                   "1650000000000", "96.00.99.00.01"}),
             1);
 }
 

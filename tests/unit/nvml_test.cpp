@@ -80,7 +80,8 @@ struct Gpu {
             "NVIDIA H100 80GB HBM3",
             bus_id(),
             "580.65.06",
-            std::to_string(1650000000000ull + i)};
+            std::to_string(1650000000000ull + i),
+            "96.00.99.00.01"};
   }
 };
 

@@ -49,6 +49,8 @@ inline constexpr unsigned kDriverVersionBufferSize = 80;
 inline constexpr unsigned kUuidBufferSize = 96;
 inline constexpr unsigned kNameBufferSize = 96;
 inline constexpr unsigned kSerialBufferSize = 30;
+// NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE, the same in every nvml.h.
+inline constexpr unsigned kVbiosBufferSize = 32;
 
 // nvmlUtilization_t: percent over the driver's last sample period.
 struct Utilization {

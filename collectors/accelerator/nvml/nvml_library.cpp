@@ -53,6 +53,7 @@ std::vector<std::string> resolve_all(void* lib, NvmlApi& a) {
   resolve(lib, a.system_get_driver_version, {"nvmlSystemGetDriverVersion"});
   resolve(lib, a.device_get_name, {"nvmlDeviceGetName"});
   resolve(lib, a.device_get_serial, {"nvmlDeviceGetSerial"});
+  resolve(lib, a.device_get_vbios_version, {"nvmlDeviceGetVbiosVersion"});
   const char* pci =
       resolve(lib, a.device_get_pci_info,
               {"nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2", "nvmlDeviceGetPciInfo"});

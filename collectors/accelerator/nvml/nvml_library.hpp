@@ -34,6 +34,7 @@ struct NvmlApi {
   nvml::SystemGetStringFn system_get_driver_version = nullptr;
   nvml::DeviceGetStringFn device_get_name = nullptr;
   nvml::DeviceGetStringFn device_get_serial = nullptr;
+  nvml::DeviceGetStringFn device_get_vbios_version = nullptr;
   nvml::DeviceGetPciInfoFn device_get_pci_info = nullptr;
   bool pci_info_v1 = false;  // only nvmlDeviceGetPciInfo: read bus_id_legacy, not bus_id
   nvml::DeviceGetUtilizationFn device_get_utilization_rates = nullptr;

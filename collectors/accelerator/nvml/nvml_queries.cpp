@@ -980,6 +980,8 @@ void read_device(const NvmlSession& s, unsigned index, NvmlQuestions questions, 
   d.model = read_string(a, api.device_get_name, "nvmlDeviceGetName", dev, nvml::kNameBufferSize);
   d.serial =
       read_string(a, api.device_get_serial, "nvmlDeviceGetSerial", dev, nvml::kSerialBufferSize);
+  d.vbios = read_string(a, api.device_get_vbios_version, "nvmlDeviceGetVbiosVersion", dev,
+                        nvml::kVbiosBufferSize);
   d.pci_bus_id = read_pci_bus_id(a, dev);
   if (api.device_get_platform_info != nullptr) {
     nvml::PlatformInfoV2 p{};
@@ -1028,6 +1030,7 @@ void copy_identity(const DeviceSample& from, DeviceSample& to) {
   to.model = from.model;
   to.pci_bus_id = from.pci_bus_id;
   to.serial = from.serial;
+  to.vbios = from.vbios;
   to.platform = from.platform;
 }
 
@@ -1039,6 +1042,7 @@ void merge_identity(const DeviceSample& from, DeviceSample& to) {
   keep(from.model, to.model);
   keep(from.pci_bus_id, to.pci_bus_id);
   keep(from.serial, to.serial);
+  keep(from.vbios, to.vbios);
   if (from.platform) to.platform = from.platform;
 }
 

@@ -1074,6 +1074,13 @@ FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetSerial(nvml::Device dev, char* serial
              : copy_string(std::to_string(1650000000000ull + dev->index), serial, length);
 }
 
+// The form of H100 SXM5 boards' VBIOS versions.
+FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetVbiosVersion(nvml::Device dev, char* version,
+                                                        unsigned length) {
+  const nvml::Return rc = enter(__func__, __func__, dev);
+  return rc != nvml::kSuccess ? rc : copy_string("96.00.99.00.01", version, length);
+}
+
 FAKE_NVML_EXPORT nvml::Return nvmlDeviceGetPciInfo(nvml::Device dev, nvml::PciInfo* pci) {
   return get_pci(__func__, dev, pci, true);
 }
@@ -1900,6 +1907,7 @@ static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetComputeRunningProcesses), nvml::DeviceGetProcessesFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetName), nvml::DeviceGetStringFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetSerial), nvml::DeviceGetStringFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetVbiosVersion), nvml::DeviceGetStringFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetPciInfo), nvml::DeviceGetPciInfoFn>);
 static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetUtilizationRates), nvml::DeviceGetUtilizationFn>);
