@@ -755,7 +755,8 @@ const std::vector<Rule>& rules() {
       {"versions_pinned",
        kVersions,
        {families::kVersionInfo, bmc::families::kInfo, accelerator::families::kDriverInfo,
-        accelerator::families::kInfo, nic::families::kInfo, interconnect::families::kPortInfo},
+        accelerator::families::kInfo, nic::families::kInfo, interconnect::families::kPortInfo,
+        interconnect::families::kVerbsLibraryInfo},
        versions_pinned},
   };
   return kRules;

@@ -28,6 +28,7 @@ const FamilySet& version_families() {
       accelerator::families::kInfo,
       nic::families::kInfo,
       interconnect::families::kPortInfo,
+      interconnect::families::kVerbsLibraryInfo,
   });
   return kFamilies;
 }
@@ -54,6 +55,8 @@ std::vector<VersionFact> version_facts(const Samples& s, const NodeVersions& nod
   }
   for (const Sample& x : s.of(nic::families::kInfo))
     add("nic_firmware", x.label("interface"), x.label("firmware"));
+  for (const Sample& x : s.of(interconnect::families::kVerbsLibraryInfo))
+    add("rdma_core", "", x.label("version"));
   for (const Sample& x : s.of(interconnect::families::kPortInfo))
     add("hca_firmware", x.label("device"), x.label("firmware"));
   return {out.begin(), out.end()};

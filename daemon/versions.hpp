@@ -11,6 +11,7 @@
 //   accelerator_vbios    PCI address  nodewatch_accelerator_info's vbios
 //   nic_firmware         interface  nodewatch_nic_info's firmware
 //   hca_firmware         device     nodewatch_interconnect_port_info's firmware
+//   rdma_core            ""         nodewatch_interconnect_verbs_library_info
 //
 // The kernel's and the BIOS's are read once, when the daemon starts (they
 // change only with a reboot); the others come from the collectors' own info
@@ -25,8 +26,8 @@
 namespace nodewatch {
 
 inline constexpr std::string_view kVersionComponents[] = {
-    "kernel",       "bios",        "bmc_firmware", "accelerator_driver", "accelerator_vbios",
-    "nic_firmware", "hca_firmware"};
+    "kernel",       "bios",         "bmc_firmware", "accelerator_driver", "accelerator_vbios",
+    "nic_firmware", "hca_firmware", "rdma_core"};
 
 // What the daemon reads itself (empty where there is none: no DMI on most
 // Arm servers' device trees, a fixture without it).

@@ -218,6 +218,7 @@ IbPorts::~IbPorts() = default;
 std::vector<MetricDesc> IbPorts::metric_descs() {
   std::vector<MetricDesc> d;
   d.push_back(describe(families::kPortInfo));
+  d.push_back(describe(families::kVerbsLibraryInfo));
   d.push_back(describe(families::kPortState));
   d.push_back(describe(families::kPortPhysicalState));
   d.push_back(describe(families::kPortRateBytesPerSecond));
@@ -264,6 +265,8 @@ void IbPorts::collect(const CollectContext& ctx, MetricSink& out) {
     if (is_valid_utf8(n) && filter_.matches(n)) names.push_back(std::move(n));
   }
   for (const VerbsFailure& f : verbs_->sync(names)) out.error("verbs_error", f.device, f.detail);
+  if (std::string v = verbs_->library_version(); !v.empty() && !names.empty())
+    out.add(families::kVerbsLibraryInfo, {v}, 1);
   bool netlink_ok = !names.empty() && hw_source_->begin_cycle();
 
   devices_.begin_cycle();

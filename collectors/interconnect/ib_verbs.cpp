@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <link.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <array>
 #include <cerrno>
 #include <condition_variable>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
@@ -65,6 +67,13 @@ class DlVerbsSource final : public VerbsSource {
     if (!ok) {
       ::dlclose(handle_);
       handle_ = nullptr;
+      return;
+    }
+    link_map* map = nullptr;
+    if (::dlinfo(handle_, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr) {
+      std::error_code ec;
+      auto real = std::filesystem::canonical(map->l_name, ec);
+      if (!ec) version_ = rdma_core_version_of(real.filename().string());
     }
   }
   ~DlVerbsSource() override {
@@ -85,6 +94,7 @@ class DlVerbsSource final : public VerbsSource {
   DlVerbsSource& operator=(const DlVerbsSource&) = delete;
 
   bool loaded() const { return handle_ != nullptr; }
+  std::string library_version() const override { return version_; }
 
   std::vector<VerbsFailure> sync(const std::vector<std::string>& devices) override {
     std::vector<VerbsFailure> failures;
@@ -257,6 +267,7 @@ class DlVerbsSource final : public VerbsSource {
   }
 
   void* handle_ = nullptr;
+  std::string version_;
   VerbsApi api_;
   std::set<std::string, std::less<>> failed_;  // touched by sync() only
   std::thread thread_;
@@ -270,6 +281,20 @@ class DlVerbsSource final : public VerbsSource {
 };
 
 }  // namespace
+
+std::string rdma_core_version_of(std::string_view file_name) {
+  constexpr std::string_view kStem = "libibverbs.so.1.";
+  if (!file_name.starts_with(kStem)) return "";
+  std::string_view rest = file_name.substr(kStem.size());  // "14.44.0"
+  const std::size_t dot = rest.find('.');
+  if (dot == std::string_view::npos || dot == 0 || dot + 1 >= rest.size()) return "";
+  for (char c : rest.substr(0, dot))
+    if (c < '0' || c > '9') return "";
+  std::string_view version = rest.substr(dot + 1);
+  for (char c : version)
+    if ((c < '0' || c > '9') && c != '.') return "";
+  return std::string(version);
+}
 
 std::unique_ptr<VerbsSource> make_verbs_source(std::string library, std::string dev_dir) {
   return std::make_unique<DlVerbsSource>(library, dev_dir);

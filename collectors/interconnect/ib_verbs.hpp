@@ -47,7 +47,15 @@ class VerbsSource {
   // since the device was opened; nullopt when no event stream watches the
   // device (library absent, device not opened, device lost).
   virtual std::optional<std::uint64_t> state_changes(std::string_view device, unsigned port) = 0;
+  // rdma-core's version, from the loaded library's file name
+  // (libibverbs.so.1.14.44.0 is rdma-core 44.0: rdma-core names it
+  // 1.<ABI minor>.<its own version>); "" when none is loaded or the name
+  // says none.
+  virtual std::string library_version() const { return ""; }
 };
+
+// The rdma-core version in a libibverbs file name, or "".
+std::string rdma_core_version_of(std::string_view file_name);
 
 // The real source. Loads `library` only when `dev_dir` (/dev/infiniband)
 // exists; without it, or when the library or one of its symbols is

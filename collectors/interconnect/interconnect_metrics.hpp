@@ -8,6 +8,15 @@
 
 namespace nodewatch::interconnect::families {
 
+inline constexpr Family kVerbsLibraryInfo{
+    "nodewatch_interconnect_verbs_library_info",
+    MetricType::kGauge,
+    "",
+    "The RDMA core library (libibverbs) loaded to follow the ports' events, value 1, where "
+    "/dev/infiniband exists: rdma-core's version, from the library's file name "
+    "(libibverbs.so.1.14.44.0 is rdma-core 44.0).",
+    {"version"}};
+
 inline constexpr Family kPortInfo{
     "nodewatch_interconnect_port_info",
     MetricType::kGauge,

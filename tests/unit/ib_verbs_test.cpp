@@ -141,3 +141,37 @@ TEST(VerbsSourceWithLibrary, OneEventThreadForEveryDevice) {
 
 }  // namespace
 }  // namespace nodewatch::interconnect
+
+namespace nodewatch::interconnect {
+namespace {
+
+TEST(VerbsLibraryVersion, TheFileNameGivesRdmaCoresVersion) {
+  EXPECT_EQ(rdma_core_version_of("libibverbs.so.1.14.44.0"), "44.0");
+  EXPECT_EQ(rdma_core_version_of("libibverbs.so.1.1.17.1"), "17.1");
+  EXPECT_EQ(rdma_core_version_of("libibverbs.so.1"), "");
+  EXPECT_EQ(rdma_core_version_of("libibverbs.so.1.14."), "");
+  EXPECT_EQ(rdma_core_version_of("libfake_ibverbs.so"), "");
+  EXPECT_EQ(rdma_core_version_of("libibverbs.so.1.x.44.0"), "");
+}
+
+// The real libibverbs of this machine (Debian's libibverbs1, a build
+// dependency): the version its file name gives is the package's upstream
+// version, as dpkg knows it. (Run alone, as ctest runs each test: in a
+// process where the fake, whose soname is the same, was loaded first,
+// dlopen gives the fake.)
+TEST(VerbsLibraryVersion, DebiansLibibverbsSaysItsPackagesVersion) {
+  testing::TempDir dev;  // stands in for /dev/infiniband
+  auto source = make_verbs_source("libibverbs.so.1", dev.path().string());
+  if (!verbs_source_loaded(*source)) GTEST_SKIP() << "libibverbs.so.1 does not load here";
+  FILE* p = ::popen("dpkg-query -W -f='${Version}' libibverbs1 2>/dev/null", "r");
+  char buf[64] = {};
+  const std::size_t n = p != nullptr ? std::fread(buf, 1, sizeof buf - 1, p) : 0;
+  if (p != nullptr) ::pclose(p);
+  std::string package(buf, n);
+  if (package.empty()) GTEST_SKIP() << "dpkg does not know libibverbs1";
+  // "44.0-2" -> "44.0"
+  EXPECT_EQ(source->library_version(), package.substr(0, package.find('-')));
+}
+
+}  // namespace
+}  // namespace nodewatch::interconnect
