@@ -40,6 +40,7 @@ cleanup() {
     kill -KILL "$pid" 2>/dev/null || true
   fi
   [[ -n "${kubelet:-}" ]] && kill -TERM "$kubelet" 2>/dev/null && wait "$kubelet" 2>/dev/null || true
+  [[ -n "${sim:-}" ]] && kill -KILL "$sim" 2>/dev/null && wait "$sim" 2>/dev/null || true
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -113,6 +114,29 @@ EOF
   export FAKE_NVML_SCENARIO="$here/../tests/fixtures/nvml/e2e_node.scenario"
   jobs=1
 fi
+# The bmc collector's helper (nwd-bmc, FreeIPMI) against OpenIPMI's
+# simulator, where it is installed (tests/fixtures/bmc).
+bmc=0
+if command -v ipmi_sim >/dev/null && command -v sdrcomp >/dev/null && [[ -x "$(dirname "$bin")/nwd-bmc" ]]; then
+  sim_port=$((40000 + RANDOM % 20000))
+  "$here/../tests/fixtures/bmc/make-sim.sh" "$tmp/sim" "$sim_port"
+  ipmi_sim -c "$tmp/sim/lan.conf" -f "$tmp/sim/node.emu" -s "$tmp/sim/state" -n -p \
+    >"$tmp/sim.log" 2>&1 &
+  sim=$!
+  cat >>"$tmp/nodewatch.toml" <<EOF
+[collectors.bmc]
+host = "127.0.0.1:$sim_port"
+protocol = "lanplus"
+username = "nodewatch"
+password_file = "$tmp/sim/password"
+state_directory = "$tmp/bmc"
+# Under strace the helper's start is slow: FreeIPMI reads its two
+# interpretation files a byte at a time (120,000 calls).
+interval = "30s"
+timeout = "30s"
+EOF
+  bmc=1
+fi
 port=$((20000 + RANDOM % 20000))
 strace -f -qq -o "$tmp/trace" "$bin" --config "$tmp/nodewatch.toml" \
   --listen "127.0.0.1:$port" --log-level warn 2>"$tmp/log" &
@@ -153,6 +177,15 @@ if ((jobs)); then
   done
   ((ok)) || { echo "the fake kubelet's pod was not served:" >&2; cat "$tmp/log" >&2; exit 1; }
 fi
+if ((bmc)); then
+  ok=0
+  for _ in $(seq 1 300); do
+    body=$(curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null || true)
+    if grep -q '^nodewatch_bmc_up 1' <<<"$body"; then ok=1; break; fi
+    sleep 0.1
+  done
+  ((ok)) || { echo "the BMC simulator was not read:" >&2; cat "$tmp/log" >&2; exit 1; }
+fi
 daemon=$(pgrep -P "$pid" -x nodewatchd || true)
 [[ -n "$daemon" ]] || { echo "no nodewatchd under strace" >&2; exit 1; }
 kill -HUP "$daemon"
@@ -174,5 +207,6 @@ if [[ -n "$denied" ]]; then
 fi
 what="$helpers helper processes traced"
 ((jobs)) && what+=", the accelerator collector with the fake NVML, and the pod-resources client against a fake kubelet"
+((bmc)) && what+=", the bmc collector's nwd-bmc against OpenIPMI's simulator"
 what+="${what_uncore:-}"
 echo "system calls: $(wc -l <"$tmp/used") distinct, all in SystemCallFilter=$filter${denied_groups:+ less $denied_groups} ($what)"
