@@ -126,17 +126,20 @@ TEST_F(BmcSim, FailingAFanAndAPsuTurnsTheirStatesAndTheCheckAndRestoringThemTurn
   EXPECT_EQ(ok.rc, 0) << ok.out;
   EXPECT_EQ(ok.out, "healthy\n");
 
+  // Both the fan's and the PSU's state at `v`.
+  auto both = [&](double v) {
+    return Eventually(
+        [&] {
+          std::string b = Body(*port);
+          return SampleValue(b, kFanState) == v && SampleValue(b, kPsuState) == v;
+        },
+        10s);
+  };
   // The fan below its critical threshold (300 < 500 RPM), the PSU failed.
   const auto failed_at = std::chrono::steady_clock::now();
   sim_->set("fan1", 3);
   sim_->set("psu1", 3);
-  ASSERT_TRUE(Eventually(
-      [&] {
-        std::string b = Body(*port);
-        return SampleValue(b, kFanState) == 2.0 && SampleValue(b, kPsuState) == 2.0;
-      },
-      10s))
-      << Body(*port);
+  ASSERT_TRUE(both(2)) << Body(*port);
   // Within two intervals (1 s each) and the simulator's poll (250 ms).
   EXPECT_LE(std::chrono::steady_clock::now() - failed_at, 2250ms + 500ms);
   EXPECT_EQ(Value(*port, "nodewatch_bmc_fan_speed_rpm{sensor=\"FAN1\"}"), 300);
@@ -158,13 +161,7 @@ TEST_F(BmcSim, FailingAFanAndAPsuTurnsTheirStatesAndTheCheckAndRestoringThemTurn
 
   sim_->set("fan1", 50);
   sim_->set("psu1", 1);
-  ASSERT_TRUE(Eventually(
-      [&] {
-        std::string b = Body(*port);
-        return SampleValue(b, kFanState) == 0.0 && SampleValue(b, kPsuState) == 0.0;
-      },
-      10s))
-      << Body(*port);
+  ASSERT_TRUE(both(0)) << Body(*port);
   Checked back = Check(config);
   EXPECT_EQ(back.rc, 0) << back.out;
 }
@@ -277,6 +274,7 @@ TEST_F(BmcSim, SelEntriesAreCountedOnceAcrossRestartsAndAClear) {
     auto port = d->port();
     ASSERT_TRUE(port) << d->log();
     ASSERT_TRUE(Eventually([&] { return Value(*port, "nodewatch_bmc_up") == 1.0; }, 10s));
+    EXPECT_NE(d->log().find("fetched the SDR"), std::string::npos) << d->log();
     // Past the critical threshold (47 > 45 °C): the simulator logs the
     // crossings of the upper non-critical and critical thresholds.
     sim_->set("inlet", 47);
@@ -293,6 +291,9 @@ TEST_F(BmcSim, SelEntriesAreCountedOnceAcrossRestartsAndAClear) {
     ASSERT_TRUE(Eventually([&] { return Value(*port, "nodewatch_bmc_up") == 1.0; }, 10s));
     std::this_thread::sleep_for(1500ms);
     EXPECT_EQ(total(*port), counted) << "a restart counted the SEL again";
+    // The SDR was cached by the first daemon, and the repository has not
+    // changed since: not fetched again.
+    EXPECT_EQ(d->log().find("fetched the SDR"), std::string::npos) << d->log();
 
     CmdResult clear = RunCommand("ipmi-sel -h " + sim_->host() + " -u " + IpmiSim::kUser + " -p " +
                                  IpmiSim::kPassword + " -l admin -D LAN -a md5 --clear");

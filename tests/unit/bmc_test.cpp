@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <toml++/toml.h>
+
 #include <fstream>
 
 #include "bmc/bmc_collector.hpp"
@@ -104,6 +106,31 @@ TEST(BmcSelBook, TheStateFileRoundTripsAndABadOneIsRefused) {
       "nodewatch-bmc-sel 1\ncount\t" + std::string(kMaxFieldBytes + 1, 'T') + "\tnominal\t1\n",
       &again, &why));
   EXPECT_EQ(why, "a field over 128 bytes, or with a carriage return");
+}
+
+// The password file is refused while other users can read it, and so are
+// a protocol and a privilege FreeIPMI is not asked for.
+TEST(BmcOptions, APasswordFileOthersCanReadIsRefused) {
+  TempDir dir;
+  auto password = dir.write("password", "secret\n");
+  auto read = [&](const std::string& text) {
+    toml::table table = toml::parse(text);
+    std::vector<ConfigError> errors;
+    OptionReader r(table, "collectors.bmc", "test.toml", &errors);
+    bmc_collector_spec().read_options(r);
+    std::string out;
+    for (const ConfigError& e : errors) out += e.str() + "\n";
+    return out;
+  };
+  const std::string keys = "host = \"127.0.0.1:623\"\nstate_directory = \"" + dir.path().string() +
+                           "\"\npassword_file = \"" + password.string() + "\"\n";
+  ::chmod(password.c_str(), 0644);
+  EXPECT_NE(read(keys).find("can be read by other users"), std::string::npos) << read(keys);
+  ::chmod(password.c_str(), 0640);
+  EXPECT_EQ(read(keys), "");
+  EXPECT_NE(read(keys + "protocol = \"ipmi\"\n").find("\"lan\" or \"lanplus\""), std::string::npos);
+  EXPECT_NE(read(keys + "privilege = \"root\"\n").find("\"user\", \"operator\""),
+            std::string::npos);
 }
 
 // A fake nwd-bmc: a shell script that answers each request (read with
