@@ -184,6 +184,7 @@ class Bmc {
       ipmi_ctx_destroy(ctx_);
     }
     sel_ = nullptr;
+    no_dcmi_ = false;  // asked again of the next session
     read_ = nullptr;
     sdr_ = nullptr;
     interpret_ = nullptr;
@@ -424,7 +425,8 @@ class Bmc {
       if (failed) return false;
       if (after && last.timestamp == req.cursor.timestamp) next = *after;
     }
-    while (next != kSelLast && r->events.size() < req.sel_max && !late(r)) {
+    // What is left when the collection's time is up is read next time.
+    while (next != kSelLast && r->events.size() < req.sel_max && Clock::now() < deadline_) {
       SelEvent e;
       auto after = entry(next, &e, &failed, r);
       if (failed) return false;
