@@ -30,7 +30,7 @@ section=$(dpkg-deb -f "$deb" Section)
 [[ $section == admin ]] || fail "section $section, not admin"
 
 dpkg -i "$deb" >/dev/null || fail "dpkg -i"
-for f in /usr/sbin/nodewatchd /usr/libexec/nodewatch/nwd-pod-resources \
+for f in /usr/sbin/nodewatchd /usr/libexec/nodewatch/nwd-pod-resources /usr/libexec/nodewatch/nwd-bmc \
   /usr/bin/nodewatch-soak-report /etc/nodewatch/nodewatch.toml \
   /lib/systemd/system/nodewatch.service /lib/systemd/system/nodewatch.socket \
   /usr/share/man/man8/nodewatchd.8.gz /usr/share/man/man1/nodewatch-soak-report.1.gz \
