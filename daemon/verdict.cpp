@@ -851,12 +851,37 @@ std::vector<std::string_view> VerdictEngine::rule_names() {
   return out;
 }
 
+// A collector that is down has had its series dropped, not its devices'
+// firmware changed: the versions it gave last are kept until it answers
+// again (and says otherwise), so that nodewatch_version_info does not
+// vanish with each failed collection. A collector disabled gives none.
+std::vector<VersionFact> VerdictEngine::versions_now(
+    const Samples& s, const std::vector<CollectorState>& collectors) {
+  std::vector<VersionFact> out;
+  for (VersionFact& f : version_facts(s, versions_)) {
+    std::string_view from = collector_of_component(f.component);
+    auto it = std::find_if(collectors.begin(), collectors.end(),
+                           [&](const CollectorState& c) { return c.name == from; });
+    if (from.empty() || it == collectors.end() || it->up) out.push_back(std::move(f));
+  }
+  for (const VersionFact& f : last_versions_) {
+    std::string_view from = collector_of_component(f.component);
+    auto it = std::find_if(collectors.begin(), collectors.end(),
+                           [&](const CollectorState& c) { return c.name == from; });
+    if (!from.empty() && it != collectors.end() && !it->up) out.push_back(f);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  last_versions_ = out;
+  return out;
+}
+
 Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorState>& collectors,
                                 std::chrono::steady_clock::time_point now, double unix_now) {
   Verdict v;
   v.unix_time = unix_now;
   Accelerators acc(s);
-  v.versions = version_facts(s, versions_);
+  v.versions = versions_now(s, collectors);
   Check c{s, expect_, acc, now, counters_, v.problems, v.versions, {}};
   const auto observed = observe(c, collectors);
   for (const Rule& r : rules()) {

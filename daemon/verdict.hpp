@@ -121,8 +121,12 @@ class VerdictEngine {
   void render(const Verdict& v, MetricSink& out) const;
 
  private:
+  std::vector<VersionFact> versions_now(const Samples& s,
+                                        const std::vector<CollectorState>& collectors);
+
   Expectations expect_;
   NodeVersions versions_;
+  std::vector<VersionFact> last_versions_;  // as the last evaluation gave them
   std::map<std::string, WindowedCount> counters_;
 };
 

@@ -20,6 +20,14 @@ NodeVersions read_node_versions(const Roots& roots) {
   return v;
 }
 
+std::string_view collector_of_component(std::string_view component) {
+  if (component == "bmc_firmware") return "bmc";
+  if (component == "accelerator_driver" || component == "accelerator_vbios") return "accelerator";
+  if (component == "nic_firmware") return "nic";
+  if (component == "hca_firmware" || component == "rdma_core") return "interconnect";
+  return "";
+}
+
 const FamilySet& version_families() {
   static const FamilySet kFamilies = family_set({
       families::kVersionInfo,

@@ -47,6 +47,10 @@ struct VersionFact {
   bool operator==(const VersionFact& o) const { return key() == o.key(); }
 };
 
+// The collector whose series give `component`'s versions ("" for the
+// daemon's own reads: kernel, bios).
+std::string_view collector_of_component(std::string_view component);
+
 // Every version the samples and `node` give, sorted, one per component and
 // device. Samples of nodewatch_version_info itself (a running daemon's
 // /metrics, for --learn-expected) are taken as they are.

@@ -788,6 +788,26 @@ TEST(VerdictRules, VersionPinsNameWhatRunsAndWhatIsExpected) {
   EXPECT_EQ(Problems(v), "");
 }
 
+// A collector that fails has its series dropped, not its devices'
+// firmware changed: the versions it gave are kept while it is down (the
+// soak's invariant: no series vanishes that did not have to), and go
+// when it answers without them.
+TEST(VerdictRules, VersionsOfACollectorThatIsDownAreKeptUntilItAnswers) {
+  VerdictEngine engine(Expectations{});
+  const std::string nic = "nodewatch_nic_info{interface=\"eth0\",firmware=\"28.39.1002\"} 1\n";
+  auto has = [](const Verdict& v) {
+    return std::count(v.versions.begin(), v.versions.end(),
+                      VersionFact{"nic_firmware", "eth0", "28.39.1002"}) == 1;
+  };
+  std::vector<CollectorState> collectors = AllUp();
+  EXPECT_TRUE(has(Evaluate(engine, nic, collectors)));
+  collectors[3].up = false;  // nic
+  ASSERT_EQ(collectors[3].name, "nic");
+  EXPECT_TRUE(has(Evaluate(engine, "", collectors)));
+  collectors[3].up = true;
+  EXPECT_FALSE(has(Evaluate(engine, "", collectors)));
+}
+
 // What --learn-expected writes of versions reads back as the same pins.
 TEST(VerdictRules, LearnedVersionsRoundTripThroughTheExpectFile) {
   nodewatch::Learned l = learn_expectations(
