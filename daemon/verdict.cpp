@@ -756,7 +756,7 @@ const std::vector<Rule>& rules() {
        kVersions,
        {families::kVersionInfo, bmc::families::kInfo, accelerator::families::kDriverInfo,
         accelerator::families::kInfo, nic::families::kInfo, interconnect::families::kPortInfo,
-        interconnect::families::kVerbsLibraryInfo},
+        interconnect::families::kVerbsLibraryInfo, bmc::families::kUp},
        versions_pinned},
   };
   return kRules;
@@ -854,22 +854,25 @@ std::vector<std::string_view> VerdictEngine::rule_names() {
 // A collector that is down has had its series dropped, not its devices'
 // firmware changed: the versions it gave last are kept until it answers
 // again (and says otherwise), so that nodewatch_version_info does not
-// vanish with each failed collection. A collector disabled gives none.
+// vanish with each failed collection; the BMC's firmware likewise while
+// the BMC does not answer. A collector disabled gives none.
 std::vector<VersionFact> VerdictEngine::versions_now(
     const Samples& s, const std::vector<CollectorState>& collectors) {
+  // Whether `component`'s source cannot say now: its collector is down, or
+  // (the BMC's firmware) the BMC does not answer.
+  const Sample* bmc_up = s.find(bmc::families::kUp, {});
+  auto silent = [&](std::string_view component) {
+    if (component == "bmc_firmware" && bmc_up != nullptr && bmc_up->value != 1) return true;
+    std::string_view from = collector_of_component(component);
+    auto it = std::find_if(collectors.begin(), collectors.end(),
+                           [&](const CollectorState& c) { return c.name == from; });
+    return !from.empty() && it != collectors.end() && !it->up;
+  };
   std::vector<VersionFact> out;
-  for (VersionFact& f : version_facts(s, versions_)) {
-    std::string_view from = collector_of_component(f.component);
-    auto it = std::find_if(collectors.begin(), collectors.end(),
-                           [&](const CollectorState& c) { return c.name == from; });
-    if (from.empty() || it == collectors.end() || it->up) out.push_back(std::move(f));
-  }
-  for (const VersionFact& f : last_versions_) {
-    std::string_view from = collector_of_component(f.component);
-    auto it = std::find_if(collectors.begin(), collectors.end(),
-                           [&](const CollectorState& c) { return c.name == from; });
-    if (!from.empty() && it != collectors.end() && !it->up) out.push_back(f);
-  }
+  for (VersionFact& f : version_facts(s, versions_))
+    if (!silent(f.component)) out.push_back(std::move(f));
+  for (const VersionFact& f : last_versions_)
+    if (silent(f.component)) out.push_back(f);
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   last_versions_ = out;

@@ -806,6 +806,17 @@ TEST(VerdictRules, VersionsOfACollectorThatIsDownAreKeptUntilItAnswers) {
   EXPECT_TRUE(has(Evaluate(engine, "", collectors)));
   collectors[3].up = true;
   EXPECT_FALSE(has(Evaluate(engine, "", collectors)));
+  // The BMC's firmware while the BMC does not answer.
+  const std::string info =
+      "nodewatch_bmc_info{firmware=\"3.21\",manufacturer=\"m\",product=\"1\",ipmi_version=\"2.0\","
+      "interface=\"inband\"} 1\n";
+  const VersionFact bmc{"bmc_firmware", "", "3.21"};
+  auto has_bmc = [&](const Verdict& v) {
+    return std::count(v.versions.begin(), v.versions.end(), bmc) == 1;
+  };
+  EXPECT_TRUE(has_bmc(Evaluate(engine, "nodewatch_bmc_up 1\n" + info, collectors)));
+  EXPECT_TRUE(has_bmc(Evaluate(engine, "nodewatch_bmc_up 0\n", collectors)));
+  EXPECT_FALSE(has_bmc(Evaluate(engine, "", collectors)));  // no BMC at all
 }
 
 // What --learn-expected writes of versions reads back as the same pins.
