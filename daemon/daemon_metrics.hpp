@@ -180,7 +180,8 @@ inline constexpr Family kVersionInfo{
     MetricType::kGauge,
     "",
     "A version the node runs, value 1: the kernel release, the BIOS, the BMC's firmware, each "
-    "accelerator driver and VBIOS, each NIC's and HCA's firmware (component; device where there is one), "
+    "accelerator driver and VBIOS, each NIC's and HCA's firmware (component; device where there is "
+    "one), "
     "as [expect.versions] pins them.",
     {"component", "device", "version"}};
 

@@ -255,8 +255,7 @@ HttpResponse Router::node_health(std::string_view query) const {
     body = format == "json" ? "{\"status\":\"unknown\",\"problems\":[]}\n"
                             : "unknown: no verdict yet\n";
   HttpResponse res =
-      text_response(fit(h) ? http::status::ok : http::status::service_unavailable,
-                    std::move(body));
+      text_response(fit(h) ? http::status::ok : http::status::service_unavailable, std::move(body));
   if (format == "json") res.set(http::field::content_type, "application/json");
   res.set(http::field::cache_control, "no-store");
   res.set(kNodeStatusHeader, health_name(h));

@@ -178,8 +178,8 @@ TEST(NodeVerdict, TheHealthyNodeWithItsExpectedFileIsHealthy) {
   auto r = node.check();
   ASSERT_EQ(r.rc, 0) << r.out << r.log;
   EXPECT_NE(r.out.find("node: healthy"), std::string::npos) << r.out;
-  for (std::string_view s :
-       {"accelerator", "nvlink", "pcie", "fabric", "nic", "storage", "kernel", "platform", "exporter"})
+  for (std::string_view s : {"accelerator", "nvlink", "pcie", "fabric", "nic", "storage", "kernel",
+                             "platform", "exporter"})
     EXPECT_TRUE(std::regex_search(r.out, std::regex("\n" + std::string(s) + " +healthy\n")))
         << s << "\n"
         << r.out;

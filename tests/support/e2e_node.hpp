@@ -84,7 +84,8 @@ inline std::vector<std::string> E2ENodeArgs(const TempDir& dir, const E2ENodeOpt
          << (imex / "config.cfg").string() << "\"\nsocket = \""
          << (imex / "imex_ctrl.sock").string() << "\"\nsystemd_dir = \""
          << (dir.path() / "node" / "etc" / "systemd" / "system").string() << "\"\nctl = \""
-         << (dir.path() / "node" / "bin" / "nvidia-imex-ctl").string() << "\"\n"
+         << (dir.path() / "node" / "bin" / "nvidia-imex-ctl").string()
+         << "\"\n"
          // No BMC (the machine running the tests may have one): the
          // simulator's tests (bmc_sim_test.cpp) read one.
          << "[collectors.bmc]\ndevice = \"" << (dir.path() / "node" / "dev" / "ipmi0").string()
