@@ -855,7 +855,8 @@ std::vector<std::string_view> VerdictEngine::rule_names() {
 // firmware changed: the versions it gave last are kept until it answers
 // again (and says otherwise), so that nodewatch_version_info does not
 // vanish with each failed collection; the BMC's firmware likewise while
-// the BMC does not answer. A collector disabled gives none.
+// the BMC does not answer, and a device's whose read failed this time. A
+// collector disabled gives none.
 std::vector<VersionFact> VerdictEngine::versions_now(
     const Samples& s, const std::vector<CollectorState>& collectors) {
   // Whether `component`'s source cannot say now: its collector is down, or
@@ -868,11 +869,13 @@ std::vector<VersionFact> VerdictEngine::versions_now(
                            [&](const CollectorState& c) { return c.name == from; });
     return !from.empty() && it != collectors.end() && !it->up;
   };
+  std::set<std::pair<std::string, std::string>> unread;
   std::vector<VersionFact> out;
-  for (VersionFact& f : version_facts(s, versions_))
+  for (VersionFact& f : version_facts(s, versions_, &unread))
     if (!silent(f.component)) out.push_back(std::move(f));
+  // A device still there whose version this read failed to give keeps it.
   for (const VersionFact& f : last_versions_)
-    if (silent(f.component)) out.push_back(f);
+    if (silent(f.component) || unread.count({f.component, f.device})) out.push_back(f);
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   last_versions_ = out;

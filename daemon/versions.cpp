@@ -41,11 +41,14 @@ const FamilySet& version_families() {
   return kFamilies;
 }
 
-std::vector<VersionFact> version_facts(const Samples& s, const NodeVersions& node) {
+std::vector<VersionFact> version_facts(const Samples& s, const NodeVersions& node,
+                                       std::set<std::pair<std::string, std::string>>* unread) {
   std::set<VersionFact> out;
-  auto add = [&out](std::string_view component, std::string_view device, std::string_view version) {
+  auto add = [&](std::string_view component, std::string_view device, std::string_view version) {
     if (!version.empty())
       out.insert({std::string(component), std::string(device), std::string(version)});
+    else if (unread != nullptr)
+      unread->emplace(std::string(component), std::string(device));
   };
   for (const Sample& x : s.of(families::kVersionInfo))
     add(x.label("component"), x.label("device"), x.label("version"));

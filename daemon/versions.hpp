@@ -17,7 +17,9 @@
 // change only with a reboot); the others come from the collectors' own info
 // series at each evaluation, so a version is one fact, read once.
 
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nodewatch/collector.hpp"
@@ -54,7 +56,11 @@ std::string_view collector_of_component(std::string_view component);
 // Every version the samples and `node` give, sorted, one per component and
 // device. Samples of nodewatch_version_info itself (a running daemon's
 // /metrics, for --learn-expected) are taken as they are.
-std::vector<VersionFact> version_facts(const Samples& s, const NodeVersions& node);
+// `unread`, when given, gets each (component, device) whose series is there
+// with an empty version (a read that failed, the device still present).
+std::vector<VersionFact> version_facts(
+    const Samples& s, const NodeVersions& node,
+    std::set<std::pair<std::string, std::string>>* unread = nullptr);
 // The families version_facts() reads.
 const FamilySet& version_families();
 

@@ -817,6 +817,12 @@ TEST(VerdictRules, VersionsOfACollectorThatIsDownAreKeptUntilItAnswers) {
   EXPECT_TRUE(has_bmc(Evaluate(engine, "nodewatch_bmc_up 1\n" + info, collectors)));
   EXPECT_TRUE(has_bmc(Evaluate(engine, "nodewatch_bmc_up 0\n", collectors)));
   EXPECT_FALSE(has_bmc(Evaluate(engine, "", collectors)));  // no BMC at all
+  // A device whose version could not be read this time (the soak's faults:
+  // an amdgpu attribute that answers EIO) keeps it; one gone does not.
+  EXPECT_TRUE(has(Evaluate(engine, nic, collectors)));
+  const std::string blank = "nodewatch_nic_info{interface=\"eth0\",firmware=\"\"} 1\n";
+  EXPECT_TRUE(has(Evaluate(engine, blank, collectors)));
+  EXPECT_FALSE(has(Evaluate(engine, "", collectors)));
 }
 
 // What --learn-expected writes of versions reads back as the same pins.
