@@ -851,16 +851,17 @@ std::vector<std::string_view> VerdictEngine::rule_names() {
   return out;
 }
 
-// A collector that is down has had its series dropped, not its devices'
-// firmware changed: the versions it gave last are kept until it answers
-// again (and says otherwise), so that nodewatch_version_info does not
-// vanish with each failed collection; the BMC's firmware likewise while
-// the BMC does not answer, and a device's whose read failed this time. A
-// collector disabled gives none.
-std::vector<VersionFact> VerdictEngine::versions_now(
-    const Samples& s, const std::vector<CollectorState>& collectors) {
-  // Whether `component`'s source cannot say now: its collector is down, or
-  // (the BMC's firmware) the BMC does not answer.
+// A version is a fact of firmware and drivers, which change with a reboot
+// or a driver reload, not with a collection that failed: one that was read
+// is kept while its source cannot say (its collector is down, the BMC does
+// not answer, the device is served without it: a read that failed), and
+// for kVersionGrace after it was last read otherwise (a device that a
+// fault hid for a few collections), so that nodewatch_version_info does
+// not come and go with faults. A version read anew replaces it at once; a
+// collector disabled has its versions go after the grace.
+std::vector<VersionFact> VerdictEngine::versions_now(const Samples& s,
+                                                     const std::vector<CollectorState>& collectors,
+                                                     std::chrono::steady_clock::time_point now) {
   const Sample* bmc_up = s.find(bmc::families::kUp, {});
   auto silent = [&](std::string_view component) {
     if (component == "bmc_firmware" && bmc_up != nullptr && bmc_up->value != 1) return true;
@@ -870,15 +871,19 @@ std::vector<VersionFact> VerdictEngine::versions_now(
     return !from.empty() && it != collectors.end() && !it->up;
   };
   std::set<std::pair<std::string, std::string>> unread;
-  std::vector<VersionFact> out;
   for (VersionFact& f : version_facts(s, versions_, &unread))
-    if (!silent(f.component)) out.push_back(std::move(f));
-  // A device still there whose version this read failed to give keeps it.
-  for (const VersionFact& f : last_versions_)
-    if (silent(f.component) || unread.count({f.component, f.device})) out.push_back(f);
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  last_versions_ = out;
+    last_versions_[{f.component, f.device}] = {std::move(f.version), now};
+  std::vector<VersionFact> out;
+  for (auto it = last_versions_.begin(); it != last_versions_.end();) {
+    auto& [key, seen] = *it;
+    if (silent(key.first) || unread.count(key)) seen.second = now;
+    if (now - seen.second >= kVersionGrace) {
+      it = last_versions_.erase(it);
+      continue;
+    }
+    out.push_back({key.first, key.second, seen.first});
+    ++it;
+  }
   return out;
 }
 
@@ -887,7 +892,7 @@ Verdict VerdictEngine::evaluate(const Samples& s, const std::vector<CollectorSta
   Verdict v;
   v.unix_time = unix_now;
   Accelerators acc(s);
-  v.versions = versions_now(s, collectors);
+  v.versions = versions_now(s, collectors, now);
   Check c{s, expect_, acc, now, counters_, v.problems, v.versions, {}};
   const auto observed = observe(c, collectors);
   for (const Rule& r : rules()) {

@@ -99,6 +99,9 @@ struct WindowedCount {
   bool live = false;
 };
 
+// How long a version not read any more is kept (verdict.cpp, versions_now).
+inline constexpr std::chrono::minutes kVersionGrace{5};
+
 class VerdictEngine {
  public:
   explicit VerdictEngine(Expectations expect, NodeVersions versions = {});
@@ -122,11 +125,16 @@ class VerdictEngine {
 
  private:
   std::vector<VersionFact> versions_now(const Samples& s,
-                                        const std::vector<CollectorState>& collectors);
+                                        const std::vector<CollectorState>& collectors,
+                                        std::chrono::steady_clock::time_point now);
 
   Expectations expect_;
   NodeVersions versions_;
-  std::vector<VersionFact> last_versions_;  // as the last evaluation gave them
+  // Each (component, device)'s version, and when it was last read (or its
+  // source could not say).
+  std::map<std::pair<std::string, std::string>,
+           std::pair<std::string, std::chrono::steady_clock::time_point>>
+      last_versions_;
   std::map<std::string, WindowedCount> counters_;
 };
 

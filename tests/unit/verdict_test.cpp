@@ -792,37 +792,47 @@ TEST(VerdictRules, VersionPinsNameWhatRunsAndWhatIsExpected) {
 // firmware changed: the versions it gave are kept while it is down (the
 // soak's invariant: no series vanishes that did not have to), and go
 // when it answers without them.
-TEST(VerdictRules, VersionsOfACollectorThatIsDownAreKeptUntilItAnswers) {
+TEST(VerdictRules, VersionsAreKeptWhileTheirSourceCannotSayAndForAGraceAfter) {
   VerdictEngine engine(Expectations{});
+  auto t = std::chrono::steady_clock::now();
   const std::string nic = "nodewatch_nic_info{interface=\"eth0\",firmware=\"28.39.1002\"} 1\n";
   auto has = [](const Verdict& v) {
     return std::count(v.versions.begin(), v.versions.end(),
                       VersionFact{"nic_firmware", "eth0", "28.39.1002"}) == 1;
   };
   std::vector<CollectorState> collectors = AllUp();
-  EXPECT_TRUE(has(Evaluate(engine, nic, collectors)));
-  collectors[3].up = false;  // nic
   ASSERT_EQ(collectors[3].name, "nic");
-  EXPECT_TRUE(has(Evaluate(engine, "", collectors)));
+  EXPECT_TRUE(has(Evaluate(engine, nic, collectors, t)));
+  // Its collector down for an hour: kept.
+  collectors[3].up = false;
+  EXPECT_TRUE(has(Evaluate(engine, "", collectors, t + std::chrono::hours(1))));
+  // Up again without the device: kept for the grace, then gone.
   collectors[3].up = true;
-  EXPECT_FALSE(has(Evaluate(engine, "", collectors)));
+  t += std::chrono::hours(1);
+  EXPECT_TRUE(has(Evaluate(engine, "", collectors, t + kVersionGrace / 2)));
+  EXPECT_FALSE(has(Evaluate(engine, "", collectors, t + kVersionGrace)));
+  // Served with an empty version (a read that failed: the soak's faults
+  // make amdgpu's vbios_version answer EIO): kept past the grace.
+  EXPECT_TRUE(has(Evaluate(engine, nic, collectors, t)));
+  const std::string blank = "nodewatch_nic_info{interface=\"eth0\",firmware=\"\"} 1\n";
+  EXPECT_TRUE(has(Evaluate(engine, blank, collectors, t + kVersionGrace * 2)));
+  // Another version read: it replaces the old at once.
+  Verdict v = Evaluate(engine, "nodewatch_nic_info{interface=\"eth0\",firmware=\"28.40.1000\"} 1\n",
+                       collectors, t + kVersionGrace * 2);
+  EXPECT_FALSE(has(v));
+  EXPECT_EQ(v.versions.size(), 1u);
   // The BMC's firmware while the BMC does not answer.
   const std::string info =
       "nodewatch_bmc_info{firmware=\"3.21\",manufacturer=\"m\",product=\"1\",ipmi_version=\"2.0\","
       "interface=\"inband\"} 1\n";
   const VersionFact bmc{"bmc_firmware", "", "3.21"};
-  auto has_bmc = [&](const Verdict& v) {
-    return std::count(v.versions.begin(), v.versions.end(), bmc) == 1;
+  auto has_bmc = [&](const Verdict& x) {
+    return std::count(x.versions.begin(), x.versions.end(), bmc) == 1;
   };
-  EXPECT_TRUE(has_bmc(Evaluate(engine, "nodewatch_bmc_up 1\n" + info, collectors)));
-  EXPECT_TRUE(has_bmc(Evaluate(engine, "nodewatch_bmc_up 0\n", collectors)));
-  EXPECT_FALSE(has_bmc(Evaluate(engine, "", collectors)));  // no BMC at all
-  // A device whose version could not be read this time (the soak's faults:
-  // an amdgpu attribute that answers EIO) keeps it; one gone does not.
-  EXPECT_TRUE(has(Evaluate(engine, nic, collectors)));
-  const std::string blank = "nodewatch_nic_info{interface=\"eth0\",firmware=\"\"} 1\n";
-  EXPECT_TRUE(has(Evaluate(engine, blank, collectors)));
-  EXPECT_FALSE(has(Evaluate(engine, "", collectors)));
+  const auto later = t + std::chrono::hours(2);
+  EXPECT_TRUE(has_bmc(Evaluate(engine, "nodewatch_bmc_up 1\n" + info, collectors, later)));
+  EXPECT_TRUE(
+      has_bmc(Evaluate(engine, "nodewatch_bmc_up 0\n", collectors, later + kVersionGrace * 2)));
 }
 
 // What --learn-expected writes of versions reads back as the same pins.
