@@ -82,6 +82,12 @@ class BmcSim : public ::testing::Test {
   static std::optional<double> Value(std::uint16_t port, const std::string& series) {
     return SampleValue(Body(port), series);
   }
+  // Whether the daemon reads the fan's first reading (the simulator reads
+  // its files first 250 ms after it starts).
+  static bool ReadsTheFan(std::uint16_t port) {
+    return Eventually(
+        [&] { return Value(port, "nodewatch_bmc_fan_speed_rpm{sensor=\"FAN1\"}") == 5000.0; }, 10s);
+  }
 
   TempDir dir_;
   std::unique_ptr<IpmiSim> sim_;
@@ -96,10 +102,7 @@ TEST_F(BmcSim, FailingAFanAndAPsuTurnsTheirStatesAndTheCheckAndRestoringThemTurn
   auto d = Start(config);
   auto port = d->port();
   ASSERT_TRUE(port) << d->log();
-  // The simulator reads its files first 250 ms after it starts.
-  ASSERT_TRUE(Eventually(
-      [&] { return Value(*port, "nodewatch_bmc_fan_speed_rpm{sensor=\"FAN1\"}") == 5000.0; }, 10s))
-      << d->log() << Body(*port);
+  ASSERT_TRUE(ReadsTheFan(*port)) << d->log() << Body(*port);
   const std::string body = Body(*port);
   EXPECT_EQ(SampleValue(body, "nodewatch_bmc_up"), 1);
   EXPECT_EQ(SampleValue(body, "nodewatch_bmc_temperature_celsius{sensor=\"Inlet Temp\"}"), 30);
@@ -206,10 +209,7 @@ TEST_F(BmcSim, IpmiTwoPointZeroReadsTheSameSensors) {
   auto d = Start(Config("lanplus"));
   auto port = d->port();
   ASSERT_TRUE(port) << d->log();
-  // The simulator reads its files first 250 ms after it starts.
-  ASSERT_TRUE(Eventually(
-      [&] { return Value(*port, "nodewatch_bmc_fan_speed_rpm{sensor=\"FAN1\"}") == 5000.0; }, 10s))
-      << d->log() << Body(*port);
+  ASSERT_TRUE(ReadsTheFan(*port)) << d->log() << Body(*port);
   const std::string body = Body(*port);
   EXPECT_EQ(SampleValue(body, "nodewatch_bmc_up"), 1);
   EXPECT_NE(body.find("interface=\"lanplus\""), std::string::npos);
