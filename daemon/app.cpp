@@ -261,6 +261,8 @@ class Daemon {
     return ran ? node_.current() : nullptr;
   }
 
+  const NodeVersions& node_versions() const { return node_.versions(); }
+
   // One collection round; the samples of `families` it produced.
   std::optional<Samples> round_samples(const FamilySet& families,
                                        std::vector<CollectorState>* collectors) {
@@ -732,7 +734,7 @@ int learn(const CommandLine& cmd, std::span<const CollectorSpec> catalog) {
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
   // A running daemon's /metrics has the versions it read itself as series.
-  Learned learned = learn_expectations(samples, d ? read_node_versions(cmd.roots) : NodeVersions{});
+  Learned learned = learn_expectations(samples, d ? d->node_versions() : NodeVersions{});
   notes.insert(notes.end(), learned.notes.begin(), learned.notes.end());
   std::cout << expectations_toml(
       learned.expect, notes,

@@ -96,6 +96,8 @@ class NodeHealth {
   // New expectations (a reload): the next evaluation uses them. Unchanged
   // ones keep the engine and what it remembers.
   void set_expectations(const Expectations& expect);
+  // What the daemon read of the node's versions when it started.
+  const NodeVersions& versions() const { return versions_; }
   // The source has a new input (called after each result, from any
   // thread): the next evaluation reads it. Cheap: it posts an evaluation
   // only when none is pending, at the earliest kMinGap after the last one.

@@ -754,9 +754,7 @@ const std::vector<Rule>& rules() {
       {"bmc_answers", kPlatform, {bmc::families::kUp}, bmc_answers},
       {"versions_pinned",
        kVersions,
-       {families::kVersionInfo, bmc::families::kInfo, accelerator::families::kDriverInfo,
-        accelerator::families::kInfo, nic::families::kInfo, interconnect::families::kPortInfo,
-        interconnect::families::kVerbsLibraryInfo, bmc::families::kUp},
+       {version_families().begin(), version_families().end()},
        versions_pinned},
   };
   return kRules;

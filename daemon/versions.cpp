@@ -30,13 +30,10 @@ std::string_view collector_of_component(std::string_view component) {
 
 const FamilySet& version_families() {
   static const FamilySet kFamilies = family_set({
-      families::kVersionInfo,
-      bmc::families::kInfo,
-      accelerator::families::kDriverInfo,
-      accelerator::families::kInfo,
-      nic::families::kInfo,
-      interconnect::families::kPortInfo,
+      families::kVersionInfo, bmc::families::kInfo, accelerator::families::kDriverInfo,
+      accelerator::families::kInfo, nic::families::kInfo, interconnect::families::kPortInfo,
       interconnect::families::kVerbsLibraryInfo,
+      bmc::families::kUp,  // the BMC's firmware is kept while it is silent (verdict.cpp)
   });
   return kFamilies;
 }

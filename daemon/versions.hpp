@@ -61,7 +61,8 @@ std::string_view collector_of_component(std::string_view component);
 std::vector<VersionFact> version_facts(
     const Samples& s, const NodeVersions& node,
     std::set<std::pair<std::string, std::string>>* unread = nullptr);
-// The families version_facts() reads.
+// The families version_facts() reads, and nodewatch_bmc_up (whether the
+// BMC's firmware can be read now).
 const FamilySet& version_families();
 
 }  // namespace nodewatch

@@ -9,7 +9,6 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
-#include <set>
 #include <sstream>
 
 #include "bmc/bmc_metrics.hpp"
